@@ -1,0 +1,40 @@
+/* Shared helpers of the `parity` CLI: the subcommand table, usage errors, option parsing.
+ * Each subcommand lives in programs/cmd_<name>.c and is listed once in programs/commands.def. */
+#ifndef PARITY_CLI_H
+#define PARITY_CLI_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "parity/status.h"
+
+/* A subcommand: `run` gets argv with argv[0] = the command name; returns an exit code.
+ * `help` prints the full help text to `out` (stdout for --help, exit 0). */
+typedef struct {
+    const char *name;
+    const char *summary;
+    int (*run)(int argc, char **argv);
+    void (*help)(FILE *out);
+} parity_cli_command_t;
+
+#define PARITY_COMMAND(name, summary) \
+    int parity_cmd_##name(int argc, char **argv); \
+    void parity_help_##name(FILE *out);
+#include "commands.def"
+#undef PARITY_COMMAND
+
+/* Usage error: prints "parity CMD: <message>" and a hint line to stderr, returns exit code 2. */
+int cli_usage_error(const char *cmd, const char *hint, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Input error (exit 3): prints "parity CMD: <message>". */
+int cli_input_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Parse helpers: return 0 on success, -1 if the text is not a complete number in range. */
+int cli_parse_u64(const char *s, uint64_t *out);
+int cli_parse_long(const char *s, long min, long max, long *out);
+int cli_parse_double(const char *s, double *out);
+
+/* True when argv[i] is "--help" or "-h". */
+int cli_is_help(const char *arg);
+
+#endif

@@ -1,0 +1,149 @@
+/* The `parity` CLI entry point: dispatches to subcommands, prints help and the version.
+ * Help goes to stdout with exit 0; usage errors go to stderr with exit 2 (DESIGN.md). */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "parity/version.h"
+
+static const parity_cli_command_t COMMANDS[] = {
+#define PARITY_COMMAND(n, s) {#n, s, parity_cmd_##n, parity_help_##n},
+#include "commands.def"
+#undef PARITY_COMMAND
+};
+static const size_t N_COMMANDS = sizeof COMMANDS / sizeof COMMANDS[0];
+
+static const parity_cli_command_t *find_command(const char *name)
+{
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (strcmp(COMMANDS[i].name, name) == 0) return &COMMANDS[i];
+    return NULL;
+}
+
+static void main_help(FILE *out)
+{
+    fprintf(out,
+            "parity %s: does this optimized code compute what the training math says,\n"
+            "under the workloads we actually run?\n\n"
+            "usage: parity COMMAND [OPTIONS]\n"
+            "       parity help COMMAND      full help for one command\n"
+            "       parity --version\n\n"
+            "commands:\n",
+            PARITY_VERSION_STRING);
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(out, "  %-10s %s\n", COMMANDS[i].name, COMMANDS[i].summary);
+    fprintf(out,
+            "\nexit codes: 0 all faithful / within floor, 1 a verdict failed, 2 usage error,\n"
+            "            3 input or I/O error.\n"
+            "start here: parity check embedding_rmsnorm_bwd --kernel builtin:all --baselines\n");
+}
+
+int cli_is_help(const char *arg)
+{
+    return strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0;
+}
+
+int cli_usage_error(const char *cmd, const char *hint, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "parity %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    if (hint) fprintf(stderr, "  try: %s\n", hint);
+    fprintf(stderr, "  (see: parity help %s)\n", cmd);
+    return PARITY_EXIT_USAGE;
+}
+
+int cli_input_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "parity %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return PARITY_EXIT_INPUT;
+}
+
+int cli_parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    if (!s || !*s || *s == '-') return -1;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno || *end) return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+int cli_parse_long(const char *s, long min, long max, long *out)
+{
+    char *end;
+    if (!s || !*s) return -1;
+    errno = 0;
+    long v = strtol(s, &end, 0);
+    if (errno || *end || v < min || v > max) return -1;
+    *out = v;
+    return 0;
+}
+
+int cli_parse_double(const char *s, double *out)
+{
+    char *end;
+    if (!s || !*s) return -1;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (*end) return -1;
+    /* ERANGE on underflow still yields the correctly rounded subnormal/zero: accept it;
+     * overflow yields +-HUGE_VAL, which is the correctly rounded infinity: accept it too. */
+    *out = v;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        main_help(stderr);
+        return PARITY_EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (cli_is_help(cmd)) {
+        main_help(stdout);
+        return PARITY_EXIT_OK;
+    }
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+        printf("parity %s\n", PARITY_VERSION_STRING);
+        return PARITY_EXIT_OK;
+    }
+    if (strcmp(cmd, "help") == 0) {
+        if (argc < 3) {
+            main_help(stdout);
+            return PARITY_EXIT_OK;
+        }
+        const parity_cli_command_t *c = find_command(argv[2]);
+        if (!c) {
+            fprintf(stderr, "parity help: no command '%s'\n  try: parity --help (lists the commands)\n",
+                    argv[2]);
+            return PARITY_EXIT_USAGE;
+        }
+        c->help(stdout);
+        return PARITY_EXIT_OK;
+    }
+    const parity_cli_command_t *c = find_command(cmd);
+    if (!c) {
+        fprintf(stderr, "parity: no command '%s'\n  try: parity --help (lists the commands)\n", cmd);
+        return PARITY_EXIT_USAGE;
+    }
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0) break;
+        if (cli_is_help(argv[i])) {
+            c->help(stdout);
+            return PARITY_EXIT_OK;
+        }
+    }
+    return c->run(argc - 1, argv + 1);
+}
