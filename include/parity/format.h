@@ -83,12 +83,23 @@ parity_round_opts_t parity_format_default_opts(const parity_format_t *f);
 /* Encode the exact real value hi + lo (a double-double, |lo| <= ulp(hi)/2, or lo == 0) into the
  * format's bit pattern (low total_bits of the result), correctly rounded per opts: there is no
  * double rounding. rng is used only for stochastic rounding (may be NULL otherwise). NaN inputs
- * give the format's canonical quiet NaN with the input's sign where the format has one. */
+ * give the format's canonical quiet NaN with the input's sign where the format has one.
+ * Clarifications: opts NULL means parity_format_default_opts(f). A pair that is not normalized
+ * is renormalized first with 2Sum (exact unless hi + lo overflows double). Stochastic rounding
+ * draws exactly one parity_rng_uniform() per finite nonzero input (none for zero, inf, NaN);
+ * with rng NULL it falls back to nearest-even. Under round-toward-zero a finite overflow gives
+ * +-max_finite whatever saturate_finite says (IEEE 754 section 7.4). */
 uint32_t parity_format_encode2(const parity_format_t *f, double hi, double lo,
                                const parity_round_opts_t *opts, parity_rng_t *rng);
 /* parity_format_encode2(f, x, 0, opts, rng). */
 uint32_t parity_format_encode(const parity_format_t *f, double x, const parity_round_opts_t *opts,
                               parity_rng_t *rng);
+/* Bulk forms of encode/decode (for ctypes oracles and tools): out[i] = encode(f, x[i], opts, rng),
+ * out[i] = decode(f, bits[i]). Caller owns all buffers; opts NULL means default opts. */
+void parity_format_encode_array(const parity_format_t *f, const double *x, size_t n,
+                                const parity_round_opts_t *opts, parity_rng_t *rng, uint32_t *out);
+void parity_format_decode_array(const parity_format_t *f, const uint32_t *bits, size_t n,
+                                double *out);
 /* The exact value of a bit pattern (always representable in double). */
 double parity_format_decode(const parity_format_t *f, uint32_t bits);
 /* decode(encode(x)): the value x becomes in the format. */
