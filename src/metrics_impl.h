@@ -1,0 +1,63 @@
+/* Internal to the metrics module (metrics.c, metrics_quantile.c, metrics_dist.c): the inline
+ * compensated-sum step shared by the accumulators. Not a public header. */
+#ifndef PARITY_METRICS_IMPL_H
+#define PARITY_METRICS_IMPL_H
+
+#include <math.h>
+
+#include "parity/metrics.h"
+
+/* Neumaier's variant of Kahan summation: t = s + x rounds; the exact rounding error is
+ * (s - t) + x when |s| >= |x| and (x - t) + s otherwise (Fast2Sum with the larger operand
+ * first, exact by Dekker's lemma), and is collected in comp. The error of sum + comp is about
+ * 2u|S| + O(n u^2) sum|x_i| (Higham, Accuracy and Stability, 2nd ed., sec. 4.3). Once the sum
+ * is non-finite comp would turn into NaN (inf - inf); we stop updating it so the value is the
+ * IEEE naive result. */
+static inline void metrics_csum_add(parity_csum_t *s, double x)
+{
+    double t = s->sum + x;
+    if (isfinite(t)) {
+        if (fabs(s->sum) >= fabs(x))
+            s->comp += (s->sum - t) + x;
+        else
+            s->comp += (x - t) + s->sum;
+    }
+    s->sum = t;
+}
+
+static inline double metrics_csum_value(const parity_csum_t *s)
+{
+    return isfinite(s->sum) ? s->sum + s->comp : s->sum;
+}
+
+static inline void metrics_csum_merge(parity_csum_t *a, const parity_csum_t *b)
+{
+    metrics_csum_add(a, b->sum);
+    if (isfinite(a->sum)) a->comp += b->comp;
+}
+
+/* The quantile sketch's layout, shared so that the distribution accumulator can embed its two
+ * sketches in one allocation. Histogram bin of a positive x in [2^-64, 2^64): the biased
+ * exponent and the top 7 fraction bits of its binary64 encoding, i.e. 128 equal-width bins
+ * per binade (docs/metrics.md derives the 2^-8 relative error bound). */
+#define QS_BITS 7
+#define QS_EXP_LO (1023 - 64) /* biased exponent of 2^-64 */
+#define QS_BINADES 128        /* 2^-64 .. 2^64 */
+#define QS_NBINS (QS_BINADES << QS_BITS)
+
+struct parity_qsketch {
+    uint64_t n;       /* values added */
+    uint64_t n_zero;  /* exactly 0 */
+    uint64_t n_under; /* (0, 2^-64) */
+    uint64_t n_over;  /* [2^64, inf) */
+    double min, max;  /* exact, valid when n > 0 */
+    size_t n_exact;   /* values kept in exact[]; the sketch is exact while n_exact == n */
+    int sorted;       /* exact[0..n_exact) is sorted */
+    double exact[PARITY_QSKETCH_EXACT_MAX];
+    uint64_t bins[QS_NBINS];
+};
+
+/* Empty the sketch (no allocation). */
+void parity_metrics_qs_reset(struct parity_qsketch *q);
+
+#endif
