@@ -236,7 +236,9 @@ uint32_t parity_format_encode2(const parity_format_t *f, double hi, double lo,
     /* Renormalize with 2Sum so that |lo| <= ulp(hi)/2 holds whatever the caller passed
      * (Knuth's TwoSum is exact unless hi + lo overflows, which the non-finite path handles). */
     double s = hi + lo;
-    if (isfinite(s)) {
+    if (lo == 0) {
+        /* Already normalized; skipping the sum keeps the sign of a zero hi (-0 + 0 is +0). */
+    } else if (isfinite(s)) {
         double bp = s - hi, ap = s - bp;
         lo = (hi - ap) + (lo - bp);
         hi = s;
@@ -284,9 +286,9 @@ double parity_format_decode(const parity_format_t *f, uint32_t bits)
     uint32_t mag = bits & (sign_bit(f) - 1);
     uint32_t E = mag >> t, M = mag & (((uint32_t)1 << t) - 1);
     if (f->naninf == PARITY_NANINF_FN) {
-        if (mag == code_nan(f)) return NAN;
+        if (mag == code_nan(f)) return copysign(NAN, sgn);
     } else if (E == ((uint32_t)1 << f->exp_bits) - 1) {
-        return M ? NAN : sgn * INFINITY;
+        return M ? copysign(NAN, sgn) : sgn * INFINITY;
     }
     if (E == 0) return sgn * ldexp((double)M, f->emin - t);
     return sgn * ldexp((double)(M | ((uint32_t)1 << t)), (int)E - f->bias - t);

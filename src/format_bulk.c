@@ -63,7 +63,7 @@ static inline uint8_t e4m3fn_rne(uint32_t u)
     uint32_t nrm = ((x + 0x7ffffu + ((x >> 20) & 1u)) >> 20) - (120u << 3);
     uint32_t sub = f2u(u2f(x) + 16384.0f) - 0x46800000u;
     uint32_t r = x < (121u << 23) ? sub : nrm;
-    r = x > 0x43680000u ? 0x7fu : r;
+    r = x > 0x43e80000u ? 0x7fu : r; /* 0x43e80000 = 464.0f */
     return (uint8_t)(r | sign);
 }
 

@@ -100,7 +100,8 @@ void parity_format_encode_array(const parity_format_t *f, const double *x, size_
                                 const parity_round_opts_t *opts, parity_rng_t *rng, uint32_t *out);
 void parity_format_decode_array(const parity_format_t *f, const uint32_t *bits, size_t n,
                                 double *out);
-/* The exact value of a bit pattern (always representable in double). */
+/* The exact value of a bit pattern (always representable in double); NaN codes give a NaN with
+ * the code's sign. Bits above total_bits are ignored. */
 double parity_format_decode(const parity_format_t *f, uint32_t bits);
 /* decode(encode(x)): the value x becomes in the format. */
 double parity_format_round(const parity_format_t *f, double x, const parity_round_opts_t *opts,
