@@ -21,9 +21,11 @@
  * (GPT-2) and Rust's regex (tiktoken) mean by \s. PCRE2's UCP \s is \p{Z} + \h + \v, and its \h
  * still contains U+180E MONGOLIAN VOWEL SEPARATOR (removed from White_Space in Unicode 6.3):
  * with the literal \s, text containing U+180E tokenizes differently from tiktoken. */
-#define WS "\\t-\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
-static const char GPT2_PATTERN[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS "\\p{L}\\p{N}]+"
-                                   "|[" WS "]+(?![^" WS "])|[" WS "]+";
+#define WS                                                                                       \
+    "\\t-\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}"    \
+    "\\x{3000}"
+static const char GPT2_PATTERN[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+"
+                                   "| ?[^" WS "\\p{L}\\p{N}]+|[" WS "]+(?![^" WS "])|[" WS "]+";
 #undef WS
 
 /* bytes_to_unicode maps the 188 printable bytes to the code point of the same value and the
@@ -209,8 +211,8 @@ static parity_status_t gpt2_load_encoder(parity_gpt2_t *t, const char *path, byt
             else
                 st = parity_diag_set(diag, PARITY_E_FORMAT,
                                      "%s: token id %zu \"%.60s\": character U+%04lX is not in "
-                                     "GPT-2's bytes_to_unicode map (expected U+0021..U+0143 "
-                                     "printable remaps)", path, id, s, bad);
+                                     "GPT-2's bytes_to_unicode map (expected printable Latin-1 "
+                                     "or U+0100..U+0143)", path, id, s, bad);
             goto done;
         }
         t->off[id] = (uint32_t)pos;
@@ -318,7 +320,8 @@ static parity_status_t gpt2_load_merges(parity_gpt2_t *t, const char *path,
             goto done;
         }
         const char *sp = memchr(line, ' ', n);
-        if (!sp || sp == line || sp == line + n - 1 || memchr(sp + 1, ' ', (size_t)(line + n - sp - 1))) {
+        if (!sp || sp == line || sp == line + n - 1 ||
+            memchr(sp + 1, ' ', (size_t)(line + n - sp - 1))) {
             st = parity_diag_set(diag, PARITY_E_FORMAT,
                                  "%s: line %zu: \"%.*s\": expected two tokens separated by one "
                                  "space", path, line_no, (int)(n < 80 ? n : 80), line);

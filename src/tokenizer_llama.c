@@ -355,7 +355,8 @@ parity_status_t parity_llama_tok_decode(const parity_llama_tok_t *t, const int32
     size_t p = 0;
     for (size_t i = 0; i < n; i++) {
         size_t k;
-        const char *piece = parity_llama_tok_decode_piece(t, i ? ids[i - 1] : prev_token, ids[i], &k);
+        int32_t prev = i ? ids[i - 1] : prev_token;
+        const char *piece = parity_llama_tok_decode_piece(t, prev, ids[i], &k);
         memcpy(s + p, piece, k);
         p += k;
     }

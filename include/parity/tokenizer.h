@@ -1,11 +1,12 @@
 /* tokenizer: the two tokenizers of the shared real data, written from their format descriptions.
- *  - GPT-2 byte-level BPE (OpenAI's gpt2_encoder.json + gpt2_vocab.bpe): turns real text into the
- *    skewed token-id streams that the real-text workloads and `parity train` use.
- *  - the llama2.c tokenizer (tok512.bin, a sentencepiece-BPE export) that goes with stories260K.bin,
- *    with karpathy/llama2.c run.c's encode/decode semantics.
+ *  - GPT-2 byte-level BPE (OpenAI's gpt2_encoder.json + gpt2_vocab.bpe): turns real text into
+ *    the skewed token-id streams that the real-text workloads and `parity train` use.
+ *  - the llama2.c tokenizer (tok512.bin, a sentencepiece-BPE export) that goes with
+ *    stories260K.bin, with karpathy/llama2.c run.c's encode/decode semantics.
  * Neither handles special tokens written inside the text: "<|endoftext|>" or "<s>" in the input is
  * encoded as ordinary text; callers add EOT/BOS/EOS ids themselves.
- * Every object is immutable after loading, so one tokenizer may be shared by threads. */
+ * Every object is immutable after loading, so one tokenizer may be shared by threads.
+ * docs/tokenizers.md has the sources, the verification against tiktoken and run.c, and speed. */
 #ifndef PARITY_TOKENIZER_H
 #define PARITY_TOKENIZER_H
 
