@@ -479,7 +479,7 @@ parity_status_t parity_gpt2_decode(const parity_gpt2_t *t, const int32_t *ids, s
 /* encoding                                                                                    */
 
 /* Cache of distinct pre-tokens seen in this call -> their ids. Real text repeats a small set of
- * words (tinyshakespeare: ~300k pre-tokens, ~25k distinct), so BPE runs once per distinct word.
+ * words (tinyshakespeare: 297833 pre-tokens, 15057 distinct), so BPE runs once per distinct word.
  * It is per call, not in the tokenizer, so a tokenizer stays immutable and shareable. */
 typedef struct {
     uint64_t hash;
