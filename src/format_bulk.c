@@ -23,6 +23,11 @@ static inline float u2f(uint32_t u)
     memcpy(&f, &u, sizeof f);
     return f;
 }
+/* Branch-free select: all-ones mask picks a. Written with masks rather than ?: so that GCC keeps
+ * the (always executed) fp32 additions outside any branch: with -ftrapping-math, the default
+ * we keep, it will not if-convert a branch that contains a floating-point operation. */
+static inline uint32_t sel(uint32_t mask, uint32_t a, uint32_t b) { return (a & mask) | (b & ~mask); }
+static inline uint32_t mask_if(int c) { return (uint32_t)0 - (uint32_t)c; }
 
 /* fp32 -> bf16, nearest-even: adding 0x7fff plus the lowest kept bit to the bit pattern rounds
  * the 16 dropped bits half-to-even (a tie 0x8000 carries only when the kept lsb is 1); a carry
@@ -46,9 +51,9 @@ static inline uint16_t fp16_rne(uint32_t u)
     uint32_t sign = (u >> 16) & 0x8000u, x = u & 0x7fffffffu;
     uint32_t nrm = (x - (112u << 23) + 0xfffu + ((x >> 13) & 1u)) >> 13;
     uint32_t sub = f2u(u2f(x) + 0.5f) - 0x3f000000u;
-    uint32_t r = x < (113u << 23) ? sub : nrm;
-    r = x >= (143u << 23) ? 0x7c00u : r;
-    r = x > 0x7f800000u ? 0x7e00u : r;
+    uint32_t r = sel(mask_if(x < (113u << 23)), sub, nrm);
+    r = sel(mask_if(x >= (143u << 23)), 0x7c00u, r);
+    r = sel(mask_if(x > 0x7f800000u), 0x7e00u, r);
     return (uint16_t)(r | sign);
 }
 
@@ -62,8 +67,8 @@ static inline uint8_t e4m3fn_rne(uint32_t u)
     uint32_t sign = (u >> 24) & 0x80u, x = u & 0x7fffffffu;
     uint32_t nrm = ((x + 0x7ffffu + ((x >> 20) & 1u)) >> 20) - (120u << 3);
     uint32_t sub = f2u(u2f(x) + 16384.0f) - 0x46800000u;
-    uint32_t r = x < (121u << 23) ? sub : nrm;
-    r = x > 0x43e80000u ? 0x7fu : r; /* 0x43e80000 = 464.0f */
+    uint32_t r = sel(mask_if(x < (121u << 23)), sub, nrm);
+    r = sel(mask_if(x > 0x43e80000u), 0x7fu, r); /* 0x43e80000 = 464.0f */
     return (uint8_t)(r | sign);
 }
 
@@ -92,7 +97,7 @@ PARITY_HOT void parity_fp16_to_fp32(const uint16_t *in, float *out, size_t n)
         uint32_t nrm = o + (112u << 23);
         uint32_t sub = f2u(u2f(o + (113u << 23)) - u2f(113u << 23));
         uint32_t inf = o | (0xffu << 23);
-        uint32_t r = e == 0 ? sub : (e == (0x1fu << 23) ? inf : nrm);
+        uint32_t r = sel(mask_if(e == 0), sub, sel(mask_if(e == (0x1fu << 23)), inf, nrm));
         out[i] = u2f(r | ((h & 0x8000u) << 16));
     }
 }
@@ -110,8 +115,8 @@ PARITY_HOT void parity_e4m3fn_to_fp32(const uint8_t *in, float *out, size_t n)
         uint32_t b = in[i], mag = b & 0x7fu;
         uint32_t nrm = (mag << 20) + (120u << 23);
         uint32_t sub = f2u((float)(int32_t)mag * 0x1p-9f);
-        uint32_t r = mag < 8u ? sub : nrm;
-        r = mag == 0x7fu ? 0x7fc00000u : r;
+        uint32_t r = sel(mask_if(mag < 8u), sub, nrm);
+        r = sel(mask_if(mag == 0x7fu), 0x7fc00000u, r);
         out[i] = u2f(r | ((b & 0x80u) << 24));
     }
 }
