@@ -236,6 +236,51 @@ void parity_metrics_err_result(const parity_err_stats_t *st, parity_err_result_t
     out->rmse = sqrt(se / nf);
 }
 
+static double key_value(const parity_err_result_t *r, parity_err_key_t key)
+{
+    switch (key) {
+    case PARITY_ERR_KEY_REL: return r->max_rel;
+    case PARITY_ERR_KEY_ULP: return r->max_ulp;
+    case PARITY_ERR_KEY_NMSE: return r->nmse;
+    case PARITY_ERR_KEY_ABS: break;
+    }
+    return r->max_abs;
+}
+
+parity_status_t parity_metrics_err_rows(const double *y, const double *r, size_t rows, size_t cols,
+                                        size_t ld, const parity_err_opts_t *opts,
+                                        parity_err_key_t key, parity_err_result_t *per_row,
+                                        parity_err_stats_t *total, size_t *worst_row)
+{
+    if ((rows > 0 && cols > 0 && (!y || !r)) || ld < cols || (unsigned)key > PARITY_ERR_KEY_NMSE)
+        return PARITY_E_INVALID;
+    parity_err_stats_t row;
+    parity_status_t s = parity_metrics_err_init(&row, opts);
+    if (s != PARITY_OK) return s;
+    if (total) parity_metrics_err_init(total, opts);
+    size_t worst = SIZE_MAX;
+    int worst_bad = 0;
+    double worst_v = 0.0;
+    for (size_t i = 0; i < rows; i++) {
+        parity_metrics_err_init(&row, opts);
+        if (cols > 0) parity_metrics_err_add_array(&row, y + i * ld, r + i * ld, cols);
+        parity_err_result_t res;
+        parity_metrics_err_result(&row, &res);
+        if (per_row) per_row[i] = res;
+        if (total) (void)parity_metrics_err_merge(total, &row);
+        /* Rank (has a mismatch, key value) lexicographically; strict > keeps the first row. */
+        int bad = res.n_mismatch > 0;
+        double v = key_value(&res, key);
+        if (worst == SIZE_MAX || (bad && !worst_bad) || (bad == worst_bad && v > worst_v)) {
+            worst = i;
+            worst_bad = bad;
+            worst_v = v;
+        }
+    }
+    if (worst_row) *worst_row = worst;
+    return PARITY_OK;
+}
+
 static const char *const err_field_names[] = {
     "n",          "n_finite",   "n_nan_y",       "n_nan_r",  "n_inf_match", "n_inf_mismatch",
     "n_mismatch", "first_mismatch", "max_abs",   "argmax_abs", "max_rel",   "argmax_rel",

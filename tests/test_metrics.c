@@ -319,6 +319,34 @@ static void err_eval_fields(void **state)
     assert_int_equal(parity_metrics_err_eval(y, r, 3, 0, 0, -1.0, out, 4), PARITY_E_INVALID);
 }
 
+/* 3 x 2 matrix in a stride-3 buffer (the third column is padding that must be ignored):
+ * row 0 errors (0.5, 0), row 1 errors (0, 0.25) against larger values, row 2 a NaN. */
+static void err_rows_worst(void **state)
+{
+    (void)state;
+    double y[] = {1.5, 2.0, 99.0, 10.0, 8.25, 99.0, NAN, 1.0, 99.0};
+    double r[] = {1.0, 2.0, -99.0, 10.0, 8.0, -99.0, 1.0, 1.0, -99.0};
+    parity_err_result_t per[3];
+    parity_err_stats_t tot;
+    size_t w;
+    assert_int_equal(parity_metrics_err_rows(y, r, 2, 2, 3, NULL, PARITY_ERR_KEY_ABS, per, &tot, &w),
+                     PARITY_OK);
+    assert_int_equal(w, 0); /* max abs 0.5 > 0.25 */
+    EXACT(per[1].max_abs, 0.25);
+    EXACT(per[1].max_rel, 0.25 / 8.0);
+    assert_int_equal(tot.n, 4);
+    assert_int_equal(tot.argmax_abs, 0);
+    assert_int_equal(parity_metrics_err_rows(y, r, 3, 2, 3, NULL, PARITY_ERR_KEY_REL, per, &tot, &w),
+                     PARITY_OK);
+    assert_int_equal(w, 2); /* the NaN row outranks every finite error */
+    assert_int_equal(tot.first_mismatch, 4); /* flat index row 2 * 2 cols + col 0 */
+    assert_int_equal(parity_metrics_err_rows(y, r, 0, 2, 3, NULL, PARITY_ERR_KEY_REL, NULL, NULL, &w),
+                     PARITY_OK);
+    assert_true(w == SIZE_MAX);
+    assert_int_equal(parity_metrics_err_rows(y, r, 3, 4, 3, NULL, PARITY_ERR_KEY_REL, NULL, NULL, &w),
+                     PARITY_E_INVALID);
+}
+
 /* csum: 1 + 1e100 - 1e100 + ... loses the 1 naively; Neumaier keeps it. */
 static void csum_compensates(void **state)
 {
@@ -826,6 +854,7 @@ int main(void)
         cmocka_unit_test(err_nonfinite),
         cmocka_unit_test(err_merge_equals_single_pass),
         cmocka_unit_test(err_eval_fields),
+        cmocka_unit_test(err_rows_worst),
         cmocka_unit_test(csum_compensates),
         cmocka_unit_test(quantile_exact_small),
         cmocka_unit_test(quantile_stream_bound),

@@ -115,6 +115,23 @@ typedef struct {
 /* Over zero finite pairs every error value is 0 (the counts say why). */
 void parity_metrics_err_result(const parity_err_stats_t *st, parity_err_result_t *out);
 
+/* Per-row errors of a row-major rows x cols matrix with row stride ld >= cols (a GEMM output,
+ * an embedding gradient), judged row by row as verify does. Fills per_row[0..rows) when non-NULL;
+ * when total is non-NULL it is initialised with opts and receives every element, with indices
+ * row * cols + col (stream order). *worst_row (when non-NULL) is the first row with the largest
+ * key value, a row with any mismatch ranking above every finite value; SIZE_MAX when rows == 0.
+ * PARITY_E_INVALID for NULL y/r with rows*cols > 0, ld < cols, or invalid opts. */
+typedef enum {
+    PARITY_ERR_KEY_ABS = 0,  /* max_abs */
+    PARITY_ERR_KEY_REL = 1,  /* max_rel */
+    PARITY_ERR_KEY_ULP = 2,  /* max_ulp */
+    PARITY_ERR_KEY_NMSE = 3  /* nmse */
+} parity_err_key_t;
+parity_status_t parity_metrics_err_rows(const double *y, const double *r, size_t rows, size_t cols,
+                                        size_t ld, const parity_err_opts_t *opts,
+                                        parity_err_key_t key, parity_err_result_t *per_row,
+                                        parity_err_stats_t *total, size_t *worst_row);
+
 /* Single-value helpers (the same definitions the accumulator uses). */
 /* 2^(max(floor(log2|r|), emin) - prec + 1); NaN for non-finite r or prec < 1. */
 double parity_metrics_ulp(double r, int prec, int emin);
