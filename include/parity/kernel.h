@@ -1,0 +1,47 @@
+/* Candidate kernels: the built-in catalog (faithful variants and known-bad mutants) and plugins
+ * loaded from shared objects through the versioned ABI of kernel_abi.h.
+ * Deliberately not here: running or judging kernels (verify.h). */
+#ifndef PARITY_KERNEL_H
+#define PARITY_KERNEL_H
+
+#include "parity/kernel_abi.h"
+#include "parity/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A resolved candidate: the ABI entry and a label for reports ("builtin:fp32_seq",
+ * "./libmine.so:fast"). */
+typedef struct {
+    const parity_abi_kernel_t *k;
+    char label[512];
+    int builtin;
+} parity_kernel_ref_t;
+
+typedef struct {
+    parity_kernel_ref_t *items;
+    int n;
+    void **handles; /* dlopen handles to close */
+    int n_handles;
+} parity_kernel_list_t;
+
+/* The catalog, all ops together. */
+int parity_catalog_count(void);
+const parity_abi_kernel_t *parity_catalog_at(int i);
+
+/* Append the kernels a spec names, for `op`:
+ *   builtin:NAME     one catalog kernel of op
+ *   builtin:all      every catalog kernel of op
+ *   PATH.so[:NAME]   a plugin's kernels for op (or the one named NAME)
+ * Errors: PARITY_E_NOTFOUND (unknown builtin / no kernel for op in the plugin),
+ * PARITY_E_IO (the shared object cannot be loaded), PARITY_E_FORMAT (no entry symbol, ABI
+ * version from the future, malformed table); diag names the file and what was expected. */
+parity_status_t parity_kernel_resolve(const char *spec, const char *op, parity_kernel_list_t *list,
+                                      parity_diag_t *diag);
+void parity_kernel_list_free(parity_kernel_list_t *list);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

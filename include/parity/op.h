@@ -1,0 +1,114 @@
+/* The op registry: each op declares its inputs and outputs, builds a case (inputs for a workload
+ * and seed, plus an fp64 reference with the error-model data every output element needs), and
+ * can emulate itself with a chosen accumulator format for diagnosis.
+ *
+ * Error-model data per output element (docs/error-model.md derives the bounds from it):
+ *   k      terms accumulated into the element (an embedding-gradient row: its token's hits)
+ *   s_acc  sum of |terms| that are accumulated (the condition of the accumulation)
+ *   s_up   sum over those terms of each term's own absolute condition (|error| of a term
+ *          computed with m_up roundings is at most gamma_{m_up} of it)
+ *   ref    the fp64 reference value
+ * Deliberately not here: judging (verify.h), running kernels (kernel.h). */
+#ifndef PARITY_OP_H
+#define PARITY_OP_H
+
+#include <stdint.h>
+
+#include "parity/format.h"
+#include "parity/kernel_abi.h"
+#include "parity/status.h"
+#include "parity/tensor.h"
+#include "parity/workload.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PARITY_OP_MAX_ARGS 8
+
+/* Reference and error-model data of one output, viewed as rows x cols. Rows are the unit of
+ * judgement (an embedding row, a channel). Row-sparse: rows whose slot is -1 have no terms and
+ * must be exactly zero. */
+typedef struct {
+    const char *name;    /* output name, e.g. "dE" */
+    const char *row_kind; /* what a row is: "token", "channel", "row" */
+    int64_t rows, cols;
+    int64_t *slot;       /* [rows] slot index or -1; NULL means dense (slot == row) */
+    int64_t n_slots;
+    double *ref;         /* [n_slots * cols] */
+    double *s_acc;       /* [n_slots * cols] */
+    double *s_up;        /* [n_slots * cols], or NULL when terms are exact inputs */
+    int64_t *k;          /* [n_slots] terms per element of the row */
+    int64_t m_up;        /* roundings that produce each term (0: terms are inputs) */
+    int64_t *row_key;    /* [rows] e.g. token id of the row (NULL: the row index) */
+} parity_ref_output_t;
+
+struct parity_op;
+
+/* One instantiated problem: inputs for (op, workload, seed, input dtype) and the reference. */
+typedef struct {
+    const struct parity_op *op;
+    const parity_workload_t *wl;
+    uint64_t seed;
+    parity_dtype_t in_dtype;
+    int n_inputs, n_outputs;
+    parity_tensor_t *inputs[PARITY_OP_MAX_ARGS];
+    int out_ndim[PARITY_OP_MAX_ARGS];
+    int64_t out_shape[PARITY_OP_MAX_ARGS][PARITY_ABI_MAX_DIMS];
+    parity_ref_output_t ref[PARITY_OP_MAX_ARGS];
+    int n_attrs;
+    const char *attr_names[4];
+    double attr_values[4];
+    int rows_are_text_tokens; /* row keys are GPT-2 ids: reports print token text */
+    void *priv;               /* op-private data (freed by the op's free_priv) */
+} parity_case_t;
+
+typedef struct parity_op {
+    const char *name;
+    const char *summary;
+    int n_inputs, n_outputs;
+    const char *input_names[PARITY_OP_MAX_ARGS];
+    const char *output_names[PARITY_OP_MAX_ARGS];
+    /* Which inputs are floating point (converted to the kernel's in_dtype); others are ids. */
+    int input_is_float[PARITY_OP_MAX_ARGS];
+    const char *faithful_accumulator; /* "fp32" */
+    const char *error_model;          /* one line: terms per output and the bound's shape */
+    const parity_workload_t *presets;
+    int n_presets;
+    /* The baseline verifiers' own input schemes for this op (verify.h). */
+    const parity_workload_t *baseline_workloads; /* [3]: SOL-ExecBench, KernelBench, assert_close */
+    parity_status_t (*build)(const struct parity_op *op, const parity_workload_t *wl,
+                             uint64_t seed, parity_dtype_t in_dtype, parity_case_t *c,
+                             parity_diag_t *diag);
+    /* Compute rows[0..n_rows) of output `out` as a kernel that accumulates in `acc` with the
+     * given order would, writing n_rows * cols doubles. Terms are produced as a faithful fp32
+     * kernel produces them. */
+    parity_status_t (*emulate)(const parity_case_t *c, int out, const parity_format_t *acc,
+                               parity_sum_order_t order, const int64_t *rows, int64_t n_rows,
+                               double *dst);
+    void (*free_priv)(parity_case_t *c);
+} parity_op_t;
+
+/* The registry. */
+int parity_op_count(void);
+const parity_op_t *parity_op_at(int i);
+const parity_op_t *parity_op_find(const char *name);
+const parity_workload_t *parity_op_find_preset(const parity_op_t *op, const char *name);
+
+/* Build a case (calls op->build); parity_case_free releases everything (NULL ok). */
+parity_status_t parity_case_build(const parity_op_t *op, const parity_workload_t *wl, uint64_t seed,
+                                  parity_dtype_t in_dtype, parity_case_t **out,
+                                  parity_diag_t *diag);
+void parity_case_free(parity_case_t *c);
+
+/* Helpers for op implementations. */
+parity_status_t parity_ref_output_alloc(parity_ref_output_t *r, const char *name,
+                                        const char *row_kind, int64_t rows, int64_t cols,
+                                        int sparse, int64_t n_slots, int with_s_up);
+/* Store a double array into a float tensor (rounding to its dtype, nearest-even). */
+void parity_store_f64(parity_tensor_t *t, const double *src);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

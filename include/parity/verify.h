@@ -1,0 +1,127 @@
+/* Running candidate kernels against an op's references over workloads, and judging them.
+ * Each run happens in a child process (crash, hang, error -> a verdict, never a dead harness),
+ * with guard regions around outputs and inputs, input checksums, a NaN-sentinel run and a
+ * reference-prefilled rerun (unwritten outputs and nondeterminism show), per-row judgement
+ * against error-model tolerances (docs/error-model.md), diagnosis by emulation, and the rules
+ * of other verifiers for comparison (docs/baselines.md). */
+#ifndef PARITY_VERIFY_H
+#define PARITY_VERIFY_H
+
+#include <stdint.h>
+
+#include "parity/kernel.h"
+#include "parity/op.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    PARITY_VERDICT_FAITHFUL = 0,
+    PARITY_VERDICT_UNFAITHFUL,
+    PARITY_VERDICT_CRASHED,
+    PARITY_VERDICT_TIMEOUT,
+    PARITY_VERDICT_OOB,           /* "wrote-out-of-bounds" */
+    PARITY_VERDICT_MODIFIED_INPUTS,
+    PARITY_VERDICT_NONDETERMINISTIC,
+    PARITY_VERDICT_UNSUPPORTED
+} parity_verdict_t;
+
+/* The DESIGN.md vocabulary: "faithful", "unfaithful", "crashed", "timeout",
+ * "wrote-out-of-bounds", "modified-inputs", "nondeterministic", "unsupported". */
+const char *parity_verdict_name(parity_verdict_t v);
+
+typedef struct {
+    char output[32];
+    int64_t row, row_key, col, k;
+    double got, ref, err, tol;
+    double q; /* err / tol */
+} parity_worst_t;
+
+/* Diagnosis: which emulated accumulator the candidate's error resembles. */
+#define PARITY_N_EMU 6
+typedef struct {
+    int available;
+    char output[32];
+    double cand_err;                /* RMS of err / sum|terms| over the diagnosis rows */
+    double emu_err[PARITY_N_EMU];   /* the same for each emulation */
+    int closest;                    /* index into parity_emu_names */
+    double eff_bits;                /* effective accumulator precision (bits), interpolated */
+    int beyond;                     /* 1: error larger than 8-bit accumulation explains */
+} parity_diagnosis_t;
+extern const char *const parity_emu_names[PARITY_N_EMU];
+extern const int parity_emu_bits[PARITY_N_EMU];
+
+typedef struct {
+    char workload[48];
+    int production;
+    parity_verdict_t verdict;
+    char detail[256];
+    double max_q;      /* max err / probabilistic tolerance over every output element */
+    double max_qd;     /* max err / deterministic (worst-case) bound */
+    double floor_q;    /* max_q of the faithful catalog variants on this workload (noise floor);
+                          < 0 if not measured */
+    double lambda;     /* the probabilistic bound's lambda used */
+    int64_t rows_judged, rows_failed, nan_count;
+    int64_t max_hits;
+    double hit_corr;   /* Pearson r of log(hits) vs log(row error), NaN if undefined */
+    parity_worst_t worst;
+    parity_diagnosis_t diag;
+    double seconds;    /* kernel wall time of the first run */
+} parity_wl_result_t;
+
+#define PARITY_N_BASELINES 3
+typedef struct {
+    const char *name; /* "sol-execbench", "kernelbench", "assert_close" */
+    const char *rule;
+    int ran;
+    int caught;       /* the baseline rejected the kernel */
+    double pass_fraction;
+    char detail[160];
+} parity_baseline_result_t;
+
+typedef struct {
+    const parity_kernel_ref_t *kr;
+    parity_verdict_t verdict;
+    int n_wl;
+    parity_wl_result_t *wl;
+    int worst_wl;   /* index of the workload that decided the verdict / had the largest q */
+    int diag_wl;    /* workload whose diagnosis is reported (-1: none) */
+    parity_baseline_result_t base[PARITY_N_BASELINES];
+} parity_kernel_result_t;
+
+typedef struct {
+    uint64_t seed;
+    int quick;              /* skip production-sized workloads */
+    const char *workload;   /* one preset name, or NULL for the op's whole suite */
+    int baselines;          /* also run the baseline verifiers */
+    int noise_floor;        /* measure the faithful variants' spread (default 1) */
+    double timeout_s;       /* per kernel run */
+    int n_threads;          /* threads a kernel may use (0: all cores) */
+    void (*progress)(void *ctx, const char *msg);
+    void *progress_ctx;
+} parity_check_opts_t;
+
+void parity_check_opts_default(parity_check_opts_t *o);
+
+/* Check every kernel of `kernels` on op. *results gets kernels->n entries (free with
+ * parity_check_results_free). Returns PARITY_OK when the check ran (whatever the verdicts), or an
+ * error (bad workload name -> PARITY_E_NOTFOUND, missing data -> PARITY_E_IO) with diag set. */
+parity_status_t parity_check_run(const parity_op_t *op, const parity_kernel_list_t *kernels,
+                                 const parity_check_opts_t *opts, parity_kernel_result_t **results,
+                                 parity_diag_t *diag);
+void parity_check_results_free(parity_kernel_result_t *r, int n);
+
+/* The bounds themselves, exposed for tests and docs.
+ * gamma_n(u) = n u / (1 - n u) (Higham, ASNA 2nd ed., Lemma 3.1); +inf when n u >= 1. */
+double parity_gamma(double n, double u);
+/* Probabilistic: exp(lambda sqrt(n) u + n u^2 / (1 - u)) - 1 (Higham & Mary 2019, Thm 2.4). */
+double parity_gamma_prob(double n, double u, double lambda);
+/* lambda such that a union bound over `elements` outputs, each with a failure probability
+ * 2 n exp(-lambda^2 (1-u)^2 / 2) (Higham & Mary), stays below alpha. */
+double parity_lambda(double n, double elements, double alpha);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,90 @@
+/* Workload generators: every input is a pure function of (spec, seed). Token ids uniform, Zipf(s)
+ * or real text (tinyshakespeare through GPT-2 BPE); values unit-normal, gradient-scale, with
+ * outlier channels, uniform [0,1) (as some public verifiers use) or exact small integers.
+ * Deliberately not here: which workloads an op runs (the op's presets, op.h). */
+#ifndef PARITY_WORKLOAD_H
+#define PARITY_WORKLOAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "parity/rng.h"
+#include "parity/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    PARITY_IDS_UNIFORM = 0, /* each id uniform over [0, V) */
+    PARITY_IDS_ZIPF = 1,    /* P(rank r) ~ r^-s over V ranks, ranks mapped to ids by a seeded
+                               permutation */
+    PARITY_IDS_TEXT = 2     /* tinyshakespeare.txt encoded with GPT-2 BPE (V = 50257): a window
+                               of N consecutive tokens at a seed-chosen offset */
+} parity_ids_kind_t;
+
+typedef enum {
+    PARITY_VALS_NORMAL = 0,    /* N(0, 1) * scale */
+    PARITY_VALS_GRADSCALE = 1, /* per row a magnitude 10^U(-6,-3), times N(0,1): real backward
+                                  passes carry gradients of 1e-3..1e-6 */
+    PARITY_VALS_OUTLIER = 2,   /* N(0,1)*scale, with `outliers` seed-chosen channels (columns)
+                                  multiplied by outlier_factor */
+    PARITY_VALS_UNIFORM01 = 3, /* U[0,1) * scale (torch.rand, as KernelBench feeds kernels) */
+    PARITY_VALS_INTPROBE = 4,  /* integers uniform in [-4, 4]: exact sums stay representable in
+                                  fp32, so any lost addition shows */
+    PARITY_VALS_ONES = 5       /* all 1 (e.g. freshly initialised norm weights) */
+} parity_vals_kind_t;
+
+typedef enum {
+    PARITY_GAMMA_ONES = 0,    /* as at initialisation (and as public benchmarks use) */
+    PARITY_GAMMA_TRAINED = 1, /* exp(0.5 * N(0,1)): positive, spread around 1, as after training */
+    PARITY_GAMMA_NORMAL = 2   /* N(0,1) */
+} parity_gamma_kind_t;
+
+/* A named workload for an op. Shape letters: N tokens (rows of the activations), D hidden size,
+ * V vocabulary size. Ops ignore fields they do not use. */
+typedef struct {
+    const char *name;
+    const char *summary;
+    int64_t n, d, v;
+    parity_ids_kind_t ids;
+    double zipf_s;
+    parity_vals_kind_t dy_vals; /* upstream gradient */
+    double dy_scale;
+    parity_vals_kind_t x_vals; /* activations / inputs */
+    double x_scale;
+    parity_gamma_kind_t gamma;
+    int outliers;          /* outlier channels in x (PARITY_VALS_OUTLIER) */
+    double outlier_factor; /* their scale factor */
+    int production;        /* 1: production-sized, skipped by --quick */
+} parity_workload_t;
+
+/* Token ids for a workload: n ids in [0, v). For PARITY_IDS_TEXT, v must be >= 50257 and the
+ * shared data must be present (PARITY_E_IO otherwise, diag names the file).
+ * stream separates independent draws from one seed. */
+parity_status_t parity_workload_ids(const parity_workload_t *w, uint64_t seed, int64_t n, int64_t v,
+                                    int32_t *ids, parity_diag_t *diag);
+
+/* Values of the given kind for rows [row_begin, row_end) of a rows x cols matrix, row-major,
+ * into out ((row_end - row_begin) * cols doubles, exact; the caller stores them into the kernel's
+ * dtype). Each row draws from its own rng stream derived from (seed, stream, row), so any split
+ * of the rows (threads, chunks) gives the same values. Outlier channels depend on (seed, stream)
+ * only. */
+void parity_workload_values(parity_vals_kind_t kind, double scale, int outliers,
+                            double outlier_factor, uint64_t seed, uint64_t stream,
+                            int64_t row_begin, int64_t row_end, int64_t cols, double *out);
+
+/* Gamma (norm weight) of length d. */
+void parity_workload_gamma(parity_gamma_kind_t kind, uint64_t seed, int64_t d, double *out);
+
+/* The GPT-2 token ids of tinyshakespeare.txt (cached after the first call; thread-safe).
+ * *ids stays owned by the library. */
+parity_status_t parity_workload_text_ids(const int32_t **ids, size_t *n, parity_diag_t *diag);
+
+/* The raw bytes of GPT-2 token `id` for reports ("" if unavailable); *len gets the length. */
+const char *parity_workload_token_text(int32_t id, size_t *len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

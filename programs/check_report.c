@@ -1,0 +1,270 @@
+/* Reports of a check run: a human text summary on stdout and a stable JSON schema
+ * (docs/check-json.md: keys are never renamed, only added). The JSON holds no timings, so the
+ * same seed and inputs give a byte-identical file. */
+#include "check_report.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "parity/workload.h"
+
+static void token_text(const parity_kernel_result_t *kr, const parity_wl_result_t *w, char *buf,
+                       size_t len)
+{
+    buf[0] = 0;
+    (void)kr;
+    if (strcmp(w->worst.output, "dE") != 0) return;
+    if (strncmp(w->workload, "text", 4) != 0 && strcmp(w->workload, "prod") != 0 &&
+        strcmp(w->workload, "outlier") != 0 && strcmp(w->workload, "intprobe") != 0)
+        return;
+    size_t n;
+    const char *s = parity_workload_token_text((int32_t)w->worst.row_key, &n);
+    size_t o = 0;
+    for (size_t i = 0; i < n && o + 5 < len; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '\n') { buf[o++] = '\\'; buf[o++] = 'n'; }
+        else if (ch < 32 || ch == '"' || ch == '\\') o += (size_t)snprintf(buf + o, len - o, "\\x%02x", ch);
+        else buf[o++] = (char)ch;
+    }
+    buf[o] = 0;
+}
+
+static const char *expected_of(const parity_kernel_result_t *kr)
+{
+    return kr->kr->k->expected ? kr->kr->k->expected : "-";
+}
+
+static int as_expected(const parity_kernel_result_t *kr)
+{
+    const char *e = kr->kr->k->expected;
+    if (!e) return -1;
+    int faithful = kr->verdict == PARITY_VERDICT_FAITHFUL;
+    return strcmp(e, "faithful") == 0 ? faithful : !faithful;
+}
+
+static void fmt_q(char *b, size_t n, double q)
+{
+    if (isinf(q)) snprintf(b, n, "inf");
+    else snprintf(b, n, "%.3g", q);
+}
+
+static void reproducer(char *b, size_t n, const parity_op_t *op, const parity_kernel_result_t *kr,
+                       const parity_wl_result_t *w, const check_report_ctx_t *ctx)
+{
+    snprintf(b, n, "parity %s %s --kernel %s --workload %s --seed %llu", ctx->command, op->name,
+             kr->kr->label, w->workload, (unsigned long long)ctx->seed);
+}
+
+void check_report_text(FILE *out, const parity_op_t *op, const parity_kernel_result_t *res, int n,
+                       const check_report_ctx_t *ctx)
+{
+    fprintf(out, "parity check %s  (seed %llu%s)\n", op->name, (unsigned long long)ctx->seed,
+            ctx->quick ? ", --quick: production-sized workloads skipped" : "");
+    fprintf(out, "error model: %s; faithful accumulator %s.\n", op->error_model,
+            op->faithful_accumulator);
+    fprintf(out, "err/tol: worst |error| over its tolerance (> 1 fails); floor: the same for the\n"
+                 "faithful catalog variants on that workload.\n\n");
+    for (int k = 0; k < n; k++) {
+        const parity_kernel_result_t *kr = &res[k];
+        const parity_wl_result_t *w = &kr->wl[kr->worst_wl];
+        int ok = as_expected(kr);
+        fprintf(out, "%-28s %-12s expected %-10s %s\n", kr->kr->label,
+                parity_verdict_name(kr->verdict), expected_of(kr),
+                ok < 0 ? "" : ok ? "(as expected)" : "(NOT AS EXPECTED)");
+        if (kr->kr->k->description) fprintf(out, "  what: %s\n", kr->kr->k->description);
+        if (w->verdict != PARITY_VERDICT_FAITHFUL && w->verdict != PARITY_VERDICT_UNFAITHFUL) {
+            fprintf(out, "  %s on workload %s: %s\n", parity_verdict_name(w->verdict), w->workload,
+                    w->detail);
+        } else {
+            char q[32], fl[32], tok[96];
+            fmt_q(q, sizeof q, w->max_q);
+            fmt_q(fl, sizeof fl, w->floor_q);
+            token_text(kr, w, tok, sizeof tok);
+            fprintf(out, "  worst: workload %s, %s row %lld", w->workload, w->worst.output,
+                    (long long)w->worst.row_key);
+            if (tok[0]) fprintf(out, " (token \"%s\")", tok);
+            fprintf(out, " [%lld terms], col %lld: got %.9g ref %.9g\n", (long long)w->worst.k,
+                    (long long)w->worst.col, w->worst.got, w->worst.ref);
+            fprintf(out, "         |err| %.3g vs tol %.3g: err/tol %s (floor %s), %s; %lld of %lld rows fail\n",
+                    w->worst.err, w->worst.tol, q, w->floor_q < 0 ? "n/a" : fl,
+                    w->max_q > 0 && w->max_q <= 1 ? "headroom" : "excess",
+                    (long long)w->rows_failed, (long long)w->rows_judged);
+            if (w->max_q > 0 && w->max_q <= 1)
+                fprintf(out, "         headroom %.3gx\n", 1 / w->max_q);
+            if (w->detail[0]) fprintf(out, "         note: %s\n", w->detail);
+        }
+        fprintf(out, "  workloads:");
+        for (int i = 0; i < kr->n_wl; i++) {
+            char q[32];
+            fmt_q(q, sizeof q, kr->wl[i].max_q);
+            fprintf(out, " %s %s", kr->wl[i].workload,
+                    kr->wl[i].verdict == PARITY_VERDICT_FAITHFUL ? "ok" :
+                    kr->wl[i].verdict == PARITY_VERDICT_UNFAITHFUL ? "FAIL" :
+                    parity_verdict_name(kr->wl[i].verdict));
+            if (kr->wl[i].verdict == PARITY_VERDICT_FAITHFUL || kr->wl[i].verdict == PARITY_VERDICT_UNFAITHFUL)
+                fprintf(out, " (%s)", q);
+            fprintf(out, "%s", i + 1 < kr->n_wl ? "," : "\n");
+        }
+        if (kr->diag_wl >= 0) {
+            const parity_wl_result_t *dw = &kr->wl[kr->diag_wl];
+            const parity_diagnosis_t *d = &dw->diag;
+            fprintf(out, "  diagnosis (%s, %s): ", dw->workload, d->output);
+            if (isinf(d->eff_bits)) fprintf(out, "exact on the sampled rows");
+            else if (d->beyond)
+                fprintf(out, "error %.3g is beyond what 8-bit accumulation gives (%.3g): not an "
+                             "accumulator-precision problem", d->cand_err, d->emu_err[0]);
+            else
+                fprintf(out, "effective accumulator ~%.1f bits, closest to %s", d->eff_bits,
+                        parity_emu_names[d->closest]);
+            if (!isnan(dw->hit_corr))
+                fprintf(out, "; error vs hits r = %.2f%s", dw->hit_corr,
+                        dw->hit_corr > 0.5 ? " (grows with hits)" : "");
+            fputc('\n', out);
+        }
+        if (kr->verdict != PARITY_VERDICT_FAITHFUL) {
+            char rep[1024];
+            reproducer(rep, sizeof rep, op, kr, w, ctx);
+            fprintf(out, "  reproduce: %s\n", rep);
+        }
+        fputc('\n', out);
+    }
+    if (ctx->baselines) {
+        fprintf(out, "detection matrix (CAUGHT = the verifier rejects the kernel; for a faithful kernel that is a false alarm)\n");
+        fprintf(out, "%-28s %-10s %-10s", "kernel", "expected", "parity");
+        for (int b = 0; b < PARITY_N_BASELINES; b++) fprintf(out, " %-14s", res[0].base[b].name ? res[0].base[b].name : "");
+        fputc('\n', out);
+        for (int k = 0; k < n; k++) {
+            const parity_kernel_result_t *kr = &res[k];
+            fprintf(out, "%-28s %-10s %-10s", kr->kr->label, expected_of(kr),
+                    kr->verdict == PARITY_VERDICT_FAITHFUL ? "pass" : "CAUGHT");
+            for (int b = 0; b < PARITY_N_BASELINES; b++)
+                fprintf(out, " %-14s", !kr->base[b].ran ? "-" : kr->base[b].caught ? "CAUGHT" : "pass");
+            fputc('\n', out);
+        }
+        fprintf(out, "\nbaseline rules:\n");
+        for (int b = 0; b < PARITY_N_BASELINES; b++)
+            if (res[0].base[b].name) fprintf(out, "  %-14s %s\n", res[0].base[b].name, res[0].base[b].rule);
+        fputc('\n', out);
+    }
+    int bad = 0, unexpected = 0;
+    for (int k = 0; k < n; k++) {
+        bad += res[k].verdict != PARITY_VERDICT_FAITHFUL;
+        unexpected += as_expected(&res[k]) == 0;
+    }
+    fprintf(out, "summary: %d kernel(s), %d faithful, %d not", n, n - bad, bad);
+    if (unexpected) fprintf(out, "; %d verdict(s) differ from the catalog's expectation", unexpected);
+    fputc('\n', out);
+}
+
+static cJSON *num(double x)
+{
+    /* JSON has no inf/nan: they are written as strings. */
+    if (isnan(x)) return cJSON_CreateString("nan");
+    if (isinf(x)) return cJSON_CreateString(x > 0 ? "inf" : "-inf");
+    return cJSON_CreateNumber(x);
+}
+
+int check_report_json(const char *path, const parity_op_t *op, const parity_kernel_result_t *res,
+                      int n, const check_report_ctx_t *ctx)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "schema", "parity.check/1");
+    cJSON_AddStringToObject(root, "op", op->name);
+    cJSON_AddNumberToObject(root, "seed", (double)ctx->seed);
+    cJSON_AddBoolToObject(root, "quick", ctx->quick);
+    cJSON_AddStringToObject(root, "faithful_accumulator", op->faithful_accumulator);
+    cJSON *ks = cJSON_AddArrayToObject(root, "kernels");
+    for (int k = 0; k < n; k++) {
+        const parity_kernel_result_t *kr = &res[k];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddItemToArray(ks, o);
+        cJSON_AddStringToObject(o, "name", kr->kr->label);
+        cJSON_AddStringToObject(o, "description", kr->kr->k->description ? kr->kr->k->description : "");
+        cJSON_AddStringToObject(o, "expected", kr->kr->k->expected ? kr->kr->k->expected : "unknown");
+        cJSON_AddStringToObject(o, "verdict", parity_verdict_name(kr->verdict));
+        cJSON_AddStringToObject(o, "in_dtype", parity_dtype_name((parity_dtype_t)kr->kr->k->in_dtype));
+        cJSON_AddStringToObject(o, "out_dtype", parity_dtype_name((parity_dtype_t)kr->kr->k->out_dtype));
+        cJSON_AddStringToObject(o, "worst_workload", kr->wl[kr->worst_wl].workload);
+        char rep[1024];
+        reproducer(rep, sizeof rep, op, kr, &kr->wl[kr->worst_wl], ctx);
+        cJSON_AddStringToObject(o, "reproduce", rep);
+        cJSON *ws = cJSON_AddArrayToObject(o, "workloads");
+        for (int i = 0; i < kr->n_wl; i++) {
+            const parity_wl_result_t *w = &kr->wl[i];
+            cJSON *x = cJSON_CreateObject();
+            cJSON_AddItemToArray(ws, x);
+            cJSON_AddStringToObject(x, "name", w->workload);
+            cJSON_AddStringToObject(x, "verdict", parity_verdict_name(w->verdict));
+            cJSON_AddStringToObject(x, "detail", w->detail);
+            cJSON_AddItemToObject(x, "max_err_over_tol", num(w->max_q));
+            cJSON_AddItemToObject(x, "max_err_over_worst_case_bound", num(w->max_qd));
+            cJSON_AddItemToObject(x, "noise_floor", num(w->floor_q));
+            cJSON_AddItemToObject(x, "lambda", num(w->lambda));
+            cJSON_AddNumberToObject(x, "rows_judged", (double)w->rows_judged);
+            cJSON_AddNumberToObject(x, "rows_failed", (double)w->rows_failed);
+            cJSON_AddNumberToObject(x, "nan_count", (double)w->nan_count);
+            cJSON_AddNumberToObject(x, "max_hits", (double)w->max_hits);
+            cJSON_AddItemToObject(x, "hit_error_correlation", num(w->hit_corr));
+            cJSON *wo = cJSON_AddObjectToObject(x, "worst");
+            cJSON_AddStringToObject(wo, "output", w->worst.output);
+            cJSON_AddNumberToObject(wo, "row", (double)w->worst.row_key);
+            char tok[96];
+            token_text(kr, w, tok, sizeof tok);
+            if (tok[0]) cJSON_AddStringToObject(wo, "token_text", tok);
+            cJSON_AddNumberToObject(wo, "terms", (double)w->worst.k);
+            cJSON_AddNumberToObject(wo, "col", (double)w->worst.col);
+            cJSON_AddItemToObject(wo, "got", num(w->worst.got));
+            cJSON_AddItemToObject(wo, "ref", num(w->worst.ref));
+            cJSON_AddItemToObject(wo, "abs_err", num(w->worst.err));
+            cJSON_AddItemToObject(wo, "tol", num(w->worst.tol));
+            if (w->diag.available) {
+                cJSON *d = cJSON_AddObjectToObject(x, "diagnosis");
+                cJSON_AddStringToObject(d, "output", w->diag.output);
+                cJSON_AddItemToObject(d, "effective_bits", num(w->diag.eff_bits));
+                cJSON_AddStringToObject(d, "closest", parity_emu_names[w->diag.closest]);
+                cJSON_AddBoolToObject(d, "beyond_8bit", w->diag.beyond);
+                cJSON_AddItemToObject(d, "candidate_rel_err", num(w->diag.cand_err));
+                cJSON *e = cJSON_AddObjectToObject(d, "emulation_rel_err");
+                for (int q = 0; q < PARITY_N_EMU; q++)
+                    cJSON_AddItemToObject(e, parity_emu_names[q], num(w->diag.emu_err[q]));
+            }
+        }
+        if (kr->diag_wl >= 0) {
+            const parity_diagnosis_t *d = &kr->wl[kr->diag_wl].diag;
+            cJSON *dg = cJSON_AddObjectToObject(o, "diagnosis");
+            cJSON_AddStringToObject(dg, "workload", kr->wl[kr->diag_wl].workload);
+            cJSON_AddItemToObject(dg, "effective_bits", num(d->eff_bits));
+            cJSON_AddStringToObject(dg, "closest", parity_emu_names[d->closest]);
+            cJSON_AddBoolToObject(dg, "beyond_8bit", d->beyond);
+            cJSON_AddItemToObject(dg, "hit_error_correlation", num(kr->wl[kr->diag_wl].hit_corr));
+        }
+        if (ctx->baselines) {
+            cJSON *b = cJSON_AddObjectToObject(o, "baselines");
+            for (int q = 0; q < PARITY_N_BASELINES; q++) {
+                if (!kr->base[q].ran) continue;
+                cJSON *x = cJSON_AddObjectToObject(b, kr->base[q].name);
+                cJSON_AddBoolToObject(x, "caught", kr->base[q].caught);
+                cJSON_AddItemToObject(x, "pass_fraction", num(kr->base[q].pass_fraction));
+                cJSON_AddStringToObject(x, "rule", kr->base[q].rule);
+            }
+        }
+    }
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text) return -1;
+    /* Write to a temporary file and rename: no half-written report. */
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    int ok = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
+    if (f && fclose(f) != 0) ok = 0;
+    free(text);
+    if (!ok || rename(tmp, path) != 0) {
+        remove(tmp);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,147 @@
+/* `parity check OP --kernel K...`: is each kernel faithful to OP's fp64 reference on realistic
+ * workloads? Text report on stdout, progress on stderr, --json for CI. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check_report.h"
+#include "cli.h"
+#include "parity/kernel.h"
+#include "parity/op.h"
+#include "parity/verify.h"
+
+void parity_help_check(FILE *out)
+{
+    fprintf(out,
+        "usage: parity check OP --kernel K [--kernel K ...] [options]\n\n"
+        "Runs each candidate kernel K on OP's workloads (uniform, Zipf and real-text token ids,\n"
+        "gradient-scale values, outlier channels, odd and production shapes), compares every\n"
+        "output element with an fp64 reference, and judges it against a tolerance derived from\n"
+        "the error model (terms per output, fp32 accumulation): no '99%% of elements' slack.\n"
+        "Each run happens in a child process: crashes, hangs, out-of-bounds writes, modified\n"
+        "inputs and nondeterminism get verdicts, the report always completes.\n\n"
+        "kernels:\n"
+        "  builtin:NAME        a catalog kernel (list: parity kernels OP)\n"
+        "  builtin:all         every catalog kernel of OP (faithful variants and mutants)\n"
+        "  PATH.so[:NAME]      kernels from a plugin (docs/plugins.md)\n\n"
+        "options:\n"
+        "  --workload W        one workload preset (list: parity ops OP); default: all\n"
+        "  --quick             skip production-sized workloads\n"
+        "  --seed S            every random choice flows from S (default 1)\n"
+        "  --baselines         also judge with other verifiers' rules and print the detection matrix\n"
+        "  --json FILE         write the report as JSON (schema: docs/check-json.md)\n"
+        "  --timeout SEC       per kernel run (default 120)\n"
+        "  --no-floor          skip measuring the faithful variants' spread (the noise floor)\n"
+        "  --threads N         threads a kernel may use (passed in the call; default 1)\n"
+        "  -q, --quiet         no progress on stderr\n\n"
+        "exit: 0 all kernels faithful, 1 a verdict failed, 2 usage error, 3 input/I-O error.\n\n"
+        "examples:\n"
+        "  parity check embedding_rmsnorm_bwd --kernel builtin:all --baselines --quick\n"
+        "  parity check embedding_rmsnorm_bwd --kernel builtin:bf16_accum --workload text\n"
+        "  parity check embedding_rmsnorm_bwd --kernel ./libmine.so --json report.json\n");
+}
+
+static void on_progress(void *ctx, const char *msg)
+{
+    (void)ctx;
+    fprintf(stderr, "%s\n", msg);
+}
+
+int parity_cmd_check(int argc, char **argv)
+{
+    const char *op_name = NULL, *json = NULL;
+    const char *kspecs[64];
+    int nk = 0, quiet = 0;
+    parity_check_opts_t opts;
+    parity_check_opts_default(&opts);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = (i + 1 < argc) ? argv[i + 1] : NULL;
+#define NEED_VAL()                                                                          \
+    do {                                                                                    \
+        if (!val) return cli_usage_error("check", NULL, "%s needs a value", a);              \
+        i++;                                                                                \
+    } while (0)
+        if (strcmp(a, "--kernel") == 0 || strcmp(a, "-k") == 0) {
+            NEED_VAL();
+            if (nk == 64) return cli_usage_error("check", NULL, "at most 64 --kernel options");
+            kspecs[nk++] = val;
+        } else if (strcmp(a, "--workload") == 0 || strcmp(a, "-w") == 0) {
+            NEED_VAL();
+            opts.workload = val;
+        } else if (strcmp(a, "--seed") == 0) {
+            NEED_VAL();
+            if (cli_parse_u64(val, &opts.seed) != 0)
+                return cli_usage_error("check", "--seed 1", "--seed wants a non-negative integer, got '%s'", val);
+        } else if (strcmp(a, "--json") == 0) {
+            NEED_VAL();
+            json = val;
+        } else if (strcmp(a, "--timeout") == 0) {
+            NEED_VAL();
+            if (cli_parse_double(val, &opts.timeout_s) != 0 || !(opts.timeout_s > 0))
+                return cli_usage_error("check", "--timeout 60", "--timeout wants seconds > 0, got '%s'", val);
+        } else if (strcmp(a, "--threads") == 0) {
+            NEED_VAL();
+            long t;
+            if (cli_parse_long(val, 1, 1024, &t) != 0)
+                return cli_usage_error("check", "--threads 2", "--threads wants 1..1024, got '%s'", val);
+            opts.n_threads = (int)t;
+        } else if (strcmp(a, "--quick") == 0) {
+            opts.quick = 1;
+        } else if (strcmp(a, "--baselines") == 0) {
+            opts.baselines = 1;
+        } else if (strcmp(a, "--no-floor") == 0) {
+            opts.noise_floor = 0;
+        } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
+            quiet = 1;
+        } else if (a[0] == '-') {
+            return cli_usage_error("check", "parity check embedding_rmsnorm_bwd --kernel builtin:all",
+                                   "unknown option '%s'", a);
+        } else if (!op_name) {
+            op_name = a;
+        } else {
+            return cli_usage_error("check", NULL, "unexpected argument '%s' (one OP per run)", a);
+        }
+    }
+    if (!op_name)
+        return cli_usage_error("check", "parity check embedding_rmsnorm_bwd --kernel builtin:all",
+                               "which op? (list them: parity ops)");
+    const parity_op_t *op = parity_op_find(op_name);
+    if (!op) return cli_usage_error("check", "parity ops", "no op '%s'", op_name);
+    if (nk == 0)
+        return cli_usage_error("check", "--kernel builtin:all", "no --kernel given");
+    if (opts.workload && !parity_op_find_preset(op, opts.workload))
+        return cli_usage_error("check", "parity ops (lists each op's workloads)",
+                               "op %s has no workload '%s'", op->name, opts.workload);
+    parity_kernel_list_t kl = {0};
+    parity_diag_t diag = {{0}};
+    for (int i = 0; i < nk; i++) {
+        parity_status_t st = parity_kernel_resolve(kspecs[i], op->name, &kl, &diag);
+        if (st != PARITY_OK) {
+            parity_kernel_list_free(&kl);
+            if (st == PARITY_E_NOTFOUND && strncmp(kspecs[i], "builtin:", 8) == 0)
+                return cli_usage_error("check", "parity kernels (lists the catalog)", "%s", diag.msg);
+            return cli_input_error("check", "%s", diag.msg);
+        }
+    }
+    if (!quiet) {
+        opts.progress = on_progress;
+    }
+    parity_kernel_result_t *res = NULL;
+    parity_status_t st = parity_check_run(op, &kl, &opts, &res, &diag);
+    if (st != PARITY_OK) {
+        parity_kernel_list_free(&kl);
+        return cli_input_error("check", "%s", diag.msg[0] ? diag.msg : parity_status_str(st));
+    }
+    check_report_ctx_t ctx = {"check", opts.seed, opts.quick, opts.baselines};
+    check_report_text(stdout, op, res, kl.n, &ctx);
+    int rc = PARITY_EXIT_OK;
+    for (int k = 0; k < kl.n; k++)
+        if (res[k].verdict != PARITY_VERDICT_FAITHFUL) rc = PARITY_EXIT_VERDICT;
+    if (json && check_report_json(json, op, res, kl.n, &ctx) != 0) {
+        rc = cli_input_error("check", "%s: cannot write the JSON report", json);
+    }
+    parity_check_results_free(res, kl.n);
+    parity_kernel_list_free(&kl);
+    return rc;
+}

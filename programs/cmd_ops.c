@@ -1,0 +1,46 @@
+/* `parity ops [OP]`: the op registry, with each op's inputs, outputs, error model and workloads. */
+#include <string.h>
+
+#include "cli.h"
+#include "parity/op.h"
+
+void parity_help_ops(FILE *out)
+{
+    fprintf(out, "usage: parity ops [OP]\n\n"
+                 "Lists the ops parity can check; with OP, its arguments, error model and workload\n"
+                 "presets (the names --workload takes).\n");
+}
+
+static const char *ids_name(const parity_workload_t *w)
+{
+    switch (w->ids) {
+    case PARITY_IDS_UNIFORM: return "uniform";
+    case PARITY_IDS_ZIPF: return "zipf";
+    case PARITY_IDS_TEXT: return "text";
+    }
+    return "?";
+}
+
+int parity_cmd_ops(int argc, char **argv)
+{
+    if (argc > 2) return cli_usage_error("ops", "parity ops embedding_rmsnorm_bwd", "at most one OP");
+    if (argc == 2) {
+        const parity_op_t *op = parity_op_find(argv[1]);
+        if (!op) return cli_usage_error("ops", "parity ops", "no op '%s'", argv[1]);
+        printf("%s: %s\n  inputs: ", op->name, op->summary);
+        for (int i = 0; i < op->n_inputs; i++) printf("%s%s", op->input_names[i], i + 1 < op->n_inputs ? ", " : "\n");
+        printf("  outputs: ");
+        for (int i = 0; i < op->n_outputs; i++) printf("%s%s", op->output_names[i], i + 1 < op->n_outputs ? ", " : "\n");
+        printf("  faithful accumulator: %s\n  error model: %s\n  workloads:\n", op->faithful_accumulator, op->error_model);
+        for (int i = 0; i < op->n_presets; i++) {
+            const parity_workload_t *w = &op->presets[i];
+            printf("    %-12s N=%-6lld D=%-5lld V=%-6lld ids=%-7s %s%s\n", w->name, (long long)w->n,
+                   (long long)w->d, (long long)w->v, ids_name(w), w->summary,
+                   w->production ? " [skipped by --quick]" : "");
+        }
+        return PARITY_EXIT_OK;
+    }
+    for (int i = 0; i < parity_op_count(); i++)
+        printf("%-24s %s\n", parity_op_at(i)->name, parity_op_at(i)->summary);
+    return PARITY_EXIT_OK;
+}

@@ -1,0 +1,14 @@
+/* Internal: the built-in catalog tables (files under kernels/) that kernel.c lists. */
+#ifndef PARITY_KERNEL_IMPL_H
+#define PARITY_KERNEL_IMPL_H
+
+#include "parity/format.h"
+#include "parity/kernel_abi.h"
+#include "parity/tensor.h"
+
+extern const parity_abi_kernel_t parity_catalog_embedding[];
+extern const int parity_catalog_embedding_count;
+extern const parity_abi_kernel_t parity_catalog_norm[];
+extern const int parity_catalog_norm_count;
+
+#endif

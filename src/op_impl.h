@@ -1,0 +1,34 @@
+/* Internal: the ops of the registry and the shared pieces of the embedding / RMSNorm family that
+ * both the references and the built-in kernels use. */
+#ifndef PARITY_OP_IMPL_H
+#define PARITY_OP_IMPL_H
+
+#include <stdint.h>
+
+#include "parity/op.h"
+
+extern const parity_op_t parity_op_embedding_rmsnorm_bwd;
+extern const parity_op_t parity_op_embedding_bwd;
+extern const parity_op_t parity_op_embedding_fwd;
+extern const parity_op_t parity_op_rmsnorm_fwd;
+extern const parity_op_t parity_op_rmsnorm_bwd;
+
+/* RMSNorm's epsilon for every op of the family (as llama2.c / Llama use). */
+#define PARITY_RMS_EPS 1e-5
+
+/* Read row i of a (rows, D) float tensor (f32 or bf16 or f16) into fp32 (exact). */
+void parity_row_to_f32(const parity_abi_tensor_t *t, int64_t i, float *out);
+
+/* The textbook fp32 RMSNorm backward of one row, as a faithful kernel computes it:
+ * sequential fp32 sums, r = 1/sqrtf(mean(x^2) + eps), c = mean(g*dy*xhat),
+ * dx_j = r*(g_j*dy_j - xhat_j*c). xhat_dy (optional) receives dy_j*xhat_j (dgamma's terms).
+ * ignore_gamma / eps_outside model two mutants (0 for the faithful computation). */
+void parity_rms_bwd_row_f32(const float *x, const float *dy, const float *g, int64_t d, float eps,
+                            float *dx, float *xhat_dy, int ignore_gamma, int eps_outside);
+
+/* Find the index of an input/output argument of an ABI call by name (-1 if absent). */
+int parity_call_input(const parity_abi_call_t *call, const char *name);
+int parity_call_output(const parity_abi_call_t *call, const char *name);
+double parity_call_attr(const parity_abi_call_t *call, const char *name, double dflt);
+
+#endif

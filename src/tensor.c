@@ -1,0 +1,231 @@
+/* Owned tensors in shared anonymous memory with guard regions; dtype helpers. */
+#include "parity/tensor.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+
+#include "parity/format.h"
+
+size_t parity_dtype_size(parity_dtype_t dt)
+{
+    switch (dt) {
+    case PARITY_DT_F64: case PARITY_DT_I64: return 8;
+    case PARITY_DT_F32: case PARITY_DT_I32: return 4;
+    case PARITY_DT_BF16: case PARITY_DT_F16: return 2;
+    case PARITY_DT_U8: case PARITY_DT_E4M3FN: case PARITY_DT_E5M2: return 1;
+    }
+    return 0;
+}
+
+const char *parity_dtype_name(parity_dtype_t dt)
+{
+    switch (dt) {
+    case PARITY_DT_F64: return "f64";
+    case PARITY_DT_F32: return "f32";
+    case PARITY_DT_BF16: return "bf16";
+    case PARITY_DT_F16: return "f16";
+    case PARITY_DT_I32: return "i32";
+    case PARITY_DT_I64: return "i64";
+    case PARITY_DT_U8: return "u8";
+    case PARITY_DT_E4M3FN: return "e4m3fn";
+    case PARITY_DT_E5M2: return "e5m2";
+    }
+    return "?";
+}
+
+parity_status_t parity_dtype_from_name(const char *name, parity_dtype_t *out)
+{
+    static const struct { const char *n; parity_dtype_t dt; } names[] = {
+        {"f64", PARITY_DT_F64}, {"fp64", PARITY_DT_F64}, {"float64", PARITY_DT_F64},
+        {"f32", PARITY_DT_F32}, {"fp32", PARITY_DT_F32}, {"float32", PARITY_DT_F32},
+        {"bf16", PARITY_DT_BF16}, {"bfloat16", PARITY_DT_BF16},
+        {"f16", PARITY_DT_F16}, {"fp16", PARITY_DT_F16}, {"float16", PARITY_DT_F16},
+        {"i32", PARITY_DT_I32}, {"int32", PARITY_DT_I32}, {"i64", PARITY_DT_I64},
+        {"int64", PARITY_DT_I64}, {"u8", PARITY_DT_U8}, {"uint8", PARITY_DT_U8},
+        {"e4m3fn", PARITY_DT_E4M3FN}, {"float8_e4m3fn", PARITY_DT_E4M3FN},
+        {"e5m2", PARITY_DT_E5M2}, {"float8_e5m2", PARITY_DT_E5M2},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcasecmp(name, names[i].n) == 0) {
+            *out = names[i].dt;
+            return PARITY_OK;
+        }
+    return PARITY_E_NOTFOUND;
+}
+
+int parity_dtype_is_float(parity_dtype_t dt)
+{
+    return dt == PARITY_DT_F64 || dt == PARITY_DT_F32 || dt == PARITY_DT_BF16 ||
+           dt == PARITY_DT_F16 || dt == PARITY_DT_E4M3FN || dt == PARITY_DT_E5M2;
+}
+
+int64_t parity_tensor_numel(const parity_abi_tensor_t *v)
+{
+    int64_t n = 1;
+    for (int i = 0; i < v->ndim; i++) n *= v->shape[i];
+    return n;
+}
+
+parity_tensor_t *parity_tensor_new(const char *name, parity_dtype_t dt, int ndim,
+                                   const int64_t *shape)
+{
+    size_t es = parity_dtype_size(dt);
+    if (es == 0 || ndim < 0 || ndim > PARITY_ABI_MAX_DIMS) return NULL;
+    size_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) return NULL;
+        if (shape[i] && n > SIZE_MAX / 16 / (size_t)shape[i]) return NULL;
+        n *= (size_t)shape[i];
+    }
+    parity_tensor_t *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->nbytes = n * es;
+    t->guard_bytes = PARITY_GUARD_BYTES;
+    t->map_bytes = t->nbytes + 2 * t->guard_bytes;
+    t->map = mmap(NULL, t->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (t->map == MAP_FAILED) {
+        free(t);
+        return NULL;
+    }
+    snprintf(t->name, sizeof t->name, "%s", name ? name : "");
+    t->view.data = (char *)t->map + t->guard_bytes;
+    t->view.dtype = dt;
+    t->view.ndim = ndim;
+    t->view.name = t->name;
+    int64_t stride = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        t->view.shape[i] = shape[i];
+        t->view.strides[i] = stride;
+        stride *= shape[i];
+    }
+    parity_tensor_reset_guards(t);
+    return t;
+}
+
+void parity_tensor_free(parity_tensor_t *t)
+{
+    if (!t) return;
+    munmap(t->map, t->map_bytes);
+    free(t);
+}
+
+void parity_tensor_reset_guards(parity_tensor_t *t)
+{
+    memset(t->map, PARITY_GUARD_BYTE, t->guard_bytes);
+    memset((char *)t->view.data + t->nbytes, PARITY_GUARD_BYTE, t->guard_bytes);
+}
+
+static int all_bytes(const unsigned char *p, size_t n, unsigned char b)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != b) return 0;
+    return 1;
+}
+
+int parity_tensor_guards_ok(const parity_tensor_t *t)
+{
+    return all_bytes(t->map, t->guard_bytes, PARITY_GUARD_BYTE) &&
+           all_bytes((const unsigned char *)t->view.data + t->nbytes, t->guard_bytes,
+                     PARITY_GUARD_BYTE);
+}
+
+uint64_t parity_tensor_hash(const parity_tensor_t *t)
+{
+    /* FNV-1a over 8-byte words (then the tail): fast enough for GBs, and any single changed
+     * bit changes the hash. Collisions are irrelevant here: a kernel would have to target it. */
+    const unsigned char *p = t->view.data;
+    uint64_t h = 0xcbf29ce484222325ULL;
+    size_t n = t->nbytes, i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0x100000001b3ULL;
+    }
+    for (; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+static parity_format_t fmt_of(parity_dtype_t dt)
+{
+    parity_format_t f;
+    const char *n = dt == PARITY_DT_BF16 ? "bf16" : dt == PARITY_DT_F16 ? "fp16"
+                  : dt == PARITY_DT_E4M3FN ? "e4m3fn" : "e5m2";
+    parity_format_get(n, &f, NULL);
+    return f;
+}
+
+double parity_tensor_get(const parity_abi_tensor_t *v, int64_t i)
+{
+    switch ((parity_dtype_t)v->dtype) {
+    case PARITY_DT_F64: return ((const double *)v->data)[i];
+    case PARITY_DT_F32: return ((const float *)v->data)[i];
+    case PARITY_DT_BF16: return parity_bf16_to_fp32_1(((const uint16_t *)v->data)[i]);
+    case PARITY_DT_F16: {
+        parity_format_t f = fmt_of(PARITY_DT_F16);
+        return parity_format_decode(&f, ((const uint16_t *)v->data)[i]);
+    }
+    case PARITY_DT_E4M3FN: case PARITY_DT_E5M2: {
+        parity_format_t f = fmt_of((parity_dtype_t)v->dtype);
+        return parity_format_decode(&f, ((const uint8_t *)v->data)[i]);
+    }
+    case PARITY_DT_I32: return ((const int32_t *)v->data)[i];
+    case PARITY_DT_I64: return (double)((const int64_t *)v->data)[i];
+    case PARITY_DT_U8: return ((const uint8_t *)v->data)[i];
+    }
+    return NAN;
+}
+
+void parity_tensor_set(parity_abi_tensor_t *v, int64_t i, double x)
+{
+    switch ((parity_dtype_t)v->dtype) {
+    case PARITY_DT_F64: ((double *)v->data)[i] = x; return;
+    case PARITY_DT_F32: ((float *)v->data)[i] = (float)x; return;
+    case PARITY_DT_BF16: case PARITY_DT_F16: {
+        parity_format_t f = fmt_of((parity_dtype_t)v->dtype);
+        parity_round_opts_t o = parity_format_default_opts(&f);
+        ((uint16_t *)v->data)[i] = (uint16_t)parity_format_encode(&f, x, &o, NULL);
+        return;
+    }
+    case PARITY_DT_E4M3FN: case PARITY_DT_E5M2: {
+        parity_format_t f = fmt_of((parity_dtype_t)v->dtype);
+        parity_round_opts_t o = parity_format_default_opts(&f);
+        ((uint8_t *)v->data)[i] = (uint8_t)parity_format_encode(&f, x, &o, NULL);
+        return;
+    }
+    case PARITY_DT_I32: ((int32_t *)v->data)[i] = (int32_t)x; return;
+    case PARITY_DT_I64: ((int64_t *)v->data)[i] = (int64_t)x; return;
+    case PARITY_DT_U8: ((uint8_t *)v->data)[i] = (uint8_t)x; return;
+    }
+}
+
+void parity_tensor_fill_nan(parity_tensor_t *t)
+{
+    int64_t n = parity_tensor_numel(&t->view);
+    switch ((parity_dtype_t)t->view.dtype) {
+    case PARITY_DT_F64: for (int64_t i = 0; i < n; i++) ((double *)t->view.data)[i] = NAN; break;
+    case PARITY_DT_F32: for (int64_t i = 0; i < n; i++) ((float *)t->view.data)[i] = NAN; break;
+    case PARITY_DT_BF16: for (int64_t i = 0; i < n; i++) ((uint16_t *)t->view.data)[i] = 0x7fc0; break;
+    case PARITY_DT_F16: for (int64_t i = 0; i < n; i++) ((uint16_t *)t->view.data)[i] = 0x7e00; break;
+    case PARITY_DT_E4M3FN: memset(t->view.data, 0x7f, t->nbytes); break;
+    case PARITY_DT_E5M2: memset(t->view.data, 0x7e, t->nbytes); break;
+    default: memset(t->view.data, 0xff, t->nbytes); break;
+    }
+}
+
+void parity_tensor_to_f64(const parity_abi_tensor_t *v, double *out)
+{
+    int64_t n = parity_tensor_numel(v);
+    if (v->dtype == PARITY_DT_F32) {
+        const float *p = v->data;
+        for (int64_t i = 0; i < n; i++) out[i] = p[i];
+    } else if (v->dtype == PARITY_DT_BF16) {
+        const uint16_t *p = v->data;
+        for (int64_t i = 0; i < n; i++) out[i] = parity_bf16_to_fp32_1(p[i]);
+    } else {
+        for (int64_t i = 0; i < n; i++) out[i] = parity_tensor_get(v, i);
+    }
+}

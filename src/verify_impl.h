@@ -1,0 +1,21 @@
+/* Internal pieces of verify shared by check.c and compare (file-based flow). */
+#ifndef PARITY_VERIFY_IMPL_H
+#define PARITY_VERIFY_IMPL_H
+
+#include <stddef.h>
+
+#include "parity/verify.h"
+
+double parity_now(void);
+parity_verdict_t parity_run_isolated(const parity_abi_kernel_t *k, const parity_abi_call_t *call,
+                                     double timeout_s, char *detail, size_t detail_len,
+                                     double *seconds);
+void parity_tolerance(const parity_ref_output_t *R, int64_t slot, int64_t j, double u_acc,
+                      double tiny_acc, double u_out, double tiny_out, double lambda, double *tol_p,
+                      double *tol_d);
+void parity_judge_output(const parity_ref_output_t *R, const parity_abi_tensor_t *out,
+                         parity_dtype_t acc_dtype, int out_index, parity_wl_result_t *res,
+                         double *row_err);
+double parity_hit_correlation(const parity_ref_output_t *R, const double *row_err);
+
+#endif

@@ -1,0 +1,194 @@
+/* Workload generators: pure functions of (spec, seed). See workload.h. */
+#include "parity/workload.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parity/tokenizer.h"
+
+/* Streams: each independent draw from one seed gets its own rng stream so that changing one
+ * generator (say, the ids) does not shift the values of another. */
+enum { STREAM_IDS = 1, STREAM_PERM = 2, STREAM_TEXT = 3, STREAM_GAMMA = 4 };
+
+static pthread_once_t text_once = PTHREAD_ONCE_INIT;
+static int32_t *text_ids;
+static size_t text_n;
+static parity_status_t text_status = PARITY_E_IO;
+static parity_diag_t text_diag;
+static parity_gpt2_t *text_tok;
+
+static void load_text(void)
+{
+    char enc[4096], bpe[4096], txt[4096];
+    const char *dir = parity_data_dir();
+    snprintf(enc, sizeof enc, "%s/gpt2_encoder.json", dir);
+    snprintf(bpe, sizeof bpe, "%s/gpt2_vocab.bpe", dir);
+    snprintf(txt, sizeof txt, "%s/tinyshakespeare.txt", dir);
+    text_status = parity_gpt2_load(enc, bpe, &text_tok, &text_diag);
+    if (text_status != PARITY_OK) return;
+    FILE *f = fopen(txt, "rb");
+    if (!f) {
+        text_status = parity_diag_set(&text_diag, PARITY_E_IO,
+                                      "%s: cannot open (real-text workloads need the shared data; "
+                                      "set PARITY_DATA to the folder holding it)", txt);
+        return;
+    }
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc(len > 0 ? (size_t)len : 1);
+    if (!buf || fread(buf, 1, (size_t)len, f) != (size_t)len) {
+        free(buf);
+        fclose(f);
+        text_status = parity_diag_set(&text_diag, PARITY_E_IO, "%s: read failed", txt);
+        return;
+    }
+    fclose(f);
+    text_status = parity_gpt2_encode(text_tok, buf, (size_t)len, &text_ids, &text_n);
+    if (text_status != PARITY_OK)
+        parity_diag_set(&text_diag, text_status, "%s: GPT-2 encoding failed", txt);
+    free(buf);
+}
+
+parity_status_t parity_workload_text_ids(const int32_t **ids, size_t *n, parity_diag_t *diag)
+{
+    pthread_once(&text_once, load_text);
+    if (text_status != PARITY_OK) {
+        if (diag) *diag = text_diag;
+        return text_status;
+    }
+    *ids = text_ids;
+    *n = text_n;
+    return PARITY_OK;
+}
+
+const char *parity_workload_token_text(int32_t id, size_t *len)
+{
+    pthread_once(&text_once, load_text);
+    *len = 0;
+    if (!text_tok) return "";
+    const char *s = parity_gpt2_token_str(text_tok, id, len);
+    return s ? s : "";
+}
+
+parity_status_t parity_workload_ids(const parity_workload_t *w, uint64_t seed, int64_t n, int64_t v,
+                                    int32_t *ids, parity_diag_t *diag)
+{
+    parity_rng_t rng;
+    if (n < 0 || v <= 0 || v > INT32_MAX)
+        return parity_diag_set(diag, PARITY_E_INVALID, "workload %s: bad sizes n=%lld v=%lld",
+                               w->name, (long long)n, (long long)v);
+    switch (w->ids) {
+    case PARITY_IDS_UNIFORM:
+        parity_rng_seed(&rng, seed, STREAM_IDS);
+        for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)parity_rng_below(&rng, (uint64_t)v);
+        return PARITY_OK;
+    case PARITY_IDS_ZIPF: {
+        /* Inverse-CDF sampling over ranks 1..v with weights r^-s, then a seeded permutation maps
+         * ranks to ids so that frequent tokens are not simply the smallest ids. */
+        double *cdf = malloc((size_t)v * sizeof *cdf);
+        int32_t *perm = malloc((size_t)v * sizeof *perm);
+        if (!cdf || !perm) {
+            free(cdf);
+            free(perm);
+            return PARITY_E_NOMEM;
+        }
+        double acc = 0;
+        for (int64_t r = 0; r < v; r++) {
+            acc += pow((double)(r + 1), -w->zipf_s);
+            cdf[r] = acc;
+        }
+        parity_rng_seed(&rng, seed, STREAM_PERM);
+        for (int64_t i = 0; i < v; i++) perm[i] = (int32_t)i;
+        for (int64_t i = v - 1; i > 0; i--) {
+            int64_t j = (int64_t)parity_rng_below(&rng, (uint64_t)i + 1);
+            int32_t t = perm[i];
+            perm[i] = perm[j];
+            perm[j] = t;
+        }
+        parity_rng_seed(&rng, seed, STREAM_IDS);
+        for (int64_t i = 0; i < n; i++) {
+            double u = parity_rng_uniform(&rng) * acc;
+            int64_t lo = 0, hi = v - 1;
+            while (lo < hi) { /* first r with cdf[r] > u */
+                int64_t mid = (lo + hi) / 2;
+                if (cdf[mid] > u) hi = mid; else lo = mid + 1;
+            }
+            ids[i] = perm[lo];
+        }
+        free(cdf);
+        free(perm);
+        return PARITY_OK;
+    }
+    case PARITY_IDS_TEXT: {
+        const int32_t *t;
+        size_t tn;
+        parity_status_t st = parity_workload_text_ids(&t, &tn, diag);
+        if (st != PARITY_OK) return st;
+        if (v < 50257)
+            return parity_diag_set(diag, PARITY_E_INVALID,
+                                   "workload %s: real-text ids need V >= 50257 (GPT-2), got %lld",
+                                   w->name, (long long)v);
+        parity_rng_seed(&rng, seed, STREAM_TEXT);
+        size_t off = (size_t)parity_rng_below(&rng, tn);
+        for (int64_t i = 0; i < n; i++) ids[i] = t[(off + (size_t)i) % tn];
+        return PARITY_OK;
+    }
+    }
+    return parity_diag_set(diag, PARITY_E_INVALID, "workload %s: unknown id distribution", w->name);
+}
+
+void parity_workload_values(parity_vals_kind_t kind, double scale, int outliers,
+                            double outlier_factor, uint64_t seed, uint64_t stream,
+                            int64_t row_begin, int64_t row_end, int64_t cols, double *out)
+{
+    for (int64_t i = row_begin; i < row_end; i++) {
+        parity_rng_t rng;
+        parity_rng_seed(&rng, seed, ((100 + stream) << 40) ^ (uint64_t)i);
+        double *o = out + (i - row_begin) * cols;
+        switch (kind) {
+        case PARITY_VALS_NORMAL:
+        case PARITY_VALS_OUTLIER:
+            for (int64_t j = 0; j < cols; j++) o[j] = parity_rng_normal(&rng) * scale;
+            break;
+        case PARITY_VALS_GRADSCALE: {
+            double mag = pow(10.0, -3.0 - 3.0 * parity_rng_uniform(&rng)) * scale;
+            for (int64_t j = 0; j < cols; j++) o[j] = parity_rng_normal(&rng) * mag;
+            break;
+        }
+        case PARITY_VALS_UNIFORM01:
+            for (int64_t j = 0; j < cols; j++) o[j] = parity_rng_uniform(&rng) * scale;
+            break;
+        case PARITY_VALS_INTPROBE:
+            for (int64_t j = 0; j < cols; j++) o[j] = (double)((int64_t)parity_rng_below(&rng, 9) - 4);
+            break;
+        case PARITY_VALS_ONES:
+            for (int64_t j = 0; j < cols; j++) o[j] = scale;
+            break;
+        }
+    }
+    if (kind == PARITY_VALS_OUTLIER && cols > 0) {
+        parity_rng_t r2;
+        parity_rng_seed(&r2, seed, 200 + stream);
+        for (int o = 0; o < outliers; o++) {
+            int64_t c = (int64_t)parity_rng_below(&r2, (uint64_t)cols);
+            for (int64_t i = 0; i < row_end - row_begin; i++) out[i * cols + c] *= outlier_factor;
+        }
+    }
+}
+
+void parity_workload_gamma(parity_gamma_kind_t kind, uint64_t seed, int64_t d, double *out)
+{
+    parity_rng_t rng;
+    parity_rng_seed(&rng, seed, STREAM_GAMMA);
+    for (int64_t j = 0; j < d; j++) {
+        switch (kind) {
+        case PARITY_GAMMA_ONES: out[j] = 1.0; break;
+        case PARITY_GAMMA_TRAINED: out[j] = exp(0.5 * parity_rng_normal(&rng)); break;
+        case PARITY_GAMMA_NORMAL: out[j] = parity_rng_normal(&rng); break;
+        }
+    }
+}
