@@ -450,7 +450,7 @@ static const parity_workload_t FUSED_PRESETS[] = {
  * Shapes are stand-ins: see docs/baselines.md for what each verifier uses and what we assume. */
 static const parity_workload_t FUSED_BASELINES[] = {
     {"sol-execbench", "unit randn dy and x, gamma = 1, uniform ids, seed 200",
-     4096, 2048, 32768, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0},
+     4096, 1024, 16384, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0},
     {"kernelbench", "torch.rand inputs (U[0,1)) including gamma, uniform ids, one shape",
      2048, 1024, 8192, PARITY_IDS_UNIFORM, 0, PARITY_VALS_UNIFORM01, 1, PARITY_VALS_UNIFORM01, 1, PARITY_GAMMA_ONES, 0, 0, 0},
     {"assert_close", "a unit test: randn inputs and gamma, uniform ids, small shape",
@@ -530,7 +530,7 @@ static const parity_workload_t EBWD_PRESETS[] = {
 };
 
 static const parity_workload_t EBWD_BASELINES[] = {
-    {"sol-execbench", "unit randn dY, uniform ids, seed 200", 4096, 2048, 32768, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0},
+    {"sol-execbench", "unit randn dY, uniform ids, seed 200", 4096, 1024, 16384, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0},
     {"kernelbench", "torch.rand dY, uniform ids", 2048, 1024, 8192, PARITY_IDS_UNIFORM, 0, PARITY_VALS_UNIFORM01, 1, PARITY_VALS_UNIFORM01, 1, PARITY_GAMMA_ONES, 0, 0, 0},
     {"assert_close", "randn dY, uniform ids, small shape", 512, 256, 1000, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0},
 };
@@ -592,7 +592,7 @@ static const parity_workload_t EFWD_PRESETS[] = {
 };
 
 static const parity_workload_t EFWD_BASELINES[] = {
-    {"sol-execbench", "unit randn E, uniform ids, seed 200", 4096, 2048, 32768, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0},
+    {"sol-execbench", "unit randn E, uniform ids, seed 200", 4096, 1024, 16384, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0},
     {"kernelbench", "torch.rand E, uniform ids", 2048, 1024, 8192, PARITY_IDS_UNIFORM, 0, PARITY_VALS_UNIFORM01, 1, PARITY_VALS_UNIFORM01, 1, PARITY_GAMMA_ONES, 0, 0, 0},
     {"assert_close", "randn E, uniform ids, small shape", 512, 256, 1000, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0},
 };

@@ -2,6 +2,7 @@
 #include "parity/tensor.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,13 +150,46 @@ uint64_t parity_tensor_hash(const parity_tensor_t *t)
     return h;
 }
 
-static parity_format_t fmt_of(parity_dtype_t dt)
+/* Formats of the narrow dtypes, looked up once (the lookup parses names: too slow per element). */
+static parity_format_t FMT_BF16, FMT_F16, FMT_E4M3, FMT_E5M2;
+static pthread_once_t fmt_once = PTHREAD_ONCE_INIT;
+static void fmt_init(void)
 {
-    parity_format_t f;
-    const char *n = dt == PARITY_DT_BF16 ? "bf16" : dt == PARITY_DT_F16 ? "fp16"
-                  : dt == PARITY_DT_E4M3FN ? "e4m3fn" : "e5m2";
-    parity_format_get(n, &f, NULL);
-    return f;
+    parity_format_get("bf16", &FMT_BF16, NULL);
+    parity_format_get("fp16", &FMT_F16, NULL);
+    parity_format_get("e4m3fn", &FMT_E4M3, NULL);
+    parity_format_get("e5m2", &FMT_E5M2, NULL);
+}
+
+static const parity_format_t *fmt_of(parity_dtype_t dt)
+{
+    pthread_once(&fmt_once, fmt_init);
+    return dt == PARITY_DT_BF16 ? &FMT_BF16 : dt == PARITY_DT_F16 ? &FMT_F16
+         : dt == PARITY_DT_E4M3FN ? &FMT_E4M3 : &FMT_E5M2;
+}
+
+/* double -> bf16, nearest-even, in one rounding. Normal bf16 range: round the double's
+ * significand at bf16's last bit in integer space (no double rounding through fp32), then the
+ * value is exactly representable in fp32. Elsewhere (subnormal, overflow edge, NaN): the general
+ * encoder. */
+static uint16_t bf16_from_double(double x)
+{
+    double ax = fabs(x);
+    if (ax >= 0x1p-126 && ax < 0x1.fep127) {
+        uint64_t b;
+        memcpy(&b, &x, 8);
+        b += 0x00000FFFFFFFFFFFULL + ((b >> 45) & 1); /* 52 - 7 = 45 bits dropped */
+        b &= ~0x00001FFFFFFFFFFFULL;
+        double r;
+        memcpy(&r, &b, 8);
+        float f = (float)r; /* exact: r has 8 significant bits and is in fp32's normal range */
+        uint32_t fb;
+        memcpy(&fb, &f, 4);
+        return (uint16_t)(fb >> 16);
+    }
+    const parity_format_t *f = fmt_of(PARITY_DT_BF16);
+    parity_round_opts_t o = parity_format_default_opts(f);
+    return (uint16_t)parity_format_encode(f, x, &o, NULL);
 }
 
 double parity_tensor_get(const parity_abi_tensor_t *v, int64_t i)
@@ -164,14 +198,9 @@ double parity_tensor_get(const parity_abi_tensor_t *v, int64_t i)
     case PARITY_DT_F64: return ((const double *)v->data)[i];
     case PARITY_DT_F32: return ((const float *)v->data)[i];
     case PARITY_DT_BF16: return parity_bf16_to_fp32_1(((const uint16_t *)v->data)[i]);
-    case PARITY_DT_F16: {
-        parity_format_t f = fmt_of(PARITY_DT_F16);
-        return parity_format_decode(&f, ((const uint16_t *)v->data)[i]);
-    }
-    case PARITY_DT_E4M3FN: case PARITY_DT_E5M2: {
-        parity_format_t f = fmt_of((parity_dtype_t)v->dtype);
-        return parity_format_decode(&f, ((const uint8_t *)v->data)[i]);
-    }
+    case PARITY_DT_F16: return parity_format_decode(fmt_of(PARITY_DT_F16), ((const uint16_t *)v->data)[i]);
+    case PARITY_DT_E4M3FN: case PARITY_DT_E5M2:
+        return parity_format_decode(fmt_of((parity_dtype_t)v->dtype), ((const uint8_t *)v->data)[i]);
     case PARITY_DT_I32: return ((const int32_t *)v->data)[i];
     case PARITY_DT_I64: return (double)((const int64_t *)v->data)[i];
     case PARITY_DT_U8: return ((const uint8_t *)v->data)[i];
@@ -184,16 +213,17 @@ void parity_tensor_set(parity_abi_tensor_t *v, int64_t i, double x)
     switch ((parity_dtype_t)v->dtype) {
     case PARITY_DT_F64: ((double *)v->data)[i] = x; return;
     case PARITY_DT_F32: ((float *)v->data)[i] = (float)x; return;
-    case PARITY_DT_BF16: case PARITY_DT_F16: {
-        parity_format_t f = fmt_of((parity_dtype_t)v->dtype);
-        parity_round_opts_t o = parity_format_default_opts(&f);
-        ((uint16_t *)v->data)[i] = (uint16_t)parity_format_encode(&f, x, &o, NULL);
+    case PARITY_DT_BF16: ((uint16_t *)v->data)[i] = bf16_from_double(x); return;
+    case PARITY_DT_F16: {
+        const parity_format_t *f = fmt_of(PARITY_DT_F16);
+        parity_round_opts_t o = parity_format_default_opts(f);
+        ((uint16_t *)v->data)[i] = (uint16_t)parity_format_encode(f, x, &o, NULL);
         return;
     }
     case PARITY_DT_E4M3FN: case PARITY_DT_E5M2: {
-        parity_format_t f = fmt_of((parity_dtype_t)v->dtype);
-        parity_round_opts_t o = parity_format_default_opts(&f);
-        ((uint8_t *)v->data)[i] = (uint8_t)parity_format_encode(&f, x, &o, NULL);
+        const parity_format_t *f = fmt_of((parity_dtype_t)v->dtype);
+        parity_round_opts_t o = parity_format_default_opts(f);
+        ((uint8_t *)v->data)[i] = (uint8_t)parity_format_encode(f, x, &o, NULL);
         return;
     }
     case PARITY_DT_I32: ((int32_t *)v->data)[i] = (int32_t)x; return;
@@ -227,5 +257,20 @@ void parity_tensor_to_f64(const parity_abi_tensor_t *v, double *out)
         for (int64_t i = 0; i < n; i++) out[i] = parity_bf16_to_fp32_1(p[i]);
     } else {
         for (int64_t i = 0; i < n; i++) out[i] = parity_tensor_get(v, i);
+    }
+}
+
+double parity_dtype_round(parity_dtype_t dt, double x)
+{
+    switch (dt) {
+    case PARITY_DT_F64: return x;
+    case PARITY_DT_F32: return (float)x;
+    case PARITY_DT_BF16: return parity_bf16_to_fp32_1(bf16_from_double(x));
+    case PARITY_DT_F16: case PARITY_DT_E4M3FN: case PARITY_DT_E5M2: {
+        const parity_format_t *f = fmt_of(dt);
+        parity_round_opts_t o = parity_format_default_opts(f);
+        return parity_format_round(f, x, &o, NULL);
+    }
+    default: return x;
     }
 }

@@ -150,24 +150,30 @@ static void dtype_precision(parity_dtype_t dt, double *u, double *tiny)
     }
 }
 
+/* Tolerance of one element from precomputed coefficients: g_k = gamma(k-1) of the row, g_m =
+ * gamma(m_up) of the output (probabilistic or worst-case alike). */
+static inline double tol_from(double g_k, double g_m, double ref, double sa, double su,
+                              double under, double u_out, double tiny_out)
+{
+    double acc = g_k * sa + g_m * su + under;
+    /* Output rounding to a narrower dtype: |fl(s) - s| <= u_out |s| <= u_out (|ref| + acc). */
+    return acc + u_out * (fabs(ref) + acc) + tiny_out;
+}
+
 void parity_tolerance(const parity_ref_output_t *R, int64_t slot, int64_t j, double u_acc,
                       double tiny_acc, double u_out, double tiny_out, double lambda, double *tol_p,
                       double *tol_d)
 {
-    int64_t cols = R->cols;
-    double k = (double)R->k[slot];
-    double ref = fabs(R->ref[slot * cols + j]), sa = R->s_acc[slot * cols + j];
-    double su = R->s_up ? R->s_up[slot * cols + j] : 0;
     /* Accumulating k terms takes k-1 additions; each term came from m_up roundings. Underflow:
-     * each operation may lose up to half the accumulator's smallest subnormal spacing. */
-    double m = (double)R->m_up;
+     * each operation may lose up to the accumulator's smallest subnormal spacing. */
+    double k = (double)R->k[slot], m = (double)R->m_up;
+    double ref = R->ref[slot * R->cols + j], sa = R->s_acc[slot * R->cols + j];
+    double su = R->s_up ? R->s_up[slot * R->cols + j] : 0;
     double under = (k + m) * tiny_acc;
-    double acc_p = parity_gamma_prob(k - 1, u_acc, lambda) * sa +
-                   parity_gamma_prob(m, u_acc, lambda) * su + under;
-    double acc_d = parity_gamma(k - 1, u_acc) * sa + parity_gamma(m, u_acc) * su + under;
-    /* Output rounding to a narrower dtype: |fl(s) - s| <= u_out |s| <= u_out (|ref| + acc). */
-    *tol_p = acc_p + u_out * (ref + acc_p) + tiny_out;
-    *tol_d = acc_d + u_out * (ref + acc_d) + tiny_out;
+    *tol_p = tol_from(parity_gamma_prob(k - 1, u_acc, lambda), parity_gamma_prob(m, u_acc, lambda),
+                      ref, sa, su, under, u_out, tiny_out);
+    *tol_d = tol_from(parity_gamma(k - 1, u_acc), parity_gamma(m, u_acc), ref, sa, su, under,
+                      u_out, tiny_out);
 }
 
 /* Judge one output of a run. Fills max_q, max_qd, rows, nan count, worst, and per-row errors
@@ -188,10 +194,15 @@ void parity_judge_output(const parity_ref_output_t *R, const parity_abi_tensor_t
     double nmax = (double)(kmax > R->m_up ? kmax : R->m_up);
     double lambda = parity_lambda(nmax, (double)R->rows * (double)R->cols, PARITY_ALPHA);
     if (lambda > res->lambda) res->lambda = lambda;
+    double m = (double)R->m_up;
+    double gm_p = parity_gamma_prob(m, u_acc, lambda), gm_d = parity_gamma(m, u_acc);
     for (int64_t r = 0; r < R->rows; r++) {
         int64_t slot = R->slot ? R->slot[r] : r;
         double rq = 0, rerr = 0, rscale = 0;
         int64_t rk = slot >= 0 ? R->k[slot] : 0;
+        double gk_p = parity_gamma_prob((double)rk - 1, u_acc, lambda);
+        double gk_d = parity_gamma((double)rk - 1, u_acc);
+        double under = ((double)rk + m) * tiny_acc;
         if (rk > res->max_hits && R->slot) res->max_hits = rk;
         for (int64_t j = 0; j < R->cols; j++) {
             int64_t idx = r * R->cols + j;
@@ -199,9 +210,11 @@ void parity_judge_output(const parity_ref_output_t *R, const parity_abi_tensor_t
                                                    : parity_tensor_get(out, idx);
             double ref = 0, tp = 0, td = 0;
             if (slot >= 0) {
-                ref = R->ref[slot * R->cols + j];
-                parity_tolerance(R, slot, j, u_acc, tiny_acc, u_out, tiny_out, lambda, &tp, &td);
-                double sc = R->s_acc[slot * R->cols + j];
+                int64_t e = slot * R->cols + j;
+                ref = R->ref[e];
+                double sc = R->s_acc[e], su = R->s_up ? R->s_up[e] : 0;
+                tp = tol_from(gk_p, gm_p, ref, sc, su, under, u_out, tiny_out);
+                td = tol_from(gk_d, gm_d, ref, sc, su, under, u_out, tiny_out);
                 rscale = sc > rscale ? sc : rscale;
             }
             double err, q, qd;

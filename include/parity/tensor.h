@@ -58,6 +58,8 @@ void parity_tensor_set(parity_abi_tensor_t *v, int64_t i, double x);
 /* Fill every element with a sentinel: NaN for float dtypes (a quiet NaN bit pattern), -1 for
  * integers. */
 void parity_tensor_fill_nan(parity_tensor_t *t);
+/* x rounded to dtype (nearest-even, the dtype's default saturation); integers unchanged. */
+double parity_dtype_round(parity_dtype_t dt, double x);
 /* Convert a whole contiguous tensor to doubles (exact), out has numel entries. */
 void parity_tensor_to_f64(const parity_abi_tensor_t *v, double *out);
 
