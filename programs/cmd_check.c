@@ -119,8 +119,16 @@ int parity_cmd_check(int argc, char **argv)
         parity_status_t st = parity_kernel_resolve(kspecs[i], op->name, &kl, &diag);
         if (st != PARITY_OK) {
             parity_kernel_list_free(&kl);
-            if (st == PARITY_E_NOTFOUND && strncmp(kspecs[i], "builtin:", 8) == 0)
-                return cli_usage_error("check", "parity kernels (lists the catalog)", "%s", diag.msg);
+            /* A name that does not exist (builtin:NAME, lib.so:NAME) is a usage error; a plugin
+             * that cannot be loaded or offers nothing for the op is an input error. */
+            const char *colon = strrchr(kspecs[i], ':'), *slash = strrchr(kspecs[i], '/');
+            int named = colon && (!slash || colon > slash);
+            if (st == PARITY_E_NOTFOUND && named)
+                return cli_usage_error("check",
+                                       strncmp(kspecs[i], "builtin:", 8) == 0
+                                           ? "parity kernels (lists the catalog)"
+                                           : "--kernel PATH.so (checks every kernel in it)",
+                                       "%s", diag.msg);
             return cli_input_error("check", "%s", diag.msg);
         }
     }

@@ -7,9 +7,13 @@
 #include "parity/verify.h"
 
 double parity_now(void);
-parity_verdict_t parity_run_isolated(const parity_abi_kernel_t *k, const parity_abi_call_t *call,
-                                     double timeout_s, char *detail, size_t detail_len,
-                                     double *seconds);
+/* Run k on call in a child process with a time limit. When decoy is non-NULL the child first
+ * runs k on it (results ignored), so state a kernel keeps across calls is exposed. Returns
+ * PARITY_VERDICT_FAITHFUL when the kernel ran and returned OK (judged later), else the verdict
+ * with detail filled. */
+parity_verdict_t parity_run_isolated(const parity_abi_kernel_t *k, const parity_abi_call_t *decoy,
+                                     const parity_abi_call_t *call, double timeout_s, char *detail,
+                                     size_t detail_len, double *seconds);
 void parity_tolerance(const parity_ref_output_t *R, int64_t slot, int64_t j, double u_acc,
                       double tiny_acc, double u_out, double tiny_out, double lambda, double *tol_p,
                       double *tol_d);

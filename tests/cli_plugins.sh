@@ -3,9 +3,6 @@
 # cheating/broken kernel per verdict (tests/plugins/cheats.c), loader errors (no entry symbol,
 # abi_version 999, missing file, unknown builtin), and one run over a whole .so whose report
 # completes despite crashes and hangs among its kernels.
-#
-# Known harness gaps are reported loudly on stderr but do not fail the test unless
-# PARITY_STRICT_PLUGINS=1 (see the KNOWN-GAP lines below and docs/plugins.md).
 set -u
 : "${PARITY:?set PARITY to the parity binary}"
 : "${PARITY_BUILD:?set PARITY_BUILD to the build directory}"
@@ -23,10 +20,6 @@ OP=embedding_rmsnorm_bwd
 COMMON=(--workload uniform --no-floor -q --timeout 5)
 
 bad() { echo "FAIL: $*" >&2; fail=1; }
-gap() {
-    echo "KNOWN-GAP: $*" >&2
-    if [ "${PARITY_STRICT_PLUGINS:-0}" = 1 ]; then fail=1; fi
-}
 
 # verdict JSON NAME: the overall verdict of kernel NAME (label suffix ":NAME") in the report
 verdict() {
@@ -73,13 +66,12 @@ expect "$C" error crashed 1
 grep -q "NaN" "$tmp/partial_write.out" || bad "partial_write: report does not mention the NaN outputs"
 grep -q "exited the process with status 3" "$tmp/exit3.out" || bad "exit3: report does not give the exit status"
 
-# A kernel that caches its first call's output and returns it on every later call. Every run
-# happens in a fresh fork of the harness, so the cache is always empty and the kernel always
-# computes: parity cannot see this cheat today.
+# A kernel that caches its first call's output and returns it on every later call: the child runs
+# a decoy call first, so the cached answer is the decoy's and the kernel must not pass.
 "$PARITY" check $OP --kernel "$C:stale_cache" "${COMMON[@]}" --json "$tmp/stale.json" >/dev/null 2>&1
 got=$(verdict "$tmp/stale.json" stale_cache)
 if [ "$got" = faithful ]; then
-    gap "stale_cache (returns the previous call's output) is judged faithful: each kernel call runs in a fresh fork, so in-process state never carries over between calls"
+    bad "stale_cache (returns the previous call's output) is judged faithful"
 elif [ -z "$got" ] || [ "$got" = MISSING ]; then
     bad "stale_cache: no verdict"
 fi
@@ -108,7 +100,7 @@ rc=$?
 
 "$PARITY" check $OP --kernel "$C:no_such_kernel" "${COMMON[@]}" >"$tmp/nk.out" 2>&1
 rc=$?
-[ "$rc" = 2 ] || [ "$rc" = 3 ] || bad "unknown plugin kernel: exit $rc, expected 2 or 3"
+[ "$rc" = 2 ] || bad "unknown plugin kernel: exit $rc, expected 2 (a usage error, like builtin:nope)"
 grep -q "no_such_kernel" "$tmp/nk.out" || bad "unknown plugin kernel: message does not name it"
 
 # ---- every kernel of one .so in ONE run: the report completes ----
@@ -125,14 +117,13 @@ for pair in control:faithful segfault:crashed hang:timeout oob_write:wrote-out-o
     got=$(verdict "$tmp/all.json" "$name")
     [ "$got" = "$want" ] || bad "whole .so: $name verdict '$got', expected '$want'"
 done
-# Kernels after modify_dy in the same run: the harness keeps the inputs modify_dy scribbled on
-# (they live in shared memory and are not restored), so later kernels are judged against a
-# reference of inputs they never saw.
+# Kernels after modify_dy in the same run: the harness rebuilds the inputs modify_dy scribbled
+# on, so later kernels keep their own verdicts.
 for pair in nondet:nondeterministic control_after:faithful; do
     name=${pair%%:*} want=${pair#*:}
     got=$(verdict "$tmp/all.json" "$name")
     if [ "$got" != "$want" ]; then
-        gap "whole .so: $name is '$got' (alone: '$want'): inputs modified by an earlier kernel (modify_dy) are not restored before the next kernel runs"
+        bad "whole .so: $name is '$got' (alone: '$want'): inputs modified by an earlier kernel leaked into its run"
     fi
 done
 
