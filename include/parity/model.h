@@ -1,0 +1,162 @@
+/* model: a real pretrained Llama-architecture model in llama2.c's checkpoint format
+ * (stories260K.bin in the shared data), an fp64 reference forward over whole sequences, and
+ * serving-style forward paths (bf16/fp16 storage, a bf16-accumulation mutant, fused residual +
+ * RMSNorm, KV-cache decode, split-K, simulated tensor parallelism with a chosen all-reduce, batch
+ * composition) that compose, so their drift against the reference can be measured layer by layer
+ * and token by token. Generation is greedy or sampled, with run.c's prompt/BOS semantics.
+ * Deliberately not here: tokenizers (tokenizer.h), metrics (metrics.h), dump formats (the CLI).
+ * The arithmetic of every path is spelled out in docs/model.md. */
+#ifndef PARITY_MODEL_H
+#define PARITY_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "parity/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------------
+ * Checkpoints
+ * ------------------------------------------------------------------------------------------- */
+
+/* The header of a llama2.c checkpoint (7 x int32), with the sign of vocab_size decoded. */
+typedef struct {
+    int32_t dim;        /* D: model width */
+    int32_t hidden_dim; /* F: SwiGLU hidden width */
+    int32_t n_layers;   /* L */
+    int32_t n_heads;    /* H: query heads */
+    int32_t n_kv_heads; /* KVH: key/value heads (GQA when < H) */
+    int32_t vocab_size; /* V (always positive here) */
+    int32_t seq_len;    /* S: the longest sequence the model (and RoPE table) was built for */
+    int shared_classifier; /* 1: logits use token_embedding (header vocab_size > 0) */
+} parity_model_config_t;
+
+typedef struct parity_model parity_model_t;
+
+/* Maps a llama2.c "legacy" (version 0) fp32 checkpoint read-only (weights are never copied).
+ * The header must be positive and consistent (dim divisible by n_heads, n_heads by n_kv_heads,
+ * even head size, seq_len > 0), and the file size must equal exactly 28 bytes + the float count
+ * the header implies (including the unused freq_cis tables and, for a negative vocab_size, the
+ * separate classifier). Returns PARITY_OK and *out (free with parity_model_free); PARITY_E_INVALID
+ * for NULL arguments; PARITY_E_IO when the file cannot be opened or mapped; PARITY_E_FORMAT with
+ * diag naming the file, the field and what was expected. On error *out is NULL. */
+parity_status_t parity_model_load(const char *path, parity_model_t **out, parity_diag_t *diag);
+
+/* Unmaps and frees; NULL is a no-op. Every runner made from m must be freed first. */
+void parity_model_free(parity_model_t *m);
+
+/* The model's header; NULL for NULL. Lives as long as m. */
+const parity_model_config_t *parity_model_config(const parity_model_t *m);
+
+/* Paths of the shared stories260K files: parity_data_dir()/stories260K.bin and /tok512.bin. */
+void parity_model_default_files(char *model_path, size_t model_cap, char *tok_path,
+                                size_t tok_cap);
+
+/* ---------------------------------------------------------------------------------------------
+ * Forward paths
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum {
+    PARITY_MODEL_FP64 = 0,
+    PARITY_MODEL_FP32 = 1,
+    PARITY_MODEL_BF16 = 2,
+    PARITY_MODEL_FP16 = 3
+} parity_model_dtype_t;
+
+typedef enum {
+    PARITY_MODEL_AR_RING = 0,   /* reduce-scatter around the ring, chunk c starting at rank c+1 */
+    PARITY_MODEL_AR_TREE = 1,   /* pairwise: (r0+r1)+(r2+r3), ... */
+    PARITY_MODEL_AR_ONESHOT = 2 /* every rank reads all partials, sums ranks 0..R-1 in order */
+} parity_model_allreduce_t;
+
+/* One forward path. parity_model_path_default gives the fp64 reference; every field composes
+ * with every other. */
+typedef struct {
+    parity_model_dtype_t storage; /* weights and every activation stored between ops */
+    parity_model_dtype_t accum;   /* matmul accumulator (and in-op math): FP64 for the reference,
+                                     FP32 for fp32/bf16/fp16 paths, BF16 for the bf16acc mutant */
+    int fused_norm;               /* 1: residual add + RMSNorm fused (vLLM fused_add_rms_norm) */
+    int kvcache;                  /* 1: every position computed by the decode kernel, one token
+                                     at a time against the KV cache (split-KV online softmax) */
+    int splitk;                   /* >= 1: every GEMM splits K into this many parts;
+                                     0: one part, or the batch heuristic when batch > 0 */
+    int tp;                       /* ranks R >= 1 of simulated tensor parallelism */
+    parity_model_allreduce_t allreduce;
+    parity_model_dtype_t hop;     /* dtype each all-reduce hop rounds to */
+    int hop_set;                  /* 1 when hop was given; otherwise hop follows storage */
+    int batch;                    /* 0: no batch; B >= 1: share GEMMs with B-1 companions */
+    int packed;                   /* with batch: 1 packed (varlen) rows, 0 padded */
+} parity_model_path_t;
+
+/* The fp64 reference: storage FP64, accum FP64, nothing else. */
+void parity_model_path_default(parity_model_path_t *p);
+
+/* Parses a path spec: tokens joined by '+', in any order, each at most once:
+ *   ref | fp64        the reference (the default; may be combined with structural options)
+ *   fp32 | bf16 | fp16   storage of weights and activations, fp32 accumulation
+ *   bf16acc           bf16 storage and bf16 accumulation in every GEMM (a known-bad mutant)
+ *   fused             fused residual add + RMSNorm
+ *   kvcache           KV-cache incremental decode for every position
+ *   splitkS           split-K with S >= 1 parts (S <= 16)
+ *   tpR[:ALGO[:DTYPE]]   R ranks (1..8, dividing n_heads is checked at runner creation), ALGO
+ *                     ring (default) | tree | oneshot, DTYPE the per-hop rounding fp64 | fp32 |
+ *                     bf16 | fp16 (default: the storage dtype)
+ *   batchB[:padded|:packed]   B >= 1 sequences per GEMM (default padded)
+ * Example: "bf16+kvcache+tp4:ring:bf16+splitk2". Returns PARITY_OK, or PARITY_E_INVALID with
+ * diag naming the token and what was expected (out is then the default path). */
+parity_status_t parity_model_path_parse(const char *spec, parity_model_path_t *out,
+                                        parity_diag_t *diag);
+
+/* The canonical spec of p ("ref", "bf16+fused+tp4:ring:bf16", ...) into buf (always
+ * NUL-terminated when cap > 0). Parsing it gives p back. */
+void parity_model_path_str(const parity_model_path_t *p, char *buf, size_t cap);
+
+/* A path bound to a model: weights converted to the storage dtype (held as doubles), scratch
+ * buffers and the KV cache. Not thread-safe; make one runner per thread. */
+typedef struct parity_model_runner parity_model_runner_t;
+
+/* PARITY_E_INVALID (diag says why) for NULLs or a path the model cannot take (tp not dividing
+ * n_heads or larger than hidden_dim); PARITY_E_NOMEM. */
+parity_status_t parity_model_runner_new(const parity_model_t *m, const parity_model_path_t *p,
+                                        parity_model_runner_t **out, parity_diag_t *diag);
+void parity_model_runner_free(parity_model_runner_t *r); /* NULL is a no-op */
+
+/* Lengths of the B-1 companion sequences that share each GEMM with this one when the path has
+ * batchB (ignored otherwise). Companions are not computed: only the GEMM row count they imply
+ * matters (see docs/model.md, "batch"). n must be B-1; without a call, companions have the
+ * sequence's own length. PARITY_E_INVALID for NULL with n > 0 or n != B-1. */
+parity_status_t parity_model_runner_set_companions(parity_model_runner_t *r, const size_t *lens,
+                                                   size_t n);
+
+/* Teacher-forced forward over tokens[0..n) (n <= seq_len, ids < vocab_size).
+ * logits (caller-owned, n*V, may be NULL): logits[t*V + v], the next-token logits at t, as the
+ * path stores them (e.g. bf16 values), widened to double.
+ * hidden (caller-owned, (L+2)*n*D, may be NULL): slice 0 the embedding, slice l+1 the residual
+ * stream after layer l, slice L+1 the final RMSNorm output; hidden[(s*n + t)*D + j].
+ * PARITY_E_INVALID for NULL r/tokens, n == 0, n > seq_len or an id out of range. */
+parity_status_t parity_model_forward(parity_model_runner_t *r, const int32_t *tokens, size_t n,
+                                     double *logits, double *hidden);
+
+/* log softmax of v logits at row[0..v) evaluated in double; returns the logprob of id. */
+double parity_model_logprob(const double *row, size_t v, int32_t id);
+
+/* Generation with run.c's semantics: position 0 holds prompt[0] (normally BOS); while pos < steps
+ * the next token is prompt[pos+1] inside the prompt, otherwise argmax (temperature <= 0, ties to
+ * the lowest id) or a sample from softmax(logits / temperature) drawn with a generator seeded by
+ * seed; generation stops early when the next token is BOS (1), which is not stored.
+ * out (caller-owned, steps + 1 ids) receives the whole sequence, prompt included; *n_out its
+ * length (<= steps + 1). steps is capped at seq_len. A path without kvcache recomputes the whole
+ * prefix at every step exactly as a cache-less server would (done incrementally when the path's
+ * arithmetic cannot depend on the GEMM row count, which gives identical numbers).
+ * PARITY_E_INVALID for NULLs, n_prompt == 0, n_prompt > steps or ids out of range. */
+parity_status_t parity_model_generate(parity_model_runner_t *r, const int32_t *prompt,
+                                      size_t n_prompt, size_t steps, double temperature,
+                                      uint64_t seed, int32_t *out, size_t *n_out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,640 @@
+/* `parity model`: a real pretrained model (llama2.c format, stories260K by default) run through
+ * the fp64 reference and serving-style forward paths: `run` generates text, `dump` writes
+ * teacher-forced logprobs (JSONL, docs/model.md), `parity` compares two paths (logprob metrics,
+ * per-layer drift, first greedy divergence). The arithmetic is libparity's model module. */
+#include <ctype.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "parity/metrics.h"
+#include "parity/model.h"
+#include "parity/tokenizer.h"
+
+void parity_help_model(FILE *out)
+{
+    fprintf(out,
+            "usage: parity model run    [MODEL] [--tokenizer TOK] [--path SPEC] [-t TEMP] [-n STEPS]\n"
+            "                           [--prompt P] [--seed S]\n"
+            "       parity model dump   [MODEL] [--tokenizer TOK] --path SPEC [--prompts FILE]\n"
+            "                           --out FILE [--top K]\n"
+            "       parity model parity [MODEL] [--tokenizer TOK] --path A --path B [--prompts FILE]\n"
+            "                           [-n STEPS] [--max-k3 X] [--markdown]\n"
+            "\n"
+            "MODEL is a llama2.c checkpoint (default: stories260K.bin in the shared data folder,\n"
+            "$PARITY_DATA), TOK its llama2.c tokenizer (default: tok512.bin there).\n"
+            "\n"
+            "run     generates from the prompt (default: none, i.e. from BOS) for STEPS positions\n"
+            "        (default 256, capped at the model's seq_len) at temperature TEMP (default 0:\n"
+            "        greedy) and prints the text as llama2.c's run does; speed goes to stderr.\n"
+            "dump    teacher-forces every prompt and writes one JSON object per prompt to FILE:\n"
+            "        {\"id\", \"text\", \"path\", \"context_ids\", \"token_ids\", \"logprobs\"\n"
+            "        [, \"top_logprobs\"]} (schema: docs/model.md); --top K adds the K best ids.\n"
+            "parity  runs paths A and B over the prompts and prints the logprob comparison (k1/k2/k3\n"
+            "        means, max/mean/p99 |dlogprob|, top-1 agreement), the per-layer drift (relative\n"
+            "        error of the hidden state after each layer, B vs A) and the first position where\n"
+            "        greedy generation from BOS differs within STEPS (default 200).\n"
+            "        --markdown prints one table row instead; --max-k3 X exits 1 when mean k3 > X.\n"
+            "\n"
+            "--prompts FILE   one prompt per line (empty lines skipped); default: 6 built-in\n"
+            "                 TinyStories-style sentences and a tinyshakespeare line.\n"
+            "--path SPEC      tokens joined by '+' (default ref):\n"
+            "  ref            fp64 reference (no rounding anywhere)\n"
+            "  fp32|bf16|fp16 weights and activations stored in that dtype, fp32 math\n"
+            "  bf16acc        bf16 storage and bf16 GEMM accumulation (a known-bad mutant)\n"
+            "  fused          fused residual add + RMSNorm (vLLM fused_add_rms_norm)\n"
+            "  kvcache        every position computed by the decode kernel against the KV cache\n"
+            "  splitkS        GEMMs split K into S parts (1..16)\n"
+            "  tpR[:ALGO[:DT]]  R ranks (dividing n_heads); row-parallel outputs all-reduced by\n"
+            "                 ALGO ring|tree|oneshot, each hop rounded to DT fp64|fp32|bf16|fp16\n"
+            "  batchB[:padded|:packed]  GEMMs shared with B-1 companion prompts; without splitk a\n"
+            "                 split-K heuristic depends on the batch's row count\n"
+            "  e.g. --path bf16+kvcache+tp4:ring:bf16+splitk2\n"
+            "\n"
+            "examples:\n"
+            "  parity model run -n 200                   reproduces llama2.c's run -t 0 -n 200\n"
+            "  parity model parity --path ref --path bf16+fused\n"
+            "  parity model dump --path bf16 --out bf16.jsonl --top 5\n"
+            "\n"
+            "exit codes: 0 done, 1 mean k3 above --max-k3, 2 usage error, 3 input error.\n");
+}
+
+static const char *const BUILTIN_PROMPTS[] = {
+    "Once upon a time, there was a little dog named Max. Max liked to run in the park.",
+    "Lily and Ben went to the beach. They wanted to build a big sand castle.",
+    "One day, a little bird found a shiny stone in the garden. She was very happy.",
+    "Tom was sad because his toy car was broken. His mom said, \"We can fix it together.\"",
+    "The sun was hot, so the cat slept under the big tree all day long.",
+    "Before we proceed any further, hear me speak.", /* tinyshakespeare.txt, line 2 */
+};
+#define N_BUILTIN (sizeof BUILTIN_PROMPTS / sizeof BUILTIN_PROMPTS[0])
+
+typedef struct {
+    const char *model, *tok, *prompt, *prompts, *out;
+    const char *paths[2];
+    int npaths, top, markdown;
+    long steps;
+    double temp, max_k3;
+    uint64_t seed;
+} opts_t;
+
+/* ------------------------------------------------------------------------------------------ */
+
+static int parse_opts(const char *cmd, int argc, char **argv, opts_t *o)
+{
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED()                                                                              \
+    do {                                                                                    \
+        if (!v) return cli_usage_error(cmd, "parity model --help", "%s needs a value", a); \
+        i++;                                                                                \
+    } while (0)
+        if (!strcmp(a, "--tokenizer") || !strcmp(a, "-z")) {
+            NEED();
+            o->tok = v;
+        } else if (!strcmp(a, "--path")) {
+            NEED();
+            if (o->npaths == 2)
+                return cli_usage_error(cmd, "--path A --path B", "at most two --path options");
+            o->paths[o->npaths++] = v;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--temperature")) {
+            NEED();
+            if (cli_parse_double(v, &o->temp) != 0 || !(o->temp >= 0) || isinf(o->temp))
+                return cli_usage_error(cmd, "-t 0 (greedy) or -t 0.8", "bad temperature '%s'", v);
+        } else if (!strcmp(a, "-n") || !strcmp(a, "--steps")) {
+            NEED();
+            if (cli_parse_long(v, 1, 1L << 20, &o->steps) != 0)
+                return cli_usage_error(cmd, "-n 200", "bad step count '%s'", v);
+        } else if (!strcmp(a, "--prompt") || !strcmp(a, "-i")) {
+            NEED();
+            o->prompt = v;
+        } else if (!strcmp(a, "--prompts")) {
+            NEED();
+            o->prompts = v;
+        } else if (!strcmp(a, "--out") || !strcmp(a, "-o")) {
+            NEED();
+            o->out = v;
+        } else if (!strcmp(a, "--top")) {
+            NEED();
+            long k;
+            if (cli_parse_long(v, 0, 64, &k) != 0)
+                return cli_usage_error(cmd, "--top 5 (0..64)", "bad --top '%s'", v);
+            o->top = (int)k;
+        } else if (!strcmp(a, "--seed")) {
+            NEED();
+            if (cli_parse_u64(v, &o->seed) != 0)
+                return cli_usage_error(cmd, "--seed 42", "bad seed '%s'", v);
+        } else if (!strcmp(a, "--max-k3")) {
+            NEED();
+            if (cli_parse_double(v, &o->max_k3) != 0 || !(o->max_k3 >= 0))
+                return cli_usage_error(cmd, "--max-k3 1e-4", "bad --max-k3 '%s'", v);
+        } else if (!strcmp(a, "--markdown")) {
+            o->markdown = 1;
+        } else if (a[0] == '-' && a[1]) {
+            return cli_usage_error(cmd, "parity model --help", "unknown option '%s'", a);
+        } else if (!o->model) {
+            o->model = a;
+        } else {
+            return cli_usage_error(cmd, "parity model run [MODEL]", "unexpected argument '%s'", a);
+        }
+#undef NEED
+    }
+    return 0;
+}
+
+typedef struct {
+    parity_model_t *m;
+    parity_llama_tok_t *tok;
+    char model_path[1024], tok_path[1024];
+} loaded_t;
+
+static int load_all(const char *cmd, const opts_t *o, loaded_t *L)
+{
+    parity_diag_t d;
+    parity_model_default_files(L->model_path, sizeof L->model_path, L->tok_path, sizeof L->tok_path);
+    if (o->model) snprintf(L->model_path, sizeof L->model_path, "%s", o->model);
+    if (o->tok) snprintf(L->tok_path, sizeof L->tok_path, "%s", o->tok);
+    parity_status_t st = parity_model_load(L->model_path, &L->m, &d);
+    if (st != PARITY_OK) return st == PARITY_E_INVALID ? cli_usage_error(cmd, NULL, "%s", d.msg)
+                                                       : cli_input_error(cmd, "%s", d.msg);
+    st = parity_llama_tok_load(L->tok_path, parity_model_config(L->m)->vocab_size, &L->tok, &d);
+    if (st != PARITY_OK) {
+        parity_model_free(L->m);
+        L->m = NULL;
+        return cli_input_error(cmd, "%s", d.msg);
+    }
+    return 0;
+}
+
+static void unload(loaded_t *L)
+{
+    parity_llama_tok_free(L->tok);
+    parity_model_free(L->m);
+}
+
+static int make_runner(const char *cmd, const loaded_t *L, const char *spec,
+                       parity_model_path_t *p, parity_model_runner_t **r)
+{
+    parity_diag_t d;
+    if (parity_model_path_parse(spec ? spec : "ref", p, &d) != PARITY_OK)
+        return cli_usage_error(cmd, "--path bf16+kvcache+tp4:ring:bf16+splitk2", "%s", d.msg);
+    parity_status_t st = parity_model_runner_new(L->m, p, r, &d);
+    if (st == PARITY_E_INVALID) return cli_usage_error(cmd, "--path bf16+tp4", "%s", d.msg);
+    if (st != PARITY_OK) return cli_input_error(cmd, "%s", d.msg);
+    return 0;
+}
+
+/* run.c's safe_printf: a single raw byte that is neither printable nor whitespace is dropped. */
+static void print_piece(const char *s, size_t n)
+{
+    if (!s || n == 0) return;
+    if (n == 1 && !(isprint((unsigned char)s[0]) || isspace((unsigned char)s[0]))) return;
+    fwrite(s, 1, n, stdout);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+static int cmd_run(int argc, char **argv)
+{
+    const char *cmd = "model run";
+    opts_t o = {0};
+    o.steps = 256;
+    int rc = parse_opts(cmd, argc, argv, &o);
+    if (rc) return rc;
+    if (o.npaths > 1) return cli_usage_error(cmd, "--path bf16", "run takes one --path");
+    loaded_t L = {0};
+    if ((rc = load_all(cmd, &o, &L))) return rc;
+    parity_model_path_t p;
+    parity_model_runner_t *r = NULL;
+    int32_t *prompt = NULL, *seq = NULL;
+    if ((rc = make_runner(cmd, &L, o.paths[0], &p, &r))) goto done;
+    size_t np = 0;
+    const char *text = o.prompt ? o.prompt : "";
+    if (parity_llama_tok_encode(L.tok, text, strlen(text), 1, 0, &prompt, &np) != PARITY_OK) {
+        rc = cli_input_error(cmd, "cannot encode the prompt");
+        goto done;
+    }
+    size_t steps = (size_t)o.steps, S = (size_t)parity_model_config(L.m)->seq_len;
+    if (steps > S) steps = S;
+    if (np > steps) {
+        rc = cli_usage_error(cmd, "-n larger than the prompt's token count",
+                             "the prompt has %zu tokens, more than -n %zu", np, steps);
+        goto done;
+    }
+    seq = malloc((steps + 1) * sizeof *seq);
+    if (!seq) {
+        rc = cli_input_error(cmd, "out of memory");
+        goto done;
+    }
+    size_t n = 0;
+    double t0 = now_s();
+    parity_model_generate(r, prompt, np, steps, o.temp, o.seed, seq, &n);
+    double dt = now_s() - t0;
+    for (size_t i = 1; i < n; i++) {
+        size_t len;
+        const char *piece = parity_llama_tok_decode_piece(L.tok, seq[i - 1], seq[i], &len);
+        print_piece(piece, len);
+    }
+    printf("\n");
+    fflush(stdout);
+    char spec[128];
+    parity_model_path_str(&p, spec, sizeof spec);
+    fprintf(stderr, "parity model run: path %s, %zu positions in %.3f s, %.1f tok/s\n", spec,
+            n > 1 ? n - 1 : 0, dt, dt > 0 ? (double)(n > 1 ? n - 1 : 0) / dt : 0.0);
+done:
+    free(seq);
+    free(prompt);
+    parity_model_runner_free(r);
+    unload(&L);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Prompts                                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    size_t n;
+    char **text;
+    int32_t **ids;
+    size_t *len;
+} prompts_t;
+
+static void prompts_free(prompts_t *P)
+{
+    for (size_t i = 0; i < P->n; i++) {
+        free(P->text[i]);
+        free(P->ids[i]);
+    }
+    free(P->text);
+    free(P->ids);
+    free(P->len);
+}
+
+static int prompts_load(const char *cmd, const char *file, const loaded_t *L, prompts_t *P)
+{
+    memset(P, 0, sizeof *P);
+    size_t cap = N_BUILTIN;
+    char *buf = NULL;
+    if (file) {
+        FILE *f = fopen(file, "rb");
+        if (!f) return cli_input_error(cmd, "%s: cannot open the prompts file", file);
+        size_t bcap = 1 << 16, blen = 0;
+        buf = malloc(bcap + 1);
+        size_t got;
+        while (buf && (got = fread(buf + blen, 1, bcap - blen, f)) > 0) {
+            blen += got;
+            if (blen == bcap) {
+                char *nb = realloc(buf, 2 * bcap + 1);
+                if (!nb) {
+                    free(buf);
+                    buf = NULL;
+                    break;
+                }
+                buf = nb, bcap *= 2;
+            }
+        }
+        fclose(f);
+        if (!buf) return cli_input_error(cmd, "out of memory");
+        buf[blen] = '\0';
+        cap = 1;
+        for (size_t i = 0; i < blen; i++) cap += buf[i] == '\n';
+    }
+    P->text = calloc(cap, sizeof *P->text);
+    P->ids = calloc(cap, sizeof *P->ids);
+    P->len = calloc(cap, sizeof *P->len);
+    if (!P->text || !P->ids || !P->len) {
+        free(buf);
+        return cli_input_error(cmd, "out of memory");
+    }
+    size_t S = (size_t)parity_model_config(L->m)->seq_len;
+    char *line = buf;
+    for (size_t k = 0; k < cap; k++) {
+        const char *t;
+        size_t tl;
+        if (!file) {
+            t = BUILTIN_PROMPTS[k], tl = strlen(t);
+        } else {
+            if (!line) break;
+            char *nl = strchr(line, '\n');
+            if (nl) *nl = '\0';
+            t = line, tl = strlen(line);
+            if (tl && t[tl - 1] == '\r') tl--;
+            line = nl ? nl + 1 : NULL;
+            if (tl == 0) continue;
+        }
+        size_t i = P->n;
+        P->text[i] = malloc(tl + 1);
+        if (!P->text[i]) break;
+        memcpy(P->text[i], t, tl);
+        P->text[i][tl] = '\0';
+        P->n++;
+        if (parity_llama_tok_encode(L->tok, t, tl, 1, 0, &P->ids[i], &P->len[i]) != PARITY_OK) {
+            free(buf);
+            return cli_input_error(cmd, "cannot encode prompt %zu", i);
+        }
+        if (P->len[i] > S) P->len[i] = S; /* the model cannot see further */
+    }
+    free(buf);
+    if (P->n == 0) return cli_input_error(cmd, "%s: no non-empty prompt lines", file ? file : "prompts");
+    return 0;
+}
+
+/* Companions of prompt i in a batch of B: the next B-1 prompts, cyclically. */
+static int set_batch(parity_model_runner_t *r, const parity_model_path_t *p, const prompts_t *P,
+                     size_t i)
+{
+    if (p->batch <= 1) return 0;
+    size_t lens[64];
+    for (int k = 0; k < p->batch - 1; k++) lens[k] = P->len[(i + 1 + (size_t)k) % P->n];
+    return parity_model_runner_set_companions(r, lens, (size_t)p->batch - 1) == PARITY_OK ? 0 : -1;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+static int cmd_dump(int argc, char **argv)
+{
+    const char *cmd = "model dump";
+    opts_t o = {0};
+    int rc = parse_opts(cmd, argc, argv, &o);
+    if (rc) return rc;
+    if (!o.out) return cli_usage_error(cmd, "parity model dump --path bf16 --out bf16.jsonl", "missing --out");
+    if (o.npaths > 1) return cli_usage_error(cmd, "--path bf16", "dump takes one --path");
+    loaded_t L = {0};
+    if ((rc = load_all(cmd, &o, &L))) return rc;
+    parity_model_path_t p;
+    parity_model_runner_t *r = NULL;
+    prompts_t P = {0};
+    double *logits = NULL;
+    FILE *f = NULL;
+    if ((rc = make_runner(cmd, &L, o.paths[0], &p, &r))) goto done;
+    if ((rc = prompts_load(cmd, o.prompts, &L, &P))) goto done;
+    const parity_model_config_t *c = parity_model_config(L.m);
+    size_t V = (size_t)c->vocab_size;
+    logits = malloc((size_t)c->seq_len * V * sizeof *logits);
+    f = fopen(o.out, "wb");
+    if (!logits || !f) {
+        rc = cli_input_error(cmd, "%s: cannot write", o.out);
+        goto done;
+    }
+    char spec[128];
+    parity_model_path_str(&p, spec, sizeof spec);
+    for (size_t i = 0; i < P.n; i++) {
+        size_t n = P.len[i];
+        set_batch(r, &p, &P, i);
+        parity_model_forward(r, P.ids[i], n, logits, NULL);
+        fprintf(f, "{\"id\": %zu, \"text\": \"", i);
+        for (const unsigned char *s = (const unsigned char *)P.text[i]; *s; s++) {
+            if (*s == '"' || *s == '\\') fprintf(f, "\\%c", *s);
+            else if (*s < 0x20) fprintf(f, "\\u%04x", *s);
+            else fputc(*s, f);
+        }
+        fprintf(f, "\", \"model\": \"stories260K\", \"path\": \"%s\", \"context_ids\": [%d], \"token_ids\": [",
+                spec, (int)P.ids[i][0]);
+        for (size_t t = 1; t < n; t++) fprintf(f, "%s%d", t > 1 ? ", " : "", (int)P.ids[i][t]);
+        fprintf(f, "], \"logprobs\": [");
+        for (size_t t = 1; t < n; t++)
+            fprintf(f, "%s%.17g", t > 1 ? ", " : "",
+                    parity_model_logprob(logits + (t - 1) * V, V, P.ids[i][t]));
+        fprintf(f, "]");
+        if (o.top > 0) {
+            fprintf(f, ", \"top_logprobs\": [");
+            for (size_t t = 1; t < n; t++) {
+                const double *row = logits + (t - 1) * V;
+                int32_t best[64];
+                int k = o.top < (int)V ? o.top : (int)V;
+                for (int j = 0; j < k; j++) { /* k-pass selection: ties to the lower id */
+                    int32_t b = -1;
+                    for (size_t v = 0; v < V; v++) {
+                        int used = 0;
+                        for (int q = 0; q < j; q++) used |= best[q] == (int32_t)v;
+                        if (!used && (b < 0 || row[v] > row[b])) b = (int32_t)v;
+                    }
+                    best[j] = b;
+                }
+                fprintf(f, "%s[", t > 1 ? ", " : "");
+                for (int j = 0; j < k; j++)
+                    fprintf(f, "%s{\"id\": %d, \"logprob\": %.17g}", j ? ", " : "", (int)best[j],
+                            parity_model_logprob(row, V, best[j]));
+                fprintf(f, "]");
+            }
+            fprintf(f, "]");
+        }
+        fprintf(f, "}\n");
+    }
+    if (fclose(f) != 0) rc = cli_input_error(cmd, "%s: write failed", o.out);
+    f = NULL;
+done:
+    if (f) fclose(f);
+    free(logits);
+    prompts_free(&P);
+    parity_model_runner_free(r);
+    unload(&L);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+/* ||b - a|| / ||a|| per hidden slice, over all positions, and the largest per-position value. */
+typedef struct {
+    double ss_diff, ss_ref, max_pos;
+} drift_t;
+
+static void drift_add(drift_t *d, const double *a, const double *b, size_t n, size_t dim)
+{
+    for (size_t t = 0; t < n; t++) {
+        double sd = 0, sr = 0;
+        for (size_t j = 0; j < dim; j++) {
+            double e = b[t * dim + j] - a[t * dim + j];
+            sd += e * e;
+            sr += a[t * dim + j] * a[t * dim + j];
+        }
+        d->ss_diff += sd, d->ss_ref += sr;
+        double rel = sr > 0 ? sqrt(sd / sr) : (sd > 0 ? INFINITY : 0);
+        if (rel > d->max_pos) d->max_pos = rel;
+    }
+}
+
+static double drift_rel(const drift_t *d)
+{
+    return d->ss_ref > 0 ? sqrt(d->ss_diff / d->ss_ref) : (d->ss_diff > 0 ? INFINITY : 0);
+}
+
+static int cmd_parity(int argc, char **argv)
+{
+    const char *cmd = "model parity";
+    opts_t o = {0};
+    o.steps = 200;
+    o.max_k3 = -1;
+    int rc = parse_opts(cmd, argc, argv, &o);
+    if (rc) return rc;
+    if (o.npaths != 2)
+        return cli_usage_error(cmd, "parity model parity --path ref --path bf16", "need two --path options");
+    loaded_t L = {0};
+    if ((rc = load_all(cmd, &o, &L))) return rc;
+    parity_model_path_t p[2];
+    parity_model_runner_t *r[2] = {NULL, NULL};
+    prompts_t P = {0};
+    double *lg[2] = {NULL, NULL}, *hd[2] = {NULL, NULL}, *lpa = NULL, *lpb = NULL;
+    int32_t *ida = NULL, *idb = NULL, *g[2] = {NULL, NULL};
+    drift_t *dr = NULL;
+    parity_dist_t *dist = NULL;
+    for (int k = 0; k < 2; k++)
+        if ((rc = make_runner(cmd, &L, o.paths[k], &p[k], &r[k]))) goto done;
+    if ((rc = prompts_load(cmd, o.prompts, &L, &P))) goto done;
+    const parity_model_config_t *c = parity_model_config(L.m);
+    size_t V = (size_t)c->vocab_size, S = (size_t)c->seq_len, D = (size_t)c->dim;
+    size_t NS = (size_t)c->n_layers + 3; /* embed, L layers, final norm, logits */
+    for (int k = 0; k < 2; k++) {
+        lg[k] = malloc(S * V * sizeof(double));
+        hd[k] = malloc((NS - 1) * S * D * sizeof(double));
+        g[k] = malloc((S + 1) * sizeof(int32_t));
+    }
+    lpa = malloc(S * sizeof *lpa), lpb = malloc(S * sizeof *lpb);
+    ida = malloc(S * sizeof *ida), idb = malloc(S * sizeof *idb);
+    dr = calloc(NS, sizeof *dr);
+    if (!lg[0] || !lg[1] || !hd[0] || !hd[1] || !g[0] || !g[1] || !lpa || !lpb || !ida || !idb ||
+        !dr || parity_metrics_dist_new(NULL, &dist) != PARITY_OK) {
+        rc = cli_input_error(cmd, "out of memory");
+        goto done;
+    }
+    size_t ntok = 0;
+    for (size_t i = 0; i < P.n; i++) {
+        size_t n = P.len[i];
+        if (n < 2) continue;
+        for (int k = 0; k < 2; k++) {
+            set_batch(r[k], &p[k], &P, i);
+            parity_model_forward(r[k], P.ids[i], n, lg[k], hd[k]);
+        }
+        for (size_t t = 0; t + 1 < n; t++) {
+            lpa[t] = parity_model_logprob(lg[0] + t * V, V, P.ids[i][t + 1]);
+            lpb[t] = parity_model_logprob(lg[1] + t * V, V, P.ids[i][t + 1]);
+            const double *ra = lg[0] + t * V, *rb = lg[1] + t * V;
+            ida[t] = idb[t] = 0;
+            for (size_t v = 1; v < V; v++) {
+                if (ra[v] > ra[ida[t]]) ida[t] = (int32_t)v;
+                if (rb[v] > rb[idb[t]]) idb[t] = (int32_t)v;
+            }
+        }
+        parity_metrics_dist_add_seq(dist, lpa, lpb, n - 1);
+        parity_metrics_dist_add_topk(dist, ida, idb, n - 1, 1);
+        ntok += n - 1;
+        for (size_t s = 0; s + 1 < NS; s++)
+            drift_add(&dr[s], hd[0] + s * n * D, hd[1] + s * n * D, n, D);
+        drift_add(&dr[NS - 1], lg[0], lg[1], n, V);
+    }
+    parity_dist_summary_t sm;
+    parity_metrics_dist_summary(dist, &sm);
+
+    /* First greedy divergence from BOS. */
+    size_t steps = (size_t)o.steps < S ? (size_t)o.steps : S, ng[2] = {0, 0};
+    int32_t bos = PARITY_LLAMA_BOS;
+    for (int k = 0; k < 2; k++) {
+        if (p[k].batch > 1) {
+            size_t lens[64];
+            for (int q = 0; q < p[k].batch - 1; q++) lens[q] = P.len[(size_t)q % P.n];
+            parity_model_runner_set_companions(r[k], lens, (size_t)p[k].batch - 1);
+        }
+        parity_model_generate(r[k], &bos, 1, steps, 0.0, 0, g[k], &ng[k]);
+    }
+    size_t div = 0;
+    int diverged = 0;
+    for (size_t t = 1; t < ng[0] && t < ng[1]; t++)
+        if (g[0][t] != g[1][t]) {
+            div = t, diverged = 1;
+            break;
+        }
+    if (!diverged && ng[0] != ng[1]) div = ng[0] < ng[1] ? ng[0] : ng[1], diverged = 1;
+
+    char sa[128], sb[128];
+    parity_model_path_str(&p[0], sa, sizeof sa);
+    parity_model_path_str(&p[1], sb, sizeof sb);
+    if (o.markdown) {
+        char dv[64];
+        if (diverged) snprintf(dv, sizeof dv, "%zu", div);
+        else snprintf(dv, sizeof dv, "none in %zu", steps);
+        printf("| %s | %s | %.3e | %.3e | %.3e | %.4f | %s |\n", sb, sa, sm.k3_mean,
+               sm.abs_dlogprob_max, sm.abs_dlogprob_p99, drift_rel(&dr[NS - 2]), dv);
+    } else {
+        printf("parity model parity: %s (dim %d, %d layers, %d heads, %d kv heads, vocab %d)\n",
+               L.model_path, c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->vocab_size);
+        printf("A: %s\nB: %s\n", sa, sb);
+        printf("prompts: %zu %s, %zu scored tokens (teacher-forced, BOS first)\n\n", P.n,
+               o.prompts ? o.prompts : "built-in", ntok);
+        printf("logprobs of the realized next tokens, B vs A (r = p_A/p_B):\n");
+        printf("  k1 mean             %+.3e\n", sm.k1_mean);
+        printf("  k2 mean             %.3e\n", sm.k2_mean);
+        printf("  k3 mean             %.3e   (max %.3e)\n", sm.k3_mean, sm.k3_max);
+        printf("  |dlogprob| max      %.3e\n", sm.abs_dlogprob_max);
+        printf("  |dlogprob| mean     %.3e\n", sm.abs_dlogprob_mean);
+        printf("  |dlogprob| p99      %.3e\n", sm.abs_dlogprob_p99);
+        printf("  top-1 agreement     %.4f\n\n", sm.top1_agree);
+        printf("per-layer drift, B vs A: relative error ||hB - hA|| / ||hA|| of the hidden state\n");
+        printf("  %-12s %-12s %s\n", "after", "all tokens", "worst token");
+        for (size_t s = 0; s < NS; s++) {
+            char name[32];
+            if (s == 0) snprintf(name, sizeof name, "embedding");
+            else if (s + 2 < NS) snprintf(name, sizeof name, "layer %zu", s - 1);
+            else if (s + 2 == NS) snprintf(name, sizeof name, "final norm");
+            else snprintf(name, sizeof name, "logits");
+            printf("  %-12s %-12.3e %.3e\n", name, drift_rel(&dr[s]), dr[s].max_pos);
+        }
+        printf("\nfirst greedy divergence (from BOS, %zu steps): ", steps);
+        if (!diverged) {
+            printf("none\n");
+        } else if (div < ng[0] && div < ng[1]) {
+            size_t la, lb;
+            const char *pa = parity_llama_tok_decode_piece(L.tok, g[0][div - 1], g[0][div], &la);
+            const char *pb = parity_llama_tok_decode_piece(L.tok, g[1][div - 1], g[1][div], &lb);
+            printf("position %zu: A token %d \"%.*s\", B token %d \"%.*s\"\n", div, (int)g[0][div],
+                   (int)la, pa ? pa : "", (int)g[1][div], (int)lb, pb ? pb : "");
+        } else {
+            printf("position %zu: one generation stopped (BOS) before the other\n", div);
+        }
+    }
+    if (o.max_k3 >= 0 && !(sm.k3_mean <= o.max_k3)) {
+        fprintf(stderr, "parity model parity: mean k3 %.3e above --max-k3 %.3e\n", sm.k3_mean, o.max_k3);
+        rc = PARITY_EXIT_VERDICT;
+    }
+done:
+    for (int k = 0; k < 2; k++) {
+        free(lg[k]);
+        free(hd[k]);
+        free(g[k]);
+        parity_model_runner_free(r[k]);
+    }
+    free(lpa), free(lpb), free(ida), free(idb), free(dr);
+    parity_metrics_dist_free(dist);
+    prompts_free(&P);
+    unload(&L);
+    return rc;
+}
+
+int parity_cmd_model(int argc, char **argv)
+{
+    if (argc < 2)
+        return cli_usage_error("model", "parity model run -n 200", "missing subcommand (run, dump, parity)");
+    if (cli_is_help(argv[1])) {
+        parity_help_model(stdout);
+        return PARITY_EXIT_OK;
+    }
+    for (int i = 2; i < argc; i++)
+        if (cli_is_help(argv[i])) {
+            parity_help_model(stdout);
+            return PARITY_EXIT_OK;
+        }
+    if (!strcmp(argv[1], "run")) return cmd_run(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "dump")) return cmd_dump(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "parity")) return cmd_parity(argc - 2, argv + 2);
+    return cli_usage_error("model", "parity model run | dump | parity", "unknown subcommand '%s'", argv[1]);
+}

@@ -1,0 +1,73 @@
+/* model internals shared by model.c (loading, specs), model_forward.c (arithmetic) and
+ * model_generate.c (generation). Not a public header. */
+#ifndef PARITY_MODEL_IMPL_H
+#define PARITY_MODEL_IMPL_H
+
+#include <stddef.h>
+
+#include "parity/format.h"
+#include "parity/model.h"
+
+/* Pointers into the mapped checkpoint; every matrix row-major (out, in). */
+typedef struct {
+    const float *emb;       /* (V, D) */
+    const float *rms_att;   /* (L, D) */
+    const float *wq;        /* (L, D, D) */
+    const float *wk;        /* (L, KVD, D) */
+    const float *wv;        /* (L, KVD, D) */
+    const float *wo;        /* (L, D, D) */
+    const float *rms_ffn;   /* (L, D) */
+    const float *w1;        /* (L, F, D) */
+    const float *w2;        /* (L, D, F) */
+    const float *w3;        /* (L, F, D) */
+    const float *rms_final; /* (D) */
+    const float *wcls;      /* (V, D); == emb when shared */
+} model_weights_f32_t;
+
+struct parity_model {
+    parity_model_config_t cfg;
+    void *map;
+    size_t map_size;
+    model_weights_f32_t w;
+};
+
+/* The same tensors converted to the path's storage dtype, held as doubles (exact). */
+typedef struct {
+    double *emb, *rms_att, *wq, *wk, *wv, *wo, *rms_ffn, *w1, *w2, *w3, *rms_final, *wcls;
+} model_weights_t;
+
+struct parity_model_runner {
+    const parity_model_t *m;
+    parity_model_path_t p;
+    int D, F, L, H, KVH, V, S, hs, kvd;
+    double *wbuf;      /* one allocation carved into w */
+    model_weights_t w;
+    double *kcache;    /* (L, S, KVD) */
+    double *vcache;    /* (L, S, KVD) */
+    /* per-position scratch */
+    double *x;         /* (D) residual stream */
+    double *xb;        /* (D) normed input / attention output */
+    double *delta;     /* (D) sublayer output to add */
+    double *q;         /* (D) */
+    double *att;       /* (S) attention scores */
+    double *hb, *hb2;  /* (F) */
+    double *part;      /* (8 * 16) split-K and rank partials */
+    size_t *companions; /* (batch - 1) companion lengths, or NULL: own length */
+    parity_format_t fmt_bf16, fmt_fp16;
+};
+
+const char *parity_model_dtype_name(parity_model_dtype_t d);
+
+/* Runs positions [t0, t1) of tokens (cache holds [0, t0)), every GEMM having `rows` rows.
+ * logits: (t1 - t0) * V (may be NULL); hidden: as in parity_model_forward with n_total
+ * positions (may be NULL). Implemented in model_forward.c. */
+void model_run_positions(parity_model_runner_t *r, const int32_t *tokens, size_t t0, size_t t1,
+                         size_t rows, double *logits, double *hidden, size_t n_total);
+
+/* GEMM row counts for a sequence of own length n (see docs/model.md, "batch"). */
+size_t model_prefill_rows(const parity_model_runner_t *r, size_t n);
+size_t model_decode_rows(const parity_model_runner_t *r);
+/* 1 when the path's numbers can depend on the GEMM row count (batch heuristic active). */
+int model_rows_matter(const parity_model_runner_t *r);
+
+#endif
