@@ -1,0 +1,75 @@
+/* Internal to the logprob module: the reader object shared by the format-specific readers
+ * (logprob_npy.c for npy/safetensors, logprob_jsonl.c for the JSON shapes) and the sequence
+ * buffer helpers. Not a public header. */
+#ifndef PARITY_LOGPROB_IMPL_H
+#define PARITY_LOGPROB_IMPL_H
+
+#include <pthread.h>
+
+#include "parity/logprob.h"
+#include "parity/safetensors.h"
+
+#define LP_MAX_MODS 255
+#define LP_MAX_DIM ((uint64_t)1 << 40) /* no dimension of a dump is larger than this */
+
+/* A dense array of a npy/safetensors dump: element (s, p[, j]) is at
+ * base + (s * rs + p * cs + j * ks) * es. */
+typedef struct {
+    const unsigned char *base;
+    int dt; /* parity_st_dtype_t */
+    size_t es;
+    uint64_t rs, cs, ks;
+    uint64_t file_off; /* offset of base in the file, for messages */
+    int present;
+} lp_dense_t;
+
+struct parity_lp_reader {
+    parity_lp_format_t fmt;
+    char *name;
+    const unsigned char *base;
+    size_t len;
+    int mapped;
+    parity_lp_read_opts_t opts;
+    char *slice_field;
+    const char *dtype;
+    int ordinal_ids;     /* request ids are positions in the file (pair by order) */
+    /* modality names, index 1..nmods */
+    char *mods[LP_MAX_MODS + 1];
+    size_t nmods;
+    pthread_mutex_t mu;
+    uint64_t ordinal;    /* sequences returned so far */
+    /* JSONL */
+    size_t pos;          /* next byte */
+    uint64_t line;       /* lines consumed */
+    size_t released;     /* bytes released from memory */
+    /* npy / safetensors */
+    parity_st_file_t *st;
+    lp_dense_t lp, tok, mask, mod, phase, top_id, top_lp;
+    uint64_t nrows, ncols, topk;
+    /* sidecar npy mappings (path-based npy only) */
+    const unsigned char *side_base[2];
+    size_t side_len[2];
+};
+
+void lp_seq_reset(parity_lp_seq_t *s);
+/* Ensure room for n tokens with top-k width k; sets s->k. */
+parity_status_t lp_seq_reserve(parity_lp_seq_t *s, size_t n, size_t k);
+/* Append token text; returns its offset or UINT32_MAX on failure. */
+uint32_t lp_seq_add_text(parity_lp_seq_t *s, const char *t, size_t len);
+parity_status_t lp_seq_set_str(char **dst, const char *src);
+/* Intern a modality name (thread-safe); 0 when the table is full or name is NULL. */
+uint16_t lp_intern_mod(parity_lp_reader_t *r, const char *name);
+/* 62-bit key of a token text, 31-bit id of a top-k text. */
+int64_t lp_text_key(const char *t, size_t len);
+int32_t lp_text_id(const char *t, size_t len);
+
+parity_status_t lp_npy_open(parity_lp_reader_t *r, parity_diag_t *d);
+parity_status_t lp_st_open(parity_lp_reader_t *r, parity_diag_t *d);
+parity_status_t lp_dense_next(parity_lp_reader_t *r, parity_lp_seq_t *seqs, size_t max, size_t *got,
+                              parity_diag_t *d);
+parity_status_t lp_jsonl_open(parity_lp_reader_t *r, parity_diag_t *d);
+parity_status_t lp_jsonl_next(parity_lp_reader_t *r, parity_lp_seq_t *seqs, size_t max, size_t *got,
+                              parity_diag_t *d);
+void lp_release(parity_lp_reader_t *r, size_t upto);
+
+#endif
