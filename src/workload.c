@@ -141,6 +141,23 @@ parity_status_t parity_workload_ids(const parity_workload_t *w, uint64_t seed, i
     return parity_diag_set(diag, PARITY_E_INVALID, "workload %s: unknown id distribution", w->name);
 }
 
+/* n normals times scale, two per draw by Marsaglia's polar method (no trigonometry: one log and
+ * one sqrt per pair, 21% of draws rejected); a pure function of the rng state. */
+static void normals(parity_rng_t *rng, double *o, int64_t n, double scale)
+{
+    for (int64_t j = 0; j < n; j += 2) {
+        double u, v, s;
+        do {
+            u = 2.0 * parity_rng_uniform(rng) - 1.0;
+            v = 2.0 * parity_rng_uniform(rng) - 1.0;
+            s = u * u + v * v;
+        } while (s >= 1.0 || s == 0.0);
+        double f = sqrt(-2.0 * log(s) / s) * scale;
+        o[j] = u * f;
+        if (j + 1 < n) o[j + 1] = v * f;
+    }
+}
+
 void parity_workload_values(parity_vals_kind_t kind, double scale, int outliers,
                             double outlier_factor, uint64_t seed, uint64_t stream,
                             int64_t row_begin, int64_t row_end, int64_t cols, double *out)
@@ -152,11 +169,11 @@ void parity_workload_values(parity_vals_kind_t kind, double scale, int outliers,
         switch (kind) {
         case PARITY_VALS_NORMAL:
         case PARITY_VALS_OUTLIER:
-            for (int64_t j = 0; j < cols; j++) o[j] = parity_rng_normal(&rng) * scale;
+            normals(&rng, o, cols, scale);
             break;
         case PARITY_VALS_GRADSCALE: {
             double mag = pow(10.0, -3.0 - 3.0 * parity_rng_uniform(&rng)) * scale;
-            for (int64_t j = 0; j < cols; j++) o[j] = parity_rng_normal(&rng) * mag;
+            normals(&rng, o, cols, mag);
             break;
         }
         case PARITY_VALS_UNIFORM01:
