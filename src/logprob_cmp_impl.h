@@ -1,0 +1,110 @@
+/* Internal to the logprob module: the comparison state (logprob_compare.c) and the result
+ * object read by the reports (logprob_report.c). Not a public header. */
+#ifndef PARITY_LOGPROB_CMP_IMPL_H
+#define PARITY_LOGPROB_CMP_IMPL_H
+
+#include "logprob_impl.h"
+
+#define MAX_SLICES 512
+#define MAX_WORST 100
+#define MAX_DIV 1000
+#define NPOS 21   /* position buckets: [0,16), [16,32), ..., [2^23, inf) */
+#define HBINS 40  /* |delta| histogram: 4 bins per decade over [1e-9, 1e1) */
+
+/* Metrics compared with the floor (index into floor arrays). Only appended. */
+enum {
+    LP_F_MAX_ABS = 0, LP_F_MEAN_ABS, LP_F_P50, LP_F_P99, LP_F_P999, LP_F_K1, LP_F_K2, LP_F_K3,
+    LP_F_CHI2, LP_F_DPROB_MAX, LP_F_DPROB_MEAN, LP_F_DLOGPPL, LP_F_TKL, LP_NF
+};
+
+typedef struct {
+    double v[LP_NF]; /* floor value per metric; NaN when none */
+} lp_floor_t;
+
+struct parity_lp_result {
+    parity_lp_cmp_opts_t opts;
+    char name_a[512], name_b[512], name_floor[512];
+    parity_lp_format_t fmt_a, fmt_b;
+    char dtype[16];
+    const char *o_dtype;
+    parity_lp_slice_t *slices;
+    lp_floor_t *fl;
+    size_t nslices;
+    int floor_kind; /* 1 analytic, 2 measured */
+    parity_lp_token_t worst[MAX_WORST + 1];
+    double worstd[MAX_WORST + 1];
+    size_t nworst;
+    parity_lp_divergence_t div[MAX_DIV];
+    size_t ndiv;
+    parity_lp_counts_t counts;
+};
+
+typedef struct {
+    parity_dist_t *d;
+    double hist[2][HBINS];
+    double hist_zero;
+    parity_csum_t fl_s, fl_s2; /* analytic floor: sum m, sum m^2 */
+    double fl_max;
+    uint64_t fl_n;
+} slot_t;
+
+typedef struct {
+    slot_t **slots; /* MAX_SLICES, lazily allocated */
+    parity_lp_token_t *worst;
+    double *worstd;
+    size_t nworst;
+    int nomem;
+    /* gathered tokens of the current pair */
+    size_t cap, topcap, K;
+    double *a, *b, *fm;
+    int *pos, *md;
+    uint64_t *p;
+    int16_t *bin;
+    uint8_t *sgn, *hastop, *ph;
+    int32_t *ida, *idb;
+    double *sa, *sb;
+} thr_t;
+
+typedef struct {
+    parity_lp_seq_t *a, *b;
+    int field_slice;
+    int div;
+    size_t divpos;
+    uint64_t compared, absent, unkeyed;
+} pair_t;
+
+typedef struct node {
+    parity_lp_seq_t *s;
+    struct node *next;
+} node_t;
+
+typedef struct {
+    node_t **b;
+    size_t nb, n;
+} map_t;
+
+typedef struct {
+    parity_lp_cmp_opts_t o;
+    parity_lp_reader_t *ra, *rb;
+    parity_lp_result_t *res;
+    parity_dist_opts_t dopts;
+    int ordinal;
+    const char *field_name;
+    int nthreads;
+    double unit;
+    char names[MAX_SLICES][96];
+    int nnames;
+    int sl_prefill, sl_decode, sl_pos[NPOS];
+    int modmap[2][256];
+    thr_t th[64];
+    map_t pend[2];
+    parity_lp_seq_t *buf[2];
+    size_t bufn[2];
+    int eof[2];
+} cmp_t;
+
+double lp_unit_roundoff(const char *dtype);
+double lp_metric(const parity_dist_summary_t *m, int k);
+const char *lp_metric_name(int k);
+
+#endif

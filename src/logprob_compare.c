@@ -1,0 +1,889 @@
+/* Comparing two logprob dumps: pairing sequences by request id, tokens by position with a
+ * token-id check, per-slice metric accumulation (through the metrics module) in parallel,
+ * the noise floor (measured or analytic) and the verdicts. Reports: logprob_report.c. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "logprob_cmp_impl.h"
+#include "parallel.h"
+
+parity_lp_cmp_opts_t parity_lp_cmp_default_opts(void)
+{
+    parity_lp_cmp_opts_t o;
+    memset(&o, 0, sizeof o);
+    o.by_modality = o.by_position = o.by_phase = 1;
+    o.k3_alarm = 1e-3;
+    o.dlogprob_alarm = 5e-2;
+    o.floor_factor = 3.0;
+    o.worst_tokens = 10;
+    o.batch_tokens = (size_t)1 << 20;
+    return o;
+}
+
+const char *parity_lp_verdict_name(parity_lp_verdict_t v)
+{
+    switch (v) {
+    case PARITY_LP_OK: return "ok";
+    case PARITY_LP_ABOVE_FLOOR: return "above-floor";
+    case PARITY_LP_ALARM: return "alarm";
+    case PARITY_LP_EMPTY: return "empty";
+    }
+    return "?";
+}
+
+/* ---- slice registry ---------------------------------------------------------------------- */
+
+static int reg_slice(cmp_t *c, const char *name)
+{
+    for (int i = 0; i < c->nnames; i++)
+        if (!strcmp(c->names[i], name)) return i;
+    if (c->nnames >= MAX_SLICES) return -1;
+    snprintf(c->names[c->nnames], sizeof c->names[0], "%s", name);
+    return c->nnames++;
+}
+
+static int pos_bucket(uint64_t p)
+{
+    /* [0,16) is bucket 0, then powers of two: [16,32) 1, [32,64) 2, ... */
+    if (p < 16) return 0;
+    int b = 0;
+    while (p >= 16 && b < NPOS - 1) {
+        p >>= 1;
+        b++;
+    }
+    return b;
+}
+
+static void init_names(cmp_t *c)
+{
+    reg_slice(c, "overall");
+    c->sl_prefill = c->o.by_phase ? reg_slice(c, "phase=prefill") : -1;
+    c->sl_decode = c->o.by_phase ? reg_slice(c, "phase=decode") : -1;
+    for (int b = 0; b < NPOS; b++) {
+        char nm[64];
+        uint64_t lo = b == 0 ? 0 : (uint64_t)16 << (b - 1), hi = b == 0 ? 15 : ((uint64_t)16 << b) - 1;
+        if (b == NPOS - 1) snprintf(nm, sizeof nm, "pos=%llu-", (unsigned long long)lo);
+        else snprintf(nm, sizeof nm, "pos=%llu-%llu", (unsigned long long)lo, (unsigned long long)hi);
+        c->sl_pos[b] = c->o.by_position ? reg_slice(c, nm) : -1;
+    }
+}
+
+/* Map every modality name of both readers to a slice (names agree across the two files). */
+static void map_mods(cmp_t *c)
+{
+    parity_lp_reader_t *rd[2] = {c->ra, c->rb};
+    for (int s = 0; s < 2; s++)
+        for (uint16_t m = 1; m < 256; m++) {
+            const char *nm = parity_lp_reader_modality(rd[s], m);
+            if (!nm) break;
+            if (c->modmap[s][m] != 0) continue;
+            char b[96];
+            snprintf(b, sizeof b, "modality=%.80s", nm);
+            int i = c->o.by_modality ? reg_slice(c, b) : -1;
+            c->modmap[s][m] = i < 0 ? -1 : i;
+        }
+}
+
+static int field_slice(cmp_t *c, const char *v)
+{
+    if (!c->o.by_field) return -1;
+    char b[96];
+    snprintf(b, sizeof b, "%.20s=%.60s", c->field_name ? c->field_name : "field", v ? v : "(none)");
+    int i = reg_slice(c, b);
+    if (i < 0) {
+        snprintf(b, sizeof b, "%.20s=(other)", c->field_name ? c->field_name : "field");
+        i = reg_slice(c, b);
+    }
+    return i;
+}
+
+/* ---- per-thread accumulation ------------------------------------------------------------ */
+
+static slot_t *slot(cmp_t *c, int t, int i)
+{
+    slot_t **sp = &c->th[t].slots[i];
+    if (!*sp) {
+        slot_t *s = calloc(1, sizeof *s);
+        if (!s || parity_metrics_dist_new(&c->dopts, &s->d) != PARITY_OK) {
+            free(s);
+            c->th[t].nomem = 1;
+            return NULL;
+        }
+        *sp = s;
+    }
+    return *sp;
+}
+
+static int hist_bin(double d, int *sign)
+{
+    *sign = d > 0;
+    double a = fabs(d);
+    if (a == 0) return -1;
+    double l = (log10(a) + 9.0) * 4.0;
+    int b = l < 0 ? 0 : l >= HBINS ? HBINS - 1 : (int)l;
+    return b;
+}
+
+/* Add tokens [i0, i1) of the gathered arrays to slice si (a run of tokens sharing it). */
+static void add_run(cmp_t *c, int t, int si, size_t i0, size_t i1, int as_seq)
+{
+    if (si < 0 || i1 <= i0) return;
+    thr_t *T = &c->th[t];
+    slot_t *s = slot(c, t, si);
+    if (!s) return;
+    size_t n = i1 - i0;
+    if (as_seq) parity_metrics_dist_add_seq(s->d, T->a + i0, T->b + i0, n);
+    else parity_metrics_dist_add_tokens(s->d, T->a + i0, T->b + i0, n);
+    if (T->K) {
+        /* only tokens that have top-k on both sides */
+        size_t j = i0;
+        while (j < i1) {
+            while (j < i1 && !T->hastop[j]) j++;
+            size_t k0 = j;
+            while (j < i1 && T->hastop[j]) j++;
+            if (j > k0) {
+                parity_metrics_dist_add_topk(s->d, T->ida + k0 * T->K, T->idb + k0 * T->K, j - k0, T->K);
+                parity_metrics_dist_add_topk_kl(s->d, T->sa + k0 * T->K, T->sb + k0 * T->K, j - k0, T->K);
+            }
+        }
+    }
+    for (size_t i = i0; i < i1; i++) {
+        if (T->bin[i] < 0) s->hist_zero += 1;
+        else s->hist[T->sgn[i]][T->bin[i]] += 1;
+        double m = T->fm[i];
+        parity_metrics_csum_add(&s->fl_s, m);
+        parity_metrics_csum_add(&s->fl_s2, m * m);
+        if (m > s->fl_max) s->fl_max = m;
+        s->fl_n++;
+    }
+}
+
+static int grow_thr(thr_t *T, size_t n, size_t K)
+{
+    if (n > T->cap) {
+        size_t c = n * 2;
+        double *a = realloc(T->a, c * 8), *b;
+        if (!a) return -1;
+        T->a = a;
+        if (!(b = realloc(T->b, c * 8))) return -1;
+        T->b = b;
+        double *fm = realloc(T->fm, c * 8);
+        if (!fm) return -1;
+        T->fm = fm;
+        int *pi = realloc(T->pos, c * sizeof(int));
+        if (!pi) return -1;
+        T->pos = pi;
+        uint64_t *pp = realloc(T->p, c * 8);
+        if (!pp) return -1;
+        T->p = pp;
+        int16_t *bn = realloc(T->bin, c * 2);
+        if (!bn) return -1;
+        T->bin = bn;
+        uint8_t *sg = realloc(T->sgn, c), *ht, *ph;
+        if (!sg) return -1;
+        T->sgn = sg;
+        if (!(ht = realloc(T->hastop, c))) return -1;
+        T->hastop = ht;
+        if (!(ph = realloc(T->ph, c))) return -1;
+        T->ph = ph;
+        int *md = realloc(T->md, c * sizeof(int));
+        if (!md) return -1;
+        T->md = md;
+        T->cap = c;
+    }
+    if (K && n * K > T->topcap) {
+        size_t c = n * K * 2;
+        int32_t *x = realloc(T->ida, c * 4), *y;
+        if (!x) return -1;
+        T->ida = x;
+        if (!(y = realloc(T->idb, c * 4))) return -1;
+        T->idb = y;
+        double *u = realloc(T->sa, c * 8), *v;
+        if (!u) return -1;
+        T->sa = u;
+        if (!(v = realloc(T->sb, c * 8))) return -1;
+        T->sb = v;
+        T->topcap = c;
+    }
+    return 0;
+}
+
+static void esc(char *dst, size_t cap, const char *s)
+{
+    size_t o = 0;
+    if (!s) s = "";
+    for (; *s && o + 5 < cap; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '\n') dst[o++] = '\\', dst[o++] = 'n';
+        else if (ch == '\t') dst[o++] = '\\', dst[o++] = 't';
+        else if (ch < 32 || ch == 127) o += (size_t)snprintf(dst + o, cap - o, "\\x%02x", ch);
+        else dst[o++] = (char)ch;
+    }
+    dst[o] = 0;
+}
+
+static void worst_add(cmp_t *c, thr_t *T, const parity_lp_seq_t *sa, const parity_lp_seq_t *sb, size_t i)
+{
+    size_t W = c->o.worst_tokens;
+    if (!W) return;
+    double d = fabs(sb->lp[i] - sa->lp[i]);
+    if (d != d) d = INFINITY;
+    if (T->nworst == W && !(d > T->worstd[W - 1])) return;
+    size_t pos = T->nworst < W ? T->nworst++ : W - 1;
+    while (pos > 0 && T->worstd[pos - 1] < d) {
+        T->worst[pos] = T->worst[pos - 1];
+        T->worstd[pos] = T->worstd[pos - 1];
+        pos--;
+    }
+    parity_lp_token_t *w = &T->worst[pos];
+    T->worstd[pos] = d;
+    memset(w, 0, sizeof *w);
+    snprintf(w->id, sizeof w->id, "%s", sa->id);
+    w->position = i;
+    w->key_a = sa->key[i];
+    w->key_b = sb->key[i];
+    w->lp_a = sa->lp[i];
+    w->lp_b = sb->lp[i];
+    const parity_lp_seq_t *ts = parity_lp_seq_text(sa, i) ? sa : sb;
+    esc(w->text, sizeof w->text, parity_lp_seq_text(ts, i));
+    if (parity_lp_seq_text(ts, i)) {
+        char buf[400] = "";
+        size_t lo = i >= 4 ? i - 4 : 0, hi = i + 3 < ts->n ? i + 3 : ts->n - 1;
+        for (size_t j = lo; j <= hi; j++) {
+            const char *tx = parity_lp_seq_text(ts, j);
+            size_t L = strlen(buf);
+            if (L + 40 >= sizeof buf) break;
+            snprintf(buf + L, sizeof buf - L, j == i ? "[%.30s]" : "%.30s", tx ? tx : "?");
+        }
+        esc(w->context, sizeof w->context, buf);
+    }
+    uint16_t m = sa->mod[i] ? sa->mod[i] : sb->mod[i];
+    const char *mn = parity_lp_reader_modality(sa->mod[i] ? c->ra : c->rb, m);
+    snprintf(w->slice_mod, sizeof w->slice_mod, "%s", mn ? mn : "");
+}
+
+/* Compare one pair: divergence check, gather present tokens, accumulate per slice. */
+static void do_pair(cmp_t *c, int t, pair_t *pr)
+{
+    thr_t *T = &c->th[t];
+    const parity_lp_seq_t *sa = pr->a, *sb = pr->b;
+    size_t n = sa->n < sb->n ? sa->n : sb->n;
+    size_t lim = n;
+    pr->div = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t fa = sa->flags[i], fb = sb->flags[i];
+        int comparable = !((fa | fb) & PARITY_LP_KEY_NONE) &&
+                         ((fa & PARITY_LP_KEY_TEXT) == (fb & PARITY_LP_KEY_TEXT));
+        if (!comparable) {
+            pr->unkeyed++;
+            continue;
+        }
+        if (sa->key[i] != sb->key[i]) {
+            lim = i;
+            pr->div = 1;
+            break;
+        }
+    }
+    if (!pr->div && sa->n != sb->n) pr->div = 1;
+    pr->divpos = lim;
+    size_t K = sa->k > sb->k ? sa->k : sb->k;
+    if (grow_thr(T, lim + 1, K)) {
+        T->nomem = 1;
+        return;
+    }
+    T->K = (sa->k && sb->k) ? K : 0;
+    size_t m = 0;
+    for (size_t i = 0; i < lim; i++) {
+        if (!(sa->flags[i] & PARITY_LP_PRESENT) || !(sb->flags[i] & PARITY_LP_PRESENT)) {
+            pr->absent++;
+            continue;
+        }
+        double a = sa->lp[i], b = sb->lp[i];
+        T->a[m] = a;
+        T->b[m] = b;
+        T->p[m] = i;
+        T->pos[m] = pos_bucket(i);
+        int sg;
+        T->bin[m] = (int16_t)hist_bin(b - a, &sg);
+        T->sgn[m] = (uint8_t)sg;
+        uint8_t f = sa->flags[i] | sb->flags[i];
+        T->ph[m] = (f & PARITY_LP_PREFILL) ? 1 : (f & PARITY_LP_DECODE) ? 2 : 0;
+        int md = sa->mod[i] ? c->modmap[0][sa->mod[i]] : sb->mod[i] ? c->modmap[1][sb->mod[i]] : -1;
+        T->md[m] = md;
+        T->fm[m] = c->unit * ((isfinite(a) ? fabs(a) : 0) + 1.0);
+        T->hastop[m] = 0;
+        if (T->K) {
+            int32_t *ia = T->ida + m * K, *ib = T->idb + m * K;
+            double *xa = T->sa + m * K, *xb = T->sb + m * K;
+            int any = 0;
+            for (size_t j = 0; j < K; j++) {
+                ia[j] = j < sa->k ? sa->top_id[i * sa->k + j] : -1;
+                ib[j] = j < sb->k ? sb->top_id[i * sb->k + j] : -1;
+                any |= ia[j] >= 0 && ib[j] >= 0;
+                xa[j] = xb[j] = -INFINITY;
+            }
+            /* truncated KL over S = ids in both lists (any partition gives a lower bound) */
+            size_t s = 0;
+            for (size_t j = 0; j < sb->k; j++) {
+                int32_t id = sb->top_id[i * sb->k + j];
+                if (id < 0) continue;
+                for (size_t q = 0; q < sa->k; q++)
+                    if (sa->top_id[i * sa->k + q] == id) {
+                        xa[s] = sa->top_lp[i * sa->k + q];
+                        xb[s] = sb->top_lp[i * sb->k + j];
+                        s++;
+                        break;
+                    }
+            }
+            T->hastop[m] = (uint8_t)any;
+        }
+        if (isfinite(a) && isfinite(b)) worst_add(c, T, sa, sb, i);
+        m++;
+    }
+    pr->compared = m;
+    if (m == 0 && n == 0) {
+        /* still a sequence: counts as empty in the overall sequence statistics */
+    }
+    /* overall and the --slice-by slice take the whole sequence */
+    add_run(c, t, 0, 0, m, 1);
+    if (c->o.by_field) add_run(c, t, pr->field_slice, 0, m, 1);
+    /* token slices: runs of equal slice */
+    for (int kind = 0; kind < 3; kind++) {
+        size_t i = 0;
+        while (i < m) {
+            int si;
+            size_t j = i + 1;
+            if (kind == 0) {
+                si = c->sl_pos[T->pos[i]];
+                while (j < m && T->pos[j] == T->pos[i]) j++;
+            } else if (kind == 1) {
+                si = T->ph[i] == 1 ? c->sl_prefill : T->ph[i] == 2 ? c->sl_decode : -1;
+                while (j < m && T->ph[j] == T->ph[i]) j++;
+            } else {
+                si = T->md[i];
+                while (j < m && T->md[j] == T->md[i]) j++;
+            }
+            add_run(c, t, si, i, j, 0);
+            i = j;
+        }
+    }
+}
+
+typedef struct {
+    cmp_t *c;
+    pair_t *pairs;
+} job_t;
+
+static void job_fn(void *ctx, int64_t b, int64_t e, int t)
+{
+    job_t *j = ctx;
+    for (int64_t i = b; i < e; i++) do_pair(j->c, t, &j->pairs[i]);
+}
+
+/* ---- pairing ------------------------------------------------------------------------------ */
+
+static uint64_t hstr(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static int map_grow(map_t *m)
+{
+    size_t nb = m->nb ? m->nb * 2 : 1024;
+    node_t **b = calloc(nb, sizeof *b);
+    if (!b) return -1;
+    for (size_t i = 0; i < m->nb; i++)
+        for (node_t *x = m->b[i], *nx; x; x = nx) {
+            nx = x->next;
+            size_t h = hstr(x->s->id) & (nb - 1);
+            x->next = b[h];
+            b[h] = x;
+        }
+    free(m->b);
+    m->b = b;
+    m->nb = nb;
+    return 0;
+}
+
+static int map_put(map_t *m, parity_lp_seq_t *s)
+{
+    if (m->n + 1 > m->nb && map_grow(m)) return -1;
+    node_t *x = malloc(sizeof *x);
+    if (!x) return -1;
+    size_t h = hstr(s->id) & (m->nb - 1);
+    x->s = s;
+    x->next = m->b[h];
+    m->b[h] = x;
+    m->n++;
+    return 0;
+}
+
+static parity_lp_seq_t *map_take(map_t *m, const char *id)
+{
+    if (!m->nb) return NULL;
+    size_t h = hstr(id) & (m->nb - 1);
+    for (node_t **p = &m->b[h]; *p; p = &(*p)->next)
+        if (!strcmp((*p)->s->id, id)) {
+            node_t *x = *p;
+            parity_lp_seq_t *s = x->s;
+            *p = x->next;
+            free(x);
+            m->n--;
+            return s;
+        }
+    return NULL;
+}
+
+static void seq_destroy(parity_lp_seq_t *s)
+{
+    parity_lp_seq_free(s);
+    free(s);
+}
+
+static void map_free(map_t *m)
+{
+    for (size_t i = 0; i < m->nb; i++)
+        for (node_t *x = m->b[i], *nx; x; x = nx) {
+            nx = x->next;
+            seq_destroy(x->s);
+            free(x);
+        }
+    free(m->b);
+}
+
+static const char *match_key(cmp_t *c, const parity_lp_seq_t *s, char *buf, size_t cap)
+{
+    if (!c->ordinal) return s->id;
+    snprintf(buf, cap, "#%llu", (unsigned long long)s->ordinal);
+    return buf;
+}
+
+double lp_unit_roundoff(const char *dtype)
+{
+    if (!dtype) return ldexp(1, -24);
+    if (!strcmp(dtype, "bf16")) return ldexp(1, -8);
+    if (!strcmp(dtype, "fp16")) return ldexp(1, -11);
+    if (!strcmp(dtype, "fp64")) return ldexp(1, -53);
+    if (!strcmp(dtype, "tf32")) return ldexp(1, -11);
+    return ldexp(1, -24); /* fp32, and JSON text (engines print fp32 values) */
+}
+
+static const char *coarser(const char *x, const char *y)
+{
+    return lp_unit_roundoff(x) >= lp_unit_roundoff(y) ? x : y;
+}
+
+static parity_status_t read_batch(cmp_t *c, int side, parity_lp_seq_t ***out, size_t *n, parity_diag_t *d)
+{
+    parity_lp_reader_t *r = side ? c->rb : c->ra;
+    *n = 0;
+    if (c->eof[side]) return PARITY_OK;
+    size_t M = 1024;
+    if (r->fmt == PARITY_LP_NPY || r->fmt == PARITY_LP_SAFETENSORS)
+        M = r->ncols ? c->o.batch_tokens / (size_t)r->ncols : 1024;
+    if (M < 1) M = 1;
+    if (M > 65536) M = 65536;
+    if (!c->buf[side] || c->bufn[side] < M) {
+        parity_lp_seq_t *b = realloc(c->buf[side], M * sizeof *b);
+        if (!b) return parity_diag_set(d, PARITY_E_NOMEM, "out of memory");
+        for (size_t i = c->bufn[side]; i < M; i++) parity_lp_seq_init(&b[i]);
+        c->buf[side] = b;
+        c->bufn[side] = M;
+    }
+    size_t got = 0;
+    parity_status_t st = parity_lp_next_batch(r, c->buf[side], M, &got, d);
+    if (st) return st;
+    if (got == 0) {
+        c->eof[side] = 1;
+        return PARITY_OK;
+    }
+    parity_lp_seq_t **v = malloc(got * sizeof *v);
+    if (!v) return parity_diag_set(d, PARITY_E_NOMEM, "out of memory");
+    for (size_t i = 0; i < got; i++) {
+        v[i] = malloc(sizeof **v);
+        if (!v[i]) {
+            for (size_t j = 0; j < i; j++) seq_destroy(v[j]);
+            free(v);
+            return parity_diag_set(d, PARITY_E_NOMEM, "out of memory");
+        }
+        *v[i] = c->buf[side][i]; /* take ownership; the slot gets fresh buffers next time */
+        parity_lp_seq_init(&c->buf[side][i]);
+    }
+    if (side) c->res->counts.n_seq_b += got;
+    else c->res->counts.n_seq_a += got;
+    *out = v;
+    *n = got;
+    return PARITY_OK;
+}
+
+static parity_status_t run(cmp_t *c, parity_diag_t *d)
+{
+    parity_status_t st = PARITY_OK;
+    pair_t *pairs = NULL;
+    size_t npairs = 0, pcap = 0;
+    while (!c->eof[0] || !c->eof[1]) {
+        parity_lp_seq_t **va = NULL, **vb = NULL;
+        size_t na = 0, nb = 0;
+        if ((st = read_batch(c, 0, &va, &na, d))) break;
+        if ((st = read_batch(c, 1, &vb, &nb, d))) {
+            for (size_t i = 0; i < na; i++) seq_destroy(va[i]);
+            free(va);
+            break;
+        }
+        map_mods(c);
+        npairs = 0;
+        if (pcap < na + nb) {
+            pair_t *p = realloc(pairs, (na + nb) * sizeof *p);
+            if (!p) {
+                st = parity_diag_set(d, PARITY_E_NOMEM, "out of memory");
+                for (size_t i = 0; i < na; i++) seq_destroy(va[i]);
+                for (size_t i = 0; i < nb; i++) seq_destroy(vb[i]);
+                free(va);
+                free(vb);
+                break;
+            }
+            pairs = p;
+            pcap = na + nb;
+        }
+        char kb[32];
+        for (size_t i = 0; i < na; i++) {
+            parity_lp_seq_t *o = map_take(&c->pend[1], match_key(c, va[i], kb, sizeof kb));
+            if (o) pairs[npairs++] = (pair_t){.a = va[i], .b = o};
+            else if (map_put(&c->pend[0], va[i])) st = PARITY_E_NOMEM;
+        }
+        for (size_t i = 0; i < nb; i++) {
+            parity_lp_seq_t *o = map_take(&c->pend[0], match_key(c, vb[i], kb, sizeof kb));
+            if (o) pairs[npairs++] = (pair_t){.a = o, .b = vb[i]};
+            else if (map_put(&c->pend[1], vb[i])) st = PARITY_E_NOMEM;
+        }
+        free(va);
+        free(vb);
+        if (st) {
+            parity_diag_set(d, st, "out of memory");
+            break;
+        }
+        for (size_t i = 0; i < npairs; i++)
+            pairs[i].field_slice = field_slice(c, pairs[i].a->field ? pairs[i].a->field : pairs[i].b->field);
+        job_t job = {c, pairs};
+        size_t toks = 0;
+        for (size_t i = 0; i < npairs; i++) toks += pairs[i].a->n;
+        parity_parallel_for((int64_t)npairs, toks < 65536 ? 1 : c->nthreads, job_fn, &job);
+        for (int t = 0; t < c->nthreads; t++)
+            if (c->th[t].nomem) st = parity_diag_set(d, PARITY_E_NOMEM, "out of memory");
+        parity_lp_result_t *R = c->res;
+        for (size_t i = 0; i < npairs; i++) {
+            pair_t *p = &pairs[i];
+            R->counts.n_pairs++;
+            R->counts.n_tokens_compared += p->compared;
+            R->counts.n_tokens_absent += p->absent;
+            R->counts.n_unkeyed += p->unkeyed;
+            if (p->div) {
+                size_t mx = p->a->n > p->b->n ? p->a->n : p->b->n;
+                R->counts.n_diverged++;
+                R->counts.n_tokens_after_divergence += mx - p->divpos;
+                if (R->ndiv < MAX_DIV) {
+                    parity_lp_divergence_t *v = &R->div[R->ndiv++];
+                    memset(v, 0, sizeof *v);
+                    snprintf(v->id, sizeof v->id, "%s", p->a->id);
+                    v->position = p->divpos;
+                    v->key_a = p->divpos < p->a->n ? p->a->key[p->divpos] : INT64_MIN;
+                    v->key_b = p->divpos < p->b->n ? p->b->key[p->divpos] : INT64_MIN;
+                    esc(v->text_a, sizeof v->text_a, parity_lp_seq_text(p->a, p->divpos));
+                    esc(v->text_b, sizeof v->text_b, parity_lp_seq_text(p->b, p->divpos));
+                    v->n_a = p->a->n;
+                    v->n_b = p->b->n;
+                }
+            }
+            seq_destroy(p->a);
+            seq_destroy(p->b);
+        }
+        if (st) break;
+    }
+    free(pairs);
+    c->res->counts.n_only_a = c->pend[0].n;
+    c->res->counts.n_only_b = c->pend[1].n;
+    return st;
+}
+
+static void finish(cmp_t *c)
+{
+    parity_lp_result_t *R = c->res;
+    R->slices = calloc((size_t)c->nnames, sizeof *R->slices);
+    R->fl = calloc((size_t)c->nnames, sizeof *R->fl);
+    if (!R->slices || !R->fl) return;
+    for (int i = 0; i < c->nnames; i++) {
+        slot_t *acc = NULL;
+        for (int t = 0; t < c->nthreads; t++) {
+            slot_t *s = c->th[t].slots[i];
+            if (!s) continue;
+            if (!acc) {
+                acc = s;
+                continue;
+            }
+            parity_metrics_dist_merge(acc->d, s->d);
+            for (int g = 0; g < 2; g++)
+                for (int b = 0; b < HBINS; b++) acc->hist[g][b] += s->hist[g][b];
+            acc->hist_zero += s->hist_zero;
+            parity_metrics_csum_merge(&acc->fl_s, &s->fl_s);
+            parity_metrics_csum_merge(&acc->fl_s2, &s->fl_s2);
+            if (s->fl_max > acc->fl_max) acc->fl_max = s->fl_max;
+            acc->fl_n += s->fl_n;
+        }
+        if (!acc && i != 0) continue;
+        parity_lp_slice_t *S = &R->slices[R->nslices];
+        snprintf(S->name, sizeof S->name, "%s", c->names[i]);
+        double *F = R->fl[R->nslices].v;
+        for (int k = 0; k < LP_NF; k++) F[k] = NAN;
+        if (acc) {
+            parity_metrics_dist_summary(acc->d, &S->m);
+            memcpy(S->hist, acc->hist, sizeof S->hist);
+            S->hist_zero = acc->hist_zero;
+            /* Analytic floor (docs/logprob-metrics.md): independent roundings to the dtype,
+             * each uniform within +-u*m, m = |a| + 1; delta is triangular on [-2um, 2um]. */
+            double n = (double)acc->fl_n;
+            if (n > 0) {
+                double ms = parity_metrics_csum_value(&acc->fl_s) / n;
+                double m2 = parity_metrics_csum_value(&acc->fl_s2) / n;
+                F[LP_F_MAX_ABS] = 2.0 * acc->fl_max;
+                F[LP_F_MEAN_ABS] = (2.0 / 3.0) * ms;
+                F[LP_F_P50] = (2.0 - sqrt(2.0)) * ms;
+                F[LP_F_P99] = 1.8 * sqrt(m2);
+                F[LP_F_P999] = (2.0 - 2.0 * sqrt(0.001)) * sqrt(m2);
+                F[LP_F_K1] = sqrt((2.0 / 3.0) * m2 / n);
+                F[LP_F_K2] = m2 / 3.0;
+                F[LP_F_K3] = m2 / 3.0;
+                F[LP_F_CHI2] = (2.0 / 3.0) * m2;
+            }
+        }
+        R->nslices++;
+    }
+    R->floor_kind = 1;
+    /* merge worst tokens of all threads: by |delta| desc, then id, then position */
+    size_t W = c->o.worst_tokens;
+    for (int t = 0; t < c->nthreads; t++)
+        for (size_t i = 0; i < c->th[t].nworst; i++) {
+            double dd = c->th[t].worstd[i];
+            parity_lp_token_t *w = &c->th[t].worst[i];
+            size_t pos = R->nworst < W ? R->nworst++ : W;
+            if (pos == W) {
+                if (!(dd > R->worstd[W - 1])) continue;
+                pos = W - 1;
+            }
+            while (pos > 0 && (R->worstd[pos - 1] < dd ||
+                               (R->worstd[pos - 1] == dd && strcmp(R->worst[pos - 1].id, w->id) > 0))) {
+                R->worst[pos] = R->worst[pos - 1];
+                R->worstd[pos] = R->worstd[pos - 1];
+                pos--;
+            }
+            R->worst[pos] = *w;
+            R->worstd[pos] = dd;
+        }
+}
+
+parity_status_t parity_lp_compare(parity_lp_reader_t *a, parity_lp_reader_t *b, const parity_lp_cmp_opts_t *opts,
+                                  parity_lp_result_t **out, parity_diag_t *diag)
+{
+    if (!a || !b || !out) return parity_diag_set(diag, PARITY_E_INVALID, "logprobs compare: NULL argument");
+    *out = NULL;
+    cmp_t *c = calloc(1, sizeof *c);
+    parity_lp_result_t *R = calloc(1, sizeof *R);
+    if (!c || !R) {
+        free(c);
+        free(R);
+        return parity_diag_set(diag, PARITY_E_NOMEM, "out of memory");
+    }
+    c->o = opts ? *opts : parity_lp_cmp_default_opts();
+    if (!c->o.batch_tokens) c->o.batch_tokens = (size_t)1 << 20;
+    if (c->o.worst_tokens > MAX_WORST) c->o.worst_tokens = MAX_WORST;
+    c->ra = a;
+    c->rb = b;
+    c->res = R;
+    c->dopts = parity_metrics_dist_default_opts();
+    c->ordinal = a->ordinal_ids || b->ordinal_ids;
+    c->field_name = a->slice_field ? a->slice_field : b->slice_field;
+    if (!c->field_name) c->o.by_field = 0;
+    else c->o.by_field = 1;
+    c->nthreads = c->o.n_threads > 0 ? c->o.n_threads : parity_num_threads();
+    if (c->nthreads > 64) c->nthreads = 64;
+    R->opts = c->o;
+    snprintf(R->name_a, sizeof R->name_a, "%s", a->name);
+    snprintf(R->name_b, sizeof R->name_b, "%s", b->name);
+    R->fmt_a = a->fmt;
+    R->fmt_b = b->fmt;
+    snprintf(R->dtype, sizeof R->dtype, "%s", c->o.dtype ? c->o.dtype : coarser(a->dtype, b->dtype));
+    c->unit = lp_unit_roundoff(R->dtype);
+    R->o_dtype = R->dtype;
+    init_names(c);
+    parity_status_t st = PARITY_OK;
+    for (int t = 0; t < c->nthreads && !st; t++) {
+        c->th[t].slots = calloc(MAX_SLICES, sizeof(slot_t *));
+        c->th[t].worst = calloc(MAX_WORST + 1, sizeof(parity_lp_token_t));
+        c->th[t].worstd = calloc(MAX_WORST + 1, sizeof(double));
+        if (!c->th[t].slots || !c->th[t].worst || !c->th[t].worstd)
+            st = parity_diag_set(diag, PARITY_E_NOMEM, "out of memory");
+    }
+    if (!st) st = run(c, diag);
+    if (!st) {
+        finish(c);
+        if (!R->slices || !R->fl) st = parity_diag_set(diag, PARITY_E_NOMEM, "out of memory");
+    }
+    R->counts.bytes_a = a->len;
+    R->counts.bytes_b = b->len;
+    for (int t = 0; t < c->nthreads; t++) {
+        thr_t *T = &c->th[t];
+        if (T->slots)
+            for (int i = 0; i < MAX_SLICES; i++)
+                if (T->slots[i]) {
+                    parity_metrics_dist_free(T->slots[i]->d);
+                    free(T->slots[i]);
+                }
+        free(T->slots);
+        free(T->worst);
+        free(T->worstd);
+        free(T->a);
+        free(T->b);
+        free(T->fm);
+        free(T->pos);
+        free(T->p);
+        free(T->bin);
+        free(T->sgn);
+        free(T->hastop);
+        free(T->ph);
+        free(T->md);
+        free(T->ida);
+        free(T->idb);
+        free(T->sa);
+        free(T->sb);
+    }
+    for (int s = 0; s < 2; s++) {
+        map_free(&c->pend[s]);
+        for (size_t i = 0; i < c->bufn[s]; i++) parity_lp_seq_free(&c->buf[s][i]);
+        free(c->buf[s]);
+    }
+    free(c);
+    if (st) {
+        parity_lp_result_free(R);
+        return st;
+    }
+    *out = R;
+    return PARITY_OK;
+}
+
+void parity_lp_result_free(parity_lp_result_t *r)
+{
+    if (!r) return;
+    free(r->slices);
+    free(r->fl);
+    free(r);
+}
+
+/* ---- floor and verdicts ------------------------------------------------------------------ */
+
+double lp_metric(const parity_dist_summary_t *m, int k)
+{
+    switch (k) {
+    case LP_F_MAX_ABS: return m->abs_dlogprob_max;
+    case LP_F_MEAN_ABS: return m->abs_dlogprob_mean;
+    case LP_F_P50: return m->abs_dlogprob_p50;
+    case LP_F_P99: return m->abs_dlogprob_p99;
+    case LP_F_P999: return m->abs_dlogprob_p999;
+    case LP_F_K1: return fabs(m->k1_mean);
+    case LP_F_K2: return m->k2_mean;
+    case LP_F_K3: return m->k3_mean;
+    case LP_F_CHI2: return m->chi2_mean;
+    case LP_F_DPROB_MAX: return m->abs_dprob_max;
+    case LP_F_DPROB_MEAN: return m->abs_dprob_mean;
+    case LP_F_DLOGPPL: return m->dlogppl_max_abs;
+    case LP_F_TKL: return m->tkl_mean;
+    }
+    return NAN;
+}
+
+const char *lp_metric_name(int k)
+{
+    static const char *n[LP_NF] = {"max_abs_dlogprob", "mean_abs_dlogprob", "p50_abs_dlogprob", "p99_abs_dlogprob",
+                                   "p999_abs_dlogprob", "abs_k1", "k2", "k3", "chi2_mean", "max_abs_dprob",
+                                   "mean_abs_dprob", "max_abs_dlogppl", "tkl_mean"};
+    return k >= 0 && k < LP_NF ? n[k] : "";
+}
+
+parity_status_t parity_lp_result_set_floor(parity_lp_result_t *r, parity_lp_result_t *floor)
+{
+    if (!r || !floor) return PARITY_E_INVALID;
+    for (size_t i = 0; i < r->nslices; i++) {
+        double *F = r->fl[i].v;
+        const parity_lp_slice_t *fs = NULL;
+        for (size_t j = 0; j < floor->nslices; j++)
+            if (!strcmp(floor->slices[j].name, r->slices[i].name)) fs = &floor->slices[j];
+        for (int k = 0; k < LP_NF; k++) F[k] = fs && fs->m.n_finite ? lp_metric(&fs->m, k) : NAN;
+    }
+    r->floor_kind = 2;
+    snprintf(r->name_floor, sizeof r->name_floor, "%s", floor->name_b);
+    return PARITY_OK;
+}
+
+parity_lp_verdict_t parity_lp_result_verdict(const parity_lp_result_t *r, size_t i)
+{
+    if (!r || i >= r->nslices) return PARITY_LP_EMPTY;
+    const parity_dist_summary_t *m = &r->slices[i].m;
+    if (m->n_finite == 0 && m->n_invalid == 0 && m->n_inf_mismatch == 0) return PARITY_LP_EMPTY;
+    if (m->n_inf_mismatch || m->n_invalid) return PARITY_LP_ALARM;
+    const double *F = r->fl[i].v;
+    double fac = r->opts.floor_factor;
+    /* A metric is "explained by the floor" when it is within factor x floor. */
+    int k3_above = !(m->k3_mean <= fac * F[LP_F_K3]);
+    int max_above = !(m->abs_dlogprob_max <= fac * F[LP_F_MAX_ABS]);
+    int mean_above = !(m->abs_dlogprob_mean <= fac * F[LP_F_MEAN_ABS]);
+    if ((m->k3_mean > r->opts.k3_alarm && k3_above) || (m->abs_dlogprob_max > r->opts.dlogprob_alarm && max_above))
+        return PARITY_LP_ALARM;
+    if (k3_above || mean_above) return PARITY_LP_ABOVE_FLOOR;
+    return PARITY_LP_OK;
+}
+
+int parity_lp_result_exit_code(const parity_lp_result_t *r)
+{
+    if (!r) return PARITY_EXIT_INPUT;
+    if (r->counts.n_diverged || r->counts.n_only_a || r->counts.n_only_b) return PARITY_EXIT_VERDICT;
+    for (size_t i = 0; i < r->nslices; i++)
+        if (parity_lp_result_verdict(r, i) == PARITY_LP_ALARM) return PARITY_EXIT_VERDICT;
+    return PARITY_EXIT_OK;
+}
+
+size_t parity_lp_result_nslices(const parity_lp_result_t *r)
+{
+    return r ? r->nslices : 0;
+}
+
+const parity_lp_slice_t *parity_lp_result_slice(const parity_lp_result_t *r, size_t i)
+{
+    return r && i < r->nslices ? &r->slices[i] : NULL;
+}
+
+size_t parity_lp_result_nworst(const parity_lp_result_t *r)
+{
+    return r ? r->nworst : 0;
+}
+
+const parity_lp_token_t *parity_lp_result_worst(const parity_lp_result_t *r, size_t i)
+{
+    return r && i < r->nworst ? &r->worst[i] : NULL;
+}
+
+size_t parity_lp_result_ndiv(const parity_lp_result_t *r)
+{
+    return r ? r->ndiv : 0;
+}
+
+const parity_lp_divergence_t *parity_lp_result_div(const parity_lp_result_t *r, size_t i)
+{
+    return r && i < r->ndiv ? &r->div[i] : NULL;
+}
+
+const parity_lp_counts_t *parity_lp_result_counts(const parity_lp_result_t *r)
+{
+    return r ? &r->counts : NULL;
+}
