@@ -31,8 +31,16 @@ static double rnd(const parity_model_runner_t *r, parity_model_dtype_t d, double
         if ((double)f == x) return (double)parity_round_bf16(f);
         return parity_format_round(&r->fmt_bf16, x, NULL, NULL);
     }
-    case PARITY_MODEL_FP16:
+    case PARITY_MODEL_FP16: {
+        float f = (float)x;
+        if ((double)f == x) {
+            uint16_t h;
+            parity_fp32_to_fp16(&f, &h, 1);
+            parity_fp16_to_fp32(&h, &f, 1);
+            return (double)f;
+        }
         return parity_format_round(&r->fmt_fp16, x, NULL, NULL);
+    }
     }
     return x;
 }
@@ -61,7 +69,23 @@ static double c_sqrt(parity_model_dtype_t cd, double x)
  * exactly (2Sum) and rounded once, since rounding the double sum to bf16 could double-round. */
 static double gadd(const parity_model_runner_t *r, double acc, double p)
 {
-    if (r->p.accum == PARITY_MODEL_BF16) return parity_format_add(&r->fmt_bf16, acc, p, NULL, NULL);
+    if (r->p.accum == PARITY_MODEL_BF16) {
+        /* Fast path: when the double sum is exact (2Sum error 0) and well inside bf16's normal
+         * range, round it to 8 significant bits, ties to even, on its bits; else the library's
+         * exact emulated addition. */
+        double s = acc + p, bb = s - acc, e = (acc - (s - bb)) + (p - bb);
+        double as = fabs(s);
+        if (e == 0 && as >= 0x1p-120 && as < 0x1p120) {
+            uint64_t u;
+            memcpy(&u, &s, sizeof u);
+            u += (((uint64_t)1 << 44) - 1) + ((u >> 45) & 1);
+            u &= ~(((uint64_t)1 << 45) - 1);
+            memcpy(&s, &u, sizeof s);
+            return s;
+        }
+        if (s == 0 && e == 0) return s;
+        return parity_format_add(&r->fmt_bf16, acc, p, NULL, NULL);
+    }
     return rnd(r, r->p.accum, acc + p);
 }
 
@@ -88,6 +112,22 @@ static int gemm_splits(const parity_model_runner_t *r, size_t rows, int N, int K
     }
     if (s > K) s = K;
     return s < 1 ? 1 : s;
+}
+
+uint64_t model_split_signature(const parity_model_runner_t *r, size_t rows)
+{
+    /* Every GEMM shape of the forward: (N, K, row-parallel): wq, wk/wv, wo, w1/w3, w2, wcls. */
+    const int shapes[6][3] = {{r->D, r->D, 0}, {r->kvd, r->D, 0}, {r->D, r->D, 1},
+                              {r->F, r->D, 0}, {r->D, r->F, 1},   {r->V, r->D, 0}};
+    uint64_t sig = 0;
+    for (int i = 0; i < 6; i++) {
+        int R = shapes[i][2] && r->p.tp > 1 ? r->p.tp : 1, K = shapes[i][1];
+        for (int k = 0; k < R; k++) {
+            int k0 = (int)((long)K * k / R), k1 = (int)((long)K * (k + 1) / R);
+            sig = sig * 31 + (uint64_t)gemm_splits(r, rows, shapes[i][0], k1 - k0);
+        }
+    }
+    return sig;
 }
 
 /* sum_{k in [k0,k1)} w[k] x[k] in s contiguous near-equal parts, each accumulated from 0 in k

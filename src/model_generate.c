@@ -117,9 +117,14 @@ parity_status_t parity_model_generate(parity_model_runner_t *r, const int32_t *p
     parity_rng_seed(&rng, seed, 0x6d6f64656cULL /* "model" */);
     memcpy(out, prompt, n_prompt * sizeof *out);
     size_t n = 1;
+    uint64_t sig = 0;
     for (size_t pos = 0; pos < steps; pos++) {
         const double *row = logits;
-        if (recompute) {
+        uint64_t s = recompute ? model_split_signature(r, model_prefill_rows(r, pos + 1)) : 0;
+        /* Positions already computed are reused while every GEMM keeps its split count: a full
+         * recompute would repeat exactly the same operations on them. */
+        if (recompute && (pos == 0 || s != sig)) {
+            sig = s;
             /* A cache-less server recomputes the prefix; its GEMMs have the whole prefix's rows. */
             model_run_positions(r, out, 0, pos + 1, model_prefill_rows(r, pos + 1), logits, NULL,
                                 pos + 1);

@@ -4,6 +4,7 @@
 #define PARITY_MODEL_IMPL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "parity/format.h"
 #include "parity/model.h"
@@ -67,6 +68,8 @@ void model_run_positions(parity_model_runner_t *r, const int32_t *tokens, size_t
 /* GEMM row counts for a sequence of own length n (see docs/model.md, "batch"). */
 size_t model_prefill_rows(const parity_model_runner_t *r, size_t n);
 size_t model_decode_rows(const parity_model_runner_t *r);
+/* A value that changes whenever some GEMM's split count at `rows` rows changes. */
+uint64_t model_split_signature(const parity_model_runner_t *r, size_t rows);
 /* 1 when the path's numbers can depend on the GEMM row count (batch heuristic active). */
 int model_rows_matter(const parity_model_runner_t *r);
 

@@ -1,0 +1,90 @@
+# `parity model`: greedy output byte-identical to llama2.c's (stories260K, -t 0 -n 200), exit
+# codes of usage and input errors, the dump schema (JSONL) and the parity report's sections.
+# Uses $PARITY and $PARITY_DATA.
+set -u
+P=${PARITY:?PARITY must point at the parity binary}
+D=${PARITY_DATA:?PARITY_DATA must point at the shared data folder}
+[ -f "$D/stories260K.bin" ] || { echo "SKIP: $D/stories260K.bin missing"; exit 77; }
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# 1. The issue's test: run.c prints the text plus one newline; the expected file lacks it.
+for path in ref fp32; do
+    "$P" model run -n 200 --path $path >"$T/out.txt" 2>"$T/err.txt" || fail "model run --path $path: exit $?"
+    { cat "$D/stories260K_expected_t0_n200.txt"; printf '\n'; } >"$T/want.txt"
+    cmp -s "$T/want.txt" "$T/out.txt" || { fail "model run -n 200 --path $path differs from llama2.c:"; diff "$T/want.txt" "$T/out.txt" | head; }
+done
+# Explicit files and llama2.c's -z spelling give the same.
+"$P" model run "$D/stories260K.bin" -z "$D/tok512.bin" -t 0 -n 200 >"$T/out2.txt" 2>/dev/null
+cmp -s "$T/want.txt" "$T/out2.txt" || fail "model run MODEL -z TOK differs"
+# A prompt is forced, then continued.
+out=$("$P" model run -n 30 --prompt "Once upon a time, there was a dog" 2>/dev/null)
+case "$out" in "Once upon a time, there was a dog"*) ;; *) fail "prompt not echoed: $out" ;; esac
+
+# 2. Exit codes.
+expect_rc() {
+    local want=$1; shift
+    err=$("$P" "$@" 2>&1 >/dev/null); rc=$?
+    if [ $rc -ne "$want" ]; then fail "parity $*: want exit $want, got $rc ($err)"
+    elif [ "$want" -eq 2 ] && ! grep -q "try:" <<<"$err"; then fail "parity $*: usage error without 'try:': $err"; fi
+}
+expect_rc 0 model --help
+expect_rc 2 model
+expect_rc 2 model fly
+expect_rc 2 model run --path bf17
+expect_rc 2 model run --path tp3
+expect_rc 2 model run --frobnicate
+expect_rc 2 model run -n 0
+expect_rc 2 model parity --path ref
+expect_rc 2 model dump --path bf16
+expect_rc 3 model run "$T/missing.bin"
+head -c 1000 "$D/stories260K.bin" >"$T/trunc.bin"
+expect_rc 3 model run "$T/trunc.bin"
+err=$("$P" model run "$T/trunc.bin" 2>&1)
+grep -q "trunc.bin: file size 1000 bytes" <<<"$err" || fail "truncated model message: $err"
+expect_rc 3 model run --tokenizer "$T/missing.tok"
+expect_rc 3 model dump --prompts "$T/missing.txt" --out "$T/x.jsonl"
+
+# 3. dump: one JSON object per prompt, parallel arrays of equal length, logprobs <= 0.
+printf 'Once upon a time\n\nLily saw a cat.\n' >"$T/prompts.txt"
+"$P" model dump --path bf16+kvcache --prompts "$T/prompts.txt" --out "$T/d.jsonl" --top 3 || fail "dump: exit $?"
+[ "$(wc -l <"$T/d.jsonl")" -eq 2 ] || fail "dump: want 2 lines (empty line skipped), got $(wc -l <"$T/d.jsonl")"
+PY=${PARITY_PYTHON:-python3}
+if command -v "$PY" >/dev/null 2>&1; then
+    "$PY" - "$T/d.jsonl" <<'EOF' || fail "dump schema check"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [r["id"] for r in rows] == [0, 1], rows
+for r in rows:
+    assert r["path"] == "bf16+kvcache" and r["context_ids"] == [1], r
+    n = len(r["token_ids"])
+    assert n > 0 and len(r["logprobs"]) == n and len(r["top_logprobs"]) == n
+    for lp, top, tid in zip(r["logprobs"], r["top_logprobs"], r["token_ids"]):
+        assert lp <= 0 and len(top) == 3
+        assert top[0]["logprob"] >= top[1]["logprob"] >= top[2]["logprob"]
+        assert lp <= top[0]["logprob"]
+        if tid == top[0]["id"]:
+            assert lp == top[0]["logprob"]
+assert rows[0]["text"] == "Once upon a time"
+EOF
+fi
+# The same path gives byte-identical dumps.
+"$P" model dump --path bf16+kvcache --prompts "$T/prompts.txt" --out "$T/d2.jsonl" --top 3
+cmp -s "$T/d.jsonl" "$T/d2.jsonl" || fail "dump not deterministic"
+
+# 4. parity: report sections; identical paths agree exactly; --max-k3 turns drift into exit 1.
+out=$("$P" model parity --path ref --path bf16+fused -n 40 2>&1) || fail "parity: exit $?"
+for want in "k3 mean" "|dlogprob| p99" "per-layer drift" "layer 4" "final norm" "first greedy divergence"; do
+    grep -qF "$want" <<<"$out" || fail "parity report lacks '$want'"
+done
+out=$("$P" model parity --path fp32 --path fp32 -n 40 --prompts "$T/prompts.txt" 2>&1)
+grep -Eq "k3 mean +0\.000e\+00" <<<"$out" || fail "identical paths: nonzero k3: $out"
+grep -q "divergence (from BOS, 40 steps): none" <<<"$out" || fail "identical paths diverged: $out"
+row=$("$P" model parity --path ref --path bf16acc -n 40 --markdown)
+grep -Eq '^\| bf16acc \| ref \| [0-9.e+-]+ \|' <<<"$row" || fail "markdown row: $row"
+expect_rc 1 model parity --path ref --path bf16acc -n 10 --max-k3 0
+
+[ $fails -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
+echo "cli_model: all passed"
