@@ -75,6 +75,7 @@ typedef struct {
 
 typedef struct node {
     parity_lp_seq_t *s;
+    char *key; /* the request id, or "#ordinal" when pairing by order */
     struct node *next;
 } node_t;
 

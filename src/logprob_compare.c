@@ -399,7 +399,7 @@ static int map_grow(map_t *m)
     for (size_t i = 0; i < m->nb; i++)
         for (node_t *x = m->b[i], *nx; x; x = nx) {
             nx = x->next;
-            size_t h = hstr(x->s->id) & (nb - 1);
+            size_t h = hstr(x->key) & (nb - 1);
             x->next = b[h];
             b[h] = x;
         }
@@ -409,12 +409,16 @@ static int map_grow(map_t *m)
     return 0;
 }
 
-static int map_put(map_t *m, parity_lp_seq_t *s)
+static int map_put(map_t *m, parity_lp_seq_t *s, const char *key)
 {
     if (m->n + 1 > m->nb && map_grow(m)) return -1;
     node_t *x = malloc(sizeof *x);
     if (!x) return -1;
-    size_t h = hstr(s->id) & (m->nb - 1);
+    if (!(x->key = strdup(key))) {
+        free(x);
+        return -1;
+    }
+    size_t h = hstr(key) & (m->nb - 1);
     x->s = s;
     x->next = m->b[h];
     m->b[h] = x;
@@ -427,10 +431,11 @@ static parity_lp_seq_t *map_take(map_t *m, const char *id)
     if (!m->nb) return NULL;
     size_t h = hstr(id) & (m->nb - 1);
     for (node_t **p = &m->b[h]; *p; p = &(*p)->next)
-        if (!strcmp((*p)->s->id, id)) {
+        if (!strcmp((*p)->key, id)) {
             node_t *x = *p;
             parity_lp_seq_t *s = x->s;
             *p = x->next;
+            free(x->key);
             free(x);
             m->n--;
             return s;
@@ -450,6 +455,7 @@ static void map_free(map_t *m)
         for (node_t *x = m->b[i], *nx; x; x = nx) {
             nx = x->next;
             seq_destroy(x->s);
+            free(x->key);
             free(x);
         }
     free(m->b);
@@ -474,6 +480,9 @@ double lp_unit_roundoff(const char *dtype)
 
 static const char *coarser(const char *x, const char *y)
 {
+    /* JSON carries decimal text that engines print from fp32 */
+    if (!strcmp(x, "text")) x = "fp32";
+    if (!strcmp(y, "text")) y = "fp32";
     return lp_unit_roundoff(x) >= lp_unit_roundoff(y) ? x : y;
 }
 
@@ -553,12 +562,12 @@ static parity_status_t run(cmp_t *c, parity_diag_t *d)
         for (size_t i = 0; i < na; i++) {
             parity_lp_seq_t *o = map_take(&c->pend[1], match_key(c, va[i], kb, sizeof kb));
             if (o) pairs[npairs++] = (pair_t){.a = va[i], .b = o};
-            else if (map_put(&c->pend[0], va[i])) st = PARITY_E_NOMEM;
+            else if (map_put(&c->pend[0], va[i], match_key(c, va[i], kb, sizeof kb))) st = PARITY_E_NOMEM;
         }
         for (size_t i = 0; i < nb; i++) {
             parity_lp_seq_t *o = map_take(&c->pend[0], match_key(c, vb[i], kb, sizeof kb));
             if (o) pairs[npairs++] = (pair_t){.a = o, .b = vb[i]};
-            else if (map_put(&c->pend[1], vb[i])) st = PARITY_E_NOMEM;
+            else if (map_put(&c->pend[1], vb[i], match_key(c, vb[i], kb, sizeof kb))) st = PARITY_E_NOMEM;
         }
         free(va);
         free(vb);

@@ -269,7 +269,8 @@ static parity_status_t map_sidecar(parity_lp_reader_t *r, int slot, const char *
     if (nl < 4 || strcmp(r->name + nl - 4, ".npy")) return PARITY_OK;
     char path[4096];
     if (nl - 4 + strlen(suffix) >= sizeof path) return PARITY_OK;
-    snprintf(path, sizeof path, "%.*s%s", (int)(nl - 4), r->name, suffix);
+    memcpy(path, r->name, nl - 4);
+    memcpy(path + nl - 4, suffix, strlen(suffix) + 1);
     int fd = open(path, O_RDONLY);
     if (fd < 0) return PARITY_OK; /* no sidecar */
     struct stat sb;
@@ -461,6 +462,8 @@ static void dense_rows(void *ctx, int64_t b, int64_t e, int thread)
             }
             if (j->st[i]) break;
         }
+        /* trailing masked positions are padding, not part of the sequence */
+        while (s->n > 0 && !(s->flags[s->n - 1] & PARITY_LP_PRESENT)) s->n--;
     }
 }
 

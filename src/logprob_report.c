@@ -64,7 +64,8 @@ parity_status_t parity_lp_report_text(const parity_lp_result_t *r, FILE *out)
     fprintf(out, "overall: %s\n", parity_lp_verdict_name(parity_lp_result_verdict(r, 0)));
     fprintf(out, "  |dlogprob| max %.3g (%s floor)  mean %.3g  p50 %.3g  p99 %.3g  p99.9 %.3g\n", m->abs_dlogprob_max,
             x2, m->abs_dlogprob_mean, m->abs_dlogprob_p50, m->abs_dlogprob_p99, m->abs_dlogprob_p999);
-    fprintf(out, "  |dprob|    max %.3g  mean %.3g  p99 %.3g\n", m->abs_dprob_max, m->abs_dprob_mean, m->abs_dprob_p99);
+    fprintf(out, "  |dprob|    max %.3g  mean %.3g  p99 %.3g\n", fabs(m->abs_dprob_max), m->abs_dprob_mean,
+            m->abs_dprob_p99);
     fprintf(out, "  KL(B||A) k1 %.3g  k2 %.3g  k3 %.3g (%s floor)  chi2/token %.3g  chi2/seq %.3g\n", m->k1_mean,
             m->k2_mean, m->k3_mean, x1, m->chi2_mean, m->chi2_seq_mean);
     fprintf(out, "  importance ratio mean %.6g  min %.3g  max %.3g  ESS %.4f  outside [0.5, 2] %.3g%%\n", m->iw_mean,
@@ -131,6 +132,7 @@ parity_status_t parity_lp_report_text(const parity_lp_result_t *r, FILE *out)
 
 static void num(cJSON *o, const char *k, double v)
 {
+    if (v == 0) v = 0.0; /* no negative zero in the report */
     if (isnan(v) || isinf(v)) cJSON_AddNullToObject(o, k);
     else cJSON_AddNumberToObject(o, k, v);
 }
