@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""Oracle for `parity logprobs`: runs the CLI on the sample pair with injected drift
+(tests/data/logprobs/{a,b,a2}.jsonl) and recomputes every reported metric of the overall object
+and of each slice independently with numpy (np.longdouble for the cancellation-prone k3, chi2
+and tail masses) from the raw JSON, to 1e-12 relative. Also checks that the safetensors and npy
+copies of A read identically to the JSONL. Exit 77 (skip) without numpy."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import numpy as np
+except ImportError:
+    print("SKIP: numpy is not installed; the logprobs oracle needs it")
+    sys.exit(77)
+
+P = os.environ.get("PARITY")
+SRC = os.environ.get("PARITY_SRC", os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+if not P:
+    print("SKIP: $PARITY is not set")
+    sys.exit(77)
+D = os.path.join(SRC, "tests", "data", "logprobs")
+REL = 1e-12
+fails = []
+nchecks = [0]
+
+
+def close(name, got, want):
+    nchecks[0] += 1
+    if got is None or want is None or (isinstance(want, float) and np.isnan(want)):
+        ok = (got is None) == (want is None or (isinstance(want, float) and np.isnan(want)))
+    else:
+        ok = abs(got - want) <= REL * max(abs(got), abs(want)) + 1e-300
+    if not ok:
+        fails.append(f"{name}: parity {got!r}, numpy {want!r}")
+
+
+def load(path):
+    return {r["id"]: r for r in map(json.loads, open(path))}
+
+
+def run(*args):
+    with tempfile.TemporaryDirectory() as t:
+        out = os.path.join(t, "r.json")
+        p = subprocess.run([P, "logprobs", *args, "--json", out, "--threads", "2"], capture_output=True, text=True)
+        if p.returncode not in (0, 1):
+            print(p.stdout, p.stderr)
+            sys.exit(1)
+        return json.load(open(out)), p.returncode
+
+
+def quant(x, q):
+    return float(np.quantile(np.asarray(x, dtype=np.float64), q)) if len(x) else 0.0
+
+
+def metrics(toks, seqs):
+    """toks: list of (a, b, top_ids_a, top_ids_b, top_lp_a, top_lp_b); seqs: list of token lists."""
+    a = np.array([t[0] for t in toks], dtype=np.float64)
+    b = np.array([t[1] for t in toks], dtype=np.float64)
+    al, bl = a.astype(np.longdouble), b.astype(np.longdouble)
+    d = b - a
+    lr = al - bl
+    r = np.exp(lr)
+    out = {
+        "n_tokens": float(len(a)),
+        "max_abs_dlogprob": float(np.max(np.abs(d))),
+        "mean_abs_dlogprob": float(np.mean(np.abs(d).astype(np.longdouble))),
+        "p50_abs_dlogprob": quant(np.abs(d), 0.5),
+        "p99_abs_dlogprob": quant(np.abs(d), 0.99),
+        "p999_abs_dlogprob": quant(np.abs(d), 0.999),
+        "k1": float(np.mean(-lr)),
+        "k2": float(np.mean(lr * lr / 2)),
+        "k3": float(np.mean((r - 1) - lr)),
+        "chi2_mean": float(np.mean((r - 1) ** 2)),
+        "iw_mean": float(np.mean(r)),
+        "iw_max": float(np.max(r)),
+        "iw_min": float(np.min(r)),
+        "iw_ess": float(np.sum(r) ** 2 / (len(r) * np.sum(r * r))),
+        "pearson_p": float(np.corrcoef(np.exp(a), np.exp(b))[0, 1]),
+    }
+    dp = np.abs(np.exp(bl) - np.exp(al))
+    out["max_abs_dprob"] = float(np.max(dp))
+    out["mean_abs_dprob"] = float(np.mean(dp))
+    out["p99_abs_dprob"] = quant(dp.astype(np.float64), 0.99)
+    # top-k: top-1 agreement, overlap, truncated KL over the ids in both lists
+    t1, ov, tkl, mag = [], [], [], []
+    for t in toks:
+        ia, ib, la, lb = t[2], t[3], t[4], t[5]
+        if not ia or not ib:
+            continue
+        t1.append(float(ia[0] == ib[0]))
+        ov.append(len(set(ia) & set(ib)) / max(len(ia), len(ib)))
+        S = [(la[ia.index(i)], lb[j]) for j, i in enumerate(ib) if i in ia]
+        xa = np.array([s[0] for s in S], dtype=np.longdouble)
+        xb = np.array([s[1] for s in S], dtype=np.longdouble)
+        ta, tb = 1 - np.sum(np.exp(xa)), 1 - np.sum(np.exp(xb))
+        v = np.sum(np.exp(xb) * (xb - xa))
+        if tb > 0:
+            v += tb * (np.log(tb) - np.log(ta))
+        tkl.append(float(v))
+        # the magnitude of the terms that cancel: the C side works in double, so its error is
+        # about u times this, not u times the (tiny) result
+        mag.append(float(np.sum(np.exp(xb) * np.abs(xb - xa)) + abs(tb) * (abs(np.log(tb)) + abs(np.log(ta)))))
+    if t1:
+        out["top1_agree"] = float(np.mean(t1))
+        out["topk_overlap_mean"] = float(np.mean(ov))
+        out["tkl_mean"] = float(np.mean(np.array(tkl, dtype=np.longdouble)))
+        out["_tkl_scale"] = float(np.mean(mag))
+    if seqs is not None:
+        dl = [float(-np.mean(np.array([t[1] - t[0] for t in s], dtype=np.longdouble))) for s in seqs if s]
+        out["n_seq"] = float(len(seqs))
+        out["dlogppl_mean"] = float(np.mean(np.array(dl, dtype=np.longdouble)))
+        out["dlogppl_max_abs"] = float(np.max(np.abs(dl)))
+        out["ppl_ratio_max"] = float(np.max(np.exp(np.array(dl, dtype=np.longdouble))))
+        out["chi2_seq_mean"] = float(np.mean([(np.exp(np.sum(np.array([t[0] - t[1] for t in s], dtype=np.longdouble))) - 1) ** 2
+                                              for s in seqs if s]))
+    return out
+
+
+def check_slice(tag, js, want, loose=()):
+    for k, v in want.items():
+        tol_name = f"{tag}.{k}"
+        got = js.get(k)
+        if k == "_tkl_scale":
+            continue
+        if k == "tkl_mean":  # a cancelling sum: 1e-12 relative to the magnitude of its terms
+            nchecks[0] += 1
+            if abs(got - v) > REL * want["_tkl_scale"]:
+                fails.append(f"{tol_name}: parity {got!r}, numpy {v!r}, term scale {want['_tkl_scale']!r}")
+            continue
+        if k in loose:  # quantities summed in a different order: a few ulps
+            nchecks[0] += 1
+            if abs(got - v) > 1e-9 * max(abs(v), 1e-300):
+                fails.append(f"{tol_name}: parity {got!r}, numpy {v!r}")
+        else:
+            close(tol_name, got, v)
+
+
+A, B = load(os.path.join(D, "a.jsonl")), load(os.path.join(D, "b.jsonl"))
+rep, rc = run(os.path.join(D, "a.jsonl"), os.path.join(D, "b.jsonl"), "--slice-by", "domain")
+if rc != 1:
+    fails.append(f"exit code {rc}, want 1 (drift injected)")
+
+# Gather aligned tokens with their slice tags, stopping each request at its first id divergence.
+slices, seqs, fields = {}, [], {}
+for rid, ra in A.items():
+    rb = B[rid]
+    n = min(len(ra["token_ids"]), len(rb["token_ids"]))
+    lim = next((i for i in range(n) if ra["token_ids"][i] != rb["token_ids"][i]), n)
+    seq = []
+    for i in range(lim):
+        t = (ra["logprobs"][i], rb["logprobs"][i], ra["top_ids"][i], rb["top_ids"][i], ra["top_logprobs"][i],
+             rb["top_logprobs"][i])
+        seq.append(t)
+        ph = "phase=prefill" if i < ra["prefill_len"] else "phase=decode"
+        lo = 0 if i < 16 else 1 << (i.bit_length() - 1)
+        pos = "pos=0-15" if i < 16 else f"pos={lo}-{2 * lo - 1}"
+        for s in ("overall", ph, pos, "modality=" + ra["modality"][i]):
+            slices.setdefault(s, []).append(t)
+    seqs.append(seq)
+    fields.setdefault("domain=" + ra["domain"], []).append(seq)
+
+loose = ()  # every value must agree to 1e-12 relative (tkl_mean: relative to its terms, see above)
+check_slice("overall", rep["overall"], metrics(slices["overall"], seqs), loose)
+byname = {s["name"]: s for s in rep["slices"]}
+for name, toks in slices.items():
+    if name == "overall":
+        continue
+    if name not in byname:
+        fails.append(f"slice {name} missing from the report")
+        continue
+    check_slice(name, byname[name], metrics(toks, None), loose)
+for name, sq in fields.items():
+    toks = [t for s in sq for t in s]
+    if name not in byname:
+        fails.append(f"slice {name} missing from the report")
+        continue
+    check_slice(name, byname[name], metrics(toks, sq), loose)
+if rep["counts"]["n_diverged"] != 1 or rep["divergences"][0]["id"] != "r3" or rep["divergences"][0]["position"] != 7:
+    fails.append(f"divergence: want r3 at position 7, got {rep['divergences']}")
+if byname["modality=image"]["verdict"] != "alarm" or byname["modality=text"]["verdict"] == "alarm":
+    fails.append("verdicts: image should be in alarm, text not")
+
+# The same data through the binary readers: safetensors and npy copies of A against a.jsonl.
+for other in ("a.safetensors", "a.npy"):
+    r2, rc2 = run(os.path.join(D, other), os.path.join(D, "a.jsonl"))
+    o = r2["overall"]
+    if rc2 != 0 or o["n_tokens"] != 190 or o["max_abs_dlogprob"] != 0 or r2["counts"]["n_diverged"] != 0:
+        fails.append(f"{other} vs a.jsonl: want 190 identical tokens and exit 0, got exit {rc2}, {o['n_tokens']} "
+                     f"tokens, max |d| {o['max_abs_dlogprob']}, diverged {r2['counts']['n_diverged']}")
+
+# A measured floor: every x_floor is the metric over the floor's metric.
+r3, _ = run(os.path.join(D, "a.jsonl"), os.path.join(D, "b.jsonl"), "--floor", os.path.join(D, "a2.jsonl"))
+A2 = load(os.path.join(D, "a2.jsonl"))
+ft = [(A[k]["logprobs"][i], A2[k]["logprobs"][i], [], [], [], []) for k in A for i in range(len(A[k]["logprobs"]))]
+fm = metrics(ft, None)
+close("floor.k3", r3["overall"]["floor"]["k3"], fm["k3"])
+close("x_floor.k3", r3["overall"]["x_floor"]["k3"], r3["overall"]["k3"] / fm["k3"])
+close("floor.max", r3["overall"]["floor"]["max_abs_dlogprob"], fm["max_abs_dlogprob"])
+
+if fails:
+    print(f"FAIL: {len(fails)} of {nchecks[0]} checks")
+    for f in fails[:40]:
+        print("  " + f)
+    sys.exit(1)
+print(f"ok: {nchecks[0]} checks of parity logprobs against numpy agree to {REL:g} relative")
