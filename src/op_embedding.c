@@ -479,21 +479,44 @@ const parity_op_t parity_op_embedding_rmsnorm_bwd = {
 /* Inputs: dY (N,D), ids (N). Output: dE (V,D), dE[v] = sum of dY rows whose id is v.
  * Terms are inputs (exact), so the bound is the accumulation's alone. */
 
-static void ebwd_scatter(void *p, int64_t jb, int64_t je, int thread)
+typedef struct {
+    const parity_abi_tensor_t *dy;
+    const int32_t *ids;
+    const int64_t *slot;
+    double *dE, *s_abs;
+} ref_ebwd_t;
+
+static void ref_ebwd_cols(void *p, int64_t jb, int64_t je, int thread)
 {
     (void)thread;
-    parity_case_t *c = p;
-    scatter_t *s = c->priv;
-    parity_ref_output_t *R = &c->ref[0];
-    const parity_abi_tensor_t *dy = &c->inputs[0]->view;
-    for (int64_t i = 0; i < s->n; i++) {
-        int64_t slot = R->slot[s->ids[i]];
-        for (int64_t j = jb; j < je; j++) {
-            double t = elem(dy, i * s->d + j);
-            R->ref[slot * s->d + j] += t;
-            R->s_acc[slot * s->d + j] += fabs(t);
+    const ref_ebwd_t *r = p;
+    int64_t n = r->dy->shape[0], d = r->dy->shape[1];
+    for (int64_t i = 0; i < n; i++) {
+        int64_t row = r->slot ? r->slot[r->ids[i]] : r->ids[i];
+        double *dst = r->dE + row * d, *abs_dst = r->s_abs ? r->s_abs + row * d : NULL;
+        if (r->dy->dtype == PARITY_DT_F32) {
+            const float *src = (const float *)r->dy->data + i * d;
+            for (int64_t j = jb; j < je; j++) dst[j] += src[j];
+            if (abs_dst)
+                for (int64_t j = jb; j < je; j++) abs_dst[j] += fabs((double)src[j]);
+        } else {
+            for (int64_t j = jb; j < je; j++) {
+                double t = elem(r->dy, i * d + j);
+                dst[j] += t;
+                if (abs_dst) abs_dst[j] += fabs(t);
+            }
         }
     }
+}
+
+parity_status_t parity_ref_embedding_bwd(const parity_abi_tensor_t *dy, const int32_t *ids,
+                                         const int64_t *slot, double *dE, double *s_abs,
+                                         int n_threads)
+{
+    if (!dy || !ids || !dE || dy->ndim != 2) return PARITY_E_INVALID;
+    ref_ebwd_t r = {dy, ids, slot, dE, s_abs};
+    parity_parallel_for(dy->shape[1], n_threads, ref_ebwd_cols, &r);
+    return PARITY_OK;
 }
 
 static parity_status_t ebwd_build(const parity_op_t *op, const parity_workload_t *wl,
@@ -509,8 +532,9 @@ static parity_status_t ebwd_build(const parity_op_t *op, const parity_workload_t
     c->rows_are_text_tokens = wl->ids == PARITY_IDS_TEXT;
     if ((st = scatter_build(c, c->inputs[1]->view.data, wl->n, wl->d, wl->v)) != PARITY_OK) return st;
     if ((st = vocab_ref_alloc(c, 0, "dE", 0)) != PARITY_OK) return st;
-    parity_parallel_for(wl->d, 0, ebwd_scatter, c);
-    return PARITY_OK;
+    scatter_t *sc = c->priv;
+    return parity_ref_embedding_bwd(&c->inputs[0]->view, sc->ids, c->ref[0].slot, c->ref[0].ref,
+                                    c->ref[0].s_acc, 0);
 }
 
 static parity_status_t ebwd_emulate(const parity_case_t *c, int out, const parity_format_t *acc,

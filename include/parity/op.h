@@ -101,6 +101,14 @@ parity_status_t parity_case_build(const parity_op_t *op, const parity_workload_t
                                   parity_diag_t *diag);
 void parity_case_free(parity_case_t *c);
 
+/* The fp64 embedding-backward reference: row r of dE (r = slot[ids[i]], or ids[i] when slot is
+ * NULL) += dY[i, :], and s_abs (optional) += |dY[i, :]|. dY is (N, D) f32, bf16 or f64; dE and
+ * s_abs are caller-owned, zeroed, (rows, D) doubles. Each element sums in ascending i whatever
+ * n_threads is (0: all cores), so results are deterministic. PARITY_E_INVALID on bad args. */
+parity_status_t parity_ref_embedding_bwd(const parity_abi_tensor_t *dy, const int32_t *ids,
+                                         const int64_t *slot, double *dE, double *s_abs,
+                                         int n_threads);
+
 /* Helpers for op implementations. */
 parity_status_t parity_ref_output_alloc(parity_ref_output_t *r, const char *name,
                                         const char *row_kind, int64_t rows, int64_t cols,
