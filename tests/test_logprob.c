@@ -1,0 +1,216 @@
+/* logprob readers and comparison: each JSON shape read from memory into the expected tokens,
+ * null/-inf/NaN handling, divergence detection, and a replay of every file of the seed corpus
+ * (tests/corpus/logprobs) and of truncations of it through the readers (no crash; a status). */
+#include <dirent.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "parity/logprob.h"
+
+static parity_lp_reader_t *open_str(const char *s, const char *name)
+{
+    parity_lp_reader_t *r = NULL;
+    parity_diag_t d;
+    parity_lp_read_opts_t o = {0};
+    o.n_threads = 1;
+    o.slice_field = "domain";
+    if (parity_lp_open_mem(s, strlen(s), name, &o, &r, &d) != PARITY_OK) {
+        print_error("%s\n", d.msg);
+        fail();
+    }
+    return r;
+}
+
+static void shapes(void **state)
+{
+    (void)state;
+    const char *own = "{\"id\":\"r\",\"domain\":\"math\",\"token_ids\":[5,6,7],\"logprobs\":[null,-0.5,\"-inf\"],"
+                      "\"modality\":[\"text\",\"image\",\"text\"],\"prefill_len\":2}\n\n";
+    parity_lp_reader_t *r = open_str(own, "x.jsonl");
+    parity_lp_seq_t s;
+    parity_lp_seq_init(&s);
+    size_t got;
+    parity_diag_t d;
+    assert_int_equal(parity_lp_next_batch(r, &s, 1, &got, &d), PARITY_OK);
+    assert_int_equal(got, 1);
+    assert_int_equal(parity_lp_reader_format(r), PARITY_LP_JSONL);
+    assert_string_equal(s.id, "r");
+    assert_string_equal(s.field, "math");
+    assert_int_equal(s.n, 3);
+    assert_false(s.flags[0] & PARITY_LP_PRESENT);
+    assert_true(s.lp[1] == -0.5 && (s.flags[1] & PARITY_LP_PREFILL));
+    assert_true(s.lp[2] == -INFINITY && (s.flags[2] & PARITY_LP_DECODE));
+    assert_string_equal(parity_lp_reader_modality(r, s.mod[1]), "image");
+    assert_int_equal(parity_lp_next_batch(r, &s, 1, &got, &d), PARITY_OK);
+    assert_int_equal(got, 0);
+    parity_lp_close(r);
+
+    const char *sgl = "{\"text\":\"a\",\"meta_info\":{\"id\":\"z\",\"input_token_logprobs\":[[null,1,null],"
+                      "[-1.5,2,\"b\"]],\"output_token_logprobs\":[[-0.25,3,\"c\"]],\"output_top_logprobs\":"
+                      "[[[-0.25,3,\"c\"],[-2,4,\"d\"]]]}}";
+    r = open_str(sgl, "s.jsonl");
+    assert_int_equal(parity_lp_next_batch(r, &s, 4, &got, &d), PARITY_OK);
+    assert_int_equal(parity_lp_reader_format(r), PARITY_LP_SGLANG);
+    assert_int_equal(s.n, 3);
+    assert_string_equal(s.id, "#0"); /* server ids are random: pair by order */
+    assert_true(s.key[2] == 3 && s.lp[2] == -0.25 && (s.flags[2] & PARITY_LP_DECODE));
+    assert_int_equal(s.k, 2);
+    assert_true(s.top_id[2 * 2 + 1] == 4 && s.top_lp[2 * 2 + 1] == -2);
+    assert_string_equal(parity_lp_seq_text(&s, 1), "b");
+    parity_lp_close(r);
+
+    const char *chat = "{\"id\":\"c\",\"choices\":[{\"index\":0,\"logprobs\":{\"content\":[{\"token\":\"token_id:9\","
+                       "\"logprob\":-0.1,\"top_logprobs\":[]},{\"token\":\"hi\",\"logprob\":-0.2,\"top_logprobs\":[]}]}}]}";
+    r = open_str(chat, "c.jsonl");
+    assert_int_equal(parity_lp_next_batch(r, &s, 4, &got, &d), PARITY_OK);
+    assert_int_equal(parity_lp_reader_format(r), PARITY_LP_OPENAI_CHAT);
+    assert_true(s.n == 2 && s.key[0] == 9 && !(s.flags[0] & PARITY_LP_KEY_TEXT) && (s.flags[1] & PARITY_LP_KEY_TEXT));
+    parity_lp_close(r);
+
+    const char *vl = "{\"request_id\":\"7\",\"prompt_token_ids\":[1,2],\"prompt_logprobs\":[null,{\"2\":{\"logprob\":"
+                     "-3.0,\"rank\":4,\"decoded_token\":\"x\"},\"8\":{\"logprob\":-0.1,\"rank\":1}}],\"outputs\":[{"
+                     "\"token_ids\":[3],\"logprobs\":[{\"3\":{\"logprob\":-0.5,\"rank\":1}}]}]}";
+    r = open_str(vl, "v.jsonl");
+    assert_int_equal(parity_lp_next_batch(r, &s, 4, &got, &d), PARITY_OK);
+    assert_int_equal(parity_lp_reader_format(r), PARITY_LP_VLLM);
+    assert_string_equal(s.id, "7");
+    assert_true(s.n == 3 && s.lp[1] == -3.0 && s.lp[2] == -0.5);
+    assert_true(s.top_id[1 * s.k + 0] == 8); /* ordered by rank */
+    parity_lp_close(r);
+    parity_lp_seq_free(&s);
+}
+
+static void errors(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text, *needle;
+    } bad[] = {
+        {"{\"id\":\"a\",\"token_ids\":[1],\"logprobs\":[-1]}\n{\"id\":\"b\",\"token_ids\":[1,2],\"logprobs\":[-1]}\n",
+         "x.jsonl:2: field 'token_ids'"},
+        {"{\"id\":\"a\",\"token_ids\":[1],\"logprobs\":[1e999]}\n", "x.jsonl:1: field 'logprobs'[0]"},
+        {"{\"id\":\"a\",\"token_ids\":[1.5],\"logprobs\":[-1]}\n", "field 'token_ids'[0]"},
+        {"{\"id\":\"a\",\"token_ids\":[1],\"logprobs\":[-1]}\n{broken\n", "x.jsonl:2: not a JSON object"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        parity_lp_reader_t *r = open_str(bad[i].text, "x.jsonl");
+        parity_lp_seq_t s[4];
+        for (int k = 0; k < 4; k++) parity_lp_seq_init(&s[k]);
+        size_t got = 99;
+        parity_diag_t d = {{0}};
+        parity_status_t st = parity_lp_next_batch(r, s, 4, &got, &d);
+        if (st != PARITY_E_FORMAT || !strstr(d.msg, bad[i].needle)) {
+            print_error("case %zu: status %d, '%s', wanted '%s'\n", i, st, d.msg, bad[i].needle);
+            fail();
+        }
+        for (int k = 0; k < 4; k++) parity_lp_seq_free(&s[k]);
+        parity_lp_close(r);
+    }
+}
+
+static void divergence(void **state)
+{
+    (void)state;
+    const char *a = "{\"id\":\"q\",\"token_ids\":[1,2,3,4],\"logprobs\":[-1,-2,-3,-4]}\n";
+    const char *b = "{\"id\":\"q\",\"token_ids\":[1,2,9,4],\"logprobs\":[-1,-2.5,-3,-4]}\n";
+    parity_lp_reader_t *ra = open_str(a, "a.jsonl"), *rb = open_str(b, "b.jsonl");
+    parity_lp_cmp_opts_t o = parity_lp_cmp_default_opts();
+    o.n_threads = 1;
+    parity_lp_result_t *res = NULL;
+    parity_diag_t d;
+    assert_int_equal(parity_lp_compare(ra, rb, &o, &res, &d), PARITY_OK);
+    const parity_lp_counts_t *c = parity_lp_result_counts(res);
+    assert_int_equal(c->n_diverged, 1);
+    assert_int_equal(c->n_tokens_compared, 2); /* nothing after position 2 */
+    assert_int_equal(parity_lp_result_div(res, 0)->position, 2);
+    assert_true(parity_lp_result_div(res, 0)->key_b == 9);
+    const parity_lp_slice_t *ov = parity_lp_result_slice(res, 0);
+    assert_string_equal(ov->name, "overall");
+    assert_true(ov->m.abs_dlogprob_max == 0.5);
+    assert_int_equal(parity_lp_result_exit_code(res), PARITY_EXIT_VERDICT);
+    parity_lp_result_free(res);
+    parity_lp_close(ra);
+    parity_lp_close(rb);
+}
+
+/* Read every sequence; any status is fine, a crash or sanitizer report is not. */
+static void drain(const unsigned char *buf, size_t n, const char *name)
+{
+    parity_lp_reader_t *r = NULL;
+    parity_diag_t d;
+    parity_lp_read_opts_t o = {0};
+    o.n_threads = 1;
+    if (parity_lp_open_mem(buf, n, name, &o, &r, &d) != PARITY_OK) return;
+    parity_lp_seq_t s[3];
+    for (int k = 0; k < 3; k++) parity_lp_seq_init(&s[k]);
+    size_t got;
+    while (parity_lp_next_batch(r, s, 3, &got, &d) == PARITY_OK && got) {
+    }
+    for (int k = 0; k < 3; k++) parity_lp_seq_free(&s[k]);
+    parity_lp_close(r);
+}
+
+static void corpus_replay(void **state)
+{
+    (void)state;
+    const char *src = getenv("PARITY_SRC");
+    char dir[4096];
+    if (src) {
+        snprintf(dir, sizeof dir, "%s/tests/corpus/logprobs", src);
+    } else { /* next to this source file */
+        snprintf(dir, sizeof dir, "%s", __FILE__);
+        char *sl = strrchr(dir, '/');
+        snprintf(sl ? sl + 1 : dir, sizeof dir - (size_t)(sl ? sl + 1 - dir : 0), "corpus/logprobs");
+    }
+    DIR *dp = opendir(dir);
+    if (!dp) {
+        print_message("no corpus at %s\n", dir);
+        skip();
+    }
+    struct dirent *e;
+    int files = 0;
+    while ((e = readdir(dp))) {
+        if (e->d_name[0] == '.') continue;
+        char path[8192];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        FILE *f = fopen(path, "rb");
+        if (!f) continue;
+        unsigned char *buf = malloc(1 << 20);
+        size_t n = fread(buf, 1, 1 << 20, f);
+        fclose(f);
+        /* whole file, every truncation point of the first 2 KiB, and a byte-flipped copy */
+        drain(buf, n, e->d_name);
+        for (size_t cut = 0; cut < n && cut < 2048; cut += 7) {
+            unsigned char *c = malloc(cut ? cut : 1);
+            memcpy(c, buf, cut);
+            drain(c, cut, e->d_name);
+            free(c);
+        }
+        for (size_t i = 0; i < n && i < 512; i += 13) {
+            unsigned char *c = malloc(n);
+            memcpy(c, buf, n);
+            c[i] ^= 0x5a;
+            drain(c, n, e->d_name);
+            free(c);
+        }
+        free(buf);
+        files++;
+    }
+    closedir(dp);
+    assert_true(files > 5);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {cmocka_unit_test(shapes), cmocka_unit_test(errors), cmocka_unit_test(divergence),
+                                       cmocka_unit_test(corpus_replay)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
