@@ -564,7 +564,7 @@ static int cmd_parity(int argc, char **argv)
         if (diverged) snprintf(dv, sizeof dv, "%zu", div);
         else snprintf(dv, sizeof dv, "none in %zu", steps);
         printf("| %s | %s | %.3e | %.3e | %.3e | %.4f | %s |\n", sb, sa, sm.k3_mean,
-               sm.abs_dlogprob_max, sm.abs_dlogprob_p99, drift_rel(&dr[NS - 2]), dv);
+               sm.abs_dlogprob_max, sm.abs_dlogprob_p99, drift_rel(&dr[NS - 3]), dv);
     } else {
         printf("parity model parity: %s (dim %d, %d layers, %d heads, %d kv heads, vocab %d)\n",
                L.model_path, c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->vocab_size);
