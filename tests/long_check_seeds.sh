@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Long (label "long"): across 5 seeds, on every workload of every op including the
+# production-sized ones, every faithful catalog kernel passes and every mutant fails.
+# About 30 minutes on 2 cores. Run with: make test-long (or ctest -L long).
+set -u
+P=${PARITY:?}
+PY=${PARITY_PYTHON:-python3}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+runs=0
+for op in embedding_rmsnorm_bwd embedding_bwd embedding_fwd rmsnorm_fwd rmsnorm_bwd; do
+  for seed in 1 2 3 4 5; do
+    t0=$(date +%s)
+    "$P" check $op --kernel builtin:all --seed $seed -q --json "$tmp/r.json" >"$tmp/r.txt" 2>&1
+    rc=$?
+    runs=$((runs + 1))
+    if [ $rc -gt 1 ]; then echo "FAIL: $op seed $seed: exit $rc"; cat "$tmp/r.txt"; fail=$((fail + 1)); continue; fi
+    if ! "$PY" - "$tmp/r.json" "$op" "$seed" <<'PYEOF'; then fail=$((fail + 1)); fi
+import json, sys
+r = json.load(open(sys.argv[1]))
+bad = [(k["name"], k["verdict"], k["expected"]) for k in r["kernels"]
+       if (k["verdict"] == "faithful") != (k["expected"] == "faithful")]
+for b in bad:
+    print("FAIL: %s seed %s: %s is %s, expected %s" % (sys.argv[2], sys.argv[3], *b))
+sys.exit(1 if bad else 0)
+PYEOF
+    echo "$op seed $seed: $(( $(date +%s) - t0 )) s"
+  done
+done
+echo "$((runs - fail)) passed, $fail failed"
+[ $fail = 0 ]
