@@ -155,7 +155,7 @@ def main():
     rows.append(("numpy fp32 peer (KV cache)", best))
     ref = rows[0][1]
     print(f"stories260K, {a.n} positions, greedy, best of {a.reps}; numpy {np.__version__}")
-    print(f"{"implementation":52s} {'tok/s':>10s} {'vs ref':>8s}")
+    print(f"{'implementation':52s} {'tok/s':>10s} {'vs ref':>8s}")
     for name, tps in rows:
         print(f"{name:52s} {tps:10.1f} {tps / ref:8.2f}")
     print(f"bf16 / ref ratio: {rows[2][1] / ref:.2f}; numpy peer / ref: {rows[-1][1] / ref:.2f}")
