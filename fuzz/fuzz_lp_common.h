@@ -1,0 +1,28 @@
+/* Shared body of the logprob reader fuzzers: open the input as a dump named NAME (the extension
+ * selects npy / safetensors / JSONL detection) and read every sequence. Any status is fine;
+ * a crash, a sanitizer report or a leak is a bug. */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "parity/logprob.h"
+
+static int fuzz_lp_drain(const uint8_t *data, size_t size, const char *name, parity_lp_format_t fmt)
+{
+    parity_lp_reader_t *r = NULL;
+    parity_diag_t d;
+    parity_lp_read_opts_t o = {0};
+    o.format = fmt;
+    o.n_threads = 1;
+    o.max_line = 1 << 20;
+    if (parity_lp_open_mem(data, size, name, &o, &r, &d) != PARITY_OK) return 0;
+    parity_lp_seq_t s[2];
+    parity_lp_seq_init(&s[0]);
+    parity_lp_seq_init(&s[1]);
+    size_t got;
+    while (parity_lp_next_batch(r, s, 2, &got, &d) == PARITY_OK && got) {
+    }
+    parity_lp_seq_free(&s[0]);
+    parity_lp_seq_free(&s[1]);
+    parity_lp_close(r);
+    return 0;
+}
