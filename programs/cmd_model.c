@@ -38,7 +38,7 @@ void parity_help_model(FILE *out)
             "        greedy generation from BOS differs within STEPS (default 200).\n"
             "        --markdown prints one table row instead; --max-k3 X exits 1 when mean k3 > X.\n"
             "\n"
-            "--prompts FILE   one prompt per line (empty lines skipped); default: 6 built-in\n"
+            "--prompts FILE   one prompt per line (empty lines skipped); default: 5 built-in\n"
             "                 TinyStories-style sentences and a tinyshakespeare line.\n"
             "--path SPEC      tokens joined by '+' (default ref):\n"
             "  ref            fp64 reference (no rounding anywhere)\n"
@@ -563,7 +563,7 @@ static int cmd_parity(int argc, char **argv)
         char dv[64];
         if (diverged) snprintf(dv, sizeof dv, "%zu", div);
         else snprintf(dv, sizeof dv, "none in %zu", steps);
-        printf("| %s | %s | %.3e | %.3e | %.3e | %.4f | %s |\n", sb, sa, sm.k3_mean,
+        printf("| %s | %s | %.3e | %.3e | %.3e | %.3e | %s |\n", sb, sa, sm.k3_mean,
                sm.abs_dlogprob_max, sm.abs_dlogprob_p99, drift_rel(&dr[NS - 3]), dv);
     } else {
         printf("parity model parity: %s (dim %d, %d layers, %d heads, %d kv heads, vocab %d)\n",
