@@ -157,8 +157,9 @@ static parity_status_t parse(parity_st_file_t *f, parity_diag_t *d)
     char *np = f->names;
     for (cJSON *it = root->child; it; it = it->next) {
         if (!strcmp(it->string, "__metadata__")) {
-            if (!cJSON_IsObject(it)) {
-                st = parity_diag_set(d, PARITY_E_FORMAT, "%s: header: __metadata__ must be an object", fn);
+            if (!cJSON_IsObject(it) || f->meta) {
+                st = parity_diag_set(d, PARITY_E_FORMAT,
+                                     "%s: header: __metadata__ must be one object (given twice or not an object)", fn);
                 goto out;
             }
             size_t m = 0;
