@@ -54,6 +54,10 @@ static void fmt_q(char *b, size_t n, double q)
 static void reproducer(char *b, size_t n, const parity_op_t *op, const parity_kernel_result_t *kr,
                        const parity_wl_result_t *w, const check_report_ctx_t *ctx)
 {
+    if (ctx->inputs_path) {
+        snprintf(b, n, "parity compare %s %s %s", op->name, ctx->inputs_path, kr->kr->label);
+        return;
+    }
     snprintf(b, n, "parity %s %s --kernel %s --workload %s --seed %llu", ctx->command, op->name,
              kr->kr->label, w->workload, (unsigned long long)ctx->seed);
 }
@@ -61,7 +65,7 @@ static void reproducer(char *b, size_t n, const parity_op_t *op, const parity_ke
 void check_report_text(FILE *out, const parity_op_t *op, const parity_kernel_result_t *res, int n,
                        const check_report_ctx_t *ctx)
 {
-    fprintf(out, "parity check %s  (seed %llu%s)\n", op->name, (unsigned long long)ctx->seed,
+    fprintf(out, "parity %s %s  (seed %llu%s)\n", ctx->command, op->name, (unsigned long long)ctx->seed,
             ctx->quick ? ", --quick: production-sized workloads skipped" : "");
     fprintf(out, "error model: %s; faithful accumulator %s.\n", op->error_model,
             op->faithful_accumulator);

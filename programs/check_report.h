@@ -11,6 +11,7 @@ typedef struct {
     uint64_t seed;
     int quick;
     int baselines;
+    const char *inputs_path; /* compare: the inputs file (the reproducer names it) */
 } check_report_ctx_t;
 
 void check_report_text(FILE *out, const parity_op_t *op, const parity_kernel_result_t *res, int n,

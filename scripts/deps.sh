@@ -36,7 +36,7 @@ fi
 if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import ml_dtypes, numpy' 2>/dev/null; then
   if /usr/bin/python3 -m venv --system-site-packages .venv >/dev/null 2>&1 &&
      .venv/bin/python -m pip install -q --disable-pip-version-check \
-       "numpy==$(/usr/bin/python3 -c 'import numpy; print(numpy.__version__)')" ml_dtypes >/dev/null 2>&1; then
+       "numpy==$(/usr/bin/python3 -c 'import numpy; print(numpy.__version__)')" ml_dtypes safetensors >/dev/null 2>&1; then
     echo "deps: .venv ready (ml_dtypes $(.venv/bin/python -c 'import ml_dtypes; print(ml_dtypes.__version__)'))" >&2
   else
     echo "deps: note: could not prepare .venv with ml_dtypes (no network to PyPI?);" >&2

@@ -136,6 +136,26 @@ static void make_call(const parity_case_t *c, parity_abi_tensor_t *in, parity_ab
 }
 
 /* One judged run of kernel k on case c (with the determinism rerun when `rerun`). */
+/* Judge every output of a case; sets verdict unfaithful when any element exceeds its tolerance. */
+static void judge_case_outputs(const parity_case_t *c, parity_tensor_t *const *o, parity_wl_result_t *res)
+{
+    double *row_err = NULL;
+    for (int i = 0; i < c->n_outputs; i++) {
+        const parity_ref_output_t *R = &c->ref[i];
+        double *re = (i == 0) ? (row_err = malloc((size_t)R->rows * sizeof *row_err)) : NULL;
+        parity_judge_output(R, &o[i]->view, PARITY_DT_F32, i, res, re);
+        if (i == 0 && row_err) res->hit_corr = R->slot ? parity_hit_correlation(R, row_err) : NAN;
+    }
+    free(row_err);
+    if (res->max_q > 1) {
+        res->verdict = PARITY_VERDICT_UNFAITHFUL;
+        if (res->nan_count)
+            snprintf(res->detail, sizeof res->detail,
+                     "%lld NaN outputs (NaN-prefilled outputs left unwritten, or NaN computed)",
+                     (long long)res->nan_count);
+    }
+}
+
 /* rerun: the reference-prefilled second run (unwritten outputs, nondeterminism); decoy: a first
  * call on decoy inputs in the same child (caching). Both cost a kernel call each, so the driver
  * asks for them on the small workloads and not on production-sized ones. */
@@ -227,21 +247,7 @@ static void run_one(const parity_kernel_ref_t *kr, case_slot_t *cs, const parity
         }
     }
     /* Numeric judgement of the NaN-prefilled run. */
-    double *row_err = NULL;
-    for (int i = 0; i < c->n_outputs; i++) {
-        const parity_ref_output_t *R = &c->ref[i];
-        double *re = (i == 0) ? (row_err = malloc((size_t)R->rows * sizeof *row_err)) : NULL;
-        parity_judge_output(R, &o[i]->view, PARITY_DT_F32, i, res, re);
-        if (i == 0 && row_err) res->hit_corr = R->slot ? parity_hit_correlation(R, row_err) : NAN;
-    }
-    free(row_err);
-    if (res->max_q > 1) {
-        res->verdict = PARITY_VERDICT_UNFAITHFUL;
-        if (res->nan_count)
-            snprintf(res->detail, sizeof res->detail,
-                     "%lld NaN outputs (NaN-prefilled outputs left unwritten, or NaN computed)",
-                     (long long)res->nan_count);
-    }
+    judge_case_outputs(c, o, res);
     if (rerun && res->verdict == PARITY_VERDICT_FAITHFUL) {
         parity_tensor_t *o2[PARITY_OP_MAX_ARGS] = {0};
         parity_abi_tensor_t out2[PARITY_OP_MAX_ARGS];
@@ -630,4 +636,45 @@ void parity_check_results_free(parity_kernel_result_t *r, int n)
     if (!r) return;
     for (int k = 0; k < n; k++) free(r[k].wl);
     free(r);
+}
+
+/* The file-based flow: judge outputs produced elsewhere for case c, with the same floor,
+ * judgement and diagnosis as check. The case is borrowed, not freed. */
+parity_status_t parity_compare_case(parity_case_t *c, parity_tensor_t *const *outs,
+                                    const parity_kernel_ref_t *kr, const parity_check_opts_t *opts,
+                                    parity_wl_result_t *res)
+{
+    case_slot_t cs;
+    memset(&cs, 0, sizeof cs);
+    cs.c = c;
+    cs.dt = c->in_dtype;
+    memset(res, 0, sizeof *res);
+    snprintf(res->workload, sizeof res->workload, "%s", c->wl->name);
+    res->production = c->wl->production;
+    res->hit_corr = NAN;
+    res->floor_q = -1;
+    if (opts->noise_floor) {
+        int nf = 0;
+        for (int i = 0; i < parity_catalog_count() && nf < (c->wl->production ? 1 : N_FLOOR_KERNELS); i++) {
+            const parity_abi_kernel_t *k = parity_catalog_at(i);
+            if (strcmp(k->op, c->op->name) != 0 || !k->expected || strcmp(k->expected, "faithful") != 0 ||
+                k->out_dtype != PARITY_DT_F32 || k->in_dtype != (int32_t)c->in_dtype)
+                continue;
+            parity_kernel_ref_t fr = {k, "", 1};
+            parity_wl_result_t fres;
+            memset(&fres, 0, sizeof fres);
+            run_one(&fr, &cs, opts, 0, 0, &fres, NULL);
+            if (fres.verdict == PARITY_VERDICT_FAITHFUL || fres.verdict == PARITY_VERDICT_UNFAITHFUL)
+                res->floor_q = fres.max_q > res->floor_q ? fres.max_q : res->floor_q;
+            nf++;
+        }
+    }
+    res->verdict = PARITY_VERDICT_FAITHFUL;
+    judge_case_outputs(c, outs, res);
+    if (!c->wl->production) diagnose(&cs, kr, (parity_tensor_t **)outs, res);
+    for (int o = 0; o < PARITY_OP_MAX_ARGS; o++) {
+        free(cs.rows[o]);
+        for (int e = 0; e < PARITY_N_EMU; e++) free(cs.emu[o][e]);
+    }
+    return PARITY_OK;
 }

@@ -22,4 +22,9 @@ void parity_judge_output(const parity_ref_output_t *R, const parity_abi_tensor_t
                          double *row_err);
 double parity_hit_correlation(const parity_ref_output_t *R, const double *row_err);
 
+/* Judge outputs produced outside parity for case c (borrowed): floor, judgement, diagnosis. */
+parity_status_t parity_compare_case(parity_case_t *c, parity_tensor_t *const *outs,
+                                    const parity_kernel_ref_t *kr, const parity_check_opts_t *opts,
+                                    parity_wl_result_t *res);
+
 #endif

@@ -1,0 +1,59 @@
+/* The file-based flow for kernels written in any framework: `parity gen` writes an op's inputs
+ * for a workload and seed to safetensors (with the metadata that identifies them), the user's
+ * code produces the outputs anywhere (PyTorch, Triton, CUDA), and `parity compare` judges them
+ * with the same tolerances, floor and diagnosis as `parity check`.
+ * Deliberately not here: reading arbitrary user tensors without parity's metadata (the inputs
+ * must come from `parity gen`, so the reference is known to match them). */
+#ifndef PARITY_FILEFLOW_H
+#define PARITY_FILEFLOW_H
+
+#include "parity/kernel.h"
+#include "parity/op.h"
+#include "parity/verify.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Write op's inputs for (workload, seed) in dtype `dt` (the dtype of the floating-point inputs,
+ * f32 or bf16) to `path`, atomically. Metadata keys: parity.op, parity.workload, parity.seed,
+ * parity.dtype, parity.version, parity.attr.<name>, parity.output.<name>.shape ("V,D"). */
+parity_status_t parity_gen_inputs(const parity_op_t *op, const parity_workload_t *wl,
+                                  uint64_t seed, parity_dtype_t dt, const char *path,
+                                  parity_diag_t *diag);
+
+/* Rebuild the case (inputs and fp64 reference) described by an inputs file from parity_gen_inputs
+ * and verify that every input tensor in the file is byte-identical to the regenerated one, so the
+ * reference matches what the user's code read. expect_op may be NULL. Errors name the file and
+ * the field: PARITY_E_IO, PARITY_E_FORMAT (missing metadata/tensor, wrong dtype or shape, bytes
+ * that differ), PARITY_E_NOTFOUND (unknown op/workload in the metadata), PARITY_E_INVALID (the
+ * file is for another op than expect_op). */
+parity_status_t parity_case_load(const char *inputs_path, const parity_op_t *expect_op,
+                                 parity_case_t **out, parity_diag_t *diag);
+
+/* Read outputs for case c from a safetensors file: one tensor per op output name, with the
+ * output's shape, dtype F32, BF16, F16 or F64 (all outputs the same dtype). outs[i] are new
+ * tensors (free with parity_tensor_free); *dt gets the dtype. */
+parity_status_t parity_outputs_load(const parity_case_t *c, const char *path, parity_tensor_t **outs,
+                                    parity_dtype_t *dt, parity_diag_t *diag);
+/* Write outputs (as a kernel produced them) to a safetensors file, atomically. */
+parity_status_t parity_outputs_save(const parity_case_t *c, parity_tensor_t *const *outs,
+                                    const char *path, parity_diag_t *diag);
+
+/* Run kernel kr on case c in a child process (timeout in seconds); outs[i] get new tensors.
+ * *verdict is PARITY_VERDICT_FAITHFUL when it ran (not yet judged) or the failure verdict. */
+parity_status_t parity_run_kernel(parity_case_t *c, const parity_kernel_ref_t *kr, double timeout_s,
+                                  parity_tensor_t **outs, parity_verdict_t *verdict, char *detail,
+                                  size_t detail_len);
+
+/* Judge outputs of case c as `parity check` judges a kernel's: res gets one workload result
+ * (res->wl is allocated; free with parity_check_results_free(res, 1) semantics: free(res->wl)).
+ * kr names the candidate in the report (its k->out_dtype must be the outputs' dtype). */
+parity_status_t parity_compare_run(parity_case_t *c, parity_tensor_t *const *outs,
+                                   const parity_kernel_ref_t *kr, const parity_check_opts_t *opts,
+                                   parity_kernel_result_t *res);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,62 @@
+/* `parity gen OP --workload W --seed S --out inputs.safetensors`: an op's inputs for any
+ * framework's kernel; `parity compare` judges the outputs. */
+#include <string.h>
+
+#include "cli.h"
+#include "parity/fileflow.h"
+
+void parity_help_gen(FILE *out)
+{
+    fprintf(out,
+        "usage: parity gen OP --workload W [--seed S] [--dtype bf16|f32] --out FILE.safetensors\n\n"
+        "Writes OP's inputs for workload W and seed S to a safetensors file, one tensor per input\n"
+        "(names as `parity ops OP` lists them), with metadata naming the op, workload, seed, dtype,\n"
+        "attributes (e.g. parity.attr.eps) and the shape each output must have\n"
+        "(parity.output.NAME.shape). Run your kernel on them in any framework, save its outputs\n"
+        "(one tensor per output name, F32/BF16/F16/F64) and judge them with `parity compare`.\n\n"
+        "options:\n"
+        "  --workload W   a workload preset of OP (default: the first, see parity ops OP)\n"
+        "  --seed S       default 1\n"
+        "  --dtype D      dtype of the floating-point inputs: bf16 (default) or f32\n"
+        "  --out FILE     where to write (atomically)\n\n"
+        "example (examples/pytorch/ does the whole round trip):\n"
+        "  parity gen embedding_rmsnorm_bwd --workload text --out in.safetensors\n"
+        "  python my_kernel.py in.safetensors out.safetensors\n"
+        "  parity compare embedding_rmsnorm_bwd in.safetensors out.safetensors\n");
+}
+
+int parity_cmd_gen(int argc, char **argv)
+{
+    const char *opn = NULL, *wn = NULL, *outp = NULL, *dtn = "bf16";
+    uint64_t seed = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if ((!strcmp(a, "--workload") || !strcmp(a, "--seed") || !strcmp(a, "--dtype") ||
+             !strcmp(a, "--out")) && !v)
+            return cli_usage_error("gen", NULL, "%s needs a value", a);
+        if (!strcmp(a, "--workload")) wn = argv[++i];
+        else if (!strcmp(a, "--out")) outp = argv[++i];
+        else if (!strcmp(a, "--dtype")) dtn = argv[++i];
+        else if (!strcmp(a, "--seed")) {
+            if (cli_parse_u64(argv[++i], &seed) != 0)
+                return cli_usage_error("gen", "--seed 1", "--seed wants a non-negative integer, got '%s'", v);
+        } else if (a[0] == '-') return cli_usage_error("gen", NULL, "unknown option '%s'", a);
+        else if (!opn) opn = a;
+        else return cli_usage_error("gen", NULL, "unexpected argument '%s'", a);
+    }
+    if (!opn) return cli_usage_error("gen", "parity gen embedding_rmsnorm_bwd --out in.safetensors", "which op?");
+    const parity_op_t *op = parity_op_find(opn);
+    if (!op) return cli_usage_error("gen", "parity ops", "no op '%s'", opn);
+    if (!outp) return cli_usage_error("gen", "--out inputs.safetensors", "no --out file");
+    const parity_workload_t *wl = wn ? parity_op_find_preset(op, wn) : &op->presets[0];
+    if (!wl) return cli_usage_error("gen", "parity ops (lists each op's workloads)", "op %s has no workload '%s'", op->name, wn);
+    parity_dtype_t dt;
+    if (parity_dtype_from_name(dtn, &dt) != PARITY_OK || (dt != PARITY_DT_BF16 && dt != PARITY_DT_F32))
+        return cli_usage_error("gen", "--dtype bf16", "--dtype must be bf16 or f32, got '%s'", dtn);
+    parity_diag_t diag = {{0}};
+    parity_status_t st = parity_gen_inputs(op, wl, seed, dt, outp, &diag);
+    if (st != PARITY_OK) return cli_input_error("gen", "%s", diag.msg[0] ? diag.msg : parity_status_str(st));
+    fprintf(stderr, "wrote %s: op %s, workload %s, seed %llu, %s inputs\n", outp, op->name, wl->name,
+            (unsigned long long)seed, parity_dtype_name(dt));
+    return PARITY_EXIT_OK;
+}
