@@ -14,8 +14,8 @@ void parity_help_train(FILE *out)
     parity_train_config_t c;
     parity_train_config_default(&c);
     fprintf(out,
-            "usage: parity train --kernel K [--data text|zipf|uniform|all] "
-            "[--optimizer sgd|sgdm|adamw|all]\n"
+            "usage: parity train --kernel K [--data text,zipf,uniform|all] "
+            "[--optimizer sgd,sgdm,adamw|all]\n"
             "                    [--steps N] [--seed S] [--json FILE] [--svg FILE] [options]\n\n"
             "Trains a small transformer LM (token embedding -> RMSNorm -> pre-norm block(s) -> "
             "RMSNorm -> LM head)\ntwice from the same weights and data order: once with the fp32 "
@@ -27,9 +27,10 @@ void parity_help_train(FILE *out)
             "(the kernel failed or wrote non-finite values), diverged.\n\n"
             "  --kernel K       builtin:NAME (parity kernels embedding_rmsnorm_bwd) or PATH.so[:NAME];\n"
             "                   runs in this process: a kernel that crashes kills the run\n"
-            "  --data D         text (tinyshakespeare, GPT-2 BPE, remapped to a dense vocabulary),\n"
-            "                   zipf, uniform, or all (default all)\n"
-            "  --optimizer O    sgd, sgdm (momentum %.2g), adamw, or all = sgd,sgdm,adamw (default all)\n"
+            "  --data D         comma list of text (tinyshakespeare, GPT-2 BPE, remapped to a dense\n"
+            "                   vocabulary), zipf, uniform; or all (default all)\n"
+            "  --optimizer O    comma list of sgd, sgdm (momentum %.2g), adamw; or all = sgd,sgdm,adamw\n"
+            "                   (default sgd,adamw)\n"
             "  --steps N        training steps (default %d)\n"
             "  --seed S         weights and data order (default %llu); the noise run uses S+1\n"
             "  --batch B        sequences per step (default %d, of %d tokens: %d tokens/step)\n"
@@ -77,7 +78,7 @@ int parity_cmd_train(int argc, char **argv)
 {
     parity_train_config_t cfg;
     parity_train_config_default(&cfg);
-    const char *kspec = NULL, *data = "all", *optn = "all", *json = NULL, *svg = NULL;
+    const char *kspec = NULL, *data = "all", *optn = "sgd,adamw", *json = NULL, *svg = NULL;
     int quiet = 0, timing = 0, rc;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -122,21 +123,27 @@ int parity_cmd_train(int argc, char **argv)
     parity_train_data_t datas[3];
     parity_train_opt_t opts[3];
     int nd = 0, no = 0;
-    if (strcmp(data, "all") == 0) {
-        datas[0] = PARITY_TRAIN_DATA_TEXT; datas[1] = PARITY_TRAIN_DATA_ZIPF; datas[2] = PARITY_TRAIN_DATA_UNIFORM;
-        nd = 3;
-    } else {
-        for (int d = 0; d < 3; d++)
-            if (strcmp(data, parity_train_data_name((parity_train_data_t)d)) == 0) datas[nd++] = (parity_train_data_t)d;
-        if (!nd) return cli_usage_error("train", "--data text|zipf|uniform|all", "unknown --data '%s'", data);
-    }
-    if (strcmp(optn, "all") == 0) {
-        opts[0] = PARITY_TRAIN_OPT_SGD; opts[1] = PARITY_TRAIN_OPT_SGDM; opts[2] = PARITY_TRAIN_OPT_ADAMW;
-        no = 3;
-    } else {
-        for (int o = 0; o < 3; o++)
-            if (strcmp(optn, parity_train_opt_name((parity_train_opt_t)o)) == 0) opts[no++] = (parity_train_opt_t)o;
-        if (!no) return cli_usage_error("train", "--optimizer sgd|sgdm|adamw|all", "unknown --optimizer '%s'", optn);
+    /* comma-separated lists; "all" expands; duplicates are dropped */
+    for (int pass = 0; pass < 2; pass++) {
+        const char *spec = pass ? optn : data;
+        char buf[128];
+        snprintf(buf, sizeof buf, "%s", strcmp(spec, "all") == 0 ? (pass ? "sgd,sgdm,adamw" : "text,zipf,uniform") : spec);
+        for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            int found = -1;
+            for (int k = 0; k < 3; k++)
+                if (strcmp(tok, pass ? parity_train_opt_name((parity_train_opt_t)k)
+                                     : parity_train_data_name((parity_train_data_t)k)) == 0) found = k;
+            if (found < 0)
+                return pass ? cli_usage_error("train", "--optimizer sgd,sgdm,adamw or all", "unknown optimizer '%s'", tok)
+                            : cli_usage_error("train", "--data text,zipf,uniform or all", "unknown data '%s'", tok);
+            int dup = 0;
+            for (int k = 0; k < (pass ? no : nd); k++)
+                dup |= pass ? (int)opts[k] == found : (int)datas[k] == found;
+            if (dup) continue;
+            if (pass) opts[no++] = (parity_train_opt_t)found;
+            else datas[nd++] = (parity_train_data_t)found;
+        }
+        if (pass ? !no : !nd) return cli_usage_error("train", "--data all --optimizer sgd,adamw", "empty list '%s'", spec);
     }
 
     parity_kernel_list_t kl = {0};
