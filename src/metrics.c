@@ -16,6 +16,12 @@ void parity_metrics_csum_add(parity_csum_t *s, double x)
     if (s) metrics_csum_add(s, x);
 }
 
+void parity_metrics_csum_add_array(parity_csum_t *s, const double *x, size_t n)
+{
+    if (!s || !x) return;
+    for (size_t i = 0; i < n; i++) metrics_csum_add(s, x[i]);
+}
+
 void parity_metrics_csum_merge(parity_csum_t *a, const parity_csum_t *b)
 {
     if (a && b) metrics_csum_merge(a, b);

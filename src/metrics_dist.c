@@ -124,38 +124,58 @@ void parity_metrics_dist_free(parity_dist_t *d) { free(d); }
 /* k3 = (r - 1) - log r = e^x - 1 - x with x = log r. Near x = 0 the naive expm1(x) - x loses
  * about log2(2/|x|) bits to cancellation (1e-13 relative at x = 1e-3, 1e-8 at x = 1e-8), and
  * logprob differences between two faithful implementations are exactly that small. So for
- * |x| <= 1/2 we sum the Taylor series sum_{n>=2} x^n / n! by Horner: the first omitted term
- * relative to x^2/2 is 2 |x|^16 / 18! <= 2^-15 / 6.4e15 < 2^-67, and the terms shrink by
- * at least |x|/3 <= 1/6 each, so the rounding error stays a few ulps. Beyond 1/2 the
- * cancellation costs at most about 2.2 bits (at x = -1/2: 0.5 - 0.393 = 0.107). */
+ * |x| <= 1/2 we sum the Taylor series sum_{n>=2} x^n / n! by Horner, with as many terms as |x|
+ * needs: the first omitted term x^(N+1)/(N+1)! relative to the leading x^2/2 is
+ * 2 |x|^(N-1) / (N+1)!, which is
+ *   N = 8  for |x| <= 2^-7:  2 * 2^-49 / 9!  < 2^-66,
+ *   N = 11 for |x| <= 2^-4:  2 * 2^-40 / 12! < 2^-67,
+ *   N = 17 for |x| <= 1/2:   2 * 2^-16 / 18! < 2^-67,
+ * and the terms shrink by at least |x|/3 <= 1/6 each, so the rounding error stays a few ulps.
+ * (Typical logprob differences are ~1e-3: 7 coefficients instead of 16, the cost of k3 in a
+ * report.) Beyond 1/2 the cancellation costs at most about 2.2 bits (at x = -1/2:
+ * 0.5 - 0.393 = 0.107). */
+static const double k3_c[] = {
+    1.0 / 2,
+    1.0 / 6,
+    1.0 / 24,
+    1.0 / 120,
+    1.0 / 720,
+    1.0 / 5040,
+    1.0 / 40320, /* 1/8! */
+    1.0 / 362880,
+    1.0 / 3628800,
+    1.0 / 39916800, /* 1/11! */
+    1.0 / 479001600,
+    1.0 / 6227020800.0,
+    1.0 / 87178291200.0,
+    1.0 / 1307674368000.0,
+    1.0 / 20922789888000.0,
+    1.0 / 355687428096000.0, /* 1/17! */
+};
+
+/* x^2 (1/2 + x/6 + ... + x^(N-2)/N!) with the first nc coefficients (N = nc + 1). */
+static inline double k3_series(double x, int nc)
+{
+    double s = k3_c[nc - 1];
+    for (int i = nc - 2; i >= 0; i--) s = k3_c[i] + x * s;
+    return x * x * s;
+}
+
+/* k3 from x = log r and rm1 = expm1(x) (the caller has it), x finite. */
+static inline double k3_of(double x, double rm1)
+{
+    double ax = fabs(x);
+    if (ax <= 0x1p-7) return k3_series(x, 7);
+    if (ax <= 0x1p-4) return k3_series(x, 10);
+    if (ax <= 0.5) return k3_series(x, 16);
+    return rm1 - x;
+}
+
 double parity_metrics_k3(double x)
 {
     if (isnan(x)) return x;
-    if (fabs(x) <= 0.5) {
-        static const double c[] = {
-            1.0 / 2,
-            1.0 / 6,
-            1.0 / 24,
-            1.0 / 120,
-            1.0 / 720,
-            1.0 / 5040,
-            1.0 / 40320,
-            1.0 / 362880,
-            1.0 / 3628800,
-            1.0 / 39916800,
-            1.0 / 479001600,
-            1.0 / 6227020800.0,
-            1.0 / 87178291200.0,
-            1.0 / 1307674368000.0,
-            1.0 / 20922789888000.0,
-            1.0 / 355687428096000.0, /* 1/17! */
-        };
-        const int nc = (int)(sizeof c / sizeof c[0]);
-        double s = c[nc - 1];
-        for (int i = nc - 2; i >= 0; i--) s = c[i] + x * s;
-        return x * x * s;
-    }
     if (x == -INFINITY) return INFINITY;
+    if (fabs(x) <= 0.5) return k3_of(x, 0.0);
     return expm1(x) - x;
 }
 
@@ -176,24 +196,60 @@ static void upd_max(double *m, double v, uint64_t nprev)
     if (nprev == 0 || v > *m) *m = v;
 }
 
-static void dist_token(parity_dist_t *d, double a, double b)
+/* One pair's per-token quantities. The blocked path (fast = 1: finite pair, |log r| <= 30,
+ * finite probabilities) derives r from expm1 when |log r| < 1/2 (1 + expm1(x) is within about
+ * 1.5 ulp of exp(x) there, since the result is >= 0.6) and |p_B - p_A| from
+ * -expm1(-x) = expm1(x) / e^x, saving three exponentials per token. Everything else takes the
+ * single-token definitions verbatim. */
+static void prep_one(double a, double b, parity_dist_tok_t *t)
+{
+    memset(t, 0, sizeof *t);
+    t->cls = (uint32_t)classify(a, b);
+    if (t->cls != PAIR_FINITE) return;
+    double lr = a - b; /* log r; exact when a and b are within a factor 2 (Sterbenz) */
+    t->lr = lr;
+    t->pa = exp(a);
+    t->pb = exp(b);
+    if (fabs(lr) <= 30.0 && isfinite(t->pa) && isfinite(t->pb)) {
+        double rm1 = expm1(lr); /* r - 1 without cancellation */
+        double w = fabs(lr) < 0.5 ? 1.0 + rm1 : exp(lr);
+        t->rm1 = rm1;
+        t->w = w;
+        t->k3 = k3_of(lr, rm1);
+        /* |p_B - p_A| = e^max |expm1(min - max)|: for a > b that is p_A (1 - e^-x) = p_A rm1 / r,
+         * for a <= b it is p_B (-expm1(x)) exactly as below. */
+        t->adp = lr > 0.0 ? t->pa * (rm1 / w) : t->pb * -rm1;
+        t->fast = 1;
+        return;
+    }
+    t->k3 = parity_metrics_k3(lr);
+    t->rm1 = expm1(lr);
+    t->w = exp(lr);
+    /* |p_B - p_A| = e^max |expm1(min - max)|: no cancellation, no overflow. */
+    double hi = a > b ? a : b, lo = a > b ? b : a;
+    t->adp = exp(hi) * -expm1(lo - hi);
+}
+
+void parity_metrics_dist_prep(const double *lp_a, const double *lp_b, size_t n,
+                              parity_dist_tok_t *out)
+{
+    if (!lp_a || !lp_b || !out) return;
+    for (size_t i = 0; i < n; i++) prep_one(lp_a[i], lp_b[i], &out[i]);
+}
+
+/* One token, in stream order, with the non-finite conventions of every accumulator (used for
+ * the tokens the blocked path does not take). */
+static void dist_token(parity_dist_t *d, const parity_dist_tok_t *t)
 {
     d->n_tok++;
-    switch (classify(a, b)) {
+    switch (t->cls) {
     case PAIR_INVALID: d->n_invalid++; return;
     case PAIR_ZERO_MATCH: d->n_zero_match++; return;
     case PAIR_INF_MISMATCH: d->n_inf_mismatch++; return;
     default: break;
     }
     uint64_t nprev = d->n_finite++;
-    double lr = a - b;      /* log r; exact when a and b are within a factor 2 (Sterbenz) */
-    double delta = -lr;     /* b - a, also k1 */
-    double k3 = parity_metrics_k3(lr);
-    double rm1 = expm1(lr); /* r - 1 without cancellation */
-    double w = exp(lr);
-    /* |p_B - p_A| = e^max |expm1(min - max)|: no cancellation, no overflow. */
-    double hi = a > b ? a : b, lo = a > b ? b : a;
-    double adp = exp(hi) * -expm1(lo - hi);
+    double lr = t->lr, delta = -lr, k3 = t->k3, rm1 = t->rm1, w = t->w, adp = t->adp;
     double chi2 = rm1 * rm1;
     metrics_csum_add(&d->k1, delta);
     metrics_csum_add(&d->k2, 0.5 * lr * lr);
@@ -212,18 +268,123 @@ static void dist_token(parity_dist_t *d, double a, double b)
     upd_max(&d->iw_max, w, nprev);
     d->iw_n_low += w < d->opts.iw_low;
     d->iw_n_high += w > d->opts.iw_high;
-    comoment_add(&d->pearson, exp(a), exp(b));
+    comoment_add(&d->pearson, t->pa, t->pb);
     /* The sketches take finite values >= 0 only; an overflowed |delta| (both logprobs finite
      * but ~1e308 apart) cannot be placed and is visible through abs_dlogprob_max = inf. */
     (void)parity_metrics_qsketch_add(&d->q_dlp, fabs(delta));
     (void)parity_metrics_qsketch_add(&d->q_dp, adp);
 }
 
+/* Neumaier step without the non-finite guard: every term of the blocked path is finite and
+ * bounded (|log r| <= 30 gives r <= 1.1e13, r^2 <= 1.2e26), so no partial sum of fewer than
+ * 2^64 terms overflows. */
+static inline void nsum(double *s, double *c, double x)
+{
+    double t = *s + x;
+    *c += fabs(*s) >= fabs(x) ? (*s - t) + x : (x - t) + *s;
+    *s = t;
+}
+
+enum { S_K1, S_K2, S_K3, S_ADL, S_ADP, S_CHI2, S_W, S_W2, S_N };
+
+/* m >= 1 tokens, all with fast = 1, in one go: compensated partial sums of the block merged
+ * into the running ones (parity_metrics_csum_merge semantics), block extrema, and the
+ * importance-weight variance and the Pearson co-moments by two passes over the block (mean,
+ * then squared deviations; the block is in cache) merged with Chan et al.'s update, the same
+ * update parity_metrics_dist_merge uses. */
+#define DIST_BLOCK 256
+static void dist_block(parity_dist_t *d, const parity_dist_tok_t *t, size_t m)
+{
+    double s[S_N] = {0}, c[S_N] = {0};
+    double mk3 = t[0].k3, mdl = fabs(t[0].lr), mdp = t[0].adp, mchi = t[0].rm1 * t[0].rm1;
+    double wmin = t[0].w, wmax = t[0].w, spa = 0.0, spb = 0.0;
+    double lo = d->opts.iw_low, hi = d->opts.iw_high;
+    uint64_t nlo = 0, nhi = 0;
+    for (size_t i = 0; i < m; i++) {
+        double lr = t[i].lr, k3 = t[i].k3, rm1 = t[i].rm1, w = t[i].w, adp = t[i].adp;
+        double adl = fabs(lr), chi2 = rm1 * rm1;
+        nsum(&s[S_K1], &c[S_K1], -lr);
+        nsum(&s[S_K2], &c[S_K2], 0.5 * lr * lr);
+        nsum(&s[S_K3], &c[S_K3], k3);
+        nsum(&s[S_ADL], &c[S_ADL], adl);
+        nsum(&s[S_ADP], &c[S_ADP], adp);
+        nsum(&s[S_CHI2], &c[S_CHI2], chi2);
+        nsum(&s[S_W], &c[S_W], w);
+        nsum(&s[S_W2], &c[S_W2], w * w);
+        mk3 = k3 > mk3 ? k3 : mk3;
+        mdl = adl > mdl ? adl : mdl;
+        mdp = adp > mdp ? adp : mdp;
+        mchi = chi2 > mchi ? chi2 : mchi;
+        wmin = w < wmin ? w : wmin;
+        wmax = w > wmax ? w : wmax;
+        nlo += w < lo;
+        nhi += w > hi;
+        spa += t[i].pa;
+        spb += t[i].pb;
+        metrics_qs_add(&d->q_dlp, adl);
+        metrics_qs_add(&d->q_dp, adp);
+    }
+    double md = (double)m, mw = (s[S_W] + c[S_W]) / md, mx = spa / md, my = spb / md;
+    double m2w = 0.0, m2x = 0.0, m2y = 0.0, cxy = 0.0;
+    for (size_t i = 0; i < m; i++) {
+        double dw = t[i].w - mw, dx = t[i].pa - mx, dy = t[i].pb - my;
+        m2w += dw * dw;
+        m2x += dx * dx;
+        m2y += dy * dy;
+        cxy += dx * dy;
+    }
+    uint64_t nprev = d->n_finite;
+    d->n_tok += m;
+    d->n_finite += m;
+    parity_csum_t *dst[S_N] = {&d->k1, &d->k2, &d->k3, &d->abs_dlp,
+                               &d->abs_dp, &d->chi2, &d->iw_sum, &d->iw_sum2};
+    for (int k = 0; k < S_N; k++) {
+        parity_csum_t b = {s[k], c[k]};
+        metrics_csum_merge(dst[k], &b);
+    }
+    upd_max(&d->k3_max, mk3, nprev);
+    upd_max(&d->abs_dlp_max, mdl, nprev);
+    upd_max(&d->abs_dp_max, mdp, nprev);
+    upd_max(&d->chi2_max, mchi, nprev);
+    if (nprev == 0 || wmin < d->iw_min) d->iw_min = wmin;
+    upd_max(&d->iw_max, wmax, nprev);
+    d->iw_n_low += nlo;
+    d->iw_n_high += nhi;
+    welford_t wb = {md, mw, m2w};
+    welford_merge(&d->iw, &wb);
+    comoment_t cb = {md, mx, my, m2x, m2y, cxy};
+    comoment_merge(&d->pearson, &cb);
+}
+
+parity_status_t parity_metrics_dist_add_prepped(parity_dist_t *d, const parity_dist_tok_t *t,
+                                                size_t n)
+{
+    if (!d || (n > 0 && !t)) return PARITY_E_INVALID;
+    size_t i = 0;
+    while (i < n) {
+        size_t j = i;
+        while (j < n && j - i < DIST_BLOCK && t[j].fast) j++;
+        if (j > i) {
+            dist_block(d, t + i, j - i);
+            i = j;
+        } else {
+            dist_token(d, &t[i]);
+            i++;
+        }
+    }
+    return PARITY_OK;
+}
+
 parity_status_t parity_metrics_dist_add_tokens(parity_dist_t *d, const double *lp_a,
                                                const double *lp_b, size_t n)
 {
     if (!d || (n > 0 && (!lp_a || !lp_b))) return PARITY_E_INVALID;
-    for (size_t i = 0; i < n; i++) dist_token(d, lp_a[i], lp_b[i]);
+    parity_dist_tok_t buf[DIST_BLOCK];
+    for (size_t i = 0; i < n; i += DIST_BLOCK) {
+        size_t m = n - i < DIST_BLOCK ? n - i : DIST_BLOCK;
+        parity_metrics_dist_prep(lp_a + i, lp_b + i, m, buf);
+        (void)parity_metrics_dist_add_prepped(d, buf, m);
+    }
     return PARITY_OK;
 }
 
@@ -262,6 +423,27 @@ parity_status_t parity_metrics_seq(const double *lp_a, const double *lp_b, size_
     return PARITY_OK;
 }
 
+/* A sequence's entry into the per-sequence statistics, from its token count n, its number of
+ * finite pairs nf and the compensated sum lrs of their log r (parity_metrics_seq's values). */
+static void dist_seq_enter(parity_dist_t *d, size_t n, uint64_t nf, double lrs)
+{
+    d->n_seq++;
+    if (nf < n) d->n_seq_nonfinite++;
+    if (nf == 0) {
+        d->n_seq_empty++;
+        return;
+    }
+    double nd = (double)nf, dlogppl = lrs / nd, ppl_ratio = exp(dlogppl);
+    double e = expm1(lrs); /* prod r - 1 */
+    uint64_t nprev = d->n_seq - d->n_seq_empty - 1; /* sequences already in the means */
+    metrics_csum_add(&d->dlogppl, dlogppl);
+    metrics_csum_add(&d->ppl_ratio, ppl_ratio);
+    metrics_csum_add(&d->chi2_seq, e * e);
+    upd_max(&d->dlogppl_max_abs, fabs(dlogppl), nprev);
+    upd_max(&d->ppl_ratio_max, ppl_ratio, nprev);
+    if (nprev == 0 || ppl_ratio < d->ppl_ratio_min) d->ppl_ratio_min = ppl_ratio;
+}
+
 parity_status_t parity_metrics_dist_add_seq(parity_dist_t *d, const double *lp_a,
                                             const double *lp_b, size_t n)
 {
@@ -270,19 +452,23 @@ parity_status_t parity_metrics_dist_add_seq(parity_dist_t *d, const double *lp_a
     parity_status_t st = parity_metrics_seq(lp_a, lp_b, n, &s);
     if (st != PARITY_OK) return st;
     (void)parity_metrics_dist_add_tokens(d, lp_a, lp_b, n);
-    d->n_seq++;
-    if (s.n_finite < s.n) d->n_seq_nonfinite++;
-    if (s.n_finite == 0) {
-        d->n_seq_empty++;
-        return PARITY_OK;
+    dist_seq_enter(d, n, s.n_finite, s.log_ratio_sum);
+    return PARITY_OK;
+}
+
+parity_status_t parity_metrics_dist_add_seq_prepped(parity_dist_t *d, const parity_dist_tok_t *t,
+                                                    size_t n)
+{
+    if (!d || (n > 0 && !t)) return PARITY_E_INVALID;
+    (void)parity_metrics_dist_add_prepped(d, t, n);
+    parity_csum_t slr = {0, 0};
+    uint64_t nf = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (t[i].cls != PAIR_FINITE) continue;
+        nf++;
+        metrics_csum_add(&slr, t[i].lr);
     }
-    uint64_t nprev = d->n_seq - d->n_seq_empty - 1; /* sequences already in the means */
-    metrics_csum_add(&d->dlogppl, s.dlogppl);
-    metrics_csum_add(&d->ppl_ratio, s.ppl_ratio);
-    metrics_csum_add(&d->chi2_seq, s.chi2_seq);
-    upd_max(&d->dlogppl_max_abs, fabs(s.dlogppl), nprev);
-    upd_max(&d->ppl_ratio_max, s.ppl_ratio, nprev);
-    if (nprev == 0 || s.ppl_ratio < d->ppl_ratio_min) d->ppl_ratio_min = s.ppl_ratio;
+    dist_seq_enter(d, n, nf, metrics_csum_value(&slr));
     return PARITY_OK;
 }
 

@@ -4,6 +4,8 @@
 #define PARITY_METRICS_IMPL_H
 
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "parity/metrics.h"
 
@@ -56,6 +58,33 @@ struct parity_qsketch {
     double exact[PARITY_QSKETCH_EXACT_MAX];
     uint64_t bins[QS_NBINS];
 };
+
+/* Add x to the sketch; x must be finite and >= 0 (the caller checks; -0 counts as 0). The
+ * body of parity_metrics_qsketch_add, inlined into the distribution accumulator's loops. */
+static inline void metrics_qs_add(struct parity_qsketch *q, double x)
+{
+    x = x + 0.0; /* -0 -> +0 so the bit tricks below never see a sign bit */
+    if (q->n == 0 || x < q->min) q->min = x;
+    if (q->n == 0 || x > q->max) q->max = x;
+    if (q->n_exact == q->n && q->n_exact < PARITY_QSKETCH_EXACT_MAX) {
+        q->exact[q->n_exact++] = x;
+        q->sorted = 0;
+    }
+    q->n++;
+    if (x == 0.0) {
+        q->n_zero++;
+    } else if (x < 0x1p-64) {
+        q->n_under++;
+    } else if (x >= 0x1p64) {
+        q->n_over++;
+    } else {
+        /* bin = (biased exponent - QS_EXP_LO) * 128 + top 7 fraction bits */
+        uint64_t u;
+        memcpy(&u, &x, sizeof u);
+        uint64_t e = u >> 52, m = (u >> (52 - QS_BITS)) & ((1u << QS_BITS) - 1);
+        q->bins[((e - QS_EXP_LO) << QS_BITS) | m]++;
+    }
+}
 
 /* Empty the sketch (no allocation). */
 void parity_metrics_qs_reset(struct parity_qsketch *q);

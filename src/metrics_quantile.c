@@ -27,27 +27,11 @@ parity_status_t parity_metrics_qsketch_new(parity_qsketch_t **out)
 
 void parity_metrics_qsketch_free(parity_qsketch_t *q) { free(q); }
 
-static uint64_t dbits(double x)
-{
-    uint64_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-
 static double bitsd(uint64_t u)
 {
     double x;
     memcpy(&x, &u, sizeof x);
     return x;
-}
-
-/* Bin of x in [2^-64, 2^64): (biased exponent - QS_EXP_LO) * 128 + top 7 fraction bits. */
-static size_t qs_bin(double x)
-{
-    uint64_t u = dbits(x);
-    uint64_t e = u >> 52;
-    uint64_t m = (u >> (52 - QS_BITS)) & ((1u << QS_BITS) - 1);
-    return (size_t)(((e - QS_EXP_LO) << QS_BITS) | m);
 }
 
 /* Lower edge of bin i; qs_edge(i + 1) is its upper edge (for the last bin that is 2^64). */
@@ -58,28 +42,10 @@ static double qs_edge(size_t i)
     return bitsd((e << 52) | (m << (52 - QS_BITS)));
 }
 
-#define QS_LO 0x1p-64
-#define QS_HI 0x1p64
-
 parity_status_t parity_metrics_qsketch_add(parity_qsketch_t *q, double x)
 {
     if (!q || !(x >= 0.0) || !isfinite(x)) return PARITY_E_INVALID;
-    x = x + 0.0; /* -0 -> +0 so the bit tricks below never see a sign bit */
-    if (q->n == 0 || x < q->min) q->min = x;
-    if (q->n == 0 || x > q->max) q->max = x;
-    if (q->n_exact == q->n && q->n_exact < PARITY_QSKETCH_EXACT_MAX) {
-        q->exact[q->n_exact++] = x;
-        q->sorted = 0;
-    }
-    q->n++;
-    if (x == 0.0)
-        q->n_zero++;
-    else if (x < QS_LO)
-        q->n_under++;
-    else if (x >= QS_HI)
-        q->n_over++;
-    else
-        q->bins[qs_bin(x)]++;
+    metrics_qs_add(q, x);
     return PARITY_OK;
 }
 

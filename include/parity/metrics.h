@@ -32,6 +32,9 @@ void parity_metrics_csum_add(parity_csum_t *s, double x);
 /* a += b (the sum of a's terms followed by b's terms). */
 void parity_metrics_csum_merge(parity_csum_t *a, const parity_csum_t *b);
 double parity_metrics_csum_value(const parity_csum_t *s);
+/* s += x[0] + ... + x[n-1] (compensated, in that order up to rounding: the terms may be
+ * gathered in a few partial compensated sums that are then merged). NULL s or x: no-op. */
+void parity_metrics_csum_add_array(parity_csum_t *s, const double *x, size_t n);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Error metrics: candidate y against reference r.                                            */
@@ -313,6 +316,41 @@ parity_status_t parity_metrics_seq(const double *lp_a, const double *lp_b, size_
 double parity_metrics_topk_kl(const double *lp_a, const double *lp_b, size_t k);
 /* |distinct non-negative ids of a found in b| / k; 0 for k == 0. */
 double parity_metrics_topk_overlap(const int32_t *ids_a, const int32_t *ids_b, size_t k);
+
+/* Precomputed per-token records. A token that enters several accumulators (the slices of a
+ * logprob report: overall, phase, position bucket, modality, ...) has its per-token quantities
+ * computed once by parity_metrics_dist_prep and then added to each accumulator with
+ * parity_metrics_dist_add_prepped / _add_seq_prepped, which give the same statistics as
+ * parity_metrics_dist_add_tokens / _add_seq on the same pairs (those two are implemented this
+ * way). Values agree with the single-token definitions above to a few ulps (docs/metrics.md). */
+enum {
+    PARITY_DIST_PAIR_FINITE = 0,      /* both finite: enters the token statistics */
+    PARITY_DIST_PAIR_INVALID = 1,     /* NaN or +inf on either side */
+    PARITY_DIST_PAIR_ZERO_MATCH = 2,  /* both -inf */
+    PARITY_DIST_PAIR_INF_MISMATCH = 3 /* one -inf against a finite value */
+};
+
+typedef struct {
+    double lr;    /* log r = a - b (delta = -lr) */
+    double k3;    /* parity_metrics_k3(lr) */
+    double rm1;   /* r - 1 = expm1(lr) */
+    double w;     /* r = exp(lr) */
+    double adp;   /* |exp(b) - exp(a)| */
+    double pa, pb; /* exp(a), exp(b) */
+    uint32_t cls;  /* PARITY_DIST_PAIR_*; the values above are 0 unless FINITE */
+    uint32_t fast; /* internal: 1 when finite with |lr| <= 30 and finite pa, pb (blocked path) */
+} parity_dist_tok_t;
+
+/* Fill out[0..n) from the pairs (lp_a[i], lp_b[i]). No-op for n == 0; the arrays must not be
+ * NULL otherwise. */
+void parity_metrics_dist_prep(const double *lp_a, const double *lp_b, size_t n,
+                              parity_dist_tok_t *out);
+/* Same as parity_metrics_dist_add_tokens / _add_seq on the pairs the records were prepared
+ * from. PARITY_E_INVALID for d NULL or t NULL with n > 0. */
+parity_status_t parity_metrics_dist_add_prepped(parity_dist_t *d, const parity_dist_tok_t *t,
+                                                size_t n);
+parity_status_t parity_metrics_dist_add_seq_prepped(parity_dist_t *d, const parity_dist_tok_t *t,
+                                                    size_t n);
 
 /* ctypes-friendly: a fresh accumulator with (iw_low, iw_high) fed with the n pairs, split into
  * nseq sequences of lengths seq_lens (summing to n; seq_lens NULL with nseq 0: tokens only),
