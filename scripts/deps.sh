@@ -33,7 +33,7 @@ fi
 
 # Oracle Python: Debian's python3 (numpy, torch) plus ml_dtypes from PyPI, in .venv. numpy is pinned
 # to Debian's version: a newer numpy from PyPI would shadow it and break Debian's torch 1.13.
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import ml_dtypes, numpy' 2>/dev/null; then
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import ml_dtypes, numpy, safetensors' 2>/dev/null; then
   if /usr/bin/python3 -m venv --system-site-packages .venv >/dev/null 2>&1 &&
      .venv/bin/python -m pip install -q --disable-pip-version-check \
        "numpy==$(/usr/bin/python3 -c 'import numpy; print(numpy.__version__)')" ml_dtypes safetensors >/dev/null 2>&1; then

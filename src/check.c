@@ -38,20 +38,44 @@ typedef struct {
     int64_t n_rows[PARITY_OP_MAX_ARGS];
     int64_t *rows[PARITY_OP_MAX_ARGS];
     double *emu[PARITY_OP_MAX_ARGS][PARITY_N_EMU];
+    /* Buffers reused across the kernels of a workload (allocating and faulting in hundreds of MB
+     * per run dominated the check's time): outputs for the judged run, the rerun and the decoy,
+     * per output dtype, and the decoy inputs. */
+    parity_tensor_t *pool[3][PARITY_OP_MAX_ARGS];
+    parity_dtype_t pool_dt[3];
+    parity_tensor_t *decoy_in[PARITY_OP_MAX_ARGS];
 } case_slot_t;
+
+enum { POOL_RUN = 0, POOL_RERUN = 1, POOL_DECOY = 2 };
 
 typedef struct {
     case_slot_t slots[4];
     int n;
 } case_cache_t;
 
+/* Free what a slot owns except the case itself. */
+static void slot_release(case_slot_t *s)
+{
+    for (int o = 0; o < PARITY_OP_MAX_ARGS; o++) {
+        free(s->rows[o]);
+        s->rows[o] = NULL;
+        for (int e = 0; e < PARITY_N_EMU; e++) {
+            free(s->emu[o][e]);
+            s->emu[o][e] = NULL;
+        }
+        for (int p = 0; p < 3; p++) {
+            parity_tensor_free(s->pool[p][o]);
+            s->pool[p][o] = NULL;
+        }
+        parity_tensor_free(s->decoy_in[o]);
+        s->decoy_in[o] = NULL;
+    }
+}
+
 static void cache_clear(case_cache_t *cc)
 {
     for (int i = 0; i < cc->n; i++) {
-        for (int o = 0; o < PARITY_OP_MAX_ARGS; o++) {
-            free(cc->slots[i].rows[o]);
-            for (int e = 0; e < PARITY_N_EMU; e++) free(cc->slots[i].emu[o][e]);
-        }
+        slot_release(&cc->slots[i]);
         parity_case_free(cc->slots[i].c);
     }
     memset(cc, 0, sizeof *cc);
@@ -81,24 +105,61 @@ static parity_status_t cache_get(case_cache_t *cc, const parity_op_t *op,
     return PARITY_OK;
 }
 
-/* Output tensors for a kernel on a case. */
-static int alloc_outputs(const parity_case_t *c, const parity_abi_kernel_t *k, parity_tensor_t **o)
+/* Output tensors for a kernel on a case, from the slot's pool `which` (owned by the slot; valid
+ * until the next call for the same pool). Guards are fresh. */
+static int pool_outputs(case_slot_t *cs, int which, const parity_abi_kernel_t *k, parity_tensor_t **o)
 {
+    const parity_case_t *c = cs->c;
+    parity_dtype_t dt = (parity_dtype_t)k->out_dtype;
+    if (cs->pool[which][0] && cs->pool_dt[which] != dt)
+        for (int i = 0; i < c->n_outputs; i++) {
+            parity_tensor_free(cs->pool[which][i]);
+            cs->pool[which][i] = NULL;
+        }
     for (int i = 0; i < c->n_outputs; i++) {
-        o[i] = parity_tensor_new(c->op->output_names[i], (parity_dtype_t)k->out_dtype,
-                                 c->out_ndim[i], c->out_shape[i]);
-        if (!o[i]) return -1;
+        if (!cs->pool[which][i])
+            cs->pool[which][i] = parity_tensor_new(c->op->output_names[i], dt, c->out_ndim[i],
+                                                   c->out_shape[i]);
+        if (!cs->pool[which][i]) return -1;
+        parity_tensor_reset_guards(cs->pool[which][i]);
+        o[i] = cs->pool[which][i];
+    }
+    cs->pool_dt[which] = dt;
+    return 0;
+}
+
+/* The decoy inputs of a case, built once: floating-point inputs scaled by -2 (exact), others
+ * copied. */
+static int decoy_inputs(case_slot_t *cs)
+{
+    const parity_case_t *c = cs->c;
+    for (int i = 0; i < c->n_inputs; i++) {
+        if (cs->decoy_in[i]) continue;
+        const parity_tensor_t *src = c->inputs[i];
+        parity_tensor_t *t = parity_tensor_new(src->name, (parity_dtype_t)src->view.dtype,
+                                               src->view.ndim, src->view.shape);
+        if (!t) return -1;
+        int64_t ne = parity_tensor_numel(&src->view);
+        if (c->op->input_is_float[i] && src->view.dtype == PARITY_DT_F32) {
+            const float *a = src->view.data;
+            float *b = t->view.data;
+            for (int64_t e = 0; e < ne; e++) b[e] = -2.0f * a[e];
+        } else if (c->op->input_is_float[i] && src->view.dtype == PARITY_DT_BF16) {
+            const uint16_t *a = src->view.data;
+            uint16_t *b = t->view.data;
+            for (int64_t e = 0; e < ne; e++)
+                b[e] = parity_fp32_to_bf16_1(-2.0f * parity_bf16_to_fp32_1(a[e]));
+        } else if (c->op->input_is_float[i]) {
+            for (int64_t e = 0; e < ne; e++)
+                parity_tensor_set(&t->view, e, -2.0 * parity_tensor_get(&src->view, e));
+        } else {
+            memcpy(t->view.data, src->view.data, src->nbytes);
+        }
+        cs->decoy_in[i] = t;
     }
     return 0;
 }
 
-static void free_outputs(parity_tensor_t **o, int n)
-{
-    for (int i = 0; i < n; i++) {
-        parity_tensor_free(o[i]);
-        o[i] = NULL;
-    }
-}
 
 /* Fill an output with the reference rounded to its dtype (the second run's prefill: a kernel
  * that leaves elements unwritten then returns different bits than with the NaN prefill). */
@@ -167,10 +228,9 @@ static void run_one(const parity_kernel_ref_t *kr, case_slot_t *cs, const parity
     parity_tensor_t *o[PARITY_OP_MAX_ARGS] = {0};
     parity_abi_tensor_t in[PARITY_OP_MAX_ARGS], out[PARITY_OP_MAX_ARGS];
     parity_abi_call_t call;
-    if (alloc_outputs(c, k, o) != 0) {
+    if (pool_outputs(cs, POOL_RUN, k, o) != 0) {
         res->verdict = PARITY_VERDICT_CRASHED;
         snprintf(res->detail, sizeof res->detail, "harness could not allocate the outputs");
-        free_outputs(o, c->n_outputs);
         return;
     }
     uint64_t in_hash[PARITY_OP_MAX_ARGS];
@@ -182,36 +242,12 @@ static void run_one(const parity_kernel_ref_t *kr, case_slot_t *cs, const parity
     make_call(c, in, out, o, opts, c->seed, &call);
     /* Decoy: the same shapes with every floating-point input scaled by -2 (exact) and a different
      * seed, in buffers of its own; run first in the same child to defeat caching. */
-    parity_tensor_t *din[PARITY_OP_MAX_ARGS] = {0}, *dout[PARITY_OP_MAX_ARGS] = {0};
+    parity_tensor_t *dout[PARITY_OP_MAX_ARGS] = {0};
     parity_abi_tensor_t dinv[PARITY_OP_MAX_ARGS], doutv[PARITY_OP_MAX_ARGS];
     parity_abi_call_t decoy;
-    int have_decoy = use_decoy && alloc_outputs(c, k, dout) == 0;
-    for (int i = 0; have_decoy && i < c->n_inputs; i++) {
-        const parity_tensor_t *src = c->inputs[i];
-        din[i] = parity_tensor_new(src->name, (parity_dtype_t)src->view.dtype, src->view.ndim,
-                                   src->view.shape);
-        if (!din[i]) {
-            have_decoy = 0;
-            break;
-        }
-        int64_t ne = parity_tensor_numel(&src->view);
-        if (c->op->input_is_float[i] && src->view.dtype == PARITY_DT_F32) {
-            const float *a = src->view.data;
-            float *b = din[i]->view.data;
-            for (int64_t e = 0; e < ne; e++) b[e] = -2.0f * a[e];
-        } else if (c->op->input_is_float[i] && src->view.dtype == PARITY_DT_BF16) {
-            const uint16_t *a = src->view.data;
-            uint16_t *b = din[i]->view.data;
-            for (int64_t e = 0; e < ne; e++)
-                b[e] = parity_fp32_to_bf16_1(-2.0f * parity_bf16_to_fp32_1(a[e]));
-        } else if (c->op->input_is_float[i]) {
-            for (int64_t e = 0; e < ne; e++)
-                parity_tensor_set(&din[i]->view, e, -2.0 * parity_tensor_get(&src->view, e));
-        } else
-            memcpy(din[i]->view.data, src->view.data, src->nbytes);
-    }
+    int have_decoy = use_decoy && pool_outputs(cs, POOL_DECOY, k, dout) == 0 && decoy_inputs(cs) == 0;
     if (have_decoy) {
-        for (int i = 0; i < c->n_inputs; i++) dinv[i] = din[i]->view;
+        for (int i = 0; i < c->n_inputs; i++) dinv[i] = cs->decoy_in[i]->view;
         for (int i = 0; i < c->n_outputs; i++) doutv[i] = dout[i]->view;
         decoy = call;
         decoy.inputs = dinv;
@@ -220,8 +256,6 @@ static void run_one(const parity_kernel_ref_t *kr, case_slot_t *cs, const parity
     }
     res->verdict = parity_run_isolated(k, have_decoy ? &decoy : NULL, &call, opts->timeout_s,
                                        res->detail, sizeof res->detail, &res->seconds);
-    free_outputs(din, c->n_inputs);
-    free_outputs(dout, c->n_outputs);
     if (res->verdict != PARITY_VERDICT_FAITHFUL) goto done;
     for (int i = 0; i < c->n_outputs; i++)
         if (!parity_tensor_guards_ok(o[i])) {
@@ -254,7 +288,7 @@ static void run_one(const parity_kernel_ref_t *kr, case_slot_t *cs, const parity
         parity_abi_call_t call2;
         char det[200];
         double secs;
-        if (alloc_outputs(c, k, o2) == 0) {
+        if (pool_outputs(cs, POOL_RERUN, k, o2) == 0) {
             for (int i = 0; i < c->n_outputs; i++) fill_reference(o2[i], &c->ref[i]);
             make_call(c, in, out2, o2, opts, c->seed, &call2);
             parity_verdict_t v2 = parity_run_isolated(k, NULL, &call2, opts->timeout_s, det, sizeof det, &secs);
@@ -281,14 +315,11 @@ static void run_one(const parity_kernel_ref_t *kr, case_slot_t *cs, const parity
                     }
             }
         }
-        free_outputs(o2, c->n_outputs);
     }
 done:
-    if (keep_out && (res->verdict == PARITY_VERDICT_FAITHFUL || res->verdict == PARITY_VERDICT_UNFAITHFUL)) {
+    /* keep_out: the judged run's outputs, owned by the slot's pool (valid until its next run). */
+    if (keep_out && (res->verdict == PARITY_VERDICT_FAITHFUL || res->verdict == PARITY_VERDICT_UNFAITHFUL))
         for (int i = 0; i < c->n_outputs; i++) keep_out[i] = o[i];
-    } else {
-        free_outputs(o, c->n_outputs);
-    }
 }
 
 /* ---- diagnosis ---- */
@@ -482,7 +513,6 @@ static void run_baseline(int b, const parity_op_t *op, const parity_kernel_ref_t
             }
         }
     }
-    free_outputs(o, c->n_outputs);
     br->pass_fraction = total ? (double)pass / (double)total : 1;
     br->caught = br->pass_fraction < need;
     snprintf(br->detail, sizeof br->detail, "%.4f%% of elements pass", 100 * br->pass_fraction);
@@ -578,7 +608,6 @@ parity_status_t parity_check_run(const parity_op_t *op, const parity_kernel_list
             int small = !wls[w]->production;
             run_one(kr, cs, opts, small, small, r, outs);
             if (outs[0] && !wls[w]->production) diagnose(cs, kr, outs, r);
-            free_outputs(outs, cs->c->n_outputs);
             progress(opts, "      %-40s %-18s err/tol %.3g (%.2f s)", kr->label,
                      parity_verdict_name(r->verdict), r->max_q, r->seconds);
         }
@@ -672,9 +701,6 @@ parity_status_t parity_compare_case(parity_case_t *c, parity_tensor_t *const *ou
     res->verdict = PARITY_VERDICT_FAITHFUL;
     judge_case_outputs(c, outs, res);
     if (!c->wl->production) diagnose(&cs, kr, (parity_tensor_t **)outs, res);
-    for (int o = 0; o < PARITY_OP_MAX_ARGS; o++) {
-        free(cs.rows[o]);
-        for (int e = 0; e < PARITY_N_EMU; e++) free(cs.emu[o][e]);
-    }
+    slot_release(&cs);
     return PARITY_OK;
 }
