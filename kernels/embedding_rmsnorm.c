@@ -37,10 +37,7 @@ static inline uint64_t mix64(uint64_t z)
 
 static inline float round_f16(float x)
 {
-    parity_format_t f;
-    parity_format_get("fp16", &f, NULL);
-    parity_round_opts_t o = parity_format_default_opts(&f);
-    return (float)parity_format_round(&f, x, &o, NULL);
+    return (float)parity_dtype_round(PARITY_DT_F16, x); /* the format is looked up once */
 }
 
 static inline float round_bf16_sr(float x, uint64_t *state)
