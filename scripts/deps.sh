@@ -7,7 +7,8 @@ set -u
 cd "$(dirname "$0")/.."
 
 PKGS=(build-essential cmake pkg-config libcjson-dev libcmocka-dev libpcre2-dev
-      python3 python3-numpy python3-venv python3-pip python3-torch)
+      python3 python3-numpy python3-venv python3-pip python3-torch
+      clang libclang-rt-14-dev)
 
 missing=()
 for p in "${PKGS[@]}"; do
