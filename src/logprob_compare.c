@@ -46,14 +46,10 @@ static int reg_slice(cmp_t *c, const char *name)
 
 static int pos_bucket(uint64_t p)
 {
-    /* [0,16) is bucket 0, then powers of two: [16,32) 1, [32,64) 2, ... */
+    /* [0,16) is bucket 0, then powers of two: [16,32) 1, [32,64) 2, ...: floor(log2 p) - 3 */
     if (p < 16) return 0;
-    int b = 0;
-    while (p >= 16 && b < NPOS - 1) {
-        p >>= 1;
-        b++;
-    }
-    return b;
+    int b = 63 - __builtin_clzll(p) - 3;
+    return b < NPOS - 1 ? b : NPOS - 1;
 }
 
 static void init_names(cmp_t *c)
@@ -116,13 +112,45 @@ static slot_t *slot(cmp_t *c, int t, int i)
     return *sp;
 }
 
+/* Bin of |d| in the report's histogram: floor((log10|d| + 9) * 4) clamped to [0, HBINS). That
+ * expression is non-decreasing in |d|, so it equals the number of bin thresholds t_1..t_39 at
+ * or below |d|, where t_k is the smallest positive double the expression puts in bin >= k. The
+ * thresholds are found once, by bisection over the ordered bit patterns of positive doubles
+ * with the very same expression, so the table gives the same bins as calling log10 per token
+ * (one log10 is ~20% of the per-token cost of a report). */
+static int hist_bin_log10(double a)
+{
+    double l = (log10(a) + 9.0) * 4.0;
+    return l < 0 ? 0 : l >= HBINS ? HBINS - 1 : (int)l;
+}
+
+static double hist_thr[HBINS]; /* hist_thr[k], k >= 1: smallest double of bin >= k */
+static pthread_once_t hist_once = PTHREAD_ONCE_INIT;
+
+static void hist_init(void)
+{
+    for (int k = 1; k < HBINS; k++) {
+        uint64_t lo = 1, hi = 0x7fefffffffffffffull; /* smallest subnormal .. DBL_MAX */
+        while (lo < hi) {
+            uint64_t mid = lo + (hi - lo) / 2;
+            double x;
+            memcpy(&x, &mid, sizeof x);
+            if (hist_bin_log10(x) >= k) hi = mid;
+            else lo = mid + 1;
+        }
+        memcpy(&hist_thr[k], &lo, sizeof lo);
+    }
+}
+
 static int hist_bin(double d, int *sign)
 {
     *sign = d > 0;
     double a = fabs(d);
     if (a == 0) return -1;
-    double l = (log10(a) + 9.0) * 4.0;
-    int b = l < 0 ? 0 : l >= HBINS ? HBINS - 1 : (int)l;
+    if (a != a) return hist_bin_log10(a);
+    int b = 0;
+    for (int step = 32; step > 0; step >>= 1)
+        if (b + step < HBINS && hist_thr[b + step] <= a) b += step;
     return b;
 }
 
@@ -134,8 +162,9 @@ static void add_run(cmp_t *c, int t, int si, size_t i0, size_t i1, int as_seq)
     slot_t *s = slot(c, t, si);
     if (!s) return;
     size_t n = i1 - i0;
-    if (as_seq) parity_metrics_dist_add_seq(s->d, T->a + i0, T->b + i0, n);
-    else parity_metrics_dist_add_tokens(s->d, T->a + i0, T->b + i0, n);
+    /* per-token quantities were computed once for the pair (do_pair); every slice adds them */
+    if (as_seq) parity_metrics_dist_add_seq_prepped(s->d, T->rec + i0, n);
+    else parity_metrics_dist_add_prepped(s->d, T->rec + i0, n);
     if (T->K) {
         /* only tokens that have top-k on both sides */
         size_t j = i0;
@@ -149,15 +178,16 @@ static void add_run(cmp_t *c, int t, int si, size_t i0, size_t i1, int as_seq)
             }
         }
     }
+    double mx = s->fl_max;
     for (size_t i = i0; i < i1; i++) {
         if (T->bin[i] < 0) s->hist_zero += 1;
         else s->hist[T->sgn[i]][T->bin[i]] += 1;
-        double m = T->fm[i];
-        parity_metrics_csum_add(&s->fl_s, m);
-        parity_metrics_csum_add(&s->fl_s2, m * m);
-        if (m > s->fl_max) s->fl_max = m;
-        s->fl_n++;
+        if (T->fm[i] > mx) mx = T->fm[i];
     }
+    s->fl_max = mx;
+    parity_metrics_csum_add_array(&s->fl_s, T->fm + i0, n);
+    parity_metrics_csum_add_array(&s->fl_s2, T->fm2 + i0, n);
+    s->fl_n += n;
 }
 
 static int grow_thr(thr_t *T, size_t n, size_t K)
@@ -172,6 +202,11 @@ static int grow_thr(thr_t *T, size_t n, size_t K)
         double *fm = realloc(T->fm, c * 8);
         if (!fm) return -1;
         T->fm = fm;
+        if (!(fm = realloc(T->fm2, c * 8))) return -1;
+        T->fm2 = fm;
+        parity_dist_tok_t *rec = realloc(T->rec, c * sizeof *rec);
+        if (!rec) return -1;
+        T->rec = rec;
         int *pi = realloc(T->pos, c * sizeof(int));
         if (!pi) return -1;
         T->pos = pi;
@@ -313,6 +348,7 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
         int md = sa->mod[i] ? c->modmap[0][sa->mod[i]] : sb->mod[i] ? c->modmap[1][sb->mod[i]] : -1;
         T->md[m] = md;
         T->fm[m] = c->unit * ((isfinite(a) ? fabs(a) : 0) + 1.0);
+        T->fm2[m] = T->fm[m] * T->fm[m];
         T->hastop[m] = 0;
         if (T->K) {
             int32_t *ia = T->ida + m * K, *ib = T->idb + m * K;
@@ -343,6 +379,7 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
         m++;
     }
     pr->compared = m;
+    parity_metrics_dist_prep(T->a, T->b, m, T->rec);
     if (m == 0 && n == 0) {
         /* still a sequence: counts as empty in the overall sequence statistics */
     }
@@ -727,6 +764,7 @@ parity_status_t parity_lp_compare(parity_lp_reader_t *a, parity_lp_reader_t *b, 
     c->unit = lp_unit_roundoff(R->dtype);
     R->o_dtype = R->dtype;
     init_names(c);
+    pthread_once(&hist_once, hist_init);
     parity_status_t st = PARITY_OK;
     for (int t = 0; t < c->nthreads && !st; t++) {
         c->th[t].slots = calloc(MAX_SLICES, sizeof(slot_t *));
@@ -756,6 +794,8 @@ parity_status_t parity_lp_compare(parity_lp_reader_t *a, parity_lp_reader_t *b, 
         free(T->a);
         free(T->b);
         free(T->fm);
+        free(T->fm2);
+        free(T->rec);
         free(T->pos);
         free(T->p);
         free(T->bin);
