@@ -97,6 +97,7 @@ typedef struct {
     char names[MAX_SLICES][96];
     int nnames;
     int sl_prefill, sl_decode, sl_pos[NPOS];
+    int overall_from_pos; /* overall's token statistics = merge of the position slices */
     int modmap[2][256];
     thr_t th[64];
     map_t pend[2];

@@ -384,7 +384,14 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
         /* still a sequence: counts as empty in the overall sequence statistics */
     }
     /* overall and the --slice-by slice take the whole sequence */
-    add_run(c, t, 0, 0, m, 1);
+    if (c->overall_from_pos) {
+        /* the position slices partition the tokens: overall's token statistics are their merge
+         * (finish), only the sequence enters here */
+        slot_t *s0 = m > 0 ? slot(c, t, 0) : NULL;
+        if (s0) parity_metrics_dist_add_seq_stats(s0->d, T->rec, m);
+    } else {
+        add_run(c, t, 0, 0, m, 1);
+    }
     if (c->o.by_field) add_run(c, t, pr->field_slice, 0, m, 1);
     /* token slices: runs of equal slice */
     for (int kind = 0; kind < 3; kind++) {
@@ -655,12 +662,32 @@ static parity_status_t run(cmp_t *c, parity_diag_t *d)
     return st;
 }
 
+static void slot_merge(slot_t *acc, const slot_t *s)
+{
+    parity_metrics_dist_merge(acc->d, s->d);
+    for (int g = 0; g < 2; g++)
+        for (int b = 0; b < HBINS; b++) acc->hist[g][b] += s->hist[g][b];
+    acc->hist_zero += s->hist_zero;
+    parity_metrics_csum_merge(&acc->fl_s, &s->fl_s);
+    parity_metrics_csum_merge(&acc->fl_s2, &s->fl_s2);
+    if (s->fl_max > acc->fl_max) acc->fl_max = s->fl_max;
+    acc->fl_n += s->fl_n;
+}
+
 static void finish(cmp_t *c)
 {
     parity_lp_result_t *R = c->res;
     R->slices = calloc((size_t)c->nnames, sizeof *R->slices);
     R->fl = calloc((size_t)c->nnames, sizeof *R->fl);
     if (!R->slices || !R->fl) return;
+    if (c->overall_from_pos)
+        for (int t = 0; t < c->nthreads; t++) {
+            slot_t *acc = c->th[t].slots[0];
+            for (int b = 0; b < NPOS && acc; b++) {
+                slot_t *s = c->th[t].slots[c->sl_pos[b]];
+                if (s) slot_merge(acc, s);
+            }
+        }
     for (int i = 0; i < c->nnames; i++) {
         slot_t *acc = NULL;
         for (int t = 0; t < c->nthreads; t++) {
@@ -670,14 +697,7 @@ static void finish(cmp_t *c)
                 acc = s;
                 continue;
             }
-            parity_metrics_dist_merge(acc->d, s->d);
-            for (int g = 0; g < 2; g++)
-                for (int b = 0; b < HBINS; b++) acc->hist[g][b] += s->hist[g][b];
-            acc->hist_zero += s->hist_zero;
-            parity_metrics_csum_merge(&acc->fl_s, &s->fl_s);
-            parity_metrics_csum_merge(&acc->fl_s2, &s->fl_s2);
-            if (s->fl_max > acc->fl_max) acc->fl_max = s->fl_max;
-            acc->fl_n += s->fl_n;
+            slot_merge(acc, s);
         }
         if (!acc && i != 0) continue;
         parity_lp_slice_t *S = &R->slices[R->nslices];
@@ -764,6 +784,9 @@ parity_status_t parity_lp_compare(parity_lp_reader_t *a, parity_lp_reader_t *b, 
     c->unit = lp_unit_roundoff(R->dtype);
     R->o_dtype = R->dtype;
     init_names(c);
+    c->overall_from_pos = c->o.by_position;
+    for (int b = 0; b < NPOS; b++)
+        if (c->sl_pos[b] < 0) c->overall_from_pos = 0;
     pthread_once(&hist_once, hist_init);
     parity_status_t st = PARITY_OK;
     for (int t = 0; t < c->nthreads && !st; t++) {

@@ -461,6 +461,13 @@ parity_status_t parity_metrics_dist_add_seq_prepped(parity_dist_t *d, const pari
 {
     if (!d || (n > 0 && !t)) return PARITY_E_INVALID;
     (void)parity_metrics_dist_add_prepped(d, t, n);
+    return parity_metrics_dist_add_seq_stats(d, t, n);
+}
+
+parity_status_t parity_metrics_dist_add_seq_stats(parity_dist_t *d, const parity_dist_tok_t *t,
+                                                  size_t n)
+{
+    if (!d || (n > 0 && !t)) return PARITY_E_INVALID;
     parity_csum_t slr = {0, 0};
     uint64_t nf = 0;
     for (size_t i = 0; i < n; i++) {

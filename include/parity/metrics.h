@@ -351,6 +351,11 @@ parity_status_t parity_metrics_dist_add_prepped(parity_dist_t *d, const parity_d
                                                 size_t n);
 parity_status_t parity_metrics_dist_add_seq_prepped(parity_dist_t *d, const parity_dist_tok_t *t,
                                                     size_t n);
+/* Only the per-sequence statistics of that sequence (n_seq, dlogppl, ppl ratio, chi2_seq...):
+ * for a caller whose tokens reach d's token statistics another way (a merge of accumulators
+ * that partition them). */
+parity_status_t parity_metrics_dist_add_seq_stats(parity_dist_t *d, const parity_dist_tok_t *t,
+                                                  size_t n);
 
 /* ctypes-friendly: a fresh accumulator with (iw_low, iw_high) fed with the n pairs, split into
  * nseq sequences of lengths seq_lens (summing to n; seq_lens NULL with nseq 0: tokens only),
