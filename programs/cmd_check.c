@@ -25,7 +25,10 @@ void parity_help_check(FILE *out)
         "  builtin:all         every catalog kernel of OP (faithful variants and mutants)\n"
         "  PATH.so[:NAME]      kernels from a plugin (docs/plugins.md)\n\n"
         "options:\n"
-        "  --workload W        one workload preset (list: parity ops OP); default: all\n"
+        "  --workload W        one workload preset (list: parity ops OP), or W@NxD[xV] for that\n"
+        "                      preset at another shape; default: all presets\n"
+        "  --shape NxD[xV]     run the presets at your shape, and at (N+1)x(D+1) and (N-1)x(D-1)\n"
+        "                      too (kernels tuned to one shape fail the neighbours)\n"
         "  --quick             skip production-sized workloads\n"
         "  --seed S            every random choice flows from S (default 1)\n"
         "  --baselines         also judge with other verifiers' rules and print the detection matrix\n"
@@ -86,6 +89,16 @@ int parity_cmd_check(int argc, char **argv)
             if (cli_parse_long(val, 1, 1024, &t) != 0)
                 return cli_usage_error("check", "--threads 2", "--threads wants 1..1024, got '%s'", val);
             opts.n_threads = (int)t;
+        } else if (strcmp(a, "--shape") == 0) {
+            NEED_VAL();
+            long long n = 0, d = 0, v = 0;
+            char extra;
+            int got = sscanf(val, "%lldx%lldx%lld%c", &n, &d, &v, &extra);
+            if (got < 2 || got > 3 || n < 1 || d < 1 || (got == 3 && v < 1))
+                return cli_usage_error("check", "--shape 65536x2048x50257", "--shape wants NxD or NxDxV, got '%s'", val);
+            opts.shape_n = n;
+            opts.shape_d = d;
+            opts.shape_v = got == 3 ? v : 0;
         } else if (strcmp(a, "--quick") == 0) {
             opts.quick = 1;
         } else if (strcmp(a, "--baselines") == 0) {
@@ -110,8 +123,9 @@ int parity_cmd_check(int argc, char **argv)
     if (!op) return cli_usage_error("check", "parity ops", "no op '%s'", op_name);
     if (nk == 0)
         return cli_usage_error("check", "--kernel builtin:all", "no --kernel given");
-    if (opts.workload && !parity_op_find_preset(op, opts.workload))
-        return cli_usage_error("check", "parity ops (lists each op's workloads)",
+    parity_workload_t wtmp;
+    if (opts.workload && parity_op_workload(op, opts.workload, &wtmp) != PARITY_OK)
+        return cli_usage_error("check", "parity ops (lists each op's workloads; NAME@NxD picks another shape)",
                                "op %s has no workload '%s'", op->name, opts.workload);
     parity_kernel_list_t kl = {0};
     parity_diag_t diag = {{0}};

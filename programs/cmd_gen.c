@@ -48,8 +48,12 @@ int parity_cmd_gen(int argc, char **argv)
     const parity_op_t *op = parity_op_find(opn);
     if (!op) return cli_usage_error("gen", "parity ops", "no op '%s'", opn);
     if (!outp) return cli_usage_error("gen", "--out inputs.safetensors", "no --out file");
-    const parity_workload_t *wl = wn ? parity_op_find_preset(op, wn) : &op->presets[0];
-    if (!wl) return cli_usage_error("gen", "parity ops (lists each op's workloads)", "op %s has no workload '%s'", op->name, wn);
+    parity_workload_t wbuf;
+    if (parity_op_workload(op, wn ? wn : op->presets[0].name, &wbuf) != PARITY_OK)
+        return cli_usage_error("gen", "parity ops (lists each op's workloads; NAME@NxD picks another shape)",
+                               "op %s has no workload '%s'", op->name, wn);
+    if (wbuf.label[0]) wbuf.name = wbuf.label;
+    const parity_workload_t *wl = &wbuf;
     parity_dtype_t dt;
     if (parity_dtype_from_name(dtn, &dt) != PARITY_OK || (dt != PARITY_DT_BF16 && dt != PARITY_DT_F32))
         return cli_usage_error("gen", "--dtype bf16", "--dtype must be bf16 or f32, got '%s'", dtn);

@@ -525,13 +525,59 @@ parity_status_t parity_check_run(const parity_op_t *op, const parity_kernel_list
                                  parity_diag_t *diag)
 {
     *results = NULL;
-    const parity_workload_t *wls[64];
+    static const int MAX_WL = 192;
+    parity_workload_t *store = calloc((size_t)MAX_WL, sizeof *store);
+    const parity_workload_t *wls[192];
     int n_wl = 0;
-    for (int i = 0; i < op->n_presets && n_wl < 64; i++) {
-        const parity_workload_t *w = &op->presets[i];
-        if (opts->workload && strcmp(opts->workload, w->name) != 0) continue;
-        if (!opts->workload && opts->quick && w->production) continue;
-        wls[n_wl++] = w;
+    if (!store) return PARITY_E_NOMEM;
+    if (opts->workload) {
+        parity_status_t ws = parity_op_workload(op, opts->workload, &store[0]);
+        if (ws == PARITY_E_INVALID) {
+            free(store);
+            return parity_diag_set(diag, PARITY_E_INVALID, "workload '%s': expected NAME@NxD or "
+                                   "NAME@NxDxV with N*D and V*D at most 2^31", opts->workload);
+        }
+        if (ws == PARITY_OK) n_wl = 1;
+    } else {
+        for (int i = 0; i < op->n_presets && n_wl < MAX_WL; i++)
+            if (!(opts->quick && op->presets[i].production)) store[n_wl++] = op->presets[i];
+    }
+    if (n_wl > 0 && opts->shape_n > 0 && opts->shape_d > 0) {
+        /* Each selected preset at the requested shape and at two shapes around it. */
+        int base_n = n_wl;
+        parity_workload_t *bases = malloc((size_t)base_n * sizeof *bases);
+        if (!bases) {
+            free(store);
+            return PARITY_E_NOMEM;
+        }
+        memcpy(bases, store, (size_t)base_n * sizeof *bases);
+        n_wl = 0;
+        for (int i = 0; i < base_n; i++) {
+            const int64_t dn[3] = {0, 1, -1}, dd[3] = {0, 1, -1};
+            char base[40];
+            snprintf(base, sizeof base, "%s", bases[i].name);
+            char *at = strchr(base, '@');
+            if (at) *at = 0;
+            for (int f = 0; f < 3 && n_wl < MAX_WL; f++) {
+                int64_t n = opts->shape_n + dn[f], d = opts->shape_d + dd[f];
+                int64_t v = opts->shape_v > 0 ? opts->shape_v : bases[i].v;
+                if (n < 1 || d < 1) continue;
+                char name[128];
+                snprintf(name, sizeof name, "%s@%lldx%lldx%lld", base, (long long)n, (long long)d, (long long)v);
+                if (parity_op_workload(op, name, &store[n_wl]) != PARITY_OK) {
+                    free(bases);
+                    free(store);
+                    return parity_diag_set(diag, PARITY_E_INVALID, "--shape %lldx%lld: too large "
+                                           "(N*D and V*D at most 2^31)", (long long)n, (long long)d);
+                }
+                n_wl++;
+            }
+        }
+        free(bases);
+    }
+    for (int i = 0; i < n_wl; i++) {
+        if (store[i].label[0]) store[i].name = store[i].label; /* derived names live in the copy */
+        wls[i] = &store[i];
     }
     if (n_wl == 0) {
         char names[1024] = "";
@@ -539,11 +585,15 @@ parity_status_t parity_check_run(const parity_op_t *op, const parity_kernel_list
             strncat(names, i ? ", " : "", sizeof names - strlen(names) - 1);
             strncat(names, op->presets[i].name, sizeof names - strlen(names) - 1);
         }
+        free(store);
         return parity_diag_set(diag, PARITY_E_NOTFOUND, "op %s has no workload '%s' (it has: %s)",
                                op->name, opts->workload ? opts->workload : "", names);
     }
     parity_kernel_result_t *res = calloc((size_t)(kl->n ? kl->n : 1), sizeof *res);
-    if (!res) return PARITY_E_NOMEM;
+    if (!res) {
+        free(store);
+        return PARITY_E_NOMEM;
+    }
     for (int k = 0; k < kl->n; k++) {
         res[k].kr = &kl->items[k];
         res[k].n_wl = n_wl;
@@ -551,6 +601,7 @@ parity_status_t parity_check_run(const parity_op_t *op, const parity_kernel_list
         res[k].diag_wl = -1;
         if (!res[k].wl) {
             parity_check_results_free(res, kl->n);
+            free(store);
             return PARITY_E_NOMEM;
         }
     }
@@ -629,6 +680,7 @@ parity_status_t parity_check_run(const parity_op_t *op, const parity_kernel_list
     }
     if (st != PARITY_OK) {
         parity_check_results_free(res, kl->n);
+        free(store);
         return st;
     }
     /* Overall verdict: the first non-faithful verdict by severity, worst workload by q. */
@@ -657,6 +709,7 @@ parity_status_t parity_check_run(const parity_op_t *op, const parity_kernel_list
             }
     }
     *results = res;
+    free(store);
     return PARITY_OK;
 }
 

@@ -117,7 +117,13 @@ parity_status_t parity_case_load(const char *path, const parity_op_t *expect_op,
                                "and parity.dtype (write inputs with `parity gen`)", path);
     }
     const parity_op_t *op = parity_op_find(opn);
-    const parity_workload_t *wl = op ? parity_op_find_preset(op, wn) : NULL;
+    parity_workload_t *wl = malloc(sizeof *wl); /* owned by the case (freed with it) */
+    if (!wl || !op || parity_op_workload(op, wn, wl) != PARITY_OK) {
+        free(wl);
+        wl = NULL;
+    } else if (wl->label[0]) {
+        wl->name = wl->label;
+    }
     parity_dtype_t dt;
     char *end;
     unsigned long long seed = strtoull(sn, &end, 10);
@@ -128,6 +134,7 @@ parity_status_t parity_case_load(const char *path, const parity_op_t *expect_op,
                                "not known to this parity (see: parity ops)", path, opn, wn, sn, dn);
     }
     if (expect_op && expect_op != op) {
+        free(wl);
         parity_st_close(f);
         return parity_diag_set(diag, PARITY_E_INVALID, "%s: holds inputs of op %s, not %s", path,
                                op->name, expect_op->name);
@@ -135,9 +142,11 @@ parity_status_t parity_case_load(const char *path, const parity_op_t *expect_op,
     parity_case_t *c;
     st = parity_case_build(op, wl, seed, dt, &c, diag);
     if (st != PARITY_OK) {
+        free(wl);
         parity_st_close(f);
         return st;
     }
+    c->owned_wl = wl;
     for (int i = 0; i < c->n_inputs; i++) {
         const parity_abi_tensor_t *v = &c->inputs[i]->view;
         const parity_st_tensor_t *t = parity_st_find(f, op->input_names[i]);

@@ -1,6 +1,7 @@
 /* The op registry and helpers shared by op implementations. */
 #include "parity/op.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +34,32 @@ const parity_workload_t *parity_op_find_preset(const parity_op_t *op, const char
     for (int i = 0; i < op->n_presets; i++)
         if (strcmp(op->presets[i].name, name) == 0) return &op->presets[i];
     return NULL;
+}
+
+parity_status_t parity_op_workload(const parity_op_t *op, const char *name, parity_workload_t *out)
+{
+    char base[40];
+    const char *at = strchr(name, '@');
+    size_t bl = at ? (size_t)(at - name) : strlen(name);
+    if (bl >= sizeof base) return PARITY_E_NOTFOUND;
+    memcpy(base, name, bl);
+    base[bl] = 0;
+    const parity_workload_t *p = parity_op_find_preset(op, base);
+    if (!p) return PARITY_E_NOTFOUND;
+    *out = *p;
+    if (!at) return PARITY_OK;
+    long long n = 0, d = 0, v = p->v;
+    char extra;
+    int got = sscanf(at + 1, "%lldx%lldx%lld%c", &n, &d, &v, &extra);
+    if (got < 2 || got > 3 || n < 1 || d < 1 || v < 1 || (double)n * (double)d > 2147483648.0 ||
+        (double)v * (double)d > 2147483648.0)
+        return PARITY_E_INVALID;
+    out->n = n;
+    out->d = d;
+    out->v = v;
+    snprintf(out->label, sizeof out->label, "%s@%lldx%lldx%lld", base, n, d, v);
+    out->name = out->label;
+    return PARITY_OK;
 }
 
 parity_status_t parity_case_build(const parity_op_t *op, const parity_workload_t *wl, uint64_t seed,
@@ -74,6 +101,7 @@ void parity_case_free(parity_case_t *c)
         parity_tensor_free(c->inputs[i]);
         ref_free(&c->ref[i]);
     }
+    free(c->owned_wl);
     free(c);
 }
 

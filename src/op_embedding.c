@@ -425,36 +425,36 @@ static parity_status_t fused_emulate(const parity_case_t *c, int out, const pari
  * GPT-2's init scale (small enough that RMSNorm's eps matters, as in real models). */
 static const parity_workload_t FUSED_PRESETS[] = {
     {"uniform", "uniform ids (about 1 hit per row), unit normal dy and x, gamma = 1: the public benchmarks' regime",
-     4096, 512, 4096, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0},
+     4096, 512, 4096, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
     {"zipf0.8", "Zipf(0.8) ids, gradient-scale dy, embedding-scale x, trained gamma",
-     16384, 256, 50257, PARITY_IDS_ZIPF, 0.8, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0},
+     16384, 256, 50257, PARITY_IDS_ZIPF, 0.8, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
     {"zipf1.1", "Zipf(1.1) ids, gradient-scale dy, embedding-scale x, trained gamma",
-     16384, 256, 50257, PARITY_IDS_ZIPF, 1.1, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0},
+     16384, 256, 50257, PARITY_IDS_ZIPF, 1.1, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
     {"zipf1.4", "Zipf(1.4) ids (a few rows get most hits), gradient-scale dy, trained gamma",
-     16384, 256, 50257, PARITY_IDS_ZIPF, 1.4, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0},
+     16384, 256, 50257, PARITY_IDS_ZIPF, 1.4, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
     {"text", "tinyshakespeare through GPT-2 BPE, gradient-scale dy, embedding-scale x, trained gamma",
-     16384, 256, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0},
+     16384, 256, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
     {"outlier", "real-text ids, 4 outlier channels in x at 100x, gradient-scale dy, trained gamma",
-     8192, 512, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_OUTLIER, 0.02, PARITY_GAMMA_TRAINED, 4, 100, 0},
+     8192, 512, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_OUTLIER, 0.02, PARITY_GAMMA_TRAINED, 4, 100, 0, ""},
     {"gamma", "uniform ids, unit normal values, trained (non-unit) gamma",
-     4096, 256, 4096, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_TRAINED, 0, 0, 0},
+     4096, 256, 4096, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
     {"odd-d1000", "odd shape N=4097 D=1000, Zipf(1.1) ids, trained gamma",
-     4097, 1000, 50257, PARITY_IDS_ZIPF, 1.1, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0},
+     4097, 1000, 50257, PARITY_IDS_ZIPF, 1.1, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
     {"odd-d4097", "odd shape N=1031 D=4097, Zipf(1.1) ids, trained gamma",
-     1031, 4097, 50257, PARITY_IDS_ZIPF, 1.1, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0},
+     1031, 4097, 50257, PARITY_IDS_ZIPF, 1.1, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
     {"prod", "production-like: N=65536 tokens of real text, D=2048, V=50257, gradient-scale dy",
-     65536, 2048, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 1},
+     65536, 2048, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 1, ""},
 };
 
 /* The baseline verifiers' own input schemes (verify.c applies their comparison rules).
  * Shapes are stand-ins: see docs/baselines.md for what each verifier uses and what we assume. */
 static const parity_workload_t FUSED_BASELINES[] = {
     {"sol-execbench", "unit randn dy and x, gamma = 1, uniform ids, seed 200",
-     4096, 1024, 16384, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0},
+     4096, 1024, 16384, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
     {"kernelbench", "torch.rand inputs (U[0,1)) including gamma, uniform ids, one shape",
-     2048, 1024, 8192, PARITY_IDS_UNIFORM, 0, PARITY_VALS_UNIFORM01, 1, PARITY_VALS_UNIFORM01, 1, PARITY_GAMMA_ONES, 0, 0, 0},
+     2048, 1024, 8192, PARITY_IDS_UNIFORM, 0, PARITY_VALS_UNIFORM01, 1, PARITY_VALS_UNIFORM01, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
     {"assert_close", "a unit test: randn inputs and gamma, uniform ids, small shape",
-     512, 256, 1000, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_NORMAL, 0, 0, 0},
+     512, 256, 1000, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_NORMAL, 0, 0, 0, ""},
 };
 
 const parity_op_t parity_op_embedding_rmsnorm_bwd = {
@@ -545,18 +545,18 @@ static parity_status_t ebwd_emulate(const parity_case_t *c, int out, const parit
 }
 
 static const parity_workload_t EBWD_PRESETS[] = {
-    {"uniform", "uniform ids, unit normal dY", 4096, 512, 4096, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0},
-    {"zipf1.1", "Zipf(1.1) ids, gradient-scale dY", 16384, 256, 50257, PARITY_IDS_ZIPF, 1.1, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0},
-    {"text", "tinyshakespeare GPT-2 ids, gradient-scale dY", 16384, 256, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0},
-    {"intprobe", "real-text ids, dY small integers in [-4,4]: exact sums, any lost addition shows", 16384, 256, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_INTPROBE, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0},
-    {"odd-d1000", "odd shape N=4097 D=1000, Zipf(1.1)", 4097, 1000, 50257, PARITY_IDS_ZIPF, 1.1, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0},
-    {"prod", "production-like: N=65536 real-text tokens, D=2048, V=50257", 65536, 2048, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 1},
+    {"uniform", "uniform ids, unit normal dY", 4096, 512, 4096, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"zipf1.1", "Zipf(1.1) ids, gradient-scale dY", 16384, 256, 50257, PARITY_IDS_ZIPF, 1.1, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"text", "tinyshakespeare GPT-2 ids, gradient-scale dY", 16384, 256, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"intprobe", "real-text ids, dY small integers in [-4,4]: exact sums, any lost addition shows", 16384, 256, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_INTPROBE, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"odd-d1000", "odd shape N=4097 D=1000, Zipf(1.1)", 4097, 1000, 50257, PARITY_IDS_ZIPF, 1.1, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"prod", "production-like: N=65536 real-text tokens, D=2048, V=50257", 65536, 2048, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 1, ""},
 };
 
 static const parity_workload_t EBWD_BASELINES[] = {
-    {"sol-execbench", "unit randn dY, uniform ids, seed 200", 4096, 1024, 16384, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0},
-    {"kernelbench", "torch.rand dY, uniform ids", 2048, 1024, 8192, PARITY_IDS_UNIFORM, 0, PARITY_VALS_UNIFORM01, 1, PARITY_VALS_UNIFORM01, 1, PARITY_GAMMA_ONES, 0, 0, 0},
-    {"assert_close", "randn dY, uniform ids, small shape", 512, 256, 1000, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0},
+    {"sol-execbench", "unit randn dY, uniform ids, seed 200", 4096, 1024, 16384, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"kernelbench", "torch.rand dY, uniform ids", 2048, 1024, 8192, PARITY_IDS_UNIFORM, 0, PARITY_VALS_UNIFORM01, 1, PARITY_VALS_UNIFORM01, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"assert_close", "randn dY, uniform ids, small shape", 512, 256, 1000, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
 };
 
 const parity_op_t parity_op_embedding_bwd = {
@@ -610,15 +610,15 @@ static parity_status_t efwd_build(const parity_op_t *op, const parity_workload_t
 }
 
 static const parity_workload_t EFWD_PRESETS[] = {
-    {"uniform", "uniform ids, unit normal E", 4096, 512, 4096, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0},
-    {"text", "tinyshakespeare GPT-2 ids, embedding-scale E with 4 outlier channels", 8192, 256, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_OUTLIER, 0.02, PARITY_GAMMA_ONES, 4, 100, 0},
-    {"odd-d1000", "odd shape N=4097 D=1000, Zipf(1.1)", 4097, 1000, 5003, PARITY_IDS_ZIPF, 1.1, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_ONES, 0, 0, 0},
+    {"uniform", "uniform ids, unit normal E", 4096, 512, 4096, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"text", "tinyshakespeare GPT-2 ids, embedding-scale E with 4 outlier channels", 8192, 256, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_OUTLIER, 0.02, PARITY_GAMMA_ONES, 4, 100, 0, ""},
+    {"odd-d1000", "odd shape N=4097 D=1000, Zipf(1.1)", 4097, 1000, 5003, PARITY_IDS_ZIPF, 1.1, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_ONES, 0, 0, 0, ""},
 };
 
 static const parity_workload_t EFWD_BASELINES[] = {
-    {"sol-execbench", "unit randn E, uniform ids, seed 200", 4096, 1024, 16384, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0},
-    {"kernelbench", "torch.rand E, uniform ids", 2048, 1024, 8192, PARITY_IDS_UNIFORM, 0, PARITY_VALS_UNIFORM01, 1, PARITY_VALS_UNIFORM01, 1, PARITY_GAMMA_ONES, 0, 0, 0},
-    {"assert_close", "randn E, uniform ids, small shape", 512, 256, 1000, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0},
+    {"sol-execbench", "unit randn E, uniform ids, seed 200", 4096, 1024, 16384, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"kernelbench", "torch.rand E, uniform ids", 2048, 1024, 8192, PARITY_IDS_UNIFORM, 0, PARITY_VALS_UNIFORM01, 1, PARITY_VALS_UNIFORM01, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"assert_close", "randn E, uniform ids, small shape", 512, 256, 1000, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
 };
 
 const parity_op_t parity_op_embedding_fwd = {

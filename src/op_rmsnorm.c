@@ -97,16 +97,16 @@ static parity_status_t rfwd_build(const parity_op_t *op, const parity_workload_t
 }
 
 static const parity_workload_t RMS_PRESETS[] = {
-    {"unit", "unit normal x and dy, gamma = 1", 2048, 512, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0},
-    {"small-x", "embedding-scale x (0.02): eps matters", 2048, 512, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0},
-    {"outlier", "4 outlier channels in x at 100x, trained gamma", 2048, 512, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_OUTLIER, 1, PARITY_GAMMA_TRAINED, 4, 100, 0},
-    {"odd-d4097", "odd hidden size D=4097", 257, 4097, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0},
+    {"unit", "unit normal x and dy, gamma = 1", 2048, 512, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"small-x", "embedding-scale x (0.02): eps matters", 2048, 512, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
+    {"outlier", "4 outlier channels in x at 100x, trained gamma", 2048, 512, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_OUTLIER, 1, PARITY_GAMMA_TRAINED, 4, 100, 0, ""},
+    {"odd-d4097", "odd hidden size D=4097", 257, 4097, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
 };
 
 static const parity_workload_t RMS_BASELINES[] = {
-    {"sol-execbench", "unit randn, gamma = 1, seed 200", 4096, 2048, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0},
-    {"kernelbench", "torch.rand inputs", 2048, 1024, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_UNIFORM01, 1, PARITY_VALS_UNIFORM01, 1, PARITY_GAMMA_ONES, 0, 0, 0},
-    {"assert_close", "randn inputs and gamma, small shape", 512, 256, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_NORMAL, 0, 0, 0},
+    {"sol-execbench", "unit randn, gamma = 1, seed 200", 4096, 2048, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"kernelbench", "torch.rand inputs", 2048, 1024, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_UNIFORM01, 1, PARITY_VALS_UNIFORM01, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"assert_close", "randn inputs and gamma, small shape", 512, 256, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_NORMAL, 0, 0, 0, ""},
 };
 
 const parity_op_t parity_op_rmsnorm_fwd = {

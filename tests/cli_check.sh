@@ -69,6 +69,19 @@ PYEOF
 
 expect_rc 1 "tail_d128 on odd D" "$P" check $OP --kernel builtin:tail_d128 --workload odd-d1000 -q --no-floor
 
+# --shape: the requested shape and its neighbours. tail_d128 is right at D = 256 and wrong at
+# 255 and 257; a bad shape is a usage error.
+"$P" check $OP --kernel builtin:tail_d128 --workload uniform --shape 512x256 -q --no-floor --json "$tmp/s.json" >/dev/null 2>&1
+"$PY" - "$tmp/s.json" <<'PYEOF' && ok || bad "--shape neighbours"
+import json, sys
+w = {x["name"]: x["verdict"] for x in json.load(open(sys.argv[1]))["kernels"][0]["workloads"]}
+want = {"uniform@512x256x4096": "faithful", "uniform@513x257x4096": "unfaithful", "uniform@511x255x4096": "unfaithful"}
+if w != want: print(w)
+sys.exit(0 if w == want else 1)
+PYEOF
+expect_rc 2 "bad --shape" "$P" check $OP --kernel builtin:fp32_seq --shape 12
+expect_rc 2 "absurd workload shape" "$P" check $OP --kernel builtin:fp32_seq --workload "uniform@100000000x100000"
+
 # The reproducer printed for the incident kernel reproduces its verdict.
 rep=$(grep -A20 "^builtin:bf16_accum " "$tmp/a.txt" | grep -m1 "reproduce:" | sed 's/.*reproduce: parity //')
 if [ -n "$rep" ]; then

@@ -61,6 +61,7 @@ typedef struct {
     double attr_values[4];
     int rows_are_text_tokens; /* row keys are GPT-2 ids: reports print token text */
     void *priv;               /* op-private data (freed by the op's free_priv) */
+    parity_workload_t *owned_wl; /* a workload the case owns (freed with it), or NULL */
 } parity_case_t;
 
 typedef struct parity_op {
@@ -94,6 +95,11 @@ int parity_op_count(void);
 const parity_op_t *parity_op_at(int i);
 const parity_op_t *parity_op_find(const char *name);
 const parity_workload_t *parity_op_find_preset(const parity_op_t *op, const char *name);
+/* Resolve a workload name: a preset ("text") or a preset at another shape ("text@NxD" or
+ * "text@NxDxV", N tokens, D hidden size, V vocabulary). out->name points into out->label for
+ * derived names, so re-point it after copying the struct. PARITY_E_NOTFOUND for an unknown
+ * preset, PARITY_E_INVALID for a malformed or absurd shape (N*D or V*D above 2^31). */
+parity_status_t parity_op_workload(const parity_op_t *op, const char *name, parity_workload_t *out);
 
 /* Build a case (calls op->build); parity_case_free releases everything (NULL ok). */
 parity_status_t parity_case_build(const parity_op_t *op, const parity_workload_t *wl, uint64_t seed,

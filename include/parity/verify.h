@@ -93,7 +93,10 @@ typedef struct {
 typedef struct {
     uint64_t seed;
     int quick;              /* skip production-sized workloads */
-    const char *workload;   /* one preset name, or NULL for the op's whole suite */
+    const char *workload;   /* one workload ("text", "text@NxD[xV]"), or NULL for the suite */
+    /* --shape: run the selected presets at N x D (x V when > 0) and, to catch kernels tuned to
+     * one shape, at (N+1) x (D+1) and (N-1) x (D-1) as well. 0: the presets' own shapes. */
+    int64_t shape_n, shape_d, shape_v;
     int baselines;          /* also run the baseline verifiers */
     int noise_floor;        /* measure the faithful variants' spread (default 1) */
     double timeout_s;       /* per kernel run */

@@ -57,6 +57,7 @@ typedef struct {
     int outliers;          /* outlier channels in x (PARITY_VALS_OUTLIER) */
     double outlier_factor; /* their scale factor */
     int production;        /* 1: production-sized, skipped by --quick */
+    char label[128];       /* storage for the name of a derived workload ("text@4097x257") */
 } parity_workload_t;
 
 /* Token ids for a workload: n ids in [0, v). For PARITY_IDS_TEXT, v must be >= 50257 and the
