@@ -488,9 +488,222 @@ static const char *id_of(const cJSON *root, parity_lp_format_t f)
     return NULL;
 }
 
+/* --- fast path for parity's own schema --------------------------------------------------- */
+
+/* Records of the form {"id": "...", "token_ids": [ints], "logprobs": [numbers or null]} (keys in
+ * any order, "id" optional) are by far the most common input and building a cJSON tree for them
+ * costs a malloc per number. fast_parity parses exactly that shape in strict JSON and returns 1
+ * with s filled as parse_parity would fill it; on anything else (other keys, duplicates, escapes,
+ * "-inf" strings, non-integer ids, numbers it cannot convert exactly, any syntax error) it
+ * returns 0 and the caller takes the cJSON path, which also produces every error message. */
+typedef struct {
+    const char *p, *e;
+} fp_cur_t;
+
+static void fp_ws(fp_cur_t *c)
+{
+    while (c->p < c->e && (*c->p == ' ' || *c->p == '\t' || *c->p == '\r' || *c->p == '\n')) c->p++;
+}
+
+/* A string without escapes or control characters: [*b, *b + *n). */
+static int fp_str(fp_cur_t *c, const char **b, size_t *n)
+{
+    if (c->p >= c->e || *c->p != '"') return 0;
+    const char *q = ++c->p;
+    while (c->p < c->e && *c->p != '"') {
+        unsigned char ch = (unsigned char)*c->p;
+        if (ch == '\\' || ch < 0x20) return 0;
+        c->p++;
+    }
+    if (c->p >= c->e) return 0;
+    *b = q;
+    *n = (size_t)(c->p - q);
+    c->p++;
+    return 1;
+}
+
+static const double fp_pow10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                    1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                    1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* A strict JSON number. Correctly rounded like strtod: when the decimal significand m has at
+ * most 15 digits (m < 2^53, exact) and the decimal exponent q satisfies |q| <= 22 (10^|q| is
+ * exact in binary64), m * 10^q or m / 10^q is one correctly rounded operation (Clinger 1990,
+ * "How to read floating point numbers accurately"); otherwise strtod converts the validated
+ * token. *is_int: no fraction and no exponent. */
+static int fp_num(fp_cur_t *c, double *v, int *is_int, int64_t *iv)
+{
+    const char *b = c->p, *p = c->p, *e = c->e;
+    int neg = 0;
+    if (p < e && *p == '-') neg = 1, p++;
+    if (p >= e || *p < '0' || *p > '9') return 0;
+    uint64_t m = 0;
+    int nd = 0, q = 0;
+    if (*p == '0') {
+        p++;
+    } else {
+        while (p < e && *p >= '0' && *p <= '9') {
+            if (nd < 19) m = m * 10 + (uint64_t)(*p - '0');
+            else q++;
+            nd++;
+            p++;
+        }
+    }
+    *is_int = 1;
+    if (p < e && *p == '.') {
+        *is_int = 0;
+        p++;
+        if (p >= e || *p < '0' || *p > '9') return 0;
+        while (p < e && *p >= '0' && *p <= '9') {
+            if (nd == 0 && *p == '0') {
+                q--; /* leading zeros of 0.000123 do not count as digits */
+            } else {
+                if (nd < 19) m = m * 10 + (uint64_t)(*p - '0'), q--;
+                nd++;
+            }
+            p++;
+        }
+    }
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        *is_int = 0;
+        p++;
+        int eneg = 0;
+        if (p < e && (*p == '+' || *p == '-')) eneg = *p == '-', p++;
+        if (p >= e || *p < '0' || *p > '9') return 0;
+        int x = 0;
+        while (p < e && *p >= '0' && *p <= '9') {
+            if (x < 100000) x = x * 10 + (*p - '0');
+            p++;
+        }
+        q += eneg ? -x : x;
+    }
+    c->p = p;
+    if (p - b > 63) return 0; /* cJSON reads at most 63 characters of a number */
+    if (*is_int) {
+        if (nd > 15) return 0;
+        *iv = neg ? -(int64_t)m : (int64_t)m;
+    }
+    if (nd <= 15 && q >= -22 && q <= 22) {
+        double d = (double)m; /* exact: m < 10^15 < 2^53 */
+        d = q < 0 ? d / fp_pow10[-q] : d * fp_pow10[q];
+        *v = neg ? -d : d;
+        return 1;
+    }
+    char buf[64];
+    size_t len = (size_t)(p - b);
+    if (len >= sizeof buf) return 0;
+    memcpy(buf, b, len);
+    buf[len] = 0;
+    char *end;
+    *v = strtod(buf, &end);
+    return *end == 0 && isfinite(*v);
+}
+
+static int fast_parity(parity_lp_reader_t *r, const char *line, size_t len, parity_lp_seq_t *s, uint64_t ordinal)
+{
+    fp_cur_t c = {line, line + len};
+    const char *id = NULL;
+    size_t idn = 0, nids = 0, nlp = 0;
+    int have_id = 0, have_ids = 0, have_lp = 0;
+    fp_ws(&c);
+    if (c.p >= c.e || *c.p++ != '{') return 0;
+    fp_ws(&c);
+    if (c.p < c.e && *c.p == '}') return 0; /* no logprobs: the slow path reports it */
+    for (;;) {
+        const char *k;
+        size_t kn;
+        fp_ws(&c);
+        if (!fp_str(&c, &k, &kn)) return 0;
+        fp_ws(&c);
+        if (c.p >= c.e || *c.p++ != ':') return 0;
+        fp_ws(&c);
+        if (kn == 2 && !memcmp(k, "id", 2)) {
+            if (have_id++ || !fp_str(&c, &id, &idn)) return 0;
+        } else if ((kn == 9 && !memcmp(k, "token_ids", 9)) || (kn == 8 && !memcmp(k, "logprobs", 8))) {
+            int isid = kn == 9;
+            if (isid ? have_ids++ : have_lp++) return 0;
+            if (c.p >= c.e || *c.p++ != '[') return 0;
+            size_t n = 0;
+            fp_ws(&c);
+            if (c.p < c.e && *c.p == ']') {
+                c.p++;
+            } else {
+                for (;;) {
+                    fp_ws(&c);
+                    if (n >= s->cap && lp_seq_reserve(s, s->cap * 2 > n + 1 ? s->cap * 2 : n + 1, 0)) return 0;
+                    double v;
+                    int is_int;
+                    int64_t iv;
+                    if (!isid && c.e - c.p >= 4 && !memcmp(c.p, "null", 4)) {
+                        c.p += 4;
+                        s->lp[n] = 0;
+                        s->flags[n] = 0;
+                    } else {
+                        if (!fp_num(&c, &v, &is_int, &iv)) return 0;
+                        if (isid) {
+                            if (!is_int) return 0;
+                            s->key[n] = iv;
+                        } else {
+                            s->lp[n] = v;
+                            s->flags[n] = PARITY_LP_PRESENT;
+                        }
+                    }
+                    n++;
+                    fp_ws(&c);
+                    if (c.p >= c.e) return 0;
+                    if (*c.p == ',') {
+                        c.p++;
+                        continue;
+                    }
+                    if (*c.p++ != ']') return 0;
+                    break;
+                }
+            }
+            if (isid) nids = n;
+            else nlp = n;
+        } else {
+            return 0;
+        }
+        fp_ws(&c);
+        if (c.p >= c.e) return 0;
+        if (*c.p == ',') {
+            c.p++;
+            continue;
+        }
+        if (*c.p++ != '}') return 0;
+        break;
+    }
+    fp_ws(&c);
+    if (c.p != c.e || !have_lp || !have_ids || nids != nlp) return 0;
+    s->n = nlp;
+    for (size_t i = 0; i < nlp; i++) {
+        s->mod[i] = 0;
+        s->text[i] = UINT32_MAX;
+    }
+    char ob[32];
+    const char *sid = NULL;
+    char *tmp = NULL;
+    if (!r->ordinal_ids && have_id) {
+        if (!(tmp = malloc(idn + 1))) return 0;
+        memcpy(tmp, id, idn);
+        tmp[idn] = 0;
+        sid = tmp;
+    }
+    if (!sid) {
+        snprintf(ob, sizeof ob, "#%llu", (unsigned long long)ordinal);
+        sid = ob;
+    }
+    int ok = lp_seq_set_str(&s->id, sid) == PARITY_OK;
+    free(tmp);
+    return ok;
+}
+
 static int parse_line(parity_lp_reader_t *r, const char *line, size_t len, parity_lp_seq_t *s, uint64_t ordinal,
                       line_err_t *e)
 {
+    lp_seq_reset(s);
+    s->ordinal = ordinal;
+    if (r->fmt == PARITY_LP_JSONL && !r->slice_field && fast_parity(r, line, len, s, ordinal)) return 0;
     lp_seq_reset(s);
     s->ordinal = ordinal;
     cJSON *root = cJSON_ParseWithLength(line, len);
