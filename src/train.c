@@ -164,7 +164,7 @@ static parity_status_t corpus_build(corpus_t *c, parity_train_data_t kind,
 
 enum { ROLE_REF = 0, ROLE_NOISE = 1, ROLE_CAND = 2 };
 
-typedef struct {
+typedef struct run {
     const parity_train_config_t *cfg;
     const corpus_t *corpus;
     parity_train_opt_t opt;
@@ -180,6 +180,9 @@ typedef struct {
     char reason[256];
     double seconds;
     parity_train_stats_t stats;
+    void (*tick)(void *pool, const struct run *r, int step); /* progress, may be NULL */
+    void *pool;
+    const char *label;
 } run_t;
 
 static int n_evals(const parity_train_config_t *cfg)
@@ -304,6 +307,9 @@ static void run_train(run_t *r)
         }
         r->stats.t_optimizer += train_now() - to;
         r->steps_done = step + 1;
+        int quarter = cfg->steps >= 40 ? cfg->steps / 4 : cfg->steps;
+        if (r->tick && r->steps_done % quarter == 0 && r->steps_done < cfg->steps)
+            r->tick(r->pool, r, r->steps_done);
     }
     memcpy(r->final_wte, p, (size_t)c->V * cfg->d_model * sizeof(float));
 done:
@@ -322,11 +328,23 @@ typedef struct {
     parity_train_progress_fn progress;
     void *ctx;
     const char **labels; /* (n_runs) "text/sgd candidate" */
+    double t0;
 } pool_t;
 
 static void say(pool_t *pl, const char *line)
 {
     if (pl->progress) pl->progress(pl->ctx, line);
+}
+
+static void tick(void *pool, const run_t *r, int step)
+{
+    pool_t *pl = pool;
+    char line[256];
+    snprintf(line, sizeof line, "%-30s %4d/%d steps  train %.4f  %.1f s", r->label, step,
+             pl->cfg->steps, r->train_loss[step - 1], train_now() - pl->t0);
+    pthread_mutex_lock(&pl->mu);
+    say(pl, line);
+    pthread_mutex_unlock(&pl->mu);
 }
 
 static void *worker(void *arg)
@@ -338,11 +356,14 @@ static void *worker(void *arg)
         pthread_mutex_unlock(&pl->mu);
         if (i < 0) return NULL;
         run_t *r = &pl->runs[i];
+        r->tick = pl->progress ? tick : NULL;
+        r->pool = pl;
+        r->label = pl->labels[i];
         run_train(r);
         char line[512];
         int ne = n_evals(pl->cfg);
-        snprintf(line, sizeof line, "%-30s %4d steps  train %.4f  val %.4f  %.1f s%s%s",
-                 pl->labels[i], r->steps_done,
+        snprintf(line, sizeof line, "%-30s %4d/%d done  train %.4f  val %.4f  %.1f s%s%s",
+                 pl->labels[i], r->steps_done, pl->cfg->steps,
                  r->steps_done ? r->train_loss[r->steps_done - 1] : NAN,
                  pl->cfg->val_seqs > 0 ? r->val_loss[ne - 1] : NAN, r->seconds,
                  r->failed ? "  FAILED: " : "", r->failed ? r->reason : "");
@@ -521,7 +542,7 @@ parity_status_t parity_train_run(const parity_train_config_t *cfg,
     }
     if (st == PARITY_E_NOMEM) parity_diag_set(diag, st, "train: out of memory");
     if (!st) {
-        pool_t pl = {cfg, runs, nrun, 0, PTHREAD_MUTEX_INITIALIZER, progress, ctx, labels};
+        pool_t pl = {cfg, runs, nrun, 0, PTHREAD_MUTEX_INITIALIZER, progress, ctx, labels, train_now()};
         int nth = cfg->jobs < nrun ? cfg->jobs : nrun;
         pthread_t th[64];
         if (nth > 64) nth = 64;
