@@ -166,12 +166,16 @@ parity_status_t parity_train_write_svg(const parity_train_report_t *r, const cha
     for (int i = 0; i < r->n_cells; i++) {
         const parity_train_cell_t *c = &r->cells[i];
         double ox = (i % cols) * PW, oy = 40 + (i / cols) * PH;
+        /* y range from the values after the first tenth of the run (the initial loss would
+         * squash the part where curves can separate); earlier values are clipped */
         double lo = INFINITY, hi = -INFINITY;
-        range(c->val_ref, c->n_eval, &lo, &hi);
-        range(c->val_cand, c->n_eval, &lo, &hi);
-        range(c->val_noise, c->n_eval, &lo, &hi);
-        range(c->train_ref, r->cfg.steps, &lo, &hi);
-        range(c->train_cand, c->steps_done, &lo, &hi);
+        int s0 = r->cfg.steps / 10, e0 = 0;
+        while (e0 + 1 < c->n_eval && c->eval_steps[e0] < s0) e0++;
+        range(c->val_ref + e0, c->n_eval - e0, &lo, &hi);
+        range(c->val_cand + e0, c->n_eval - e0, &lo, &hi);
+        range(c->val_noise + e0, c->n_eval - e0, &lo, &hi);
+        if (s0 < r->cfg.steps) range(c->train_ref + s0, r->cfg.steps - s0, &lo, &hi);
+        if (s0 < c->steps_done) range(c->train_cand + s0, c->steps_done - s0, &lo, &hi);
         if (!(hi > lo)) { lo = isfinite(lo) ? lo - 1 : 0; hi = lo + 2; }
         double pad = 0.03 * (hi - lo);
         lo -= pad; hi += pad;
@@ -187,6 +191,8 @@ parity_status_t parity_train_write_svg(const parity_train_report_t *r, const cha
                 c->noise_final, (long long)c->max_hits);
         fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
                    "stroke=\"#999\"/>\n", x0, y0 - h, w, h);
+        fprintf(f, "<clipPath id=\"c%d\"><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+                   "height=\"%.1f\"/></clipPath>\n", i, x0, y0 - h, w, h);
         for (int t = 0; t <= 4; t++) {
             double v = lo + (hi - lo) * t / 4.0, py = y0 - sy * (v - lo);
             fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.2f</text>\n", x0 - 4, py + 4, v);
@@ -200,6 +206,7 @@ parity_status_t parity_train_write_svg(const parity_train_report_t *r, const cha
             fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#d62728\" "
                        "stroke-dasharray=\"2,3\"/>\n", px, y0, px, y0 - h);
         }
+        fprintf(f, "<g clip-path=\"url(#c%d)\">\n", i);
         polyline(f, c->train_ref, NULL, r->cfg.steps, x0, y0, sx, lo, sy,
                  "fill=\"none\" stroke=\"#bbb\" stroke-width=\"0.7\"");
         polyline(f, c->train_cand, NULL, c->steps_done, x0, y0, sx, lo, sy,
@@ -210,7 +217,7 @@ parity_status_t parity_train_write_svg(const parity_train_report_t *r, const cha
                  "fill=\"none\" stroke=\"black\" stroke-width=\"2\"");
         polyline(f, c->val_cand, c->eval_steps, c->n_eval, x0, y0, sx, lo, sy,
                  "fill=\"none\" stroke=\"#d62728\" stroke-width=\"1.5\"");
-        fputs("</g>\n", f);
+        fputs("</g>\n</g>\n", f);
     }
     fputs("</svg>\n", f);
     int ok = !ferror(f);
