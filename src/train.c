@@ -488,7 +488,7 @@ parity_status_t parity_train_run(const parity_train_config_t *cfg,
         cfg->synth_tokens < 4 * (cfg->seq_len + 2) || cfg->synth_tokens > 100000000)
         return parity_diag_set(diag, PARITY_E_INVALID,
                                "train: need a kernel, 1-3 data kinds and optimizers, steps >= 1, "
-                               "eval_every >= 1, val_seqs >= 1, jobs >= 1");
+                               "eval_every >= 1, val_seqs >= 1, jobs >= 1, synth_tokens >= 4 (seq_len + 2)");
     parity_train_report_t *rep = calloc(1, sizeof *rep);
     if (!rep) return PARITY_E_NOMEM;
     rep->cfg = *cfg;
@@ -498,8 +498,13 @@ parity_status_t parity_train_run(const parity_train_config_t *cfg,
     parity_status_t st = PARITY_OK;
     for (int i = 0; i < n_datas && !st; i++) {
         st = corpus_build(&corp[i], datas[i], cfg, diag);
-        if (!st && corp[i].n_train < 2 * (cfg->seq_len + 2))
-            st = parity_diag_set(diag, PARITY_E_INVALID, "train: corpus shorter than a sequence");
+        if (!st && (corp[i].n_train < 2 * (cfg->seq_len + 2) ||
+                    corp[i].n - corp[i].n_train < cfg->seq_len + 2))
+            st = parity_diag_set(diag, PARITY_E_INVALID,
+                                 "train: %s corpus of %lld tokens: its 10%% validation split is "
+                                 "shorter than a sequence of %d (+2) tokens",
+                                 parity_train_data_name(datas[i]), (long long)corp[i].n,
+                                 cfg->seq_len);
         if (!st && datas[i] == PARITY_TRAIN_DATA_TEXT) {
             rep->text_raw_vocab = corp[i].raw_vocab;
             rep->text_tokens = corp[i].n;
