@@ -128,10 +128,12 @@ parity_status_t parity_case_load(const char *path, const parity_op_t *expect_op,
     char *end;
     unsigned long long seed = strtoull(sn, &end, 10);
     if (!op || !wl || *end || parity_dtype_from_name(dn, &dt) != PARITY_OK) {
-        parity_st_close(f);
-        return parity_diag_set(diag, PARITY_E_NOTFOUND,
-                               "%s: __metadata__: op '%s' / workload '%s' / seed '%s' / dtype '%s' "
-                               "not known to this parity (see: parity ops)", path, opn, wn, sn, dn);
+        st = parity_diag_set(diag, PARITY_E_NOTFOUND,
+                             "%s: __metadata__: op '%s' / workload '%s' / seed '%s' / dtype '%s' "
+                             "not known to this parity (see: parity ops)", path, opn, wn, sn, dn);
+        free(wl);
+        parity_st_close(f); /* after the message: the strings live in the file's header */
+        return st;
     }
     if (expect_op && expect_op != op) {
         free(wl);
@@ -156,14 +158,16 @@ parity_status_t parity_case_load(const char *path, const parity_op_t *expect_op,
         if (!t || dt_of(t->dtype, &tdt) != 0 || tdt != (parity_dtype_t)v->dtype || !shape_ok ||
             t->nbytes != c->inputs[i]->nbytes ||
             memcmp(parity_st_view(f, t), v->data, c->inputs[i]->nbytes) != 0) {
+            /* The message reads the file's strings and the case: write it before freeing them. */
+            st = parity_diag_set(diag, PARITY_E_FORMAT,
+                                 "%s: tensor '%s': expected %s of the shape and bytes that "
+                                 "`parity gen %s --workload %s --seed %s --dtype %s` writes; "
+                                 "the file was modified or written by another version",
+                                 path, op->input_names[i], parity_dtype_name((parity_dtype_t)v->dtype),
+                                 op->name, wn, sn, dn);
             parity_st_close(f);
             parity_case_free(c);
-            return parity_diag_set(diag, PARITY_E_FORMAT,
-                                   "%s: tensor '%s': expected %s of the shape and bytes that "
-                                   "`parity gen %s --workload %s --seed %s --dtype %s` writes; "
-                                   "the file was modified or written by another version",
-                                   path, op->input_names[i], parity_dtype_name((parity_dtype_t)v->dtype),
-                                   op->name, wn, sn, dn);
+            return st;
         }
     }
     parity_st_close(f);

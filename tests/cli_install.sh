@@ -17,9 +17,13 @@ int main(void) {
 }
 C
 fail=0
+# A sanitizer build installs an instrumented library: its consumers need the same flags.
+SAN=""
+grep -q "^PARITY_SANITIZE:BOOL=ON" "$B/CMakeCache.txt" 2>/dev/null && SAN="-fsanitize=address,undefined"
 # pkg-config: shared library
 export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig:$tmp/prefix/lib64/pkgconfig:$tmp/prefix/lib/x86_64-linux-gnu/pkgconfig"
-if cc -std=c11 "$tmp/use.c" -o "$tmp/use_pc" $(pkg-config --cflags --libs parity) &&
+# shellcheck disable=SC2046
+if cc -std=c11 $SAN "$tmp/use.c" -o "$tmp/use_pc" $(pkg-config --cflags --libs parity) &&
    LD_LIBRARY_PATH="$(pkg-config --variable=libdir parity)" "$tmp/use_pc"; then echo "ok: pkg-config"; else echo "FAIL: pkg-config consumer"; fail=1; fi
 # CMake package
 mkdir -p "$tmp/cm"
@@ -30,7 +34,7 @@ find_package(parity REQUIRED)
 add_executable(use ../use.c)
 target_link_libraries(use PRIVATE parity::parity_shared)
 CM
-if cmake -S "$tmp/cm" -B "$tmp/cm/b" -DCMAKE_PREFIX_PATH="$tmp/prefix" >"$tmp/cm.log" 2>&1 &&
+if cmake -S "$tmp/cm" -B "$tmp/cm/b" -DCMAKE_PREFIX_PATH="$tmp/prefix" -DCMAKE_C_FLAGS="$SAN" >"$tmp/cm.log" 2>&1 &&
    cmake --build "$tmp/cm/b" >>"$tmp/cm.log" 2>&1 && "$tmp/cm/b/use"; then echo "ok: find_package"; else cat "$tmp/cm.log"; echo "FAIL: CMake consumer"; fail=1; fi
 if [ $fail = 0 ]; then echo "2 passed, 0 failed"; else echo "fail"; fi
 exit $fail
