@@ -11,17 +11,15 @@
 
 #include "parity/workload.h"
 
-static void token_text(const parity_kernel_result_t *kr, const parity_wl_result_t *w, char *buf,
-                       size_t len)
+static void token_text_of(const parity_wl_result_t *w, const parity_worst_t *e, char *buf, size_t len)
 {
     buf[0] = 0;
-    (void)kr;
-    if (strcmp(w->worst.output, "dE") != 0) return;
+    if (strcmp(e->output, "dE") != 0) return;
     if (strncmp(w->workload, "text", 4) != 0 && strcmp(w->workload, "prod") != 0 &&
         strcmp(w->workload, "outlier") != 0 && strcmp(w->workload, "intprobe") != 0)
         return;
     size_t n;
-    const char *s = parity_workload_token_text((int32_t)w->worst.row_key, &n);
+    const char *s = parity_workload_token_text((int32_t)e->row_key, &n);
     size_t o = 0;
     for (size_t i = 0; i < n && o + 5 < len; i++) {
         unsigned char ch = (unsigned char)s[i];
@@ -30,6 +28,13 @@ static void token_text(const parity_kernel_result_t *kr, const parity_wl_result_
         else buf[o++] = (char)ch;
     }
     buf[o] = 0;
+}
+
+static void token_text(const parity_kernel_result_t *kr, const parity_wl_result_t *w, char *buf,
+                       size_t len)
+{
+    (void)kr;
+    token_text_of(w, &w->worst, buf, len);
 }
 
 static const char *expected_of(const parity_kernel_result_t *kr)
@@ -98,6 +103,17 @@ void check_report_text(FILE *out, const parity_op_t *op, const parity_kernel_res
                     (long long)w->rows_failed, (long long)w->rows_judged);
             if (w->max_q > 0 && w->max_q <= 1)
                 fprintf(out, "         headroom %.3gx\n", 1 / w->max_q);
+            if (w->n_worst_rows > 1) {
+                fprintf(out, "  worst rows (%s, err/tol, terms):", w->worst_rows[0].output);
+                for (int q = 0; q < w->n_worst_rows; q++) {
+                    char tq[96], qq[32];
+                    token_text_of(w, &w->worst_rows[q], tq, sizeof tq);
+                    fmt_q(qq, sizeof qq, w->worst_rows[q].q);
+                    fprintf(out, " %lld%s%s%s %s [%lld]%s", (long long)w->worst_rows[q].row_key,
+                            tq[0] ? " \"" : "", tq, tq[0] ? "\"" : "", qq,
+                            (long long)w->worst_rows[q].k, q + 1 < w->n_worst_rows ? ";" : "\n");
+                }
+            }
             if (w->detail[0]) fprintf(out, "         note: %s\n", w->detail);
         }
         fprintf(out, "  workloads:");
@@ -224,6 +240,21 @@ int check_report_json(const char *path, const parity_op_t *op, const parity_kern
             cJSON_AddItemToObject(wo, "ref", num(w->worst.ref));
             cJSON_AddItemToObject(wo, "abs_err", num(w->worst.err));
             cJSON_AddItemToObject(wo, "tol", num(w->worst.tol));
+            cJSON *wr = cJSON_AddArrayToObject(x, "worst_rows");
+            for (int q = 0; q < w->n_worst_rows; q++) {
+                const parity_worst_t *e = &w->worst_rows[q];
+                cJSON *o2 = cJSON_CreateObject();
+                cJSON_AddItemToArray(wr, o2);
+                cJSON_AddStringToObject(o2, "output", e->output);
+                cJSON_AddNumberToObject(o2, "row", (double)e->row_key);
+                char tq[96];
+                token_text_of(w, e, tq, sizeof tq);
+                if (tq[0]) cJSON_AddStringToObject(o2, "token_text", tq);
+                cJSON_AddNumberToObject(o2, "terms", (double)e->k);
+                cJSON_AddNumberToObject(o2, "col", (double)e->col);
+                cJSON_AddItemToObject(o2, "err_over_tol", num(e->q));
+                cJSON_AddItemToObject(o2, "abs_err", num(e->err));
+            }
             if (w->diag.available) {
                 cJSON *d = cJSON_AddObjectToObject(x, "diagnosis");
                 cJSON_AddStringToObject(d, "output", w->diag.output);

@@ -13,7 +13,8 @@
 #define N_DIAG_RANDOM 32
 #define N_FLOOR_KERNELS 3
 
-static const char *const EMU_FMT[PARITY_N_EMU] = {"bf16", "bf16", "fp16", "fp16", "fp32", "fp32"};
+static const char *const EMU_FMT[PARITY_N_EMU] = {"bf16", "bf16", "custom:m=10,e=8",
+                                                  "custom:m=10,e=8", "fp32", "fp32"};
 #define EMU_FMT_NAME(e) EMU_FMT[e]
 
 static void progress(const parity_check_opts_t *o, const char *fmt, ...)

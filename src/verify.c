@@ -14,8 +14,11 @@
 
 #include "verify_impl.h"
 
+/* The 11-bit emulation keeps fp32's exponent range (custom:m=10,e=8): the emulations then differ
+ * in precision only, so error falls monotonically with bits. fp16 itself would also underflow
+ * gradient-scale terms, which is a range problem, not a precision one. */
 const char *const parity_emu_names[PARITY_N_EMU] = {
-    "bf16 sequential", "bf16 pairwise", "fp16 sequential", "fp16 pairwise",
+    "bf16 sequential", "bf16 pairwise", "11-bit sequential", "11-bit pairwise",
     "fp32 sequential", "fp32 pairwise"};
 const int parity_emu_bits[PARITY_N_EMU] = {8, 8, 11, 11, 24, 24};
 
@@ -233,6 +236,8 @@ void parity_judge_output(const parity_ref_output_t *R, const parity_abi_tensor_t
             if (row_err) row_err[r] = 0;
             continue;
         }
+        parity_worst_t rw; /* this row's worst element */
+        memset(&rw, 0, sizeof rw);
         for (int64_t j = 0; j < R->cols; j++) {
             int64_t idx = r * R->cols + j;
             double y = out->dtype == PARITY_DT_F32 ? ((const float *)out->data)[idx]
@@ -260,6 +265,11 @@ void parity_judge_output(const parity_ref_output_t *R, const parity_abi_tensor_t
                 qd = err == 0 ? 0 : td > 0 ? err / td : INFINITY;
             }
             if (err > rerr) rerr = err;
+            if (q > rq || j == 0) {
+                rw = (parity_worst_t){.row = r, .row_key = R->row_key ? R->row_key[r] : r, .col = j,
+                                      .k = rk, .got = y, .ref = ref, .err = err, .tol = tp, .q = q};
+                snprintf(rw.output, sizeof rw.output, "%s", R->name);
+            }
             if (q > rq) rq = q;
             if (qd > res->max_qd) res->max_qd = qd;
             if (q > res->worst.q || (res->worst.q == 0 && res->worst.output[0] == 0)) {
@@ -276,7 +286,17 @@ void parity_judge_output(const parity_ref_output_t *R, const parity_abi_tensor_t
             }
         }
         res->rows_judged++;
-        if (rq > 1) res->rows_failed++;
+        if (rq > 1) { /* keep the PARITY_N_WORST_ROWS failing rows with the largest err/tol */
+            res->rows_failed++;
+            int pos = res->n_worst_rows;
+            while (pos > 0 && res->worst_rows[pos - 1].q < rq) pos--;
+            if (pos < PARITY_N_WORST_ROWS) {
+                int last = res->n_worst_rows < PARITY_N_WORST_ROWS ? res->n_worst_rows : PARITY_N_WORST_ROWS - 1;
+                memmove(&res->worst_rows[pos + 1], &res->worst_rows[pos], (size_t)(last - pos) * sizeof rw);
+                res->worst_rows[pos] = rw;
+                if (res->n_worst_rows < PARITY_N_WORST_ROWS) res->n_worst_rows++;
+            }
+        }
         if (rq > res->max_q) res->max_q = rq;
         if (row_err) row_err[r] = rscale > 0 ? rerr / rscale : (rerr > 0 ? INFINITY : 0);
     }

@@ -66,6 +66,10 @@ typedef struct {
     int64_t max_hits;
     double hit_corr;   /* Pearson r of log(hits) vs log(row error), NaN if undefined */
     parity_worst_t worst;
+    /* The failing rows with the largest err/tol, worst first (each with its worst element). */
+#define PARITY_N_WORST_ROWS 5
+    parity_worst_t worst_rows[PARITY_N_WORST_ROWS];
+    int n_worst_rows;
     parity_diagnosis_t diag;
     double seconds;    /* kernel wall time of the first run */
 } parity_wl_result_t;
