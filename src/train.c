@@ -78,20 +78,24 @@ static void corpus_free(corpus_t *c)
     memset(c, 0, sizeof *c);
 }
 
-static const int64_t *sort_counts;
+typedef struct {
+    int64_t count;
+    int32_t id;
+} idcount_t;
+
 static int cmp_by_count(const void *a, const void *b)
 {
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    if (sort_counts[x] != sort_counts[y]) return sort_counts[x] > sort_counts[y] ? -1 : 1;
-    return (x > y) - (x < y);
+    const idcount_t *x = a, *y = b;
+    if (x->count != y->count) return x->count > y->count ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
 }
 
 /* Remap raw ids in [0, raw_v) to dense ids ordered by frequency over the whole corpus (ties by
- * raw id). Single-threaded (called before workers start). */
+ * raw id). */
 static parity_status_t corpus_from_raw(corpus_t *c, const int32_t *raw, int64_t n, int raw_v)
 {
     int64_t *cnt = calloc((size_t)raw_v, sizeof *cnt);
-    int32_t *order = malloc((size_t)raw_v * sizeof *order);
+    idcount_t *order = malloc((size_t)raw_v * sizeof *order);
     int32_t *map = malloc((size_t)raw_v * sizeof *map);
     c->tok = malloc((size_t)n * sizeof *c->tok);
     if (!cnt || !order || !map || !c->tok) {
@@ -101,10 +105,9 @@ static parity_status_t corpus_from_raw(corpus_t *c, const int32_t *raw, int64_t 
     for (int64_t i = 0; i < n; i++) cnt[raw[i]]++;
     int used = 0;
     for (int i = 0; i < raw_v; i++)
-        if (cnt[i]) order[used++] = i;
-    sort_counts = cnt;
+        if (cnt[i]) order[used++] = (idcount_t){cnt[i], i};
     qsort(order, (size_t)used, sizeof *order, cmp_by_count);
-    for (int r = 0; r < used; r++) map[order[r]] = r;
+    for (int r = 0; r < used; r++) map[order[r].id] = r;
     for (int64_t i = 0; i < n; i++) c->tok[i] = map[raw[i]];
     c->n = n;
     c->n_train = n - n / 10;
