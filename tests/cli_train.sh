@@ -31,15 +31,15 @@ expect_rc 2 "unknown option" "$P" train --kernel builtin:fp32_seq --frobnicate 1
 expect_rc 3 "missing plugin" "$P" train --kernel /nonexistent/libx.so
 
 # a faithful catalog kernel stays within noise; exit 0
-expect_rc 0 "fp32_seq synthetic" "$P" train --kernel builtin:fp32_seq --data zipf,uniform --optimizer sgd,adamw "${TINY[@]}" --json "$tmp/a.json" --svg "$tmp/a.svg"
-[ "$(grep -c within-noise "$tmp/out")" = 4 ] && ok || { bad "fp32_seq: 4 cells within noise"; cat "$tmp/out"; }
+expect_rc 0 "fp32_seq synthetic" "$P" train --kernel builtin:fp32_seq --data zipf,uniform --optimizer sgd,sgdm,adamw "${TINY[@]}" --json "$tmp/a.json" --svg "$tmp/a.svg"
+[ "$(grep -c within-noise "$tmp/out")" = 6 ] && ok || { bad "fp32_seq: 6 cells within noise"; cat "$tmp/out"; }
 grep -q '"schema":	"parity.train/1"' "$tmp/a.json" && ok || bad "JSON schema key"
 for k in '"val_loss"' '"train_loss"' '"reference_seed2"' '"first_departure_step"' '"max_hits_per_row_per_step"' '"embedding_drift"'; do
   grep -q "$k" "$tmp/a.json" && ok || bad "JSON lacks $k"
 done
 grep -q "</svg>" "$tmp/a.svg" && ok || bad "SVG incomplete"
 # same seed: byte-identical JSON, whatever the number of jobs
-expect_rc 0 "fp32_seq again" "$P" train --kernel builtin:fp32_seq --data zipf,uniform --optimizer sgd,adamw "${TINY[@]}" --jobs 1 --json "$tmp/b.json"
+expect_rc 0 "fp32_seq again" "$P" train --kernel builtin:fp32_seq --data zipf,uniform --optimizer all "${TINY[@]}" --jobs 1 --json "$tmp/b.json"
 cmp -s "$tmp/a.json" "$tmp/b.json" && ok || bad "JSON differs between identical runs"
 expect_rc 0 "other seed" "$P" train --kernel builtin:fp32_seq --data zipf --optimizer sgd "${TINY[@]}" --seed 7 --json "$tmp/c.json"
 grep -q '"seed":	7' "$tmp/c.json" && ok || bad "seed not in JSON"
