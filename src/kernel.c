@@ -11,7 +11,8 @@
 
 int parity_catalog_count(void)
 {
-    return parity_catalog_embedding_count + parity_catalog_norm_count;
+    return parity_catalog_embedding_count + parity_catalog_norm_count +
+           parity_catalog_embedding_fast_count;
 }
 
 const parity_abi_kernel_t *parity_catalog_at(int i)
@@ -20,6 +21,8 @@ const parity_abi_kernel_t *parity_catalog_at(int i)
     if (i < parity_catalog_embedding_count) return &parity_catalog_embedding[i];
     i -= parity_catalog_embedding_count;
     if (i < parity_catalog_norm_count) return &parity_catalog_norm[i];
+    i -= parity_catalog_norm_count;
+    if (i < parity_catalog_embedding_fast_count) return &parity_catalog_embedding_fast[i];
     return NULL;
 }
 
