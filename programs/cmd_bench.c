@@ -43,6 +43,7 @@ void parity_help_bench(FILE *out)
         "  --no-scrub          do not evict caches between runs\n"
         "  --remeasure         measure the ceilings again (and refresh the cache)\n"
         "  --no-cache          neither read nor write the ceilings cache\n"
+        "  --probe-mib N       STREAM arrays of N MiB instead of 4x the last-level cache (tests)\n"
         "  --ceilings          only measure/print the ceilings\n"
         "  --seed S            inputs and check seed (default 1)\n"
         "  --timeout SEC       per kernel run in the check, and per kernel timing (default 300)\n"
@@ -303,6 +304,11 @@ int parity_cmd_bench(int argc, char **argv)
         } else if (strcmp(a, "--check-workload") == 0) {
             NEED_VAL();
             o.check.workload = val;
+        } else if (strcmp(a, "--probe-mib") == 0) {
+            NEED_VAL();
+            if (cli_parse_long(val, 1, 1 << 20, &l) != 0)
+                return cli_usage_error("bench", "--probe-mib 64", "--probe-mib wants 1..1048576, got '%s'", val);
+            o.ceil.array_bytes = (int64_t)l << 20;
         } else if (strcmp(a, "--check-full") == 0) {
             o.check.quick = 0;
         } else if (strcmp(a, "--no-scrub") == 0) {

@@ -306,7 +306,7 @@ static int64_t avail_memory(void)
 
 /* ---- cache ---------------------------------------------------------------------------------- */
 
-static int cache_file(const parity_ceilings_t *c, char *path, size_t len)
+static int cache_file(const parity_ceilings_t *c, int64_t array_bytes, char *path, size_t len)
 {
     char dir[300];
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
@@ -318,7 +318,13 @@ static int cache_file(const parity_ceilings_t *c, char *path, size_t len)
     for (const char *p = c->model; *p && k + 1 < 100; p++)
         key[k++] = isalnum((unsigned char)*p) ? (char)tolower((unsigned char)*p) : '-';
     key[k] = 0;
-    snprintf(path, len, "%s/ceilings-%s-%s-%dc-%dt.txt", dir, c->device, key, c->cores, c->threads);
+    /* A probe size the caller forced is part of the key: small test probes never stand in for
+     * the real ceilings. */
+    if (array_bytes > 0)
+        snprintf(path, len, "%s/ceilings-%s-%s-%dc-%dt-%lldB.txt", dir, c->device, key, c->cores,
+                 c->threads, (long long)array_bytes);
+    else
+        snprintf(path, len, "%s/ceilings-%s-%s-%dc-%dt.txt", dir, c->device, key, c->cores, c->threads);
     return 0;
 }
 
@@ -419,7 +425,7 @@ parity_status_t parity_bench_ceilings(const parity_ceiling_opts_t *o, parity_cei
     int reps = o->reps > 0 ? o->reps : 5;
 
     char path[512] = "";
-    int have_path = o->use_cache && o->array_bytes == 0 && cache_file(out, path, sizeof path) == 0;
+    int have_path = o->use_cache && cache_file(out, o->array_bytes, path, sizeof path) == 0;
     if (have_path) {
         snprintf(out->cache_path, sizeof out->cache_path, "%s", path);
         if (!o->remeasure && cache_read(path, out) == 0) {

@@ -70,8 +70,8 @@ typedef struct {
 void parity_ceiling_opts_default(parity_ceiling_opts_t *o);
 
 /* Measure the ceilings (STREAM-like copy and triad, fp32/fp64 peak) or, when o->use_cache and
- * not o->remeasure, read them from $XDG_CACHE_HOME/parity (or ~/.cache/parity) keyed by CPU model
- * and core count. An unwritable or unreadable cache is never an error (cache_path is then
+ * not o->remeasure, read them from $XDG_CACHE_HOME/parity (or ~/.cache/parity) keyed by CPU model,
+ * core count, threads (and a forced array size). An unwritable or unreadable cache is never an error (cache_path is then
  * empty). PARITY_E_NOMEM when the probe arrays cannot be allocated. */
 parity_status_t parity_bench_ceilings(const parity_ceiling_opts_t *o, parity_ceilings_t *out,
                                       parity_diag_t *diag);
