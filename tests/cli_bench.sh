@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# parity bench: usage errors, the ceilings alone, a small bench whose faithful kernels are scored
+# and whose incident kernel is timed but unscored with a pointer to the check, and the JSON keys.
+# Small probe arrays (--probe-mib) and a small workload keep it to seconds; no timing asserted.
+set -u
+P=${PARITY:?}
+PY=${PARITY_PYTHON:-python3}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export XDG_CACHE_HOME="$tmp/cache"
+fail=0
+pass=0
+ok() { pass=$((pass + 1)); }
+bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
+expect_rc() { # expected-rc description cmd...
+  local want=$1 what=$2; shift 2
+  "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?
+  if [ "$rc" = "$want" ]; then ok; else bad "$what: exit $rc, want $want"; cat "$tmp/err"; fi
+}
+OP=embedding_rmsnorm_bwd
+WL=zipf1.4@4096x64x50257
+SMALL=(--workload $WL --check-workload $WL --runs 3 --warmup 1 --no-scrub --probe-mib 8 --threads 2)
+
+expect_rc 2 "no op" "$P" bench
+expect_rc 2 "unknown op" "$P" bench no_such_op --kernel builtin:all
+expect_rc 2 "no kernel" "$P" bench $OP
+expect_rc 2 "unknown builtin" "$P" bench $OP --kernel builtin:nope
+expect_rc 2 "unknown workload" "$P" bench $OP --kernel builtin:fp32_seq --workload nope
+expect_rc 2 "bad runs" "$P" bench $OP --kernel builtin:fp32_seq --runs 0
+expect_rc 2 "unknown option" "$P" bench $OP --kernel builtin:fp32_seq --frobnicate
+expect_rc 0 "help" "$P" bench --help
+grep -q "speed-of-light\|speed of light" "$tmp/out" && ok || bad "help does not explain the speed of light"
+
+# The ceilings alone, measured then cached.
+expect_rc 0 "ceilings" "$P" bench --ceilings --probe-mib 8
+grep -q "bandwidth: copy" "$tmp/out" && ok || bad "ceilings: no bandwidth line"
+grep -q "peak: fp32" "$tmp/out" && ok || bad "ceilings: no peak line"
+expect_rc 0 "ceilings cached" "$P" bench --ceilings --probe-mib 8
+grep -q "cached:" "$tmp/out" && ok || bad "ceilings: second run not from the cache"
+# An unwritable cache folder is not an error.
+XDG_CACHE_HOME=/proc/no-such-dir expect_rc 0 "unwritable cache" "$P" bench --ceilings --probe-mib 8 --no-cache
+
+# Faithful kernels only: exit 0, scored.
+expect_rc 0 "faithful bench" "$P" bench $OP --kernel builtin:fp32_fast "${SMALL[@]}" -q
+grep -q "builtin:fp32_seq (base)" "$tmp/out" && ok || bad "baseline row missing"
+grep -E "^builtin:fp32_seq \(base\).* 0\.500$" "$tmp/out" >/dev/null && ok || bad "baseline score is not 0.500"
+grep -E "^builtin:fp32_fast .*faithful.* [01]\.[0-9]{3}$" "$tmp/out" >/dev/null && ok || bad "fp32_fast not scored"
+grep -q "T_SOL" "$tmp/out" && ok || bad "no T_SOL"
+
+# With the incident kernel: exit 1, timed, unscored, pointing at the check.
+expect_rc 1 "incident bench" "$P" bench $OP --kernel builtin:fp32_seq --kernel builtin:fp32_fast \
+  --kernel builtin:bf16_accum "${SMALL[@]}" -q --json "$tmp/b.json"
+grep -q "unscored: unfaithful on $WL" "$tmp/out" && ok || bad "bf16_accum not unscored"
+grep -q "see: parity check $OP --kernel builtin:bf16_accum --workload $WL" "$tmp/out" && ok || bad "no pointer to the check"
+if "$PY" -c 'import json' 2>/dev/null; then
+  "$PY" - "$tmp/b.json" <<'PYEOF' && ok || bad "JSON report"
+import json, sys
+r = json.load(open(sys.argv[1]))
+for k in ("op", "workload", "ceilings", "cost", "t_sol_s", "kernels", "baseline", "threads", "runs"):
+    assert k in r, k
+assert r["baseline"] == "builtin:fp32_seq"
+assert r["cost"]["bytes"] == r["cost"]["bytes_read"] + r["cost"]["bytes_written"]
+ks = {k["kernel"]: k for k in r["kernels"]}
+assert ks["builtin:fp32_seq"]["score"] == 0.5
+assert ks["builtin:fp32_fast"]["scored"] and ks["builtin:fp32_fast"]["verdict"] == "faithful"
+b = ks["builtin:bf16_accum"]
+assert b["verdict"] == "unfaithful" and not b["scored"] and b["score"] is None
+assert b["timed"] and b["t_median_s"] > 0 and "parity check" in b["unscored_reason"]
+for k in r["kernels"]:
+    for f in ("t_median_s", "t_best_s", "t_worst_s", "gbs", "gflops", "frac_sol"):
+        assert f in k
+PYEOF
+else
+  echo "python3 missing: JSON keys not checked"
+fi
+
+echo "cli_bench: $pass passed, $fail failed"
+[ "$fail" = 0 ]
