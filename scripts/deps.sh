@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 PKGS=(build-essential cmake pkg-config libcjson-dev libcmocka-dev libpcre2-dev
       python3 python3-numpy python3-venv python3-pip python3-torch
-      clang libclang-rt-14-dev)
+      clang libclang-rt-14-dev libopenmpi-dev openmpi-bin)
 
 missing=()
 for p in "${PKGS[@]}"; do
