@@ -210,13 +210,20 @@ static void make_call(const parity_case_t *c, parity_abi_tensor_t *in, parity_ab
 }
 
 /* Merge a second check's verdicts into the rows (a kernel is faithful only if both say so). */
-static void take_verdicts(parity_bench_row_t *rows, int n, const parity_kernel_result_t *kr)
+static void take_verdicts(parity_bench_row_t *rows, int n, const parity_kernel_result_t *kr,
+                          const char *timed)
 {
     for (int i = 0; i < n; i++) {
         if (rows[i].verdict != PARITY_VERDICT_FAITHFUL) continue;
         rows[i].verdict = kr[i].verdict;
         if (kr[i].verdict == PARITY_VERDICT_FAITHFUL || kr[i].n_wl < 1) continue;
+        /* Name the timed workload when it failed there too ("unfaithful on text"), else the one
+         * that decided the verdict. */
         const parity_wl_result_t *w = &kr[i].wl[kr[i].worst_wl];
+        for (int j = 0; j < kr[i].n_wl; j++)
+            if (strcmp(kr[i].wl[j].workload, timed) == 0 &&
+                kr[i].wl[j].verdict != PARITY_VERDICT_FAITHFUL)
+                w = &kr[i].wl[j];
         snprintf(rows[i].verdict_wl, sizeof rows[i].verdict_wl, "%s", w->workload);
         snprintf(rows[i].check_detail, sizeof rows[i].check_detail, "%s", w->detail);
     }
@@ -334,7 +341,7 @@ parity_status_t parity_bench_run(const parity_op_t *op, const parity_kernel_list
         parity_kernel_result_t *kr = NULL;
         st = parity_check_run(op, &all, &chk, &kr, diag);
         if (st != PARITY_OK) return st;
-        take_verdicts(res->rows, total, kr);
+        take_verdicts(res->rows, total, kr, wname);
         parity_check_results_free(kr, total);
     }
 
