@@ -28,10 +28,51 @@ static void fmts_init(fmts_t *f)
     parity_format_get("fp32", &f->fp32, NULL);
 }
 
-static double rbf16(const fmts_t *f, double x) { return parity_format_round(&f->bf16, x, NULL, NULL); }
-static double rf32(const fmts_t *f, double x) { return parity_format_round(&f->fp32, x, NULL, NULL); }
-static double addbf16(const fmts_t *f, double a, double b) { return parity_format_add(&f->bf16, a, b, NULL, NULL); }
-static double addf32(const fmts_t *f, double a, double b) { return parity_format_add(&f->fp32, a, b, NULL, NULL); }
+/* Fast paths, same bits as the format module's (checked in tests/test_moe.c against
+ * parity_format_round/add): double -> fp32 is the C conversion (round to nearest even, one
+ * rounding). double -> bf16 goes through fp32 rounded to odd (truncate, then set the last bit when
+ * inexact): fp32 keeps 16 more bits than bf16, so the second rounding is exact (Boldo and
+ * Melquiond 2008). Additions: 2Sum; when a + b is not exact in double (exponents more than ~29
+ * apart for these operands) fall back to parity_format_add. Finite values within fp32's range
+ * only, which is all this module produces. */
+static double rf32(const fmts_t *f, double x)
+{
+    (void)f;
+    return (double)(float)x;
+}
+
+static double rbf16(const fmts_t *f, double x)
+{
+    (void)f;
+    float r = (float)x;
+    if ((double)r != x) {
+        if (fabs((double)r) > fabs(x)) r = nextafterf(r, 0.0f);
+        uint32_t u;
+        memcpy(&u, &r, sizeof u);
+        u |= 1u;
+        memcpy(&r, &u, sizeof r);
+    }
+    return (double)parity_round_bf16(r);
+}
+
+static int two_sum_exact(double a, double b, double *s)
+{
+    *s = a + b;
+    double bp = *s - a, ap = *s - bp;
+    return (a - ap) + (b - bp) == 0.0;
+}
+
+static double addbf16(const fmts_t *f, double a, double b)
+{
+    double s;
+    return two_sum_exact(a, b, &s) ? rbf16(f, s) : parity_format_add(&f->bf16, a, b, NULL, NULL);
+}
+
+static double addf32(const fmts_t *f, double a, double b)
+{
+    double s;
+    return two_sum_exact(a, b, &s) ? rf32(f, s) : parity_format_add(&f->fp32, a, b, NULL, NULL);
+}
 
 /* ------------------------------------------------------------------------------------------ */
 /* Specs.                                                                                     */
