@@ -188,13 +188,15 @@ int parity_cmd_train(int argc, char **argv)
         snprintf(name, sizeof name, "%s/%s", parity_train_data_name(c->data), parity_train_opt_name(c->opt));
         if (c->first_departure >= 0) snprintf(dep, sizeof dep, "step %d", c->first_departure);
         int ne = c->n_eval;
-        printf("%-14s %6d %9lld %9.4f %9.4f %+9.4f %9.4f %9.4f  %-13s %s\n", name, c->vocab,
-               (long long)c->max_hits, c->val_ref[ne - 1], c->val_cand[ne - 1], c->final_gap,
-               c->max_gap, c->noise_max, c->verdict, dep);
+        char vc[32] = "        -";
+        if (isfinite(c->val_cand[ne - 1])) snprintf(vc, sizeof vc, "%9.4f", c->val_cand[ne - 1]);
+        printf("%-14s %6d %9lld %9.4f %9s %+9.4f %9.4f %9.4f  %-13s %s\n", name, c->vocab,
+               (long long)c->max_hits, c->val_ref[ne - 1], vc, c->final_gap, c->max_gap,
+               c->noise_max, c->verdict, dep);
         if (strcmp(c->verdict, "within-noise") != 0) bad = 1;
     }
-    printf("\n(gap = candidate - reference validation loss at the last step; noise = largest "
-           "|reference(seed+1) - reference|)\n");
+    printf("\n(gap = candidate - reference validation loss at the last step the candidate reached; "
+           "noise = largest\n |reference(seed+1) - reference|; val cand '-': the candidate stopped)\n");
     printf("\nembedding drift by frequency rank: mean over rows of ||E_cand - E_ref|| / "
            "||E_ref - E_init||,\ncandidate vs [reference with the other data order]:\n");
     for (int i = 0; i < rep->n_cells; i++) {

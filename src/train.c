@@ -254,6 +254,7 @@ static void run_train(run_t *r)
     parity_rng_t rng;
     parity_rng_seed(&rng, cfg->seed + (r->role == ROLE_NOISE ? 1u : 0u), 0xba7c0000u);
     int e = 0;
+    for (int q = 0; q < n_evals(cfg); q++) r->val_loss[q] = NAN;
     for (int step = 0; step <= cfg->steps; step++) {
         if (NV > 0 && e < n_evals(cfg) && eval_step(cfg, e) == step) {
             r->val_loss[e] = parity_train_model_loss(m, vin, vtg, NV);
@@ -268,13 +269,13 @@ static void run_train(run_t *r)
         if (r->stats.max_hits > r->max_hits) r->max_hits = r->stats.max_hits;
         r->train_loss[step] = loss;
         if (s != PARITY_OK) {
-            r->failed = 1;
+            r->failed = r->stats.nonfinite_input ? 2 : 1;
             snprintf(r->reason, sizeof r->reason, "step %d: %.200s", step, diag.msg);
             break;
         }
         if (!isfinite(loss)) {
             r->failed = 2;
-            snprintf(r->reason, sizeof r->reason, "step %d: loss %g", step, loss);
+            snprintf(r->reason, sizeof r->reason, "step %d: loss %g (the run diverged)", step, loss);
             break;
         }
         double to = train_now();
@@ -315,6 +316,7 @@ static void run_train(run_t *r)
             r->tick(r->pool, r, r->steps_done);
     }
     memcpy(r->final_wte, p, (size_t)c->V * cfg->d_model * sizeof(float));
+    for (; e < n_evals(cfg); e++) r->val_loss[e] = NAN; /* never evaluated (the run stopped) */
 done:
     parity_train_model_free(m);
     free(in); free(tg); free(vin); free(vtg); free(mom); free(vel);
@@ -427,11 +429,11 @@ static void drift(parity_train_cell_t *cell, const corpus_t *c, const parity_tra
     }
 }
 
-/* Gaps, noise envelope, first departure and verdict of a finished cell. */
-static void judge(parity_train_cell_t *cell, const parity_train_config_t *cfg, const run_t *ref,
-                  const run_t *noise, const run_t *cand)
+/* Gaps, noise envelope, first departure and verdict of a finished cell. Evaluations the candidate
+ * never reached (it crashed or diverged) are NaN and end the comparison. */
+static void judge(parity_train_cell_t *cell, const run_t *ref, const run_t *noise, const run_t *cand)
 {
-    int ne = cell->n_eval;
+    int ne = cell->n_eval, last = -1;
     cell->first_departure = -1;
     cell->steps_done = cand->steps_done;
     if (ref->failed || noise->failed) {
@@ -440,20 +442,10 @@ static void judge(parity_train_cell_t *cell, const parity_train_config_t *cfg, c
                  ref->failed ? ref->reason : noise->reason);
         return;
     }
-    if (cand->failed == 1 || cand->failed == 3) {
-        cell->verdict = "crashed";
-        cell->first_departure = cand->steps_done;
-        snprintf(cell->reason, sizeof cell->reason, "%s", cand->reason);
-        return;
-    }
-    if (cand->failed == 2) {
-        cell->verdict = "diverged";
-        cell->first_departure = cand->steps_done;
-        snprintf(cell->reason, sizeof cell->reason, "%s", cand->reason);
-        return;
-    }
     int over_prev = 0;
     for (int e = 0; e < ne; e++) {
+        if (!isfinite(cell->val_cand[e])) break;
+        last = e;
         double gap = cell->val_cand[e] - cell->val_ref[e];
         double nz = fabs(cell->val_noise[e] - cell->val_ref[e]);
         if (fabs(gap) > cell->max_gap) cell->max_gap = fabs(gap);
@@ -472,9 +464,16 @@ static void judge(parity_train_cell_t *cell, const parity_train_config_t *cfg, c
             cell->first_departure = over_prev ? cell->eval_steps[e - 1] : cell->eval_steps[e];
         over_prev = over;
     }
-    cell->final_gap = cell->val_cand[ne - 1] - cell->val_ref[ne - 1];
-    cell->noise_final = fabs(cell->val_noise[ne - 1] - cell->val_ref[ne - 1]);
-    (void)cfg;
+    if (last >= 0) {
+        cell->final_gap = cell->val_cand[last] - cell->val_ref[last];
+        cell->noise_final = fabs(cell->val_noise[last] - cell->val_ref[last]);
+    }
+    if (cand->failed) {
+        cell->verdict = cand->failed == 2 ? "diverged" : "crashed";
+        if (cell->first_departure < 0) cell->first_departure = cand->steps_done;
+        snprintf(cell->reason, sizeof cell->reason, "%s", cand->reason);
+        return;
+    }
     cell->verdict = cell->first_departure >= 0 ? "departs" : "within-noise";
 }
 
@@ -577,7 +576,7 @@ parity_status_t parity_train_run(const parity_train_config_t *cfg,
         cell->stats_cand = cand->stats;
         cell->seconds_ref = ref->seconds;
         cell->seconds_cand = cand->seconds;
-        judge(cell, cfg, ref, noise, cand);
+        judge(cell, ref, noise, cand);
         parity_train_model_t *m0 = NULL;
         if (!ref->failed && !noise->failed && !cand->failed &&
             parity_train_model_new(cfg, c->V, cfg->seed, &m0, NULL) == PARITY_OK)

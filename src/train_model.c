@@ -531,6 +531,14 @@ static parity_status_t emb_rms_bwd_kernel(parity_train_model_t *m, const parity_
         }
         m->kn = N; m->kin = k->in_dtype; m->kout = k->out_dtype;
     }
+    /* a diverged model hands the op non-finite values: that is the training's failure, not
+     * the kernel's (the caller reports it as divergence) */
+    for (size_t i = 0; i < (size_t)N * D; i++)
+        if (!isfinite(dy[i]) || !isfinite(m->e[i])) {
+            st->nonfinite_input = 1;
+            return parity_diag_set(diag, PARITY_E_INVALID,
+                                   "non-finite dy or x reaching the op (the run diverged)");
+        }
     to_dtype(m->k_dy, dy, (size_t)N * D);
     to_dtype(m->k_x, m->e, (size_t)N * D);
     to_dtype(m->k_g, m->g0, (size_t)D);

@@ -86,6 +86,8 @@ typedef struct {
     int kernel_status;    /* PARITY_KERNEL_* of the last call (0 when no kernel) */
     int nonfinite;        /* the kernel's outputs held NaN/inf (unwritten sentinel or overflow) */
     int out_of_bounds;    /* the kernel wrote outside its outputs (guards) */
+    int nonfinite_input;  /* the model handed the op non-finite dy or x (the run diverged); the
+                             kernel was not called and the call returned PARITY_E_INVALID */
     /* seconds, accumulated: forward, backward (including the op), the op alone (reference or
      * kernel, with the dtype conversions), optimizer (filled by the experiment) */
     double t_forward, t_backward, t_kernel, t_optimizer;
@@ -96,7 +98,8 @@ typedef struct {
  * kernel == NULL: the in-process fp32 reference for embedding_rmsnorm_bwd; else the kernel is
  * called through the ABI with dy, x, gamma converted to its in_dtype and dE, dgamma converted
  * back from its out_dtype. Returns PARITY_E_UNSUPPORTED when the kernel fails (status, non-finite
- * or out-of-bounds output, see stats), PARITY_E_INVALID for bad arguments. */
+ * or out-of-bounds output, see stats), PARITY_E_INVALID for bad arguments or when the model's own
+ * values reaching the op are non-finite (stats->nonfinite_input). */
 parity_status_t parity_train_model_grad(parity_train_model_t *m, const int32_t *inputs,
                                         const int32_t *targets, int nseq,
                                         const parity_abi_kernel_t *kernel, uint64_t call_seed,
