@@ -132,6 +132,15 @@ static int k_f32_run(const parity_abi_call_t *call)
 }
 static int k_error_run(const parity_abi_call_t *call) { (void)call; return PARITY_KERNEL_ERROR; }
 static int k_lazy_run(const parity_abi_call_t *call) { (void)call; return PARITY_KERNEL_OK; }
+/* the reference's dE times 1e30: finite outputs, a training that goes elsewhere (the RMSNorm
+ * after E keeps the forward finite, so it departs rather than diverges) */
+static int k_huge_run(const parity_abi_call_t *call)
+{
+    k_f32_run(call);
+    float *dE = call->outputs[0].data;
+    for (int64_t i = 0; i < call->outputs[0].shape[0] * call->outputs[0].shape[1]; i++) dE[i] *= 1e30f;
+    return PARITY_KERNEL_OK;
+}
 
 static const parity_abi_kernel_t K_F32 = {sizeof(parity_abi_kernel_t), "test_f32", "embedding_rmsnorm_bwd", "", 0,
                                           PARITY_DT_F32, PARITY_DT_F32, k_f32_run, NULL};
@@ -139,6 +148,9 @@ static const parity_abi_kernel_t K_ERR = {sizeof(parity_abi_kernel_t), "test_err
                                           PARITY_DT_F32, PARITY_DT_F32, k_error_run, NULL};
 static const parity_abi_kernel_t K_LAZY = {sizeof(parity_abi_kernel_t), "test_lazy", "embedding_rmsnorm_bwd", "", 0,
                                            PARITY_DT_BF16, PARITY_DT_F32, k_lazy_run, NULL};
+
+static const parity_abi_kernel_t K_HUGE = {sizeof(parity_abi_kernel_t), "test_huge", "embedding_rmsnorm_bwd", "", 0,
+                                           PARITY_DT_F32, PARITY_DT_F32, k_huge_run, NULL};
 
 static void kernel_path_plumbing(void **state)
 {
@@ -271,6 +283,13 @@ static void failing_candidate_is_a_verdict(void **state)
     assert_string_equal(r->cells[0].verdict, "crashed");
     assert_int_equal(r->cells[0].first_departure, 0);
     assert_non_null(strstr(r->cells[0].reason, "non-finite"));
+    parity_train_report_free(r);
+    /* a wrong kernel with finite outputs: departs, at a step, with all steps done */
+    assert_int_equal(parity_train_run(&c, &K_HUGE, "huge", &d, 1, &o, 1, NULL, NULL, &r, NULL), PARITY_OK);
+    assert_string_equal(r->cells[0].verdict, "departs");
+    assert_int_equal(r->cells[0].steps_done, c.steps);
+    assert_true(r->cells[0].first_departure > 0);
+    assert_true(fabs(r->cells[0].max_gap) > r->cells[0].noise_max);
     parity_train_report_free(r);
     /* bad configuration: usage error, no report */
     c.steps = 0;
