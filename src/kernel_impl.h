@@ -12,5 +12,7 @@ extern const parity_abi_kernel_t parity_catalog_norm[];
 extern const int parity_catalog_norm_count;
 extern const parity_abi_kernel_t parity_catalog_embedding_fast[];
 extern const int parity_catalog_embedding_fast_count;
+extern const parity_abi_kernel_t parity_catalog_log_softmax[];
+extern const int parity_catalog_log_softmax_count;
 
 #endif

@@ -12,6 +12,9 @@ extern const parity_op_t parity_op_embedding_bwd;
 extern const parity_op_t parity_op_embedding_fwd;
 extern const parity_op_t parity_op_rmsnorm_fwd;
 extern const parity_op_t parity_op_rmsnorm_bwd;
+extern const parity_op_t parity_op_log_softmax, parity_op_cross_entropy; /* op_log_softmax.c */
+/* fp64 reference of one row (op_log_softmax.c); any output pointer may be NULL. */
+void parity_ref_log_softmax_row(const double *x, int64_t v, int32_t target, double *logp, double *dlogits, double *loss, double *cond);
 
 /* RMSNorm's epsilon for every op of the family (as llama2.c / Llama use). */
 #define PARITY_RMS_EPS 1e-5
