@@ -29,15 +29,14 @@ void parity_help_train(FILE *out)
             "                   runs in this process: a kernel that crashes kills the run\n"
             "  --data D         comma list of text (tinyshakespeare, GPT-2 BPE, remapped to a dense\n"
             "                   vocabulary), zipf, uniform; or all (default all)\n"
-            "  --optimizer O    comma list of sgd, sgdm (momentum %.2g), adamw; or all = sgd,sgdm,adamw\n"
-            "                   (default sgd,adamw)\n"
+            "  --optimizer O    comma list of sgd, sgdm (momentum %.2g), adamw; or all (default all)\n"
             "  --steps N        training steps (default %d)\n"
             "  --seed S         weights and data order (default %llu); the noise run uses S+1\n"
             "  --batch B        sequences per step (default %d, of %d tokens: %d tokens/step)\n"
             "  --dim D          hidden size (default %d), --heads H (default %d), --layers L (%d)\n"
             "  --eval-every K   validation loss every K steps (default %d)\n"
             "  --zipf-s S       Zipf exponent of the synthetic data (default %.2g)\n"
-            "  --lr-sgd X       SGD learning rate (default %.3g); --lr-adamw X (default %.3g)\n"
+            "  --lr-sgd X       SGD learning rate (default %.3g); --lr-sgdm X (%.3g); --lr-adamw X (%.3g)\n"
             "  --jobs J         runs trained concurrently (default %d; 1 for non-reentrant plugins)\n"
             "  --json FILE      every curve, schema parity.train/1 (docs/train.md)\n"
             "  --svg FILE       one panel per cell\n"
@@ -47,7 +46,7 @@ void parity_help_train(FILE *out)
             "3 input error (text data missing: set PARITY_DATA).\n",
             c.sgd_momentum, c.steps, (unsigned long long)c.seed, c.batch_seqs, c.seq_len,
             c.batch_seqs * c.seq_len, c.d_model, c.n_heads, c.n_layers, c.eval_every, c.zipf_s,
-            c.sgd_lr, c.adamw_lr, c.jobs);
+            c.sgd_lr, c.sgdm_lr, c.adamw_lr, c.jobs);
 }
 
 static void progress(void *ctx, const char *line)
@@ -78,7 +77,7 @@ int parity_cmd_train(int argc, char **argv)
 {
     parity_train_config_t cfg;
     parity_train_config_default(&cfg);
-    const char *kspec = NULL, *data = "all", *optn = "sgd,adamw", *json = NULL, *svg = NULL;
+    const char *kspec = NULL, *data = "all", *optn = "all", *json = NULL, *svg = NULL;
     int quiet = 0, timing = 0, rc;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -113,6 +112,7 @@ int parity_cmd_train(int argc, char **argv)
         else if (strcmp(a, "--synth-tokens") == 0) { if ((rc = parse_int("train", a, v, 1000, 100000000, &cfg.synth_tokens))) return rc; }
         else if (strcmp(a, "--zipf-s") == 0) { if ((rc = parse_pos(a, v, &cfg.zipf_s))) return rc; }
         else if (strcmp(a, "--lr-sgd") == 0) { if ((rc = parse_pos(a, v, &cfg.sgd_lr))) return rc; }
+        else if (strcmp(a, "--lr-sgdm") == 0) { if ((rc = parse_pos(a, v, &cfg.sgdm_lr))) return rc; }
         else if (strcmp(a, "--lr-adamw") == 0) { if ((rc = parse_pos(a, v, &cfg.adamw_lr))) return rc; }
         else return cli_usage_error("train", "parity train --help", "unknown option '%s'", a);
     }

@@ -59,6 +59,9 @@ void parity_train_config_default(parity_train_config_t *c)
     c->adamw_eps = 1e-8;
     c->adamw_wd = 0.01;
     c->jobs = 2;
+    /* lr (1 - momentum): the same step as plain SGD once the momentum buffer has filled; with
+     * lr = 1.0 (10x the SGD step) the reference itself diverges on zipf (docs/train.md) */
+    c->sgdm_lr = 0.1;
 }
 
 /* ---- corpora ---------------------------------------------------------------------------------- */
@@ -290,7 +293,7 @@ static void run_train(run_t *r)
                 float lr = (float)cfg->sgd_lr;
                 for (size_t i = 0; i < cnt; i++) pp[i] -= lr * gg[i];
             } else if (r->opt == PARITY_TRAIN_OPT_SGDM) {
-                float lr = (float)cfg->sgd_lr, mu = (float)cfg->sgd_momentum;
+                float lr = (float)cfg->sgdm_lr, mu = (float)cfg->sgd_momentum;
                 for (size_t i = 0; i < cnt; i++) {
                     mm[i] = mu * mm[i] + gg[i];
                     pp[i] -= lr * mm[i];

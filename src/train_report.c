@@ -45,6 +45,7 @@ parity_status_t parity_train_write_json(const parity_train_report_t *r, const ch
     cJSON_AddNumberToObject(cf, "synth_tokens", c->synth_tokens);
     cJSON_AddNumberToObject(cf, "sgd_lr", c->sgd_lr);
     cJSON_AddNumberToObject(cf, "sgd_momentum", c->sgd_momentum);
+    cJSON_AddNumberToObject(cf, "sgdm_lr", c->sgdm_lr);
     cJSON_AddNumberToObject(cf, "adamw_lr", c->adamw_lr);
     cJSON_AddNumberToObject(cf, "adamw_beta1", c->adamw_beta1);
     cJSON_AddNumberToObject(cf, "adamw_beta2", c->adamw_beta2);

@@ -56,6 +56,7 @@ typedef struct {
     double sgd_lr, sgd_momentum;
     double adamw_lr, adamw_beta1, adamw_beta2, adamw_eps, adamw_wd;
     int jobs; /* runs trained concurrently (threads); 1 for plugins that are not reentrant */
+    double sgdm_lr; /* SGD with momentum: lr (sgd_momentum is its momentum) */
 } parity_train_config_t;
 
 void parity_train_config_default(parity_train_config_t *cfg);
