@@ -235,7 +235,7 @@ static const parity_workload_t LSM_PRESETS[] = {
     {"odd-v32001", "odd vocabulary V=32001, text targets mod V, randn*3 logits with peaks", 512, 1, 32001, PARITY_IDS_TEXT, 0, NORMAL, 0, NORMAL, 3, PARITY_GAMMA_ONES, 4, 25, 0, ""},
     {"outlier-rows", "1 row in 8 has one logit at 110-120 (fp32 exp overflows past 88.7)", 256, 1, 32000, PARITY_IDS_UNIFORM, 0, OUTROWS, 110, NORMAL, 2, PARITY_GAMMA_ONES, 4, 25, 0, ""},
     {"small-v", "classifier-sized V=1000, randn logits, uniform targets", 2048, 1, 1000, PARITY_IDS_UNIFORM, 0, NORMAL, 0, NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"prod-llama3", "Llama-3 vocabulary V=128256, N=4096, text targets (about 14 GB)", 4096, 1, 128256, PARITY_IDS_TEXT, 0, OUTROWS, 110, NORMAL, 2, PARITY_GAMMA_ONES, 4, 25, 1, ""},
+    {"prod-llama3", "Llama-3 vocabulary V=128256, N=1024 rows, text targets (reference about 3.5 GB)", 1024, 1, 128256, PARITY_IDS_TEXT, 0, OUTROWS, 110, NORMAL, 2, PARITY_GAMMA_ONES, 4, 25, 1, ""},
 };
 
 static const parity_workload_t LSM_BASELINES[] = {
