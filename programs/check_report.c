@@ -2,12 +2,12 @@
  * (docs/check-json.md: keys are never renamed, only added). The JSON holds no timings, so the
  * same seed and inputs give a byte-identical file. */
 #include "check_report.h"
+#include "json_out.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "parity/workload.h"
 
@@ -179,14 +179,6 @@ void check_report_text(FILE *out, const parity_op_t *op, const parity_kernel_res
     fputc('\n', out);
 }
 
-static cJSON *num(double x)
-{
-    /* JSON has no inf/nan: they are written as strings. */
-    if (isnan(x)) return cJSON_CreateString("nan");
-    if (isinf(x)) return cJSON_CreateString(x > 0 ? "inf" : "-inf");
-    return cJSON_CreateNumber(x);
-}
-
 int check_report_json(const char *path, const parity_op_t *op, const parity_kernel_result_t *res,
                       int n, const check_report_ctx_t *ctx)
 {
@@ -219,15 +211,15 @@ int check_report_json(const char *path, const parity_op_t *op, const parity_kern
             cJSON_AddStringToObject(x, "name", w->workload);
             cJSON_AddStringToObject(x, "verdict", parity_verdict_name(w->verdict));
             cJSON_AddStringToObject(x, "detail", w->detail);
-            cJSON_AddItemToObject(x, "max_err_over_tol", num(w->max_q));
-            cJSON_AddItemToObject(x, "max_err_over_worst_case_bound", num(w->max_qd));
-            cJSON_AddItemToObject(x, "noise_floor", num(w->floor_q));
-            cJSON_AddItemToObject(x, "lambda", num(w->lambda));
+            cJSON_AddItemToObject(x, "max_err_over_tol", cli_json_num(w->max_q));
+            cJSON_AddItemToObject(x, "max_err_over_worst_case_bound", cli_json_num(w->max_qd));
+            cJSON_AddItemToObject(x, "noise_floor", cli_json_num(w->floor_q));
+            cJSON_AddItemToObject(x, "lambda", cli_json_num(w->lambda));
             cJSON_AddNumberToObject(x, "rows_judged", (double)w->rows_judged);
             cJSON_AddNumberToObject(x, "rows_failed", (double)w->rows_failed);
             cJSON_AddNumberToObject(x, "nan_count", (double)w->nan_count);
             cJSON_AddNumberToObject(x, "max_hits", (double)w->max_hits);
-            cJSON_AddItemToObject(x, "hit_error_correlation", num(w->hit_corr));
+            cJSON_AddItemToObject(x, "hit_error_correlation", cli_json_num(w->hit_corr));
             cJSON *wo = cJSON_AddObjectToObject(x, "worst");
             cJSON_AddStringToObject(wo, "output", w->worst.output);
             cJSON_AddNumberToObject(wo, "row", (double)w->worst.row_key);
@@ -236,10 +228,10 @@ int check_report_json(const char *path, const parity_op_t *op, const parity_kern
             if (tok[0]) cJSON_AddStringToObject(wo, "token_text", tok);
             cJSON_AddNumberToObject(wo, "terms", (double)w->worst.k);
             cJSON_AddNumberToObject(wo, "col", (double)w->worst.col);
-            cJSON_AddItemToObject(wo, "got", num(w->worst.got));
-            cJSON_AddItemToObject(wo, "ref", num(w->worst.ref));
-            cJSON_AddItemToObject(wo, "abs_err", num(w->worst.err));
-            cJSON_AddItemToObject(wo, "tol", num(w->worst.tol));
+            cJSON_AddItemToObject(wo, "got", cli_json_num(w->worst.got));
+            cJSON_AddItemToObject(wo, "ref", cli_json_num(w->worst.ref));
+            cJSON_AddItemToObject(wo, "abs_err", cli_json_num(w->worst.err));
+            cJSON_AddItemToObject(wo, "tol", cli_json_num(w->worst.tol));
             cJSON *wr = cJSON_AddArrayToObject(x, "worst_rows");
             for (int q = 0; q < w->n_worst_rows; q++) {
                 const parity_worst_t *e = &w->worst_rows[q];
@@ -252,29 +244,29 @@ int check_report_json(const char *path, const parity_op_t *op, const parity_kern
                 if (tq[0]) cJSON_AddStringToObject(o2, "token_text", tq);
                 cJSON_AddNumberToObject(o2, "terms", (double)e->k);
                 cJSON_AddNumberToObject(o2, "col", (double)e->col);
-                cJSON_AddItemToObject(o2, "err_over_tol", num(e->q));
-                cJSON_AddItemToObject(o2, "abs_err", num(e->err));
+                cJSON_AddItemToObject(o2, "err_over_tol", cli_json_num(e->q));
+                cJSON_AddItemToObject(o2, "abs_err", cli_json_num(e->err));
             }
             if (w->diag.available) {
                 cJSON *d = cJSON_AddObjectToObject(x, "diagnosis");
                 cJSON_AddStringToObject(d, "output", w->diag.output);
-                cJSON_AddItemToObject(d, "effective_bits", num(w->diag.eff_bits));
+                cJSON_AddItemToObject(d, "effective_bits", cli_json_num(w->diag.eff_bits));
                 cJSON_AddStringToObject(d, "closest", parity_emu_names[w->diag.closest]);
                 cJSON_AddBoolToObject(d, "beyond_8bit", w->diag.beyond);
-                cJSON_AddItemToObject(d, "candidate_rel_err", num(w->diag.cand_err));
+                cJSON_AddItemToObject(d, "candidate_rel_err", cli_json_num(w->diag.cand_err));
                 cJSON *e = cJSON_AddObjectToObject(d, "emulation_rel_err");
                 for (int q = 0; q < PARITY_N_EMU; q++)
-                    cJSON_AddItemToObject(e, parity_emu_names[q], num(w->diag.emu_err[q]));
+                    cJSON_AddItemToObject(e, parity_emu_names[q], cli_json_num(w->diag.emu_err[q]));
             }
         }
         if (kr->diag_wl >= 0) {
             const parity_diagnosis_t *d = &kr->wl[kr->diag_wl].diag;
             cJSON *dg = cJSON_AddObjectToObject(o, "diagnosis");
             cJSON_AddStringToObject(dg, "workload", kr->wl[kr->diag_wl].workload);
-            cJSON_AddItemToObject(dg, "effective_bits", num(d->eff_bits));
+            cJSON_AddItemToObject(dg, "effective_bits", cli_json_num(d->eff_bits));
             cJSON_AddStringToObject(dg, "closest", parity_emu_names[d->closest]);
             cJSON_AddBoolToObject(dg, "beyond_8bit", d->beyond);
-            cJSON_AddItemToObject(dg, "hit_error_correlation", num(kr->wl[kr->diag_wl].hit_corr));
+            cJSON_AddItemToObject(dg, "hit_error_correlation", cli_json_num(kr->wl[kr->diag_wl].hit_corr));
         }
         if (ctx->baselines) {
             cJSON *b = cJSON_AddObjectToObject(o, "baselines");
@@ -282,24 +274,12 @@ int check_report_json(const char *path, const parity_op_t *op, const parity_kern
                 if (!kr->base[q].ran) continue;
                 cJSON *x = cJSON_AddObjectToObject(b, kr->base[q].name);
                 cJSON_AddBoolToObject(x, "caught", kr->base[q].caught);
-                cJSON_AddItemToObject(x, "pass_fraction", num(kr->base[q].pass_fraction));
+                cJSON_AddItemToObject(x, "pass_fraction", cli_json_num(kr->base[q].pass_fraction));
                 cJSON_AddStringToObject(x, "rule", kr->base[q].rule);
             }
         }
     }
-    char *text = cJSON_Print(root);
+    int rc = cli_json_write(path, root);
     cJSON_Delete(root);
-    if (!text) return -1;
-    /* Write to a temporary file and rename: no half-written report. */
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    int ok = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
-    if (f && fclose(f) != 0) ok = 0;
-    free(text);
-    if (!ok || rename(tmp, path) != 0) {
-        remove(tmp);
-        return -1;
-    }
-    return 0;
+    return rc;
 }

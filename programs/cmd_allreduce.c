@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli.h"
+#include "json_out.h"
 #include "parity/reduce.h"
 
 void parity_help_allreduce(FILE *out)
@@ -121,42 +122,10 @@ static parity_ar_dtype_t coarser(parity_ar_dtype_t a, parity_ar_dtype_t b)
     return c == PARITY_AR_FP64 ? PARITY_AR_FP32 : c;
 }
 
-static cJSON *num(double x)
-{
-    if (isnan(x)) return cJSON_CreateString("nan");
-    if (isinf(x)) return cJSON_CreateString(x > 0 ? "inf" : "-inf");
-    return cJSON_CreateNumber(x);
-}
-
-static cJSON *drift_json(const parity_ar_drift_t *d)
-{
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "n", (double)d->n);
-    cJSON_AddNumberToObject(o, "n_differ", (double)d->n_differ);
-    cJSON_AddItemToObject(o, "frac_differ", num(d->frac_differ));
-    cJSON_AddItemToObject(o, "max_ulp", num(d->max_ulp));
-    cJSON_AddItemToObject(o, "mean_ulp", num(d->mean_ulp));
-    cJSON_AddItemToObject(o, "p50_ulp", num(d->p50_ulp));
-    cJSON_AddItemToObject(o, "p90_ulp", num(d->p90_ulp));
-    cJSON_AddItemToObject(o, "p99_ulp", num(d->p99_ulp));
-    cJSON *h = cJSON_AddArrayToObject(o, "ulp_hist");
-    for (int i = 0; i < 6; i++) cJSON_AddItemToArray(h, cJSON_CreateNumber((double)d->ulp_hist[i]));
-    cJSON_AddItemToObject(o, "max_abs", num(d->max_abs));
-    cJSON_AddItemToObject(o, "max_rel", num(d->max_rel));
-    cJSON_AddItemToObject(o, "mean_rel", num(d->mean_rel));
-    cJSON_AddItemToObject(o, "nmse", num(d->nmse));
-    cJSON_AddItemToObject(o, "rel_floor", num(d->rel_floor));
-    return o;
-}
-
 static int write_json(const char *cmd, cJSON *root, const char *path)
 {
-    char *text = cJSON_Print(root);
-    FILE *f = text ? fopen(path, "w") : NULL;
-    int ok = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
-    if (f && fclose(f) != 0) ok = 0;
-    free(text);
-    if (!ok) return cli_input_error(cmd, "%s: cannot write the JSON report", path);
+    if (cli_json_write(path, root) != 0)
+        return cli_input_error(cmd, "%s: cannot write the JSON report", path);
     return 0;
 }
 
@@ -231,9 +200,9 @@ static int cmd_pair(const char *cmd, const inputs_t *in, const parity_ar_spec_t 
         cJSON_AddStringToObject(root, "ulp_format", parity_reduce_dtype_name(ulp));
         cJSON_AddBoolToObject(root, "expected_identical", expected);
         cJSON_AddBoolToObject(root, "identical", identical);
-        cJSON_AddItemToObject(root, "a_vs_b", drift_json(&dab));
-        cJSON_AddItemToObject(root, "a_vs_exact", drift_json(&dae));
-        cJSON_AddItemToObject(root, "b_vs_exact", drift_json(&dbe));
+        cJSON_AddItemToObject(root, "a_vs_b", cli_drift_json(&dab));
+        cJSON_AddItemToObject(root, "a_vs_exact", cli_drift_json(&dae));
+        cJSON_AddItemToObject(root, "b_vs_exact", cli_drift_json(&dbe));
         int w = write_json(cmd, root, json);
         cJSON_Delete(root);
         if (w) return w;
@@ -316,9 +285,9 @@ static int cmd_table(const char *cmd, const inputs_t *in, int ra, int rb, const 
             cJSON_AddStringToObject(row, "hop", dts[d]);
             cJSON_AddStringToObject(row, "a", ta);
             cJSON_AddStringToObject(row, "b", tb);
-            cJSON_AddItemToObject(row, "a_vs_b", drift_json(&dab));
-            cJSON_AddItemToObject(row, "a_vs_exact", drift_json(&dae));
-            cJSON_AddItemToObject(row, "b_vs_exact", drift_json(&dbe));
+            cJSON_AddItemToObject(row, "a_vs_b", cli_drift_json(&dab));
+            cJSON_AddItemToObject(row, "a_vs_exact", cli_drift_json(&dae));
+            cJSON_AddItemToObject(row, "b_vs_exact", cli_drift_json(&dbe));
             cJSON_AddItemToArray(rows, row);
             if (p == 0 && dab.n_differ) {
                 printf("FAIL: the control row (same setup twice) is not bit-identical\n");

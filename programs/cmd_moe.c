@@ -5,11 +5,11 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
 #include "cli.h"
+#include "json_out.h"
 #include "parity/moe.h"
 #include "parity/reduce.h"
 
@@ -69,52 +69,10 @@ void parity_help_moe(FILE *out)
             "differ), 2 usage error, 3 I/O error.\n");
 }
 
-static cJSON *num(double x)
-{
-    if (isnan(x)) return cJSON_CreateString("nan");
-    if (isinf(x)) return cJSON_CreateString(x > 0 ? "inf" : "-inf");
-    return cJSON_CreateNumber(x);
-}
-
-static cJSON *drift_json(const parity_ar_drift_t *d)
-{
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "n", (double)d->n);
-    cJSON_AddNumberToObject(o, "n_differ", (double)d->n_differ);
-    cJSON_AddItemToObject(o, "frac_differ", num(d->frac_differ));
-    cJSON_AddItemToObject(o, "max_ulp", num(d->max_ulp));
-    cJSON_AddItemToObject(o, "mean_ulp", num(d->mean_ulp));
-    cJSON_AddItemToObject(o, "p50_ulp", num(d->p50_ulp));
-    cJSON_AddItemToObject(o, "p90_ulp", num(d->p90_ulp));
-    cJSON_AddItemToObject(o, "p99_ulp", num(d->p99_ulp));
-    cJSON *h = cJSON_AddArrayToObject(o, "ulp_hist");
-    for (int i = 0; i < 6; i++) cJSON_AddItemToArray(h, cJSON_CreateNumber((double)d->ulp_hist[i]));
-    cJSON_AddItemToObject(o, "max_abs", num(d->max_abs));
-    cJSON_AddItemToObject(o, "max_rel", num(d->max_rel));
-    cJSON_AddItemToObject(o, "mean_rel", num(d->mean_rel));
-    cJSON_AddItemToObject(o, "nmse", num(d->nmse));
-    cJSON_AddItemToObject(o, "rel_floor", num(d->rel_floor));
-    return o;
-}
-
-/* Atomic: the report appears complete or not at all (temp file in the same folder + rename). */
 static int write_json(const char *cmd, cJSON *root, const char *path)
 {
-    char *text = cJSON_Print(root);
-    size_t n = strlen(path) + 32;
-    char *tmp = malloc(n);
-    FILE *f = NULL;
-    if (text && tmp) {
-        snprintf(tmp, n, "%s.tmp%ld", path, (long)getpid());
-        f = fopen(tmp, "w");
-    }
-    int ok = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
-    if (f && fclose(f) != 0) ok = 0;
-    if (ok && rename(tmp, path) != 0) ok = 0;
-    if (!ok && f) remove(tmp);
-    free(text);
-    free(tmp);
-    if (!ok) return cli_input_error(cmd, "%s: cannot write the JSON report", path);
+    if (cli_json_write(path, root) != 0)
+        return cli_input_error(cmd, "%s: cannot write the JSON report", path);
     return 0;
 }
 
@@ -124,10 +82,10 @@ static cJSON *config_json(cJSON *root, const parity_moe_config_t *c)
     cJSON_AddNumberToObject(root, "experts", (double)c->e);
     cJSON_AddNumberToObject(root, "topk", (double)c->k);
     cJSON_AddNumberToObject(root, "hidden", (double)c->d);
-    cJSON_AddItemToObject(root, "sigma", num(c->sigma));
-    cJSON_AddItemToObject(root, "ties", num(c->ties));
+    cJSON_AddItemToObject(root, "sigma", cli_json_num(c->sigma));
+    cJSON_AddItemToObject(root, "ties", cli_json_num(c->ties));
     cJSON_AddNumberToObject(root, "outliers", c->outliers);
-    cJSON_AddItemToObject(root, "outlier_factor", num(c->outlier_factor));
+    cJSON_AddItemToObject(root, "outlier_factor", cli_json_num(c->outlier_factor));
     cJSON_AddNumberToObject(root, "seed", (double)c->seed);
     return root;
 }
@@ -182,12 +140,12 @@ static void print_drift_row(const char *label, const parity_ar_drift_t *d, doubl
 
 static cJSON *pair_json(cJSON *o, const pair_t *r)
 {
-    cJSON_AddItemToObject(o, "topk_set_differ_a_vs_b", num(r->set_ab));
-    cJSON_AddItemToObject(o, "topk_set_differ_a_vs_exact", num(r->set_ae));
-    cJSON_AddItemToObject(o, "topk_set_differ_b_vs_exact", num(r->set_be));
-    cJSON_AddItemToObject(o, "a_vs_b", drift_json(&r->ab));
-    cJSON_AddItemToObject(o, "a_vs_exact", drift_json(&r->ae));
-    cJSON_AddItemToObject(o, "b_vs_exact", drift_json(&r->be));
+    cJSON_AddItemToObject(o, "topk_set_differ_a_vs_b", cli_json_num(r->set_ab));
+    cJSON_AddItemToObject(o, "topk_set_differ_a_vs_exact", cli_json_num(r->set_ae));
+    cJSON_AddItemToObject(o, "topk_set_differ_b_vs_exact", cli_json_num(r->set_be));
+    cJSON_AddItemToObject(o, "a_vs_b", cli_drift_json(&r->ab));
+    cJSON_AddItemToObject(o, "a_vs_exact", cli_drift_json(&r->ae));
+    cJSON_AddItemToObject(o, "b_vs_exact", cli_drift_json(&r->be));
     return o;
 }
 
@@ -280,9 +238,9 @@ static int cmd_pair(const char *cmd, const parity_moe_config_t *c, const parity_
         cJSON *pa = cJSON_AddArrayToObject(root, "perturb");
         for (int i = 0; i < neps; i++) {
             cJSON *o = cJSON_CreateObject();
-            cJSON_AddItemToObject(o, "eps", num(eps[i]));
-            cJSON_AddItemToObject(o, "flip_a", num(fa[i]));
-            cJSON_AddItemToObject(o, "flip_b", num(fb[i]));
+            cJSON_AddItemToObject(o, "eps", cli_json_num(eps[i]));
+            cJSON_AddItemToObject(o, "flip_a", cli_json_num(fa[i]));
+            cJSON_AddItemToObject(o, "flip_b", cli_json_num(fb[i]));
             cJSON_AddItemToArray(pa, o);
         }
         int w = write_json(cmd, root, json);
@@ -374,9 +332,9 @@ static int cmd_table(const char *cmd, const parity_moe_config_t *c, const double
             printf("| %g | %.3g | %.4f | %.4f |\n", eps[i], c->sigma > 0 ? eps[i] / c->sigma : 0,
                    f32, f16);
             cJSON *o = cJSON_CreateObject();
-            cJSON_AddItemToObject(o, "eps", num(eps[i]));
-            cJSON_AddItemToObject(o, "flip_softmax_fp32", num(f32));
-            cJSON_AddItemToObject(o, "flip_softmax_bf16", num(f16));
+            cJSON_AddItemToObject(o, "eps", cli_json_num(eps[i]));
+            cJSON_AddItemToObject(o, "flip_softmax_fp32", cli_json_num(f32));
+            cJSON_AddItemToObject(o, "flip_softmax_bf16", cli_json_num(f16));
             cJSON_AddItemToArray(jp, o);
         }
     }

@@ -189,26 +189,6 @@ parity_verdict_t parity_bench_time_kernel(const parity_abi_kernel_t *k, const pa
 
 /* ---- the bench ------------------------------------------------------------------------------ */
 
-static void make_call(const parity_case_t *c, parity_abi_tensor_t *in, parity_abi_tensor_t *out,
-                      parity_tensor_t **o, int n_threads, uint64_t seed, parity_abi_call_t *call)
-{
-    for (int i = 0; i < c->n_inputs; i++) in[i] = c->inputs[i]->view;
-    for (int i = 0; i < c->n_outputs; i++) out[i] = o[i]->view;
-    memset(call, 0, sizeof *call);
-    call->abi_version = PARITY_ABI_VERSION;
-    call->struct_size = sizeof *call;
-    call->op = c->op->name;
-    call->n_inputs = c->n_inputs;
-    call->n_outputs = c->n_outputs;
-    call->inputs = in;
-    call->outputs = out;
-    call->n_attrs = c->n_attrs;
-    call->attr_names = c->attr_names;
-    call->attr_values = c->attr_values;
-    call->seed = seed;
-    call->n_threads = n_threads;
-}
-
 /* Merge a second check's verdicts into the rows (a kernel is faithful only if both say so). */
 static void take_verdicts(parity_bench_row_t *rows, int n, const parity_kernel_result_t *kr,
                           const char *timed)
@@ -386,7 +366,7 @@ parity_status_t parity_bench_run(const parity_op_t *op, const parity_kernel_list
         if (ok) {
             parity_abi_tensor_t in[PARITY_OP_MAX_ARGS], out[PARITY_OP_MAX_ARGS];
             parity_abi_call_t call;
-            make_call(c, in, out, outs, n_threads, o->seed, &call);
+            parity_case_make_call(c, in, out, outs, n_threads, o->seed, &call);
             parity_cost_t cost;
             int cost_ok = parity_bench_cost_call(&call, &cost) == PARITY_OK;
             if (cost_ok && (!have_cost || i == brow)) {

@@ -176,28 +176,6 @@ static void fill_reference(parity_tensor_t *t, const parity_ref_output_t *R)
     }
 }
 
-static void make_call(const parity_case_t *c, parity_abi_tensor_t *in, parity_abi_tensor_t *out,
-                      parity_tensor_t **o, const parity_check_opts_t *opts, uint64_t seed,
-                      parity_abi_call_t *call)
-{
-    for (int i = 0; i < c->n_inputs; i++) in[i] = c->inputs[i]->view;
-    for (int i = 0; i < c->n_outputs; i++) out[i] = o[i]->view;
-    memset(call, 0, sizeof *call);
-    call->abi_version = PARITY_ABI_VERSION;
-    call->struct_size = sizeof *call;
-    call->op = c->op->name;
-    call->n_inputs = c->n_inputs;
-    call->n_outputs = c->n_outputs;
-    call->inputs = in;
-    call->outputs = out;
-    call->n_attrs = c->n_attrs;
-    call->attr_names = c->attr_names;
-    call->attr_values = c->attr_values;
-    call->seed = seed;
-    call->n_threads = opts->n_threads > 0 ? opts->n_threads : 1;
-}
-
-/* One judged run of kernel k on case c (with the determinism rerun when `rerun`). */
 /* Judge every output of a case; sets verdict unfaithful when any element exceeds its tolerance. */
 static void judge_case_outputs(const parity_case_t *c, parity_tensor_t *const *o, parity_wl_result_t *res)
 {
@@ -218,7 +196,8 @@ static void judge_case_outputs(const parity_case_t *c, parity_tensor_t *const *o
     }
 }
 
-/* rerun: the reference-prefilled second run (unwritten outputs, nondeterminism); decoy: a first
+/* One judged run of kernel k on case c.
+ * rerun: the reference-prefilled second run (unwritten outputs, nondeterminism); decoy: a first
  * call on decoy inputs in the same child (caching). Both cost a kernel call each, so the driver
  * asks for them on the small workloads and not on production-sized ones. */
 static void run_one(const parity_kernel_ref_t *kr, case_slot_t *cs, const parity_check_opts_t *opts,
@@ -240,7 +219,7 @@ static void run_one(const parity_kernel_ref_t *kr, case_slot_t *cs, const parity
         parity_tensor_reset_guards(c->inputs[i]);
     }
     for (int i = 0; i < c->n_outputs; i++) parity_tensor_fill_nan(o[i]);
-    make_call(c, in, out, o, opts, c->seed, &call);
+    parity_case_make_call(c, in, out, o, opts->n_threads, c->seed, &call);
     /* Decoy: the same shapes with every floating-point input scaled by -2 (exact) and a different
      * seed, in buffers of its own; run first in the same child to defeat caching. */
     parity_tensor_t *dout[PARITY_OP_MAX_ARGS] = {0};
@@ -291,7 +270,7 @@ static void run_one(const parity_kernel_ref_t *kr, case_slot_t *cs, const parity
         double secs;
         if (pool_outputs(cs, POOL_RERUN, k, o2) == 0) {
             for (int i = 0; i < c->n_outputs; i++) fill_reference(o2[i], &c->ref[i]);
-            make_call(c, in, out2, o2, opts, c->seed, &call2);
+            parity_case_make_call(c, in, out2, o2, opts->n_threads, c->seed, &call2);
             parity_verdict_t v2 = parity_run_isolated(k, NULL, &call2, opts->timeout_s, det, sizeof det, &secs);
             int modified = -1;
             for (int i = 0; i < c->n_inputs; i++)

@@ -258,23 +258,9 @@ parity_status_t parity_run_kernel(parity_case_t *c, const parity_kernel_ref_t *k
                                     c->out_ndim[i], c->out_shape[i]);
         if (!outs[i]) return PARITY_E_NOMEM;
         parity_tensor_fill_nan(outs[i]);
-        out[i] = outs[i]->view;
     }
-    for (int i = 0; i < c->n_inputs; i++) in[i] = c->inputs[i]->view;
     parity_abi_call_t call;
-    memset(&call, 0, sizeof call);
-    call.abi_version = PARITY_ABI_VERSION;
-    call.struct_size = sizeof call;
-    call.op = c->op->name;
-    call.n_inputs = c->n_inputs;
-    call.n_outputs = c->n_outputs;
-    call.inputs = in;
-    call.outputs = out;
-    call.n_attrs = c->n_attrs;
-    call.attr_names = c->attr_names;
-    call.attr_values = c->attr_values;
-    call.seed = c->seed;
-    call.n_threads = 1;
+    parity_case_make_call(c, in, out, outs, 1, c->seed, &call);
     double secs;
     detail[0] = 0;
     *verdict = parity_run_isolated(k, NULL, &call, timeout_s, detail, detail_len, &secs);

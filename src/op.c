@@ -84,6 +84,27 @@ parity_status_t parity_case_build(const parity_op_t *op, const parity_workload_t
     return PARITY_OK;
 }
 
+void parity_case_make_call(const parity_case_t *c, parity_abi_tensor_t *in, parity_abi_tensor_t *out,
+                           parity_tensor_t *const *outs, int n_threads, uint64_t seed,
+                           parity_abi_call_t *call)
+{
+    for (int i = 0; i < c->n_inputs; i++) in[i] = c->inputs[i]->view;
+    for (int i = 0; i < c->n_outputs; i++) out[i] = outs[i]->view;
+    memset(call, 0, sizeof *call);
+    call->abi_version = PARITY_ABI_VERSION;
+    call->struct_size = sizeof *call;
+    call->op = c->op->name;
+    call->n_inputs = c->n_inputs;
+    call->n_outputs = c->n_outputs;
+    call->inputs = in;
+    call->outputs = out;
+    call->n_attrs = c->n_attrs;
+    call->attr_names = c->attr_names;
+    call->attr_values = c->attr_values;
+    call->seed = seed;
+    call->n_threads = n_threads > 0 ? n_threads : 1;
+}
+
 static void ref_free(parity_ref_output_t *r)
 {
     free(r->slot);

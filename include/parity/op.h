@@ -101,6 +101,12 @@ const parity_workload_t *parity_op_find_preset(const parity_op_t *op, const char
  * preset, PARITY_E_INVALID for a malformed or absurd shape (N*D or V*D above 2^31). */
 parity_status_t parity_op_workload(const parity_op_t *op, const char *name, parity_workload_t *out);
 
+/* Fill an ABI call of case c on outputs outs: in[] and out[] (caller storage of
+ * PARITY_OP_MAX_ARGS entries) receive the views the call points to. */
+void parity_case_make_call(const parity_case_t *c, parity_abi_tensor_t *in, parity_abi_tensor_t *out,
+                           parity_tensor_t *const *outs, int n_threads, uint64_t seed,
+                           parity_abi_call_t *call);
+
 /* Build a case (calls op->build); parity_case_free releases everything (NULL ok). */
 parity_status_t parity_case_build(const parity_op_t *op, const parity_workload_t *wl, uint64_t seed,
                                   parity_dtype_t in_dtype, parity_case_t **out,
