@@ -226,8 +226,9 @@ static void copy_kernel_vs_probe(void **state)
     double ratio = kernel_gbs / probe_gbs;
     printf("# copy kernel via bench timing: %.2f GB/s (best of 5), copy probe %.2f GB/s: %.0f%%\n",
            kernel_gbs, probe_gbs, 100 * ratio);
-    /* Reported, not asserted tightly: a noisy shared machine may disagree by a lot. */
-    assert_true(ratio > 0.05 && ratio < 5.0);
+    /* Reported, not asserted: no timing assertions in tests (a shared CI machine can disagree
+     * by any factor). Only that both measurements produced a finite, positive rate. */
+    assert_true(isfinite(ratio) && ratio > 0);
     /* The parent's inputs are untouched by the timing child's regeneration. */
     assert_true(((double *)in->view.data)[7] == 7.0);
     parity_tensor_free(in);
