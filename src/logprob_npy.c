@@ -138,77 +138,17 @@ static void dense_set(lp_dense_t *a, const unsigned char *base, uint64_t file_of
 
 static double dense_f64(const lp_dense_t *a, uint64_t idx)
 {
-    const unsigned char *p = a->base + idx * a->es;
-    switch (a->dt) {
-    case PARITY_ST_F64: {
-        double v;
-        memcpy(&v, p, 8);
-        return v;
-    }
-    case PARITY_ST_F32: {
-        float v;
-        memcpy(&v, p, 4);
-        return v;
-    }
-    case PARITY_ST_BF16: {
-        uint32_t u = (uint32_t)(p[0] | p[1] << 8) << 16;
-        float v;
-        memcpy(&v, &u, 4);
-        return v;
-    }
-    case PARITY_ST_F16: {
-        unsigned h = p[0] | p[1] << 8;
-        int e = (h >> 10) & 31, m = h & 1023;
-        double v = e == 31 ? (m ? NAN : INFINITY) : e == 0 ? ldexp(m, -24) : ldexp(m + 1024, e - 25);
-        return h >> 15 ? -v : v;
-    }
-    case PARITY_ST_I64: {
-        int64_t v;
-        memcpy(&v, p, 8);
-        return (double)v;
-    }
-    case PARITY_ST_I32: {
-        int32_t v;
-        memcpy(&v, p, 4);
-        return v;
-    }
-    case PARITY_ST_I16: {
-        int16_t v;
-        memcpy(&v, p, 2);
-        return v;
-    }
-    case PARITY_ST_I8: return (int8_t)p[0];
-    default: return p[0];
-    }
+    return parity_st_decode_f64(a->dt, a->base + idx * a->es);
 }
 
+/* Integers exactly; a float-typed id/mask array is converted through double (INT64_MIN when not
+ * representable). */
 static int64_t dense_i64(const lp_dense_t *a, uint64_t idx)
 {
-    const unsigned char *p = a->base + idx * a->es;
-    switch (a->dt) {
-    case PARITY_ST_I64: {
-        int64_t v;
-        memcpy(&v, p, 8);
-        return v;
-    }
-    case PARITY_ST_I32: {
-        int32_t v;
-        memcpy(&v, p, 4);
-        return v;
-    }
-    case PARITY_ST_I16: {
-        int16_t v;
-        memcpy(&v, p, 2);
-        return v;
-    }
-    case PARITY_ST_I8: return (int8_t)p[0];
-    case PARITY_ST_U8:
-    case PARITY_ST_BOOL: return p[0];
-    default: {
-        double v = dense_f64(a, idx);
-        return v == v && fabs(v) < 9e18 ? (int64_t)v : INT64_MIN;
-    }
-    }
+    int64_t v;
+    if (parity_st_decode_i64(a->dt, a->base + idx * a->es, &v) == 0) return v;
+    double d = dense_f64(a, idx);
+    return d == d && fabs(d) < 9e18 ? (int64_t)d : INT64_MIN;
 }
 
 static const char *dtype_name(int dt)

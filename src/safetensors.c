@@ -420,38 +420,69 @@ static double f16_to_f64(uint16_t h)
     return s ? -v : v;
 }
 
+double parity_st_decode_f64(parity_st_dtype_t dt, const void *src)
+{
+    const unsigned char *p = src;
+    switch (dt) {
+    case PARITY_ST_F64: {
+        double v;
+        memcpy(&v, p, 8);
+        return v;
+    }
+    case PARITY_ST_F32: {
+        float v;
+        memcpy(&v, p, 4);
+        return v;
+    }
+    case PARITY_ST_BF16:
+    case PARITY_ST_F16: {
+        uint16_t h;
+        memcpy(&h, p, 2);
+        return dt == PARITY_ST_BF16 ? bf16_to_f64(h) : f16_to_f64(h);
+    }
+    default: {
+        int64_t v = 0;
+        parity_st_decode_i64(dt, p, &v);
+        return (double)v;
+    }
+    }
+}
+
+int parity_st_decode_i64(parity_st_dtype_t dt, const void *src, int64_t *out)
+{
+    const unsigned char *p = src;
+    switch (dt) {
+    case PARITY_ST_I64: memcpy(out, p, 8); return 0;
+    case PARITY_ST_I32: {
+        int32_t v;
+        memcpy(&v, p, 4);
+        *out = v;
+        return 0;
+    }
+    case PARITY_ST_I16: {
+        int16_t v;
+        memcpy(&v, p, 2);
+        *out = v;
+        return 0;
+    }
+    case PARITY_ST_I8: *out = (int8_t)p[0]; return 0;
+    case PARITY_ST_U8: *out = p[0]; return 0;
+    case PARITY_ST_BOOL: *out = p[0] != 0; return 0;
+    default: return -1;
+    }
+}
+
 parity_status_t parity_st_read_f64(const parity_st_file_t *f, const parity_st_tensor_t *t,
                                    uint64_t first, size_t n, double *dst)
 {
     if (!f || !t || (!dst && n) || first > t->numel || n > t->numel - first) return PARITY_E_INVALID;
     size_t es = parity_st_dtype_size(t->dtype);
     const unsigned char *p = f->base + t->offset + first * es;
-    switch (t->dtype) {
-    case PARITY_ST_F64: memcpy(dst, p, n * 8); break;
-    case PARITY_ST_F32:
-        for (size_t i = 0; i < n; i++) {
-            float x;
-            memcpy(&x, p + 4 * i, 4);
-            dst[i] = x;
-        }
-        break;
-    case PARITY_ST_BF16:
-    case PARITY_ST_F16:
-        for (size_t i = 0; i < n; i++) {
-            uint16_t h;
-            memcpy(&h, p + 2 * i, 2);
-            dst[i] = t->dtype == PARITY_ST_BF16 ? bf16_to_f64(h) : f16_to_f64(h);
-        }
-        break;
-    default: {
-        /* integers */
-        for (size_t i = 0; i < n; i++) {
-            int64_t v;
-            parity_st_read_i64(f, t, first + i, 1, &v);
-            dst[i] = (double)v;
-        }
+    if (t->dtype == PARITY_ST_F64) {
+        memcpy(dst, p, n * 8);
+        return PARITY_OK;
     }
-    }
+    for (size_t i = 0; i < n; i++) dst[i] = parity_st_decode_f64(t->dtype, p + i * es);
     return PARITY_OK;
 }
 
@@ -461,27 +492,8 @@ parity_status_t parity_st_read_i64(const parity_st_file_t *f, const parity_st_te
     if (!f || !t || (!dst && n) || first > t->numel || n > t->numel - first) return PARITY_E_INVALID;
     size_t es = parity_st_dtype_size(t->dtype);
     const unsigned char *p = f->base + t->offset + first * es;
-    for (size_t i = 0; i < n; i++, p += es) {
-        switch (t->dtype) {
-        case PARITY_ST_I64: memcpy(&dst[i], p, 8); break;
-        case PARITY_ST_I32: {
-            int32_t v;
-            memcpy(&v, p, 4);
-            dst[i] = v;
-            break;
-        }
-        case PARITY_ST_I16: {
-            int16_t v;
-            memcpy(&v, p, 2);
-            dst[i] = v;
-            break;
-        }
-        case PARITY_ST_I8: dst[i] = (int8_t)p[0]; break;
-        case PARITY_ST_U8: dst[i] = p[0]; break;
-        case PARITY_ST_BOOL: dst[i] = p[0] != 0; break;
-        default: return PARITY_E_INVALID;
-        }
-    }
+    for (size_t i = 0; i < n; i++, p += es)
+        if (parity_st_decode_i64(t->dtype, p, &dst[i]) != 0) return PARITY_E_INVALID;
     return PARITY_OK;
 }
 

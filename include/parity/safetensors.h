@@ -91,6 +91,12 @@ parity_status_t parity_st_read_f64(const parity_st_file_t *f, const parity_st_te
 /* Convert integer (or bool) elements to int64. PARITY_E_INVALID for float dtypes. */
 parity_status_t parity_st_read_i64(const parity_st_file_t *f, const parity_st_tensor_t *t,
                                    uint64_t first, size_t n, int64_t *dst);
+/* Decode one little-endian element of dtype dt at p (any alignment): floats exactly to double,
+ * integers to double (exact when |v| <= 2^53), bool as 0/1. Shared by every reader of raw
+ * tensor bytes (safetensors and npy). */
+double parity_st_decode_f64(parity_st_dtype_t dt, const void *p);
+/* Integer or bool element to int64 (bool as 0/1); -1 for a float dtype. */
+int parity_st_decode_i64(parity_st_dtype_t dt, const void *p, int64_t *out);
 /* Release the pages of [byte_off, byte_off + n) of a file-backed mapping from memory (they are
  * re-read on the next access): lets a streaming reader keep its resident set bounded. A no-op
  * for memory buffers. */
