@@ -34,6 +34,9 @@ int cli_parse_u64(const char *s, uint64_t *out);
 int cli_parse_long(const char *s, long min, long max, long *out);
 int cli_parse_double(const char *s, double *out);
 
+/* A progress callback (parity_check_opts_t.progress and the like): one line to stderr. */
+void cli_progress_stderr(void *ctx, const char *msg);
+
 /* True when argv[i] is "--help" or "-h". */
 int cli_is_help(const char *arg);
 

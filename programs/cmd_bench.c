@@ -56,12 +56,6 @@ void parity_help_bench(FILE *out)
         "  parity bench embedding_rmsnorm_bwd --kernel ./libmine.so --json bench.json\n");
 }
 
-static void on_progress(void *ctx, const char *msg)
-{
-    (void)ctx;
-    fprintf(stderr, "%s\n", msg);
-}
-
 static void fmt_time(char *b, size_t n, double s)
 {
     if (!(s > 0)) snprintf(b, n, "-");
@@ -364,7 +358,7 @@ int parity_cmd_bench(int argc, char **argv)
             return cli_input_error("bench", "%s", diag.msg);
         }
     }
-    if (!quiet) o.progress = on_progress;
+    if (!quiet) o.progress = cli_progress_stderr;
     parity_bench_result_t res;
     parity_status_t st = parity_bench_run(op, &kl, &o, &res, &diag);
     if (st != PARITY_OK) {

@@ -44,12 +44,6 @@ void parity_help_check(FILE *out)
         "  parity check embedding_rmsnorm_bwd --kernel ./libmine.so --json report.json\n");
 }
 
-static void on_progress(void *ctx, const char *msg)
-{
-    (void)ctx;
-    fprintf(stderr, "%s\n", msg);
-}
-
 int parity_cmd_check(int argc, char **argv)
 {
     const char *op_name = NULL, *json = NULL;
@@ -147,7 +141,7 @@ int parity_cmd_check(int argc, char **argv)
         }
     }
     if (!quiet) {
-        opts.progress = on_progress;
+        opts.progress = cli_progress_stderr;
     }
     parity_kernel_result_t *res = NULL;
     parity_status_t st = parity_check_run(op, &kl, &opts, &res, &diag);

@@ -40,6 +40,12 @@ static void main_help(FILE *out)
             "start here: parity check embedding_rmsnorm_bwd --kernel builtin:all --baselines\n");
 }
 
+void cli_progress_stderr(void *ctx, const char *msg)
+{
+    (void)ctx;
+    fprintf(stderr, "%s\n", msg);
+}
+
 int cli_is_help(const char *arg)
 {
     return strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0;

@@ -9,6 +9,8 @@
 #include "parity/verify.h"
 #include "verify_impl.h"
 
+/* Diagnosis rows: the most-hit rows (where a narrow accumulator shows) plus random ones; 64 rows
+ * keep the six emulations well under a second on the quick workloads. */
 #define N_DIAG_TOP 32
 #define N_DIAG_RANDOM 32
 #define N_FLOOR_KERNELS 3
@@ -426,6 +428,9 @@ static void diagnose(case_slot_t *cs, const parity_kernel_ref_t *kr, parity_tens
     } else if (lc >= le[0]) {
         double slope = (le[1] - le[0]) / (p[1] - p[0]);
         d->eff_bits = slope < 0 ? p[0] + (lc - le[0]) / slope : p[0];
+        /* 4x the 8-bit emulation's error = 2 bits worse than bf16 accumulation, beyond the
+         * spread between sequential and pairwise orders (under 2x here): the error then needs
+         * another cause (a wrong formula, lost updates) than accumulator precision. */
         d->beyond = d->cand_err > 4 * d->emu_err[0];
     } else if (lc <= le[2]) {
         d->eff_bits = p[2];
