@@ -441,7 +441,8 @@ static void judge(parity_train_cell_t *cell, const run_t *ref, const run_t *nois
     cell->steps_done = cand->steps_done;
     if (ref->failed || noise->failed) {
         cell->verdict = "diverged";
-        snprintf(cell->reason, sizeof cell->reason, "the reference failed: %s",
+        /* "%.200s": the run's reason is longer than the cell's room; keep its start. */
+        snprintf(cell->reason, sizeof cell->reason, "the reference failed: %.200s",
                  ref->failed ? ref->reason : noise->reason);
         return;
     }
