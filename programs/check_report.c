@@ -153,12 +153,15 @@ void check_report_text(FILE *out, const parity_op_t *op, const parity_kernel_res
     }
     if (ctx->baselines) {
         fprintf(out, "detection matrix (CAUGHT = the verifier rejects the kernel; for a faithful kernel that is a false alarm)\n");
-        fprintf(out, "%-28s %-10s %-10s", "kernel", "expected", "parity");
+        int w = 28; /* the kernel column fits the longest label (plugin paths are long) */
+        for (int k = 0; k < n; k++)
+            if ((int)strlen(res[k].kr->label) > w) w = (int)strlen(res[k].kr->label);
+        fprintf(out, "%-*s %-10s %-10s", w, "kernel", "expected", "parity");
         for (int b = 0; b < PARITY_N_BASELINES; b++) fprintf(out, " %-14s", res[0].base[b].name ? res[0].base[b].name : "");
         fputc('\n', out);
         for (int k = 0; k < n; k++) {
             const parity_kernel_result_t *kr = &res[k];
-            fprintf(out, "%-28s %-10s %-10s", kr->kr->label, expected_of(kr),
+            fprintf(out, "%-*s %-10s %-10s", w, kr->kr->label, expected_of(kr),
                     kr->verdict == PARITY_VERDICT_FAITHFUL ? "pass" : "CAUGHT");
             for (int b = 0; b < PARITY_N_BASELINES; b++)
                 fprintf(out, " %-14s", !kr->base[b].ran ? "-" : kr->base[b].caught ? "CAUGHT" : "pass");
