@@ -77,6 +77,33 @@ static void cost_rbwd(double n, double d, double v, double bi, double bo, parity
              "flops N*(11D+5)", bi, bi, bo, bo);
 }
 
+/* log_softmax (op_log_softmax.c): reads logits (N,V), writes logprobs (N,V); here d is V.
+ * Per element: the max (1 compare), x - m (1), exp (1: a transcendental counts one, a lower
+ * bound on its real cost), the sum (1), y = (x - m) - L (1); per row log S (1). 5V + 1. */
+static void cost_lsm(double n, double d, double v, double bi, double bo, parity_cost_t *c)
+{
+    (void)v;
+    c->bytes_read = n * d * bi;
+    c->bytes_written = n * d * bo;
+    c->flops = n * (5 * d + 1);
+    snprintf(c->formula, sizeof c->formula,
+             "read logits N*V*%g B; write logprobs N*V*%g B; flops N*(5V+1)", bi, bo);
+}
+
+/* Fused cross-entropy forward + backward: reads logits (N,V) and targets (N); writes loss (N)
+ * and dlogits (N,V); here d is V. Per element: max, x - m, exp, sum, the scale by 1/S (5); per
+ * row log S, 1/S, the loss L - (x_t - m) (2 flops) and the -1 at the target: 5V + 5. */
+static void cost_ce(double n, double d, double v, double bi, double bo, parity_cost_t *c)
+{
+    (void)v;
+    c->bytes_read = n * d * bi + 4 * n;
+    c->bytes_written = n * d * bo + n * bo;
+    c->flops = n * (5 * d + 5);
+    snprintf(c->formula, sizeof c->formula,
+             "read logits N*V*%g B + targets 4N B; write dlogits N*V*%g B + loss N*%g B; "
+             "flops N*(5V+5)", bi, bo, bo);
+}
+
 /* Where N, D and V live in an op's call: N = shape[0] of input n_in, D = shape[1] of input d_in
  * (or of output d_out when d_in < 0), V = shape[0] of output v_out or input v_in (-1: none). */
 typedef struct {
@@ -91,6 +118,8 @@ static const cost_entry_t COSTS[] = {
     {"embedding_fwd", cost_efwd, 1, 0, 0, -1},
     {"rmsnorm_fwd", cost_rfwd, 0, 0, -1, -1},
     {"rmsnorm_bwd", cost_rbwd, 0, 0, -1, -1},
+    {"log_softmax", cost_lsm, 0, 0, -1, -1},   /* d = V (the logits' columns) */
+    {"cross_entropy", cost_ce, 0, 0, -1, -1},
 };
 
 static const cost_entry_t *find_cost(const char *op)

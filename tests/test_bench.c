@@ -58,7 +58,13 @@ static void cost_other_ops_by_hand(void **state)
     /* rmsnorm_bwd N=2 D=8 bf16 -> f32: read 2*2*8*2 + 16 = 80, write 64 + 32 = 96, 2*(88+5). */
     assert_int_equal(parity_bench_cost_shape("rmsnorm_bwd", 2, 8, 0, PARITY_DT_BF16, PARITY_DT_F32, &c), PARITY_OK);
     assert_true(c.bytes_read == 80 && c.bytes_written == 96 && c.flops == 186);
-    assert_int_equal(parity_bench_cost_shape("gemm", 1, 1, 1, PARITY_DT_F32, PARITY_DT_F32, &c), PARITY_E_NOTFOUND);
+    /* log_softmax on 2 rows of V = 3 (d carries V): read 2*3*4, write 2*3*2, 2*(5*3+1) flops. */
+    assert_int_equal(parity_bench_cost_shape("log_softmax", 2, 3, 0, PARITY_DT_F32, PARITY_DT_BF16, &c), PARITY_OK);
+    assert_true(c.bytes_read == 24 && c.bytes_written == 12 && c.flops == 32);
+    /* cross_entropy: + targets 4N read, + loss N written, 2*(5*3+5) flops. */
+    assert_int_equal(parity_bench_cost_shape("cross_entropy", 2, 3, 0, PARITY_DT_F32, PARITY_DT_F32, &c), PARITY_OK);
+    assert_true(c.bytes_read == 32 && c.bytes_written == 32 && c.flops == 40);
+    assert_int_equal(parity_bench_cost_shape("no_such_op", 1, 1, 1, PARITY_DT_F32, PARITY_DT_F32, &c), PARITY_E_NOTFOUND);
     assert_int_equal(parity_bench_cost_shape("embedding_bwd", -1, 1, 1, PARITY_DT_F32, PARITY_DT_F32, &c), PARITY_E_INVALID);
     assert_int_equal(parity_bench_cost_shape(NULL, 1, 1, 1, PARITY_DT_F32, PARITY_DT_F32, &c), PARITY_E_INVALID);
 }
