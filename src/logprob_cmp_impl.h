@@ -148,6 +148,8 @@ typedef struct {
     thr_t th[64];
     slot_t *gs[MAX_SLICES]; /* the slices' stream-order accumulators (lazily allocated) */
     uint64_t npair_seen;
+    parity_lp_seq_t **pool; /* compared sequences whose buffers the next batches reuse */
+    size_t npool, poolcap;
     map_t pend[2];
     parity_lp_seq_t *buf[2];
     size_t bufn[2];

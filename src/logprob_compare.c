@@ -148,7 +148,8 @@ static int hist_bin_log10(double a)
     return l < 0 ? 0 : l >= HBINS ? HBINS - 1 : (int)l;
 }
 
-static double hist_thr[HBINS]; /* hist_thr[k], k >= 1: smallest double of bin >= k */
+static double hist_thr[HBINS + 2]; /* hist_thr[k], 1 <= k < HBINS: smallest double of bin >= k;
+                                   * NaN past the last bin */
 static int8_t hist_lo[2048];   /* bin of 2^(e - 1023), the smallest double of biased exponent e */
 static pthread_once_t hist_once = PTHREAD_ONCE_INIT;
 
@@ -160,6 +161,7 @@ static int hist_bin_thr(double a, int b)
 
 static void hist_init(void)
 {
+    hist_thr[HBINS] = hist_thr[HBINS + 1] = NAN; /* never <= anything: the last bin is HBINS - 1 */
     for (int k = 1; k < HBINS; k++) {
         uint64_t lo = 1, hi = 0x7fefffffffffffffull; /* smallest subnormal .. DBL_MAX */
         while (lo < hi) {
@@ -190,7 +192,10 @@ static int hist_bin(double d, int *sign)
     if (a != a) return hist_bin_log10(a);
     uint64_t u;
     memcpy(&u, &a, sizeof u);
-    return hist_bin_thr(a, hist_lo[u >> 52]);
+    int b = hist_lo[u >> 52];
+    b += hist_thr[b + 1] <= a; /* no branches: the outcome is data-dependent */
+    b += hist_thr[b + 1] <= a;
+    return b;
 }
 
 static entry_t *new_entry(pair_t *pr, int si, int type)
@@ -459,26 +464,35 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
     }
     size_t W = c->o.worst_tokens, m = 0;
     pr->ne = 0;
+    /* locals: the stores below would otherwise make the compiler reload every pointer */
+    double *restrict GA = T->a, *restrict GB = T->b, *restrict GFM = T->fm, *restrict GFM2 = T->fm2;
+    int *restrict GPOS = T->pos, *restrict GMD = T->md;
+    int16_t *restrict GBIN = T->bin;
+    uint8_t *restrict GSGN = T->sgn, *restrict GPH = T->ph, *restrict GHT = T->hastop;
+    const uint8_t *fla = sa->flags, *flb = sb->flags;
+    const double *lpa = sa->lp, *lpb = sb->lp;
+    const int *mm0 = c->modmap[0], *mm1 = c->modmap[1];
+    const double unit = c->unit;
     for (size_t i = 0; i < lim; i++) {
-        if (!(sa->flags[i] & PARITY_LP_PRESENT) || !(sb->flags[i] & PARITY_LP_PRESENT)) {
+        if (!(fla[i] & PARITY_LP_PRESENT) || !(flb[i] & PARITY_LP_PRESENT)) {
             pr->absent++;
             continue;
         }
-        double a = sa->lp[i], b = sb->lp[i];
-        T->a[m] = a;
-        T->b[m] = b;
-        T->p[m] = i;
-        T->pos[m] = pos_bucket(i);
+        double a = lpa[i], b = lpb[i];
+        GA[m] = a;
+        GB[m] = b;
+        GPOS[m] = pos_bucket(i);
         int sg;
-        T->bin[m] = (int16_t)hist_bin(b - a, &sg);
-        T->sgn[m] = (uint8_t)sg;
-        uint8_t f = sa->flags[i] | sb->flags[i];
-        T->ph[m] = (f & PARITY_LP_PREFILL) ? 1 : (f & PARITY_LP_DECODE) ? 2 : 0;
-        int md = sa->mod[i] ? c->modmap[0][sa->mod[i]] : sb->mod[i] ? c->modmap[1][sb->mod[i]] : -1;
-        T->md[m] = md;
-        T->fm[m] = c->unit * ((isfinite(a) ? fabs(a) : 0) + 1.0);
-        T->fm2[m] = T->fm[m] * T->fm[m];
-        T->hastop[m] = 0;
+        GBIN[m] = (int16_t)hist_bin(b - a, &sg);
+        GSGN[m] = (uint8_t)sg;
+        uint8_t f = fla[i] | flb[i];
+        GPH[m] = (f & PARITY_LP_PREFILL) ? 1 : (f & PARITY_LP_DECODE) ? 2 : 0;
+        int md = sa->mod[i] ? mm0[sa->mod[i]] : sb->mod[i] ? mm1[sb->mod[i]] : -1;
+        GMD[m] = md;
+        double fmv = unit * ((isfinite(a) ? fabs(a) : 0) + 1.0);
+        GFM[m] = fmv;
+        GFM2[m] = fmv * fmv;
+        GHT[m] = 0;
         if (T->K) {
             int32_t *ia = T->ida + m * K, *ib = T->idb + m * K;
             double *xa = T->sa + m * K, *xb = T->sb + m * K;
@@ -502,7 +516,7 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
                         break;
                     }
             }
-            T->hastop[m] = (uint8_t)any;
+            GHT[m] = (uint8_t)any;
             if (any) {
                 /* what parity_metrics_dist_add_topk / _add_topk_kl compute for this token */
                 pr->t1[m] = ia[0] >= 0 && ia[0] == ib[0];
@@ -636,6 +650,22 @@ static void seq_destroy(parity_lp_seq_t *s)
     free(s);
 }
 
+/* Keep a compared sequence's buffers for a later batch (no fresh pages per batch); the pool
+ * holds at most what two batches read. */
+static void seq_recycle(cmp_t *c, parity_lp_seq_t *s)
+{
+    if (c->npool == c->poolcap && c->poolcap < 2 * 2 * 65536) {
+        size_t nc = c->poolcap ? c->poolcap * 2 : 256;
+        parity_lp_seq_t **p = realloc(c->pool, nc * sizeof *p);
+        if (p) {
+            c->pool = p;
+            c->poolcap = nc;
+        }
+    }
+    if (c->npool < c->poolcap) c->pool[c->npool++] = s;
+    else seq_destroy(s);
+}
+
 static void map_free(map_t *m)
 {
     for (size_t i = 0; i < m->nb; i++)
@@ -700,14 +730,20 @@ static parity_status_t read_batch(cmp_t *c, int side, parity_lp_seq_t ***out, si
     parity_lp_seq_t **v = malloc(got * sizeof *v);
     if (!v) return parity_diag_set(d, PARITY_E_NOMEM, "out of memory");
     for (size_t i = 0; i < got; i++) {
-        v[i] = malloc(sizeof **v);
-        if (!v[i]) {
-            for (size_t j = 0; j < i; j++) seq_destroy(v[j]);
-            free(v);
-            return parity_diag_set(d, PARITY_E_NOMEM, "out of memory");
+        if (c->npool) {
+            v[i] = c->pool[--c->npool];
+        } else {
+            v[i] = malloc(sizeof **v);
+            if (!v[i]) {
+                for (size_t j = 0; j < i; j++) seq_destroy(v[j]);
+                free(v);
+                return parity_diag_set(d, PARITY_E_NOMEM, "out of memory");
+            }
+            parity_lp_seq_init(v[i]);
         }
-        *v[i] = c->buf[side][i]; /* take ownership; the slot gets fresh buffers next time */
-        parity_lp_seq_init(&c->buf[side][i]);
+        parity_lp_seq_t old = *v[i];
+        *v[i] = c->buf[side][i]; /* take ownership; the slot gets a recycled sequence's buffers */
+        c->buf[side][i] = old;
     }
     if (side) c->res->counts.n_seq_b += got;
     else c->res->counts.n_seq_a += got;
@@ -811,8 +847,8 @@ static parity_status_t run(cmp_t *c, parity_diag_t *d)
                     v->n_b = p->b->n;
                 }
             }
-            seq_destroy(p->a);
-            seq_destroy(p->b);
+            seq_recycle(c, p->a);
+            seq_recycle(c, p->b);
         }
         if (st) break;
     }
@@ -1031,6 +1067,8 @@ parity_status_t parity_lp_compare(parity_lp_reader_t *a, parity_lp_reader_t *b, 
             parity_metrics_dist_free(c->gs[i]->d);
             free(c->gs[i]);
         }
+    for (size_t i = 0; i < c->npool; i++) seq_destroy(c->pool[i]);
+    free(c->pool);
     for (int s = 0; s < 2; s++) {
         map_free(&c->pend[s]);
         for (size_t i = 0; i < c->bufn[s]; i++) parity_lp_seq_free(&c->buf[s][i]);
