@@ -2,10 +2,17 @@
 """Throughput of `parity logprobs` against a numpy script computing the same overall metrics
 (|dlogprob| and |dprob| max/mean/p50/p99/p99.9, k1/k2/k3, chi2, importance-ratio stats,
 Pearson, per-sequence log-ppl difference) on the same files, in the same run. Prints MB/s of
-input (both dumps counted), the ratio, and parity's peak resident set (ru_maxrss).
+input (both dumps counted) and the CPU time (user + sys) per GB of input of both, the ratios,
+and parity's peak resident set (ru_maxrss). Wall-clock figures on a shared machine are noisy;
+the CPU seconds per GB are the steadier measure of work.
 
 usage: bench/bench_logprobs.py [--parity build/parity] [--seqs 2048] [--positions 2048]
                                [--jsonl-seqs 1000] [--threads N] [--keep DIR]
+                               [--big-gb G [--big-dir DIR]]
+--big-gb G: instead, the memory bound: write two safetensors dumps of G GB each (fp32 logprobs
+and int32 token ids, a 64 MiB block of synthetic data repeated; B = A + noise), run parity on
+them once, print wall time, CPU time and the peak resident set of that one process (/usr/bin/time's
+%M, the maximum resident set size of /usr/bin/time -v), then delete them. Needs 2G GB of free disk.
 Synthetic data: float32 logprobs of a softmax over N(0, 3) logits-like values, with B = A plus
 N(0, 1e-3) noise; token ids 0..50k. npy and safetensors hold [seqs, positions]; JSONL holds
 parity's own schema with token ids and logprobs per record.
@@ -86,15 +93,76 @@ def numpy_run(kind, pa, pb, shape):
 
 
 def parity_run(parity, pa, pb, threads):
+    """(wall s, CPU s = user + sys, peak RSS MiB) of one parity process."""
     args = [parity, "logprobs", pa, pb, "--worst", "10", "--json", pb + ".report.json"]
     if threads:
         args += ["--threads", str(threads)]
+    # Through /usr/bin/time when present: a child forked from this Python process inherits its
+    # resident pages (the arrays above) and ru_maxrss keeps that high-water mark across exec.
+    timer = os.path.exists("/usr/bin/time")
+    fd, tf = tempfile.mkstemp(suffix=".time")
+    os.close(fd)
+    if timer:
+        args = ["/usr/bin/time", "-o", tf, "-f", "%M"] + args
     t = time.perf_counter()
-    p = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, ru = os.wait4(p.pid, 0)
     dt = time.perf_counter() - t
-    if p.returncode not in (0, 1):
-        sys.exit(f"parity failed ({p.returncode}): {p.stderr}")
-    return dt
+    err = p.stderr.read().decode()
+    rc = os.waitstatus_to_exitcode(status)
+    rss = ru.ru_maxrss / 1024
+    if timer:
+        with open(tf) as f:
+            rss = int(f.read().split()[-1]) / 1024
+    os.remove(tf)
+    if rc not in (0, 1):
+        sys.exit(f"parity failed ({rc}): {err}")
+    return dt, ru.ru_utime + ru.ru_stime, rss
+
+
+def big_run(o):
+    """Peak memory on two G GB dumps (see the module docstring)."""
+    d = o.big_dir or tempfile.mkdtemp(prefix="parity_big_lp_")
+    os.makedirs(d, exist_ok=True)
+    need = 2 * o.big_gb * 1e9 * 1.05
+    free = os.statvfs(d).f_bavail * os.statvfs(d).f_frsize
+    if free < need:
+        sys.exit(f"--big-gb {o.big_gb}: {free / 1e9:.1f} GB free in {d}, need {need / 1e9:.1f}")
+    rng = np.random.default_rng(2)
+    P = 4096
+    blk_rows = 2048  # 2048 x 4096 tokens x 8 bytes = 64 MiB per block
+    rows = int(o.big_gb * 1e9 // (P * 8)) // blk_rows * blk_rows
+    lp = np.minimum(-np.abs(rng.normal(0, 3, size=(blk_rows, P))), 0).astype("<f4")
+    lpb = np.minimum(lp + rng.normal(0, 1e-3, size=lp.shape), 0).astype("<f4")
+    ids = rng.integers(0, 50000, size=(blk_rows, P)).astype("<i4")
+    paths = []
+    t = time.perf_counter()
+    for name, x in (("a", lp), ("b", lpb)):
+        hdr = {"logprobs": {"dtype": "F32", "shape": [rows, P], "data_offsets": [0, rows * P * 4]},
+               "token_ids": {"dtype": "I32", "shape": [rows, P], "data_offsets": [rows * P * 4, rows * P * 8]}}
+        h = json.dumps(hdr).encode()
+        h += b" " * ((8 - len(h) % 8) % 8)
+        path = os.path.join(d, name + ".safetensors")
+        with open(path, "wb") as f:
+            f.write(struct.pack("<Q", len(h)) + h)
+            for arr in (x, ids):
+                b = arr.tobytes()
+                for _ in range(rows // blk_rows):
+                    f.write(b)
+        paths.append(path)
+    size = sum(os.path.getsize(p) for p in paths)
+    print(f"wrote 2 x {os.path.getsize(paths[0]) / 1e9:.2f} GB ({rows} x {P} tokens each) in "
+          f"{time.perf_counter() - t:.0f} s")
+    try:
+        wall, cpu, rss = parity_run(o.parity, paths[0], paths[1], o.threads)
+        print(f"parity logprobs on {size / 1e9:.2f} GB of input: wall {wall:.1f} s ({size / 1e6 / wall:.0f} MB/s), "
+              f"CPU {cpu:.1f} s ({cpu / (size / 1e9):.2f} s/GB), peak RSS {rss:.0f} MiB")
+    finally:
+        for p in paths + [paths[1] + ".report.json"]:
+            if os.path.exists(p):
+                os.remove(p)
+        if not o.big_dir:
+            os.rmdir(d)
 
 
 def main():
@@ -105,7 +173,12 @@ def main():
     ap.add_argument("--jsonl-seqs", type=int, default=600)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--keep", default=None)
+    ap.add_argument("--big-gb", type=float, default=0)
+    ap.add_argument("--big-dir", default=None)
     o = ap.parse_args()
+    if o.big_gb:
+        big_run(o)
+        return
     rng = np.random.default_rng(1)
     S, P = o.seqs, o.positions
     lp = np.minimum(-np.abs(rng.normal(0, 3, size=(S, P))), 0).astype(np.float32)
@@ -125,17 +198,23 @@ def main():
     write_jsonl(os.path.join(d, "b.jsonl"), lpb[:J], ids[:J])
     files["jsonl"] = (os.path.join(d, "a.jsonl"), os.path.join(d, "b.jsonl"))
     print(f"parity logprobs vs numpy, same files, same run ({os.cpu_count()} CPUs, threads "
-          f"{o.threads or 'all'}); MB/s counts both input files")
-    print(f"{'format':12} {'MB':>8} {'tokens':>10} {'parity s':>9} {'parity MB/s':>12} {'numpy s':>9} "
-          f"{'numpy MB/s':>11} {'ratio':>7}")
+          f"{o.threads or 'all'}); MB/s counts both input files; CPU = user + sys seconds per GB of input")
+    print(f"{'format':12} {'MB':>7} {'tokens':>9} {'parity s':>9} {'MB/s':>7} {'CPU s/GB':>9} {'numpy s':>8} "
+          f"{'MB/s':>6} {'CPU s/GB':>9} {'ratio':>6} {'CPU ratio':>9}")
+    peak = 0.0
     for kind, (pa, pb) in files.items():
         mb = (os.path.getsize(pa) + os.path.getsize(pb)) / 1e6
         ntok = (J if kind == "jsonl" else S) * P
-        tp = min(parity_run(o.parity, pa, pb, o.threads) for _ in range(2))
+        runs = [parity_run(o.parity, pa, pb, o.threads) for _ in range(2)]
+        tp, cp = min(r[0] for r in runs), min(r[1] for r in runs)
+        peak = max(peak, max(r[2] for r in runs))
+        c0 = time.process_time()
         tn = numpy_run(kind, pa, pb, lp.shape)
-        print(f"{kind:12} {mb:8.1f} {ntok:10d} {tp:9.3f} {mb / tp:12.1f} {tn:9.3f} {mb / tn:11.1f} {tn / tp:6.1f}x")
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(f"peak RSS of the largest parity child: {rss:.0f} MiB (inputs up to "
+        cn = time.process_time() - c0
+        gb = mb / 1e3
+        print(f"{kind:12} {mb:7.1f} {ntok:9d} {tp:9.3f} {mb / tp:7.1f} {cp / gb:9.2f} {tn:8.3f} {mb / tn:6.1f} "
+              f"{cn / gb:9.2f} {tn / tp:5.1f}x {cn / cp:8.1f}x")
+    print(f"peak RSS of parity (/usr/bin/time %M): {peak:.0f} MiB (inputs up to "
           f"{max(os.path.getsize(f[0]) for f in files.values()) / 1e6:.0f} MB each)")
     if not o.keep:
         for pa, pb in files.values():

@@ -4,6 +4,7 @@
 #define PARITY_LOGPROB_CMP_IMPL_H
 
 #include "logprob_impl.h"
+#include "metrics_impl.h"
 
 #define MAX_SLICES 512
 #define MAX_WORST 100
@@ -39,6 +40,9 @@ struct parity_lp_result {
     parity_lp_counts_t counts;
 };
 
+/* A slice's accumulator in stream order (the order-dependent state: compensated sums,
+ * Welford and co-moment merges), one per slice for the whole run, fed serially from the
+ * pairs' entry logs; plus, at the end, the merged order-free parts. */
 typedef struct {
     parity_dist_t *d;
     double hist[2][HBINS];
@@ -48,10 +52,21 @@ typedef struct {
     uint64_t fl_n;
 } slot_t;
 
+/* A thread's order-free part of a slice: quantile sketches (thread 0 fills the slice
+ * accumulator's own), histogram counts, the floor maximum. */
 typedef struct {
-    slot_t **slots; /* MAX_SLICES, lazily allocated */
+    struct parity_qsketch *q_dlp, *q_dp;
+    parity_dist_t *own; /* threads > 0: holds the sketches */
+    double hist[2][HBINS];
+    double hist_zero;
+    double fl_max;
+} tslot_t;
+
+typedef struct {
+    tslot_t **slots; /* MAX_SLICES, lazily allocated */
     parity_lp_token_t *worst;
     double *worstd;
+    uint64_t *worstp; /* ordinal of the pair of each worst token (stream order for ties) */
     size_t nworst;
     int nomem;
     /* gathered tokens of the current pair */
@@ -66,12 +81,43 @@ typedef struct {
     double *sa, *sb;
 } thr_t;
 
+/* What a pair contributes to the order-dependent state of one slice, computed in parallel and
+ * applied in stream order (pair by pair, entry by entry), so the result does not depend on the
+ * number of threads and equals a serial run bit for bit. */
+enum { E_BLK, E_TOK, E_SEQ, E_TOPK, E_FL };
+typedef struct {
+    int16_t slice;
+    uint8_t type;
+    union {
+        metrics_blk_t blk;          /* E_BLK */
+        parity_dist_tok_t tok;      /* E_TOK */
+        struct {
+            size_t n;
+            uint64_t nf;
+            double slr;
+        } seq;                      /* E_SEQ */
+        struct {
+            size_t i0, i1;          /* into the pair's ov/t1/tkl */
+        } topk;                     /* E_TOPK */
+        struct {
+            parity_csum_t s0, s1, q0, q1; /* partials of sum m and sum m^2 */
+            size_t n;
+        } fl;                       /* E_FL */
+    } u;
+} entry_t;
+
 typedef struct {
     parity_lp_seq_t *a, *b;
     int field_slice;
     int div;
     size_t divpos;
     uint64_t compared, absent, unkeyed;
+    uint64_t ord;       /* ordinal of the pair in the stream */
+    entry_t *e;         /* the pair's entries, in the order a serial run applies them */
+    size_t ne, ecap;
+    double *ov, *tkl;   /* per gathered token with top-k: overlap, truncated KL */
+    uint8_t *t1;        /* top-1 agreement */
+    size_t tcap;
 } pair_t;
 
 typedef struct node {
@@ -100,6 +146,10 @@ typedef struct {
     int overall_from_pos; /* overall's token statistics = merge of the position slices */
     int modmap[2][256];
     thr_t th[64];
+    slot_t *gs[MAX_SLICES]; /* the slices' stream-order accumulators (lazily allocated) */
+    uint64_t npair_seen;
+    parity_lp_seq_t **pool; /* compared sequences whose buffers the next batches reuse */
+    size_t npool, poolcap;
     map_t pend[2];
     parity_lp_seq_t *buf[2];
     size_t bufn[2];

@@ -97,17 +97,41 @@ static int field_slice(cmp_t *c, const char *v)
 
 /* ---- per-thread accumulation ------------------------------------------------------------ */
 
-static slot_t *slot(cmp_t *c, int t, int i)
+/* The stream-order accumulator of slice i: created by the serial apply, or by thread 0 (the
+ * only thread that touches these during the parallel part) for its sketches. */
+static slot_t *gslot(cmp_t *c, int i)
 {
-    slot_t **sp = &c->th[t].slots[i];
-    if (!*sp) {
+    if (!c->gs[i]) {
         slot_t *s = calloc(1, sizeof *s);
         if (!s || parity_metrics_dist_new(&c->dopts, &s->d) != PARITY_OK) {
             free(s);
-            c->th[t].nomem = 1;
             return NULL;
         }
+        c->gs[i] = s;
+    }
+    return c->gs[i];
+}
+
+static tslot_t *tslot(cmp_t *c, int t, int i)
+{
+    tslot_t **sp = &c->th[t].slots[i];
+    if (!*sp) {
+        tslot_t *s = calloc(1, sizeof *s);
+        if (!s) goto fail;
+        if (t == 0) {
+            slot_t *g = gslot(c, i);
+            if (!g) goto fail;
+            metrics_dist_sketches(g->d, &s->q_dlp, &s->q_dp);
+        } else {
+            if (parity_metrics_dist_new(&c->dopts, &s->own) != PARITY_OK) goto fail;
+            metrics_dist_sketches(s->own, &s->q_dlp, &s->q_dp);
+        }
         *sp = s;
+        return s;
+    fail:
+        free(s);
+        c->th[t].nomem = 1;
+        return NULL;
     }
     return *sp;
 }
@@ -124,11 +148,20 @@ static int hist_bin_log10(double a)
     return l < 0 ? 0 : l >= HBINS ? HBINS - 1 : (int)l;
 }
 
-static double hist_thr[HBINS]; /* hist_thr[k], k >= 1: smallest double of bin >= k */
+static double hist_thr[HBINS + 2]; /* hist_thr[k], 1 <= k < HBINS: smallest double of bin >= k;
+                                   * NaN past the last bin */
+static int8_t hist_lo[2048];   /* bin of 2^(e - 1023), the smallest double of biased exponent e */
 static pthread_once_t hist_once = PTHREAD_ONCE_INIT;
+
+static int hist_bin_thr(double a, int b)
+{
+    while (b + 1 < HBINS && hist_thr[b + 1] <= a) b++;
+    return b;
+}
 
 static void hist_init(void)
 {
+    hist_thr[HBINS] = hist_thr[HBINS + 1] = NAN; /* never <= anything: the last bin is HBINS - 1 */
     for (int k = 1; k < HBINS; k++) {
         uint64_t lo = 1, hi = 0x7fefffffffffffffull; /* smallest subnormal .. DBL_MAX */
         while (lo < hi) {
@@ -140,31 +173,78 @@ static void hist_init(void)
         }
         memcpy(&hist_thr[k], &lo, sizeof lo);
     }
+    for (int e = 0; e < 2048; e++) {
+        uint64_t u = e == 0 ? 1 : e == 2047 ? 0x7fefffffffffffffull : (uint64_t)e << 52;
+        double x;
+        memcpy(&x, &u, sizeof x);
+        hist_lo[e] = (int8_t)hist_bin_thr(x, 0);
+    }
 }
 
+/* The bin is the number of thresholds at or below |d|; it is at least the bin of the smallest
+ * double with the same binary exponent, and a binade spans 0.3 decades (1.2 bins), so at most
+ * two threshold comparisons remain. */
 static int hist_bin(double d, int *sign)
 {
     *sign = d > 0;
     double a = fabs(d);
     if (a == 0) return -1;
     if (a != a) return hist_bin_log10(a);
-    int b = 0;
-    for (int step = 32; step > 0; step >>= 1)
-        if (b + step < HBINS && hist_thr[b + step] <= a) b += step;
+    uint64_t u;
+    memcpy(&u, &a, sizeof u);
+    int b = hist_lo[u >> 52];
+    b += hist_thr[b + 1] <= a; /* no branches: the outcome is data-dependent */
+    b += hist_thr[b + 1] <= a;
     return b;
 }
 
-/* Add tokens [i0, i1) of the gathered arrays to slice si (a run of tokens sharing it). */
-static void add_run(cmp_t *c, int t, int si, size_t i0, size_t i1, int as_seq)
+static entry_t *new_entry(pair_t *pr, int si, int type)
+{
+    if (pr->ne == pr->ecap) {
+        size_t c = pr->ecap ? pr->ecap * 2 : 64;
+        entry_t *e = realloc(pr->e, c * sizeof *e);
+        if (!e) return NULL;
+        pr->e = e;
+        pr->ecap = c;
+    }
+    entry_t *e = &pr->e[pr->ne++];
+    e->slice = (int16_t)si;
+    e->type = (uint8_t)type;
+    return e;
+}
+
+/* Tokens [i0, i1) of the gathered arrays enter slice si (a run of tokens sharing it): the
+ * order-free parts go to the thread's sketches and counts now, the rest is logged in the pair's
+ * entries, in the order parity_metrics_dist_add_prepped / _add_seq_prepped, add_topk, add_topk_kl
+ * and the floor sums of a serial run would apply it. */
+static void add_run(cmp_t *c, int t, pair_t *pr, int si, size_t i0, size_t i1, int as_seq)
 {
     if (si < 0 || i1 <= i0) return;
     thr_t *T = &c->th[t];
-    slot_t *s = slot(c, t, si);
+    tslot_t *s = tslot(c, t, si);
     if (!s) return;
     size_t n = i1 - i0;
-    /* per-token quantities were computed once for the pair (do_pair); every slice adds them */
-    if (as_seq) parity_metrics_dist_add_seq_prepped(s->d, T->rec + i0, n);
-    else parity_metrics_dist_add_prepped(s->d, T->rec + i0, n);
+    entry_t *e;
+    const parity_dist_tok_t *rec = T->rec;
+    for (size_t i = i0; i < i1;) {
+        size_t j = i;
+        while (j < i1 && j - i < 256 && rec[j].fast) j++;
+        if (!(e = new_entry(pr, si, j > i ? E_BLK : E_TOK))) goto nomem;
+        if (j > i) {
+            metrics_dist_block_stats(rec + i, j - i, c->dopts.iw_low, c->dopts.iw_high, s->q_dlp, s->q_dp,
+                                     &e->u.blk);
+            i = j;
+        } else {
+            e->u.tok = rec[i];
+            metrics_dist_token_sketch(s->q_dlp, s->q_dp, &rec[i]);
+            i++;
+        }
+    }
+    if (as_seq) {
+        if (!(e = new_entry(pr, si, E_SEQ))) goto nomem;
+        e->u.seq.n = n;
+        e->u.seq.slr = metrics_dist_seq_lr(rec + i0, n, &e->u.seq.nf);
+    }
     if (T->K) {
         /* only tokens that have top-k on both sides */
         size_t j = i0;
@@ -173,8 +253,9 @@ static void add_run(cmp_t *c, int t, int si, size_t i0, size_t i1, int as_seq)
             size_t k0 = j;
             while (j < i1 && T->hastop[j]) j++;
             if (j > k0) {
-                parity_metrics_dist_add_topk(s->d, T->ida + k0 * T->K, T->idb + k0 * T->K, j - k0, T->K);
-                parity_metrics_dist_add_topk_kl(s->d, T->sa + k0 * T->K, T->sb + k0 * T->K, j - k0, T->K);
+                if (!(e = new_entry(pr, si, E_TOPK))) goto nomem;
+                e->u.topk.i0 = k0;
+                e->u.topk.i1 = j;
             }
         }
     }
@@ -185,9 +266,42 @@ static void add_run(cmp_t *c, int t, int si, size_t i0, size_t i1, int as_seq)
         if (T->fm[i] > mx) mx = T->fm[i];
     }
     s->fl_max = mx;
-    parity_metrics_csum_add_array(&s->fl_s, T->fm + i0, n);
-    parity_metrics_csum_add_array(&s->fl_s2, T->fm2 + i0, n);
-    s->fl_n += n;
+    if (!(e = new_entry(pr, si, E_FL))) goto nomem;
+    metrics_csum_partials(T->fm + i0, n, &e->u.fl.s0, &e->u.fl.s1);
+    metrics_csum_partials(T->fm2 + i0, n, &e->u.fl.q0, &e->u.fl.q1);
+    e->u.fl.n = n;
+    return;
+nomem:
+    T->nomem = 1;
+}
+
+/* Apply a pair's entries to the slices' stream-order accumulators (serial, in pair order). */
+static void apply_pair(cmp_t *c, const pair_t *pr, int *nomem)
+{
+    for (size_t k = 0; k < pr->ne; k++) {
+        const entry_t *e = &pr->e[k];
+        slot_t *g = gslot(c, e->slice);
+        if (!g) {
+            *nomem = 1;
+            return;
+        }
+        switch (e->type) {
+        case E_BLK: metrics_dist_block_apply(g->d, &e->u.blk); break;
+        case E_TOK: metrics_dist_token_ordered(g->d, &e->u.tok); break;
+        case E_SEQ: metrics_dist_seq_enter(g->d, e->u.seq.n, e->u.seq.nf, e->u.seq.slr); break;
+        case E_TOPK:
+            for (size_t i = e->u.topk.i0; i < e->u.topk.i1; i++) metrics_dist_topk_one(g->d, pr->t1[i], pr->ov[i]);
+            for (size_t i = e->u.topk.i0; i < e->u.topk.i1; i++) metrics_dist_tkl_one(g->d, pr->tkl[i]);
+            break;
+        case E_FL:
+            metrics_csum_merge(&g->fl_s, &e->u.fl.s0);
+            metrics_csum_merge(&g->fl_s, &e->u.fl.s1);
+            metrics_csum_merge(&g->fl_s2, &e->u.fl.q0);
+            metrics_csum_merge(&g->fl_s2, &e->u.fl.q1);
+            g->fl_n += e->u.fl.n;
+            break;
+        }
+    }
 }
 
 static int grow_thr(thr_t *T, size_t n, size_t K)
@@ -259,7 +373,10 @@ static void esc(char *dst, size_t cap, const char *s)
     dst[o] = 0;
 }
 
-static void worst_add(cmp_t *c, thr_t *T, const parity_lp_seq_t *sa, const parity_lp_seq_t *sb, size_t i)
+/* Keep the thread's W largest |delta| (ties: the earlier token in the stream; a thread sees its
+ * pairs in stream order). */
+static void worst_add(cmp_t *c, thr_t *T, const parity_lp_seq_t *sa, const parity_lp_seq_t *sb, size_t i,
+                      uint64_t ord)
 {
     size_t W = c->o.worst_tokens;
     if (!W) return;
@@ -270,10 +387,12 @@ static void worst_add(cmp_t *c, thr_t *T, const parity_lp_seq_t *sa, const parit
     while (pos > 0 && T->worstd[pos - 1] < d) {
         T->worst[pos] = T->worst[pos - 1];
         T->worstd[pos] = T->worstd[pos - 1];
+        T->worstp[pos] = T->worstp[pos - 1];
         pos--;
     }
     parity_lp_token_t *w = &T->worst[pos];
     T->worstd[pos] = d;
+    T->worstp[pos] = ord;
     memset(w, 0, sizeof *w);
     snprintf(w->id, sizeof w->id, "%s", sa->id);
     w->position = i;
@@ -329,27 +448,51 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
         return;
     }
     T->K = (sa->k && sb->k) ? K : 0;
-    size_t m = 0;
+    if (T->K && lim + 1 > pr->tcap) {
+        size_t cp = (lim + 1) * 2;
+        double *ov = realloc(pr->ov, cp * sizeof *ov), *tk;
+        if (ov) pr->ov = ov;
+        tk = ov ? realloc(pr->tkl, cp * sizeof *tk) : NULL;
+        if (tk) pr->tkl = tk;
+        uint8_t *t1 = tk ? realloc(pr->t1, cp) : NULL;
+        if (!t1) {
+            T->nomem = 1;
+            return;
+        }
+        pr->t1 = t1;
+        pr->tcap = cp;
+    }
+    size_t W = c->o.worst_tokens, m = 0;
+    pr->ne = 0;
+    /* locals: the stores below would otherwise make the compiler reload every pointer */
+    double *restrict GA = T->a, *restrict GB = T->b, *restrict GFM = T->fm, *restrict GFM2 = T->fm2;
+    int *restrict GPOS = T->pos, *restrict GMD = T->md;
+    int16_t *restrict GBIN = T->bin;
+    uint8_t *restrict GSGN = T->sgn, *restrict GPH = T->ph, *restrict GHT = T->hastop;
+    const uint8_t *fla = sa->flags, *flb = sb->flags;
+    const double *lpa = sa->lp, *lpb = sb->lp;
+    const int *mm0 = c->modmap[0], *mm1 = c->modmap[1];
+    const double unit = c->unit;
     for (size_t i = 0; i < lim; i++) {
-        if (!(sa->flags[i] & PARITY_LP_PRESENT) || !(sb->flags[i] & PARITY_LP_PRESENT)) {
+        if (!(fla[i] & PARITY_LP_PRESENT) || !(flb[i] & PARITY_LP_PRESENT)) {
             pr->absent++;
             continue;
         }
-        double a = sa->lp[i], b = sb->lp[i];
-        T->a[m] = a;
-        T->b[m] = b;
-        T->p[m] = i;
-        T->pos[m] = pos_bucket(i);
+        double a = lpa[i], b = lpb[i];
+        GA[m] = a;
+        GB[m] = b;
+        GPOS[m] = pos_bucket(i);
         int sg;
-        T->bin[m] = (int16_t)hist_bin(b - a, &sg);
-        T->sgn[m] = (uint8_t)sg;
-        uint8_t f = sa->flags[i] | sb->flags[i];
-        T->ph[m] = (f & PARITY_LP_PREFILL) ? 1 : (f & PARITY_LP_DECODE) ? 2 : 0;
-        int md = sa->mod[i] ? c->modmap[0][sa->mod[i]] : sb->mod[i] ? c->modmap[1][sb->mod[i]] : -1;
-        T->md[m] = md;
-        T->fm[m] = c->unit * ((isfinite(a) ? fabs(a) : 0) + 1.0);
-        T->fm2[m] = T->fm[m] * T->fm[m];
-        T->hastop[m] = 0;
+        GBIN[m] = (int16_t)hist_bin(b - a, &sg);
+        GSGN[m] = (uint8_t)sg;
+        uint8_t f = fla[i] | flb[i];
+        GPH[m] = (f & PARITY_LP_PREFILL) ? 1 : (f & PARITY_LP_DECODE) ? 2 : 0;
+        int md = sa->mod[i] ? mm0[sa->mod[i]] : sb->mod[i] ? mm1[sb->mod[i]] : -1;
+        GMD[m] = md;
+        double fmv = unit * ((isfinite(a) ? fabs(a) : 0) + 1.0);
+        GFM[m] = fmv;
+        GFM2[m] = fmv * fmv;
+        GHT[m] = 0;
         if (T->K) {
             int32_t *ia = T->ida + m * K, *ib = T->idb + m * K;
             double *xa = T->sa + m * K, *xb = T->sb + m * K;
@@ -373,9 +516,16 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
                         break;
                     }
             }
-            T->hastop[m] = (uint8_t)any;
+            GHT[m] = (uint8_t)any;
+            if (any) {
+                /* what parity_metrics_dist_add_topk / _add_topk_kl compute for this token */
+                pr->t1[m] = ia[0] >= 0 && ia[0] == ib[0];
+                pr->ov[m] = parity_metrics_topk_overlap(ia, ib, K);
+                pr->tkl[m] = parity_metrics_topk_kl(xa, xb, K);
+            }
         }
-        if (isfinite(a) && isfinite(b)) worst_add(c, T, sa, sb, i);
+        if (W && isfinite(a) && isfinite(b) && (T->nworst < W || fabs(b - a) > T->worstd[W - 1]))
+            worst_add(c, T, sa, sb, i, pr->ord);
         m++;
     }
     pr->compared = m;
@@ -387,12 +537,19 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
     if (c->overall_from_pos) {
         /* the position slices partition the tokens: overall's token statistics are their merge
          * (finish), only the sequence enters here */
-        slot_t *s0 = m > 0 ? slot(c, t, 0) : NULL;
-        if (s0) parity_metrics_dist_add_seq_stats(s0->d, T->rec, m);
+        if (m > 0) {
+            entry_t *e = new_entry(pr, 0, E_SEQ);
+            if (!e) {
+                T->nomem = 1;
+                return;
+            }
+            e->u.seq.n = m;
+            e->u.seq.slr = metrics_dist_seq_lr(T->rec, m, &e->u.seq.nf);
+        }
     } else {
-        add_run(c, t, 0, 0, m, 1);
+        add_run(c, t, pr, 0, 0, m, 1);
     }
-    if (c->o.by_field) add_run(c, t, pr->field_slice, 0, m, 1);
+    if (c->o.by_field) add_run(c, t, pr, pr->field_slice, 0, m, 1);
     /* token slices: runs of equal slice */
     for (int kind = 0; kind < 3; kind++) {
         size_t i = 0;
@@ -409,7 +566,7 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
                 si = T->md[i];
                 while (j < m && T->md[j] == T->md[i]) j++;
             }
-            add_run(c, t, si, i, j, 0);
+            add_run(c, t, pr, si, i, j, 0);
             i = j;
         }
     }
@@ -493,6 +650,22 @@ static void seq_destroy(parity_lp_seq_t *s)
     free(s);
 }
 
+/* Keep a compared sequence's buffers for a later batch (no fresh pages per batch); the pool
+ * holds at most what two batches read. */
+static void seq_recycle(cmp_t *c, parity_lp_seq_t *s)
+{
+    if (c->npool == c->poolcap && c->poolcap < 2 * 2 * 65536) {
+        size_t nc = c->poolcap ? c->poolcap * 2 : 256;
+        parity_lp_seq_t **p = realloc(c->pool, nc * sizeof *p);
+        if (p) {
+            c->pool = p;
+            c->poolcap = nc;
+        }
+    }
+    if (c->npool < c->poolcap) c->pool[c->npool++] = s;
+    else seq_destroy(s);
+}
+
 static void map_free(map_t *m)
 {
     for (size_t i = 0; i < m->nb; i++)
@@ -557,20 +730,38 @@ static parity_status_t read_batch(cmp_t *c, int side, parity_lp_seq_t ***out, si
     parity_lp_seq_t **v = malloc(got * sizeof *v);
     if (!v) return parity_diag_set(d, PARITY_E_NOMEM, "out of memory");
     for (size_t i = 0; i < got; i++) {
-        v[i] = malloc(sizeof **v);
-        if (!v[i]) {
-            for (size_t j = 0; j < i; j++) seq_destroy(v[j]);
-            free(v);
-            return parity_diag_set(d, PARITY_E_NOMEM, "out of memory");
+        if (c->npool) {
+            v[i] = c->pool[--c->npool];
+        } else {
+            v[i] = malloc(sizeof **v);
+            if (!v[i]) {
+                for (size_t j = 0; j < i; j++) seq_destroy(v[j]);
+                free(v);
+                return parity_diag_set(d, PARITY_E_NOMEM, "out of memory");
+            }
+            parity_lp_seq_init(v[i]);
         }
-        *v[i] = c->buf[side][i]; /* take ownership; the slot gets fresh buffers next time */
-        parity_lp_seq_init(&c->buf[side][i]);
+        parity_lp_seq_t old = *v[i];
+        *v[i] = c->buf[side][i]; /* take ownership; the slot gets a recycled sequence's buffers */
+        c->buf[side][i] = old;
     }
     if (side) c->res->counts.n_seq_b += got;
     else c->res->counts.n_seq_a += got;
     *out = v;
     *n = got;
     return PARITY_OK;
+}
+
+/* A pair in a reused slot: its entry and top-k buffers are kept. */
+static void set_pair(pair_t *p, parity_lp_seq_t *a, parity_lp_seq_t *b)
+{
+    p->a = a;
+    p->b = b;
+    p->field_slice = -1;
+    p->div = 0;
+    p->divpos = 0;
+    p->compared = p->absent = p->unkeyed = 0;
+    p->ne = 0;
 }
 
 static parity_status_t run(cmp_t *c, parity_diag_t *d)
@@ -599,18 +790,19 @@ static parity_status_t run(cmp_t *c, parity_diag_t *d)
                 free(vb);
                 break;
             }
+            memset(p + pcap, 0, (na + nb - pcap) * sizeof *p);
             pairs = p;
             pcap = na + nb;
         }
         char kb[32];
         for (size_t i = 0; i < na; i++) {
             parity_lp_seq_t *o = map_take(&c->pend[1], match_key(c, va[i], kb, sizeof kb));
-            if (o) pairs[npairs++] = (pair_t){.a = va[i], .b = o};
+            if (o) set_pair(&pairs[npairs++], va[i], o);
             else if (map_put(&c->pend[0], va[i], match_key(c, va[i], kb, sizeof kb))) st = PARITY_E_NOMEM;
         }
         for (size_t i = 0; i < nb; i++) {
             parity_lp_seq_t *o = map_take(&c->pend[0], match_key(c, vb[i], kb, sizeof kb));
-            if (o) pairs[npairs++] = (pair_t){.a = o, .b = vb[i]};
+            if (o) set_pair(&pairs[npairs++], o, vb[i]);
             else if (map_put(&c->pend[1], vb[i], match_key(c, vb[i], kb, sizeof kb))) st = PARITY_E_NOMEM;
         }
         free(va);
@@ -621,12 +813,16 @@ static parity_status_t run(cmp_t *c, parity_diag_t *d)
         }
         for (size_t i = 0; i < npairs; i++)
             pairs[i].field_slice = field_slice(c, pairs[i].a->field ? pairs[i].a->field : pairs[i].b->field);
+        for (size_t i = 0; i < npairs; i++) pairs[i].ord = c->npair_seen++;
         job_t job = {c, pairs};
         size_t toks = 0;
         for (size_t i = 0; i < npairs; i++) toks += pairs[i].a->n;
         parity_parallel_for((int64_t)npairs, toks < 65536 ? 1 : c->nthreads, job_fn, &job);
+        int nomem = 0;
+        for (size_t i = 0; i < npairs && !nomem; i++) apply_pair(c, &pairs[i], &nomem);
         for (int t = 0; t < c->nthreads; t++)
-            if (c->th[t].nomem) st = parity_diag_set(d, PARITY_E_NOMEM, "out of memory");
+            if (c->th[t].nomem) nomem = 1;
+        if (nomem) st = parity_diag_set(d, PARITY_E_NOMEM, "out of memory");
         parity_lp_result_t *R = c->res;
         for (size_t i = 0; i < npairs; i++) {
             pair_t *p = &pairs[i];
@@ -651,10 +847,16 @@ static parity_status_t run(cmp_t *c, parity_diag_t *d)
                     v->n_b = p->b->n;
                 }
             }
-            seq_destroy(p->a);
-            seq_destroy(p->b);
+            seq_recycle(c, p->a);
+            seq_recycle(c, p->b);
         }
         if (st) break;
+    }
+    for (size_t i = 0; i < pcap; i++) {
+        free(pairs[i].e);
+        free(pairs[i].ov);
+        free(pairs[i].tkl);
+        free(pairs[i].t1);
     }
     free(pairs);
     c->res->counts.n_only_a = c->pend[0].n;
@@ -674,31 +876,53 @@ static void slot_merge(slot_t *acc, const slot_t *s)
     acc->fl_n += s->fl_n;
 }
 
+typedef struct {
+    double d;
+    uint64_t ord;
+    const parity_lp_token_t *w;
+} wcand_t;
+
+static int wcand_cmp(const void *x, const void *y)
+{
+    const wcand_t *a = x, *b = y;
+    if (a->d != b->d) return a->d > b->d ? -1 : 1;
+    if (a->ord != b->ord) return a->ord < b->ord ? -1 : 1;
+    return (a->w->position > b->w->position) - (a->w->position < b->w->position);
+}
+
 static void finish(cmp_t *c)
 {
     parity_lp_result_t *R = c->res;
     R->slices = calloc((size_t)c->nnames, sizeof *R->slices);
     R->fl = calloc((size_t)c->nnames, sizeof *R->fl);
     if (!R->slices || !R->fl) return;
-    if (c->overall_from_pos)
+    /* complete each slice's stream-order accumulator with the threads' order-free parts (the
+     * histogram counts are integers, exact in any order) */
+    for (int i = 0; i < c->nnames; i++) {
+        slot_t *g = c->gs[i];
+        if (!g) continue;
         for (int t = 0; t < c->nthreads; t++) {
-            slot_t *acc = c->th[t].slots[0];
-            for (int b = 0; b < NPOS && acc; b++) {
-                slot_t *s = c->th[t].slots[c->sl_pos[b]];
-                if (s) slot_merge(acc, s);
+            tslot_t *ts = c->th[t].slots[i];
+            if (!ts) continue;
+            if (ts->own) {
+                struct parity_qsketch *q_dlp, *q_dp;
+                metrics_dist_sketches(g->d, &q_dlp, &q_dp);
+                (void)parity_metrics_qsketch_merge(q_dlp, ts->q_dlp);
+                (void)parity_metrics_qsketch_merge(q_dp, ts->q_dp);
             }
+            for (int sg = 0; sg < 2; sg++)
+                for (int b = 0; b < HBINS; b++) g->hist[sg][b] += ts->hist[sg][b];
+            g->hist_zero += ts->hist_zero;
+            if (ts->fl_max > g->fl_max) g->fl_max = ts->fl_max;
+        }
+    }
+    if (c->overall_from_pos && c->gs[0])
+        for (int b = 0; b < NPOS; b++) {
+            slot_t *s = c->gs[c->sl_pos[b]];
+            if (s) slot_merge(c->gs[0], s);
         }
     for (int i = 0; i < c->nnames; i++) {
-        slot_t *acc = NULL;
-        for (int t = 0; t < c->nthreads; t++) {
-            slot_t *s = c->th[t].slots[i];
-            if (!s) continue;
-            if (!acc) {
-                acc = s;
-                continue;
-            }
-            slot_merge(acc, s);
-        }
+        slot_t *acc = c->gs[i];
         if (!acc && i != 0) continue;
         parity_lp_slice_t *S = &R->slices[R->nslices];
         snprintf(S->name, sizeof S->name, "%s", c->names[i]);
@@ -728,26 +952,31 @@ static void finish(cmp_t *c)
         R->nslices++;
     }
     R->floor_kind = 1;
-    /* merge worst tokens of all threads: by |delta| desc, then id, then position */
-    size_t W = c->o.worst_tokens;
+    /* worst tokens: the W largest |delta| of the whole stream (ties: the earlier token), from
+     * the threads' lists, then ordered by |delta| desc and id (stably) */
+    size_t W = c->o.worst_tokens, nc = 0;
+    for (int t = 0; t < c->nthreads; t++) nc += c->th[t].nworst;
+    wcand_t *cand = nc ? malloc(nc * sizeof *cand) : NULL;
+    if (nc && !cand) return;
+    nc = 0;
     for (int t = 0; t < c->nthreads; t++)
-        for (size_t i = 0; i < c->th[t].nworst; i++) {
-            double dd = c->th[t].worstd[i];
-            parity_lp_token_t *w = &c->th[t].worst[i];
-            size_t pos = R->nworst < W ? R->nworst++ : W;
-            if (pos == W) {
-                if (!(dd > R->worstd[W - 1])) continue;
-                pos = W - 1;
-            }
-            while (pos > 0 && (R->worstd[pos - 1] < dd ||
-                               (R->worstd[pos - 1] == dd && strcmp(R->worst[pos - 1].id, w->id) > 0))) {
-                R->worst[pos] = R->worst[pos - 1];
-                R->worstd[pos] = R->worstd[pos - 1];
-                pos--;
-            }
-            R->worst[pos] = *w;
-            R->worstd[pos] = dd;
+        for (size_t i = 0; i < c->th[t].nworst; i++)
+            cand[nc++] = (wcand_t){c->th[t].worstd[i], c->th[t].worstp[i], &c->th[t].worst[i]};
+    if (nc) qsort(cand, nc, sizeof *cand, wcand_cmp);
+    for (size_t k = 0; k < nc && k < W; k++) {
+        double dd = cand[k].d;
+        const parity_lp_token_t *w = cand[k].w;
+        size_t pos = R->nworst++;
+        while (pos > 0 && (R->worstd[pos - 1] < dd ||
+                           (R->worstd[pos - 1] == dd && strcmp(R->worst[pos - 1].id, w->id) > 0))) {
+            R->worst[pos] = R->worst[pos - 1];
+            R->worstd[pos] = R->worstd[pos - 1];
+            pos--;
         }
+        R->worst[pos] = *w;
+        R->worstd[pos] = dd;
+    }
+    free(cand);
 }
 
 parity_status_t parity_lp_compare(parity_lp_reader_t *a, parity_lp_reader_t *b, const parity_lp_cmp_opts_t *opts,
@@ -793,7 +1022,8 @@ parity_status_t parity_lp_compare(parity_lp_reader_t *a, parity_lp_reader_t *b, 
         c->th[t].slots = calloc(MAX_SLICES, sizeof(slot_t *));
         c->th[t].worst = calloc(MAX_WORST + 1, sizeof(parity_lp_token_t));
         c->th[t].worstd = calloc(MAX_WORST + 1, sizeof(double));
-        if (!c->th[t].slots || !c->th[t].worst || !c->th[t].worstd)
+        c->th[t].worstp = calloc(MAX_WORST + 1, sizeof(uint64_t));
+        if (!c->th[t].slots || !c->th[t].worst || !c->th[t].worstd || !c->th[t].worstp)
             st = parity_diag_set(diag, PARITY_E_NOMEM, "out of memory");
     }
     if (!st) st = run(c, diag);
@@ -808,12 +1038,13 @@ parity_status_t parity_lp_compare(parity_lp_reader_t *a, parity_lp_reader_t *b, 
         if (T->slots)
             for (int i = 0; i < MAX_SLICES; i++)
                 if (T->slots[i]) {
-                    parity_metrics_dist_free(T->slots[i]->d);
+                    parity_metrics_dist_free(T->slots[i]->own);
                     free(T->slots[i]);
                 }
         free(T->slots);
         free(T->worst);
         free(T->worstd);
+        free(T->worstp);
         free(T->a);
         free(T->b);
         free(T->fm);
@@ -831,6 +1062,13 @@ parity_status_t parity_lp_compare(parity_lp_reader_t *a, parity_lp_reader_t *b, 
         free(T->sa);
         free(T->sb);
     }
+    for (int i = 0; i < MAX_SLICES; i++)
+        if (c->gs[i]) {
+            parity_metrics_dist_free(c->gs[i]->d);
+            free(c->gs[i]);
+        }
+    for (size_t i = 0; i < c->npool; i++) seq_destroy(c->pool[i]);
+    free(c->pool);
     for (int s = 0; s < 2; s++) {
         map_free(&c->pend[s]);
         for (size_t i = 0; i < c->bufn[s]; i++) parity_lp_seq_free(&c->buf[s][i]);

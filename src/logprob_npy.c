@@ -333,11 +333,71 @@ typedef struct {
     int *why;      /* 1 NaN/+inf logprob, 2 modality out of range, 3 NaN/+inf top logprob, 4 nomem */
 } dense_job_t;
 
+/* The common layout: fp32 or fp64 logprobs contiguous along a row (C order), token ids int32 or
+ * int64 contiguous or absent, no mask, modality, phase or top-k. The same values, flags and
+ * first error as the general loop of dense_rows, without a dtype switch per element. */
+static int dense_fast_ok(const parity_lp_reader_t *r)
+{
+    if (r->mask.present || r->mod.present || r->phase.present || r->topk) return 0;
+    if (r->lp.cs != 1 || (r->lp.dt != PARITY_ST_F32 && r->lp.dt != PARITY_ST_F64)) return 0;
+    if (r->tok.present && (r->tok.cs != 1 || (r->tok.dt != PARITY_ST_I32 && r->tok.dt != PARITY_ST_I64))) return 0;
+    return 1;
+}
+
+static void dense_row_fast(const parity_lp_reader_t *r, uint64_t row, parity_lp_seq_t *s, parity_status_t *st,
+                           uint64_t *bad, int *why)
+{
+    size_t n = (size_t)r->ncols;
+    const unsigned char *lp = r->lp.base + row * r->lp.rs * r->lp.es;
+    double *out = s->lp;
+    size_t p = 0;
+    if (r->lp.dt == PARITY_ST_F32) {
+        for (; p < n; p++) {
+            float f;
+            memcpy(&f, lp + p * 4, 4);
+            double v = f;
+            if (isnan(v) || v == INFINITY) break;
+            out[p] = v;
+        }
+    } else {
+        for (; p < n; p++) {
+            double v;
+            memcpy(&v, lp + p * 8, 8);
+            if (isnan(v) || v == INFINITY) break;
+            out[p] = v;
+        }
+    }
+    if (p < n) {
+        *st = PARITY_E_FORMAT;
+        *bad = row * r->lp.rs + p;
+        *why = 1;
+        return;
+    }
+    if (r->tok.present) {
+        const unsigned char *tk = r->tok.base + row * r->tok.rs * r->tok.es;
+        if (r->tok.dt == PARITY_ST_I32)
+            for (p = 0; p < n; p++) {
+                int32_t v;
+                memcpy(&v, tk + p * 4, 4);
+                s->key[p] = v;
+            }
+        else
+            memcpy(s->key, tk, n * 8);
+        memset(s->flags, PARITY_LP_PRESENT, n);
+    } else {
+        for (p = 0; p < n; p++) s->key[p] = -1;
+        memset(s->flags, PARITY_LP_PRESENT | PARITY_LP_KEY_NONE, n);
+    }
+    memset(s->mod, 0, n * sizeof *s->mod);
+    memset(s->text, 0xff, n * sizeof *s->text); /* UINT32_MAX */
+}
+
 static void dense_rows(void *ctx, int64_t b, int64_t e, int thread)
 {
     (void)thread;
     dense_job_t *j = ctx;
     parity_lp_reader_t *r = j->r;
+    int fast = dense_fast_ok(r);
     for (int64_t i = b; i < e; i++) {
         parity_lp_seq_t *s = &j->seqs[i];
         uint64_t row = j->row0 + (uint64_t)i;
@@ -352,6 +412,10 @@ static void dense_rows(void *ctx, int64_t b, int64_t e, int thread)
         }
         s->ordinal = row;
         s->n = (size_t)r->ncols;
+        if (fast) {
+            dense_row_fast(r, row, s, &j->st[i], &j->bad[i], &j->why[i]);
+            continue;
+        }
         for (uint64_t p = 0; p < r->ncols; p++) {
             uint64_t idx = row * r->lp.rs + p * r->lp.cs;
             uint8_t fl = PARITY_LP_PRESENT;

@@ -16,19 +16,26 @@ void parity_metrics_csum_add(parity_csum_t *s, double x)
     if (s) metrics_csum_add(s, x);
 }
 
+void metrics_csum_partials(const double *x, size_t n, parity_csum_t *l0, parity_csum_t *l1)
+{
+    *l0 = (parity_csum_t){0, 0};
+    *l1 = (parity_csum_t){0, 0};
+    size_t i = 0;
+    for (; i + 1 < n; i += 2) {
+        metrics_csum_add(l0, x[i]);
+        metrics_csum_add(l1, x[i + 1]);
+    }
+    if (i < n) metrics_csum_add(l0, x[i]);
+}
+
 void parity_metrics_csum_add_array(parity_csum_t *s, const double *x, size_t n)
 {
     if (!s || !x) return;
     /* Two interleaved compensated sums (even and odd terms) break the latency chain of one; each
      * is merged like parity_metrics_csum_merge. A non-finite total is the IEEE sum of the terms
      * in that association. */
-    parity_csum_t l0 = {0, 0}, l1 = {0, 0};
-    size_t i = 0;
-    for (; i + 1 < n; i += 2) {
-        metrics_csum_add(&l0, x[i]);
-        metrics_csum_add(&l1, x[i + 1]);
-    }
-    if (i < n) metrics_csum_add(&l0, x[i]);
+    parity_csum_t l0, l1;
+    metrics_csum_partials(x, n, &l0, &l1);
     metrics_csum_merge(s, &l0);
     metrics_csum_merge(s, &l1);
 }

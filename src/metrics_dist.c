@@ -237,9 +237,8 @@ void parity_metrics_dist_prep(const double *lp_a, const double *lp_b, size_t n,
     for (size_t i = 0; i < n; i++) prep_one(lp_a[i], lp_b[i], &out[i]);
 }
 
-/* One token, in stream order, with the non-finite conventions of every accumulator (used for
- * the tokens the blocked path does not take). */
-static void dist_token(parity_dist_t *d, const parity_dist_tok_t *t)
+/* dist_token without the quantile sketches (their content does not depend on the order). */
+void metrics_dist_token_ordered(parity_dist_t *d, const parity_dist_tok_t *t)
 {
     d->n_tok++;
     switch (t->cls) {
@@ -269,10 +268,24 @@ static void dist_token(parity_dist_t *d, const parity_dist_tok_t *t)
     d->iw_n_low += w < d->opts.iw_low;
     d->iw_n_high += w > d->opts.iw_high;
     comoment_add(&d->pearson, t->pa, t->pb);
+}
+
+void metrics_dist_token_sketch(struct parity_qsketch *q_dlp, struct parity_qsketch *q_dp,
+                               const parity_dist_tok_t *t)
+{
+    if (t->cls != PAIR_FINITE) return;
     /* The sketches take finite values >= 0 only; an overflowed |delta| (both logprobs finite
      * but ~1e308 apart) cannot be placed and is visible through abs_dlogprob_max = inf. */
-    (void)parity_metrics_qsketch_add(&d->q_dlp, fabs(delta));
-    (void)parity_metrics_qsketch_add(&d->q_dp, adp);
+    (void)parity_metrics_qsketch_add(q_dlp, fabs(-t->lr));
+    (void)parity_metrics_qsketch_add(q_dp, t->adp);
+}
+
+/* One token, in stream order, with the non-finite conventions of every accumulator (used for
+ * the tokens the blocked path does not take). */
+static void dist_token(parity_dist_t *d, const parity_dist_tok_t *t)
+{
+    metrics_dist_token_ordered(d, t);
+    metrics_dist_token_sketch(&d->q_dlp, &d->q_dp, t);
 }
 
 /* Neumaier step without the non-finite guard: every term of the blocked path is finite and
@@ -287,18 +300,15 @@ static inline void nsum(double *s, double *c, double x)
 
 enum { S_K1, S_K2, S_K3, S_ADL, S_ADP, S_CHI2, S_W, S_W2, S_N };
 
-/* m >= 1 tokens, all with fast = 1, in one go: compensated partial sums of the block merged
- * into the running ones (parity_metrics_csum_merge semantics), block extrema, and the
- * importance-weight variance and the Pearson co-moments by two passes over the block (mean,
- * then squared deviations; the block is in cache) merged with Chan et al.'s update, the same
- * update parity_metrics_dist_merge uses. */
 #define DIST_BLOCK 256
-static void dist_block(parity_dist_t *d, const parity_dist_tok_t *t, size_t m)
+void metrics_dist_block_stats(const parity_dist_tok_t *t, size_t m, double lo, double hi,
+                              struct parity_qsketch *q_dlp, struct parity_qsketch *q_dp,
+                              metrics_blk_t *out)
 {
-    double s[S_N] = {0}, c[S_N] = {0};
+    double *s = out->s, *c = out->c;
+    for (int k = 0; k < S_N; k++) s[k] = c[k] = 0.0;
     double mk3 = t[0].k3, mdl = fabs(t[0].lr), mdp = t[0].adp, mchi = t[0].rm1 * t[0].rm1;
     double wmin = t[0].w, wmax = t[0].w, spa = 0.0, spb = 0.0;
-    double lo = d->opts.iw_low, hi = d->opts.iw_high;
     uint64_t nlo = 0, nhi = 0;
     for (size_t i = 0; i < m; i++) {
         double lr = t[i].lr, k3 = t[i].k3, rm1 = t[i].rm1, w = t[i].w, adp = t[i].adp;
@@ -321,8 +331,8 @@ static void dist_block(parity_dist_t *d, const parity_dist_tok_t *t, size_t m)
         nhi += w > hi;
         spa += t[i].pa;
         spb += t[i].pb;
-        metrics_qs_add(&d->q_dlp, adl);
-        metrics_qs_add(&d->q_dp, adp);
+        metrics_qs_add(q_dlp, adl);
+        metrics_qs_add(q_dp, adp);
     }
     double md = (double)m, mw = (s[S_W] + c[S_W]) / md, mx = spa / md, my = spb / md;
     double m2w = 0.0, m2x = 0.0, m2y = 0.0, cxy = 0.0;
@@ -333,27 +343,61 @@ static void dist_block(parity_dist_t *d, const parity_dist_tok_t *t, size_t m)
         m2y += dy * dy;
         cxy += dx * dy;
     }
+    out->m = m;
+    out->mk3 = mk3;
+    out->mdl = mdl;
+    out->mdp = mdp;
+    out->mchi = mchi;
+    out->wmin = wmin;
+    out->wmax = wmax;
+    out->nlo = nlo;
+    out->nhi = nhi;
+    out->mw = mw;
+    out->mx = mx;
+    out->my = my;
+    out->m2w = m2w;
+    out->m2x = m2x;
+    out->m2y = m2y;
+    out->cxy = cxy;
+}
+
+void metrics_dist_block_apply(parity_dist_t *d, const metrics_blk_t *b)
+{
     uint64_t nprev = d->n_finite;
-    d->n_tok += m;
-    d->n_finite += m;
+    double md = (double)b->m;
+    d->n_tok += b->m;
+    d->n_finite += b->m;
     parity_csum_t *dst[S_N] = {&d->k1, &d->k2, &d->k3, &d->abs_dlp,
                                &d->abs_dp, &d->chi2, &d->iw_sum, &d->iw_sum2};
     for (int k = 0; k < S_N; k++) {
-        parity_csum_t b = {s[k], c[k]};
-        metrics_csum_merge(dst[k], &b);
+        parity_csum_t x = {b->s[k], b->c[k]};
+        metrics_csum_merge(dst[k], &x);
     }
-    upd_max(&d->k3_max, mk3, nprev);
-    upd_max(&d->abs_dlp_max, mdl, nprev);
-    upd_max(&d->abs_dp_max, mdp, nprev);
-    upd_max(&d->chi2_max, mchi, nprev);
-    if (nprev == 0 || wmin < d->iw_min) d->iw_min = wmin;
-    upd_max(&d->iw_max, wmax, nprev);
-    d->iw_n_low += nlo;
-    d->iw_n_high += nhi;
-    welford_t wb = {md, mw, m2w};
+    upd_max(&d->k3_max, b->mk3, nprev);
+    upd_max(&d->abs_dlp_max, b->mdl, nprev);
+    upd_max(&d->abs_dp_max, b->mdp, nprev);
+    upd_max(&d->chi2_max, b->mchi, nprev);
+    if (nprev == 0 || b->wmin < d->iw_min) d->iw_min = b->wmin;
+    upd_max(&d->iw_max, b->wmax, nprev);
+    d->iw_n_low += b->nlo;
+    d->iw_n_high += b->nhi;
+    welford_t wb = {md, b->mw, b->m2w};
     welford_merge(&d->iw, &wb);
-    comoment_t cb = {md, mx, my, m2x, m2y, cxy};
+    comoment_t cb = {md, b->mx, b->my, b->m2x, b->m2y, b->cxy};
     comoment_merge(&d->pearson, &cb);
+}
+
+/* m >= 1 tokens, all with fast = 1, in one go: compensated partial sums of the block merged
+ * into the running ones (parity_metrics_csum_merge semantics), block extrema, and the
+ * importance-weight variance and the Pearson co-moments by two passes over the block (mean,
+ * then squared deviations; the block is in cache) merged with Chan et al.'s update, the same
+ * update parity_metrics_dist_merge uses. Split in two (metrics_impl.h) so that a caller can
+ * compute blocks in parallel and apply them in stream order. */
+static void dist_block(parity_dist_t *d, const parity_dist_tok_t *t, size_t m)
+{
+    metrics_blk_t b;
+    metrics_dist_block_stats(t, m, d->opts.iw_low, d->opts.iw_high, &d->q_dlp, &d->q_dp, &b);
+    metrics_dist_block_apply(d, &b);
 }
 
 parity_status_t parity_metrics_dist_add_prepped(parity_dist_t *d, const parity_dist_tok_t *t,
@@ -425,7 +469,7 @@ parity_status_t parity_metrics_seq(const double *lp_a, const double *lp_b, size_
 
 /* A sequence's entry into the per-sequence statistics, from its token count n, its number of
  * finite pairs nf and the compensated sum lrs of their log r (parity_metrics_seq's values). */
-static void dist_seq_enter(parity_dist_t *d, size_t n, uint64_t nf, double lrs)
+void metrics_dist_seq_enter(parity_dist_t *d, size_t n, uint64_t nf, double lrs)
 {
     d->n_seq++;
     if (nf < n) d->n_seq_nonfinite++;
@@ -452,7 +496,7 @@ parity_status_t parity_metrics_dist_add_seq(parity_dist_t *d, const double *lp_a
     parity_status_t st = parity_metrics_seq(lp_a, lp_b, n, &s);
     if (st != PARITY_OK) return st;
     (void)parity_metrics_dist_add_tokens(d, lp_a, lp_b, n);
-    dist_seq_enter(d, n, s.n_finite, s.log_ratio_sum);
+    metrics_dist_seq_enter(d, n, s.n_finite, s.log_ratio_sum);
     return PARITY_OK;
 }
 
@@ -468,14 +512,9 @@ parity_status_t parity_metrics_dist_add_seq_stats(parity_dist_t *d, const parity
                                                   size_t n)
 {
     if (!d || (n > 0 && !t)) return PARITY_E_INVALID;
-    parity_csum_t slr = {0, 0};
-    uint64_t nf = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (t[i].cls != PAIR_FINITE) continue;
-        nf++;
-        metrics_csum_add(&slr, t[i].lr);
-    }
-    dist_seq_enter(d, n, nf, metrics_csum_value(&slr));
+    uint64_t nf;
+    double slr = metrics_dist_seq_lr(t, n, &nf);
+    metrics_dist_seq_enter(d, n, nf, slr);
     return PARITY_OK;
 }
 
@@ -505,11 +544,54 @@ parity_status_t parity_metrics_dist_add_topk(parity_dist_t *d, const int32_t *id
     if (!d || k == 0 || (ntok > 0 && (!ids_a || !ids_b))) return PARITY_E_INVALID;
     for (size_t t = 0; t < ntok; t++) {
         const int32_t *a = ids_a + t * k, *b = ids_b + t * k;
-        d->n_topk++;
-        d->n_top1 += a[0] >= 0 && a[0] == b[0];
-        metrics_csum_add(&d->overlap, parity_metrics_topk_overlap(a, b, k));
+        metrics_dist_topk_one(d, a[0] >= 0 && a[0] == b[0], parity_metrics_topk_overlap(a, b, k));
     }
     return PARITY_OK;
+}
+
+void metrics_dist_topk_one(parity_dist_t *d, int top1, double overlap)
+{
+    d->n_topk++;
+    d->n_top1 += top1 != 0;
+    metrics_csum_add(&d->overlap, overlap);
+}
+
+void metrics_dist_tkl_one(parity_dist_t *d, double v)
+{
+    if (isnan(v)) {
+        d->n_tkl_invalid++;
+        return;
+    }
+    if (isinf(v)) {
+        d->n_tkl_inf++;
+        d->tkl_max = INFINITY;
+        return;
+    }
+    if (d->n_tkl == 0 && d->n_tkl_inf == 0)
+        d->tkl_max = v;
+    else if (v > d->tkl_max)
+        d->tkl_max = v;
+    d->n_tkl++;
+    metrics_csum_add(&d->tkl, v);
+}
+
+double metrics_dist_seq_lr(const parity_dist_tok_t *t, size_t n, uint64_t *nf_out)
+{
+    parity_csum_t slr = {0, 0};
+    uint64_t nf = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (t[i].cls != PAIR_FINITE) continue;
+        nf++;
+        metrics_csum_add(&slr, t[i].lr);
+    }
+    *nf_out = nf;
+    return metrics_csum_value(&slr);
+}
+
+void metrics_dist_sketches(parity_dist_t *d, struct parity_qsketch **q_dlp, struct parity_qsketch **q_dp)
+{
+    *q_dlp = &d->q_dlp;
+    *q_dp = &d->q_dp;
 }
 
 /* log sum exp(x_i) as m + log1p(sum_{i != argmax} e^(x_i - m)): the log1p keeps the tail mass
@@ -557,24 +639,7 @@ parity_status_t parity_metrics_dist_add_topk_kl(parity_dist_t *d, const double *
                                                 const double *lp_b, size_t ntok, size_t k)
 {
     if (!d || k == 0 || (ntok > 0 && (!lp_a || !lp_b))) return PARITY_E_INVALID;
-    for (size_t t = 0; t < ntok; t++) {
-        double v = parity_metrics_topk_kl(lp_a + t * k, lp_b + t * k, k);
-        if (isnan(v)) {
-            d->n_tkl_invalid++;
-            continue;
-        }
-        if (isinf(v)) {
-            d->n_tkl_inf++;
-            d->tkl_max = INFINITY;
-            continue;
-        }
-        if (d->n_tkl == 0 && d->n_tkl_inf == 0)
-            d->tkl_max = v;
-        else if (v > d->tkl_max)
-            d->tkl_max = v;
-        d->n_tkl++;
-        metrics_csum_add(&d->tkl, v);
-    }
+    for (size_t t = 0; t < ntok; t++) metrics_dist_tkl_one(d, parity_metrics_topk_kl(lp_a + t * k, lp_b + t * k, k));
     return PARITY_OK;
 }
 

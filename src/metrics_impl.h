@@ -38,6 +38,10 @@ static inline void metrics_csum_merge(parity_csum_t *a, const parity_csum_t *b)
     if (isfinite(a->sum)) a->comp += b->comp;
 }
 
+/* parity_metrics_csum_add_array's two partial sums (even and odd terms) of x[0..n), which it
+ * then merges into the running sum, l0 first. */
+void metrics_csum_partials(const double *x, size_t n, parity_csum_t *l0, parity_csum_t *l1);
+
 /* The quantile sketch's layout, shared so that the distribution accumulator can embed its two
  * sketches in one allocation. Histogram bin of a positive x in [2^-64, 2^64): the biased
  * exponent and the top 7 fraction bits of its binary64 encoding, i.e. 128 equal-width bins
@@ -85,6 +89,41 @@ static inline void metrics_qs_add(struct parity_qsketch *q, double x)
         q->bins[((e - QS_EXP_LO) << QS_BITS) | m]++;
     }
 }
+
+/* The distribution accumulator split for callers that compute in parallel and must give the
+ * same bits whatever the number of threads (logprob_compare.c): everything whose result
+ * depends on the order of operations (compensated sums, Welford and co-moment merges) is
+ * "applied" in stream order, while the parts whose final state does not depend on the order
+ * (quantile sketches: counts, min, max and the exact buffer, which is sorted before use) are
+ * fed from any thread into sketches merged at the end. Applying the parts in stream order
+ * gives bit for bit what parity_metrics_dist_add_prepped / _add_seq_stats /
+ * _add_topk / _add_topk_kl give (they are implemented with these functions). */
+typedef struct {
+    double s[8], c[8]; /* compensated partial sums: k1, k2, k3, |dlp|, |dp|, chi2, w, w^2 */
+    double mk3, mdl, mdp, mchi, wmin, wmax;
+    uint64_t nlo, nhi;
+    size_t m;
+    double mw, mx, my, m2w, m2x, m2y, cxy;
+} metrics_blk_t;
+
+/* Block of 1..256 tokens, all with fast = 1: stats into out, |dlp| and |dp| into the sketches. */
+void metrics_dist_block_stats(const parity_dist_tok_t *t, size_t m, double iw_low, double iw_high,
+                              struct parity_qsketch *q_dlp, struct parity_qsketch *q_dp,
+                              metrics_blk_t *out);
+void metrics_dist_block_apply(parity_dist_t *d, const metrics_blk_t *b);
+/* A token not taken by the blocked path: its ordered part and its sketch part. */
+void metrics_dist_token_ordered(parity_dist_t *d, const parity_dist_tok_t *t);
+void metrics_dist_token_sketch(struct parity_qsketch *q_dlp, struct parity_qsketch *q_dp,
+                               const parity_dist_tok_t *t);
+/* A sequence: the compensated sum of log r over its finite pairs (count in *nf), then its entry. */
+double metrics_dist_seq_lr(const parity_dist_tok_t *t, size_t n, uint64_t *nf);
+void metrics_dist_seq_enter(parity_dist_t *d, size_t n, uint64_t nf, double lrs);
+/* One token of parity_metrics_dist_add_topk (top-1 agreement, overlap) / _add_topk_kl (value). */
+void metrics_dist_topk_one(parity_dist_t *d, int top1, double overlap);
+void metrics_dist_tkl_one(parity_dist_t *d, double v);
+/* The accumulator's own sketches (to merge sketches filled elsewhere into it). */
+void metrics_dist_sketches(parity_dist_t *d, struct parity_qsketch **q_dlp,
+                           struct parity_qsketch **q_dp);
 
 /* Empty the sketch (no allocation). */
 void parity_metrics_qs_reset(struct parity_qsketch *q);

@@ -200,6 +200,74 @@ close("floor.k3", r3["overall"]["floor"]["k3"], fm["k3"])
 close("x_floor.k3", r3["overall"]["x_floor"]["k3"], r3["overall"]["k3"] / fm["k3"])
 close("floor.max", r3["overall"]["floor"]["max_abs_dlogprob"], fm["max_abs_dlogprob"])
 
+
+# Results do not depend on the thread count: dumps large enough for the pairs to be compared in
+# parallel (over 65536 tokens in a batch) with every slice kind and top-k, the JSON report
+# byte-identical with 1, 2 and 3 threads.
+def write_st(path, tensors, meta=None):
+    import struct
+    hdr, off, blobs = {}, 0, []
+    if meta:
+        hdr["__metadata__"] = meta
+    for k, (dt, a) in tensors.items():
+        b = a.tobytes()
+        hdr[k] = {"dtype": dt, "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        off += len(b)
+        blobs.append(b)
+    h = json.dumps(hdr).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def thread_check(tag, pa, pb, *extra):
+    outs = []
+    for th in (1, 2, 3):
+        out = os.path.join(td, f"{tag}{th}.json")
+        p = subprocess.run([P, "logprobs", pa, pb, *extra, "--threads", str(th), "--json", out],
+                           capture_output=True, text=True)
+        if p.returncode not in (0, 1):
+            print(p.stdout, p.stderr)
+            sys.exit(1)
+        outs.append((open(out, "rb").read(), p.stdout.replace(out, ""), p.returncode))
+    nchecks[0] += 1
+    if json.loads(outs[0][0])["counts"]["n_tokens_compared"] < 65536:
+        fails.append(f"threads {tag}: fewer tokens than intended")
+    for th, o in zip((2, 3), outs[1:]):
+        if o != outs[0]:
+            fails.append(f"threads {tag}: the report with --threads {th} differs from --threads 1")
+
+
+with tempfile.TemporaryDirectory() as td:
+    rng = np.random.default_rng(5)
+    S, T, K = 300, 400, 4
+    lp = np.minimum(-np.abs(rng.normal(0, 3, (S, T))), 0)
+    ids = rng.integers(0, 1000, (S, T))
+    tids = rng.integers(0, 1000, (S, T, K))
+    tlp = -np.abs(rng.normal(0, 2, (S, T, K)))
+    mask = (rng.random((S, T)) > 0.02).astype(np.int8)
+    mod = (np.arange(T)[None, :] // 50 % 3 + np.zeros((S, 1), int)).astype(np.int32)
+    ph = np.where(np.arange(T)[None, :] < 100, 1, 2) + np.zeros((S, 1), int)
+    for name, noise in (("ta", 0.0), ("tb", 1e-3)):
+        x = lp + rng.normal(0, noise, lp.shape) if noise else lp
+        x = np.minimum(x, 0)
+        x[0, 5] = -np.inf
+        write_st(os.path.join(td, name + ".safetensors"),
+                 {"logprobs": ("F32", x.astype("<f4")), "token_ids": ("I32", ids.astype("<i4")),
+                  "mask": ("I8", mask), "modality": ("I32", mod), "phase": ("I32", ph.astype("<i4")),
+                  "top_ids": ("I32", tids.astype("<i4")), "top_logprobs": ("F32", (tlp + noise).astype("<f4"))},
+                 {"modality_names": "text,image,audio"})
+        with open(os.path.join(td, name + ".jsonl"), "w") as f:
+            for s in range(S):
+                f.write(json.dumps({"id": f"q{s}", "domain": ["math", "code", "chat"][s % 3],
+                                    "token_ids": ids[s].tolist(),
+                                    "logprobs": [v if v > -np.inf else "-inf" for v in x[s].tolist()],
+                                    "top_ids": tids[s].tolist(), "top_logprobs": (tlp[s] + noise).tolist(),
+                                    "modality": ["text", "image"][s % 2], "prefill_len": 100}) + "\n")
+    thread_check("st", os.path.join(td, "ta.safetensors"), os.path.join(td, "tb.safetensors"), "--worst", "30")
+    thread_check("jsonl", os.path.join(td, "ta.jsonl"), os.path.join(td, "tb.jsonl"), "--slice-by", "domain",
+                 "--floor", os.path.join(td, "ta.jsonl"))
+
 if fails:
     print(f"FAIL: {len(fails)} of {nchecks[0]} checks")
     for f in fails[:40]:
