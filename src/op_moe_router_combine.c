@@ -127,10 +127,11 @@ void parity_ref_mrc_row(const double *x, const double *y, int64_t e, int64_t d, 
         sd += ej * -dj;
     }
     s += c;
-    /* Per-weight absolute condition in units of w_j (see the doc): |d_j| for the rounding of
-     * x_j - m, the weighted |d_l| of the normaliser's terms, ln S twice for exp(x - lse) forms,
-     * and 8 for the exp, division and renormalisation roundings. */
-    double base = sd / s + 2.0 * log(s) + 8.0;
+    /* Per-weight absolute condition in units of w_j (docs/ops/moe_router_combine.md, "Gates"):
+     * |d_j| for the rounding of x_j - m, the weighted |d_l| of the normaliser's terms, ln S twice
+     * for exp(x - lse) forms, and 12 for the roundings of the two exps (2 ulp each), the
+     * division and a renormalisation of probabilities (three more). */
+    double base = sd / s + 2.0 * log(s) + 12.0;
     if (gates)
         for (int64_t j = 0; j < e; j++) gates[j] = 0;
     for (int q = 0; q < k; q++) {
