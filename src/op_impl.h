@@ -15,6 +15,10 @@ extern const parity_op_t parity_op_rmsnorm_bwd;
 extern const parity_op_t parity_op_log_softmax, parity_op_cross_entropy; /* op_log_softmax.c */
 /* fp64 reference of one row (op_log_softmax.c); any output pointer may be NULL. */
 void parity_ref_log_softmax_row(const double *x, int64_t v, int32_t target, double *logp, double *dlogits, double *loss, double *cond);
+extern const parity_op_t parity_op_moe_router_combine; /* op_moe_router_combine.c: its reference row, selection margin and build counts (c->priv) */
+void parity_ref_mrc_row(const double *x, const double *y, int64_t e, int64_t d, int k, int renorm, int32_t *sel, double *w, double *gates, double *out, double *cond);
+double parity_mrc_margin(const double *x, int64_t e, double t);
+typedef struct { int64_t snapped_rows, tied_rows; } parity_mrc_stats_t;
 
 /* RMSNorm's epsilon for every op of the family (as llama2.c / Llama use). */
 #define PARITY_RMS_EPS 1e-5
