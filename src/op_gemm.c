@@ -1,0 +1,299 @@
+/* gemm: C = A·B with A (M,K), B (K,N), C (M,N), the fp64 reference and per-element error-model
+ * data derived in docs/ops/gemm.md, and an emulation of the K-term accumulation in a chosen
+ * format for the diagnosis. Training's backward GEMMs (dX = dY·Wᵀ, dW = Xᵀ·dY) are this op with
+ * transposed operands and are covered by workloads (the dw-* presets), not by a separate op.
+ * Deliberately not here: the kernels (kernels/gemm.c), judging, transposed memory layouts. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "op_impl.h"
+#include "parallel.h"
+
+/* Value streams of the two operands (parity_workload_values draws each row from its own rng
+ * stream derived from (seed, stream, row), so the values do not depend on threading). */
+#define GEMM_STREAM_A 0x47454d4d41000000ull
+#define GEMM_STREAM_B 0x47454d4d42000000ull
+
+/* ---- workloads ------------------------------------------------------------------------------
+ * Shape: the workload's N, D, V are the GEMM's M, K, N (rows of A = tokens in a forward
+ * projection, the reduction length, output columns), so `--workload llm-fwd@MxKxN`.
+ * Field use (the workload struct is shared with the embedding family):
+ *   x_vals, x_scale, outliers, outlier_factor   A (M,K): N(0,1)·x_scale, U[0,1)·x_scale, or with
+ *                     `outliers` seed-chosen K columns (activation channels) times outlier_factor
+ *   dy_vals, dy_scale B (K,N): N(0,1)·dy_scale (weights), U[0,1)·dy_scale, or gradient scale:
+ *                     per row of B (per token, in dW = Xᵀ·dY) a magnitude 10^U(-6,-3)
+ *   ids, zipf_s, gamma unused */
+
+/* Precision (bits) of a float input dtype: with 2p <= 24 a product of two inputs is exact in
+ * fp32, otherwise a faithful kernel rounds it once. */
+static int in_precision(parity_dtype_t dt)
+{
+    return dt == PARITY_DT_BF16 ? 8 : dt == PARITY_DT_F16 ? 11 : dt == PARITY_DT_F32 ? 24 : 53;
+}
+
+/* Fill t (rows x cols) with workload values, rounded to t's dtype. */
+static void fill(parity_tensor_t *t, parity_vals_kind_t kind, double scale, int outliers,
+                 double factor, uint64_t seed, uint64_t stream, double *tmp, int64_t cols)
+{
+    int64_t rows = t->view.shape[0];
+    for (int64_t i = 0; i < rows; i++) {
+        parity_workload_values(kind, scale, outliers, factor, seed, stream, i, i + 1, cols, tmp);
+        for (int64_t j = 0; j < cols; j++) {
+            if (t->view.dtype == PARITY_DT_F32) ((float *)t->view.data)[i * cols + j] = (float)tmp[j];
+            else parity_tensor_set(&t->view, i * cols + j, tmp[j]);
+        }
+    }
+}
+
+/* ---- the fp64 reference --------------------------------------------------------------------- */
+
+/* One element: Σ_k a[k]·b[k] with Neumaier's compensation. The products of two inputs of at most
+ * 24 bits are exact in double, so the only error is the compensated sum's, about
+ * 2^-106·K·Σ|a_k b_k| + 2^-53·|C|: far below every tolerance (docs/ops/gemm.md). s_abs gets
+ * Σ|a_k b_k| (a condition number: a plain sum suffices). */
+static double dot_ref(const double *a, const double *b, int64_t k, double *s_abs)
+{
+    double s = 0, c = 0, sa = 0;
+    for (int64_t t = 0; t < k; t++) {
+        double p = a[t] * b[t], u = s + p;
+        c += fabs(s) >= fabs(p) ? (s - u) + p : (p - u) + s;
+        s = u;
+        sa += fabs(p);
+    }
+    *s_abs = sa;
+    return s + c;
+}
+
+void parity_ref_gemm(const double *a, const double *bt, int64_t m, int64_t k, int64_t n,
+                     double *c, double *s_abs)
+{
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++)
+            c[i * n + j] = dot_ref(a + i * k, bt + j * k, k, &s_abs[i * n + j]);
+}
+
+/* A row-major as doubles (M,K) and B transposed as doubles (N,K): exact copies of the inputs. */
+static parity_status_t operands_f64(const parity_case_t *c, double **a, double **bt)
+{
+    const parity_abi_tensor_t *A = &c->inputs[0]->view, *B = &c->inputs[1]->view;
+    int64_t m = A->shape[0], k = A->shape[1], n = B->shape[1];
+    *a = malloc((size_t)(m * k > 0 ? m * k : 1) * sizeof **a);
+    *bt = malloc((size_t)(k * n > 0 ? k * n : 1) * sizeof **bt);
+    float *row = malloc((size_t)((k > n ? k : n) + 1) * sizeof *row);
+    if (!*a || !*bt || !row) {
+        free(*a);
+        free(*bt);
+        free(row);
+        *a = *bt = NULL;
+        return PARITY_E_NOMEM;
+    }
+    for (int64_t i = 0; i < m; i++) { /* every supported input dtype is exact in fp32 */
+        parity_row_to_f32(A, i, row);
+        for (int64_t t = 0; t < k; t++) (*a)[i * k + t] = row[t];
+    }
+    for (int64_t t = 0; t < k; t++) {
+        parity_row_to_f32(B, t, row);
+        for (int64_t j = 0; j < n; j++) (*bt)[j * k + t] = row[j];
+    }
+    free(row);
+    return PARITY_OK;
+}
+
+typedef struct {
+    const double *a, *bt;
+    int64_t k, n;
+    parity_ref_output_t *R;
+} ref_ctx_t;
+
+static void ref_rows(void *p, int64_t b, int64_t e, int thread)
+{
+    (void)thread;
+    ref_ctx_t *g = p;
+    parity_ref_output_t *R = g->R;
+    for (int64_t i = b; i < e; i++) {
+        R->k[i] = g->k;
+        for (int64_t j = 0; j < g->n; j++) {
+            int64_t x = i * g->n + j;
+            R->ref[x] = dot_ref(g->a + i * g->k, g->bt + j * g->k, g->k, &R->s_acc[x]);
+            /* fp32 inputs: each product is rounded once, |error| <= u|a b|, so s_up = s_acc. */
+            if (R->s_up) R->s_up[x] = R->s_acc[x];
+        }
+    }
+}
+
+static parity_status_t gemm_build(const parity_op_t *op, const parity_workload_t *wl, uint64_t seed,
+                                  parity_dtype_t dt, parity_case_t *c, parity_diag_t *diag)
+{
+    (void)op;
+    int64_t m = wl->n, k = wl->d, n = wl->v;
+    if (m < 1 || k < 1 || n < 1)
+        return parity_diag_set(diag, PARITY_E_INVALID, "workload %s: need M, K, N >= 1", wl->name);
+    if (dt != PARITY_DT_BF16 && dt != PARITY_DT_F32 && dt != PARITY_DT_F16)
+        return parity_diag_set(diag, PARITY_E_UNSUPPORTED,
+                               "gemm: input dtype must be bf16, fp16 or fp32");
+    int64_t sa[2] = {m, k}, sb[2] = {k, n};
+    c->inputs[0] = parity_tensor_new("A", dt, 2, sa);
+    c->inputs[1] = parity_tensor_new("B", dt, 2, sb);
+    if (!c->inputs[0] || !c->inputs[1]) return PARITY_E_NOMEM;
+    double *tmp = malloc((size_t)(k > n ? k : n) * sizeof *tmp);
+    if (!tmp) return PARITY_E_NOMEM;
+    fill(c->inputs[0], wl->x_vals, wl->x_scale, wl->outliers, wl->outlier_factor, seed,
+         GEMM_STREAM_A, tmp, k);
+    fill(c->inputs[1], wl->dy_vals, wl->dy_scale, 0, 1, seed, GEMM_STREAM_B, tmp, n);
+    free(tmp);
+    /* m_up: bf16/fp16 products are exact in fp32 (2p <= 24 bits), fp32 products round once. */
+    int m_up = 2 * in_precision(dt) <= 24 ? 0 : 1;
+    parity_status_t st = parity_ref_output_alloc(&c->ref[0], "C", "row", m, n, 0, 0, m_up);
+    if (st != PARITY_OK) return st;
+    c->ref[0].m_up = m_up;
+    c->out_ndim[0] = 2;
+    c->out_shape[0][0] = m;
+    c->out_shape[0][1] = n;
+    double *a, *bt;
+    st = operands_f64(c, &a, &bt);
+    if (st != PARITY_OK) return st;
+    ref_ctx_t g = {a, bt, k, n, &c->ref[0]};
+    parity_parallel_for(m, 0, ref_rows, &g);
+    free(a);
+    free(bt);
+    return PARITY_OK;
+}
+
+/* ---- emulation for the diagnosis ------------------------------------------------------------
+ * parity_format_sum rounds every addition through the general encoder (about 40-90 ns an
+ * addition here), which for the diagnosis rows of a long-K workload (64 rows x N x K x 6
+ * emulations, hundreds of millions of additions) would take minutes. The fast path below gives
+ * the same results (tests/test_gemm.c checks it against parity_format_sum) for round-to-nearest-
+ * even in the normal range and falls back to parity_format_add everywhere else. */
+
+typedef struct {
+    const parity_format_t *f;
+    parity_round_opts_t o;
+    int shift; /* 53 - precision: the double bits the format drops */
+} fastfmt_t;
+
+static double fast_add(const fastfmt_t *F, double a, double b)
+{
+    double s = a + b;
+    double as = fabs(s);
+    if (!(as >= F->f->min_normal) || !(as < F->f->max_finite) || F->shift < 1)
+        return parity_format_add(F->f, a, b, &F->o, NULL);
+    /* 2Sum: s + e == a + b exactly. Rounding s to p bits gives the correctly rounded a + b except
+     * when s is a midpoint of the p-bit grid (a midpoint is a double, so s + e cannot cross one
+     * unless s is on it); then e's sign decides, and e == 0 is a true tie (to even). */
+    double bp = s - a, ap = s - bp, e = (a - ap) + (b - bp);
+    uint64_t u;
+    memcpy(&u, &s, sizeof u);
+    uint64_t mask = (1ull << F->shift) - 1, half = 1ull << (F->shift - 1), low = u & mask;
+    uint64_t hi = u & ~mask;
+    int up = low > half ||
+             (low == half && (e != 0 ? ((e > 0) == (s > 0)) : (int)((hi >> F->shift) & 1u)));
+    if (up) hi += 1ull << F->shift; /* a carry moves into the exponent: the next binade */
+    double r;
+    memcpy(&r, &hi, sizeof r);
+    if (!(fabs(r) <= F->f->max_finite)) return parity_format_add(F->f, a, b, &F->o, NULL);
+    return r;
+}
+
+static double fast_seq(const fastfmt_t *F, const double *x, int64_t n)
+{
+    double acc = 0;
+    for (int64_t i = 0; i < n; i++) acc = fast_add(F, acc, x[i]);
+    return acc;
+}
+
+/* The order of parity_format_sum's PARITY_SUM_PAIRWISE: halves of n/2, leaves fl(0 + x). */
+static double fast_pair(const fastfmt_t *F, const double *x, int64_t n)
+{
+    if (n == 0) return 0;
+    if (n == 1) return fast_add(F, 0, x[0]);
+    int64_t h = n / 2;
+    double l = fast_pair(F, x, h);
+    return fast_add(F, l, fast_pair(F, x + h, n - h));
+}
+
+double parity_gemm_fast_sum(const parity_format_t *f, const double *x, int64_t n,
+                            parity_sum_order_t order)
+{
+    fastfmt_t F = {f, parity_format_default_opts(f), 53 - (f->mant_bits + 1)};
+    F.o.rounding = PARITY_ROUND_NEAREST_EVEN;
+    return order == PARITY_SUM_PAIRWISE ? fast_pair(&F, x, n) : fast_seq(&F, x, n);
+}
+
+/* Rows of C as a kernel accumulating the K products in `acc` with the given order computes them.
+ * The products are what a faithful fp32 kernel forms: fl32(a·b) (exact for bf16/fp16 inputs). */
+static parity_status_t gemm_emulate(const parity_case_t *c, int out, const parity_format_t *acc,
+                                    parity_sum_order_t order, const int64_t *rows, int64_t n_rows,
+                                    double *dst)
+{
+    if (out != 0) return PARITY_E_UNSUPPORTED;
+    double *a, *bt;
+    parity_status_t st = operands_f64(c, &a, &bt);
+    if (st != PARITY_OK) return st;
+    int64_t k = c->inputs[0]->view.shape[1], n = c->inputs[1]->view.shape[1];
+    double *t = malloc((size_t)k * sizeof *t);
+    if (!t) {
+        free(a);
+        free(bt);
+        return PARITY_E_NOMEM;
+    }
+    for (int64_t q = 0; q < n_rows; q++) {
+        const double *ar = a + rows[q] * k;
+        for (int64_t j = 0; j < n; j++) {
+            const double *bc = bt + j * k;
+            for (int64_t x = 0; x < k; x++) t[x] = (double)(float)(ar[x] * bc[x]);
+            dst[q * n + j] = parity_gemm_fast_sum(acc, t, k, order);
+        }
+    }
+    free(t);
+    free(a);
+    free(bt);
+    return PARITY_OK;
+}
+
+/* ---- presets -------------------------------------------------------------------------------- */
+
+#define NORMAL PARITY_VALS_NORMAL
+#define GRAD PARITY_VALS_GRADSCALE
+#define OUTL PARITY_VALS_OUTLIER
+#define U01 PARITY_VALS_UNIFORM01
+#define IDS PARITY_IDS_UNIFORM
+#define G1 PARITY_GAMMA_ONES
+/* name, summary, M, K, N, ids (unused), zipf_s (unused), B values, B scale, A values, A scale,
+ * gamma (unused), outlier channels of A, their factor, production */
+static const parity_workload_t GEMM_PRESETS[] = {
+    {"llm-fwd", "projection forward: randn hidden states x 0.02 randn weights, M=256 tokens, K=4096, N=128", 256, 4096, 128, IDS, 0, NORMAL, 0.02, NORMAL, 1, G1, 0, 0, 0, ""},
+    {"odd-k4097", "K=4097 (a tile of 64 plus one): randn x 0.02 randn, M=N=128", 128, 4097, 128, IDS, 0, NORMAL, 0.02, NORMAL, 1, G1, 0, 0, 0, ""},
+    {"odd-k1000", "K=1000 (15 tiles of 64 and 40), randn x 0.02 randn, M=N=256", 256, 1000, 256, IDS, 0, NORMAL, 0.02, NORMAL, 1, G1, 0, 0, 0, ""},
+    {"outlier-ch", "activations with 4 outlier channels (K columns of A) at 80x, LLM.int8-style; M=256, K=4096, N=128", 256, 4096, 128, IDS, 0, NORMAL, 0.02, OUTL, 1, G1, 4, 80, 0, ""},
+    {"dw-32k", "weight gradient dW = X^T dY: M=32 features, K=32768 tokens, N=32; dY at gradient scale 1e-3..1e-6 per token", 32, 32768, 32, IDS, 0, GRAD, 1, NORMAL, 1, G1, 0, 0, 0, ""},
+    {"dw-varlen", "dW over a packed variable-length batch: K=20011 tokens (no tile divides it), gradient-scale dY, M=N=32", 32, 20011, 32, IDS, 0, GRAD, 1, NORMAL, 1, G1, 0, 0, 0, ""},
+    {"prod-llama7b-down", "Llama-2-7B MLP down_proj forward: 256 tokens x K=11008 x 256 of its 4096 output columns, 4 outlier channels at 60x", 256, 11008, 256, IDS, 0, NORMAL, 0.02, OUTL, 1, G1, 4, 60, 1, ""},
+};
+
+static const parity_workload_t GEMM_BASELINES[] = {
+    {"sol-execbench", "randn A and B, M=N=128, K=4096, seed 200 (stand-in shape)", 128, 4096, 128, IDS, 0, NORMAL, 1, NORMAL, 1, G1, 0, 0, 0, ""},
+    {"kernelbench", "torch.rand A and B, square 512 (its level-1 square matmul, scaled from 2048)", 512, 512, 512, IDS, 0, U01, 1, U01, 1, G1, 0, 0, 0, ""},
+    {"assert_close", "small randn A and B, 64 x 256 x 64", 64, 256, 64, IDS, 0, NORMAL, 1, NORMAL, 1, G1, 0, 0, 0, ""},
+};
+
+const parity_op_t parity_op_gemm = {
+    .name = "gemm",
+    .summary = "matrix multiply C (M,N) = A (M,K) . B (K,N); workload N x D x V = M x K x N "
+               "(dX and dW of training are this op with transposed operands)",
+    .n_inputs = 2,
+    .n_outputs = 1,
+    .input_names = {"A", "B"},
+    .output_names = {"C"},
+    .input_is_float = {1, 1},
+    .faithful_accumulator = "fp32",
+    .error_model = "C[i,j]: K-term sum of products a_ik b_kj (exact in fp32 for bf16 inputs, one "
+                   "rounding for fp32 inputs), any order/blocking/split-K with fp32 partials",
+    .presets = GEMM_PRESETS,
+    .n_presets = (int)(sizeof GEMM_PRESETS / sizeof GEMM_PRESETS[0]),
+    .baseline_workloads = GEMM_BASELINES,
+    .build = gemm_build,
+    .emulate = gemm_emulate,
+    .free_priv = NULL,
+};
