@@ -161,11 +161,12 @@ static parity_status_t gemm_build(const parity_op_t *op, const parity_workload_t
 }
 
 /* ---- emulation for the diagnosis ------------------------------------------------------------
- * parity_format_sum rounds every addition through the general encoder (about 40-90 ns an
- * addition here), which for the diagnosis rows of a long-K workload (64 rows x N x K x 6
- * emulations, hundreds of millions of additions) would take minutes. The fast path below gives
- * the same results (tests/test_gemm.c checks it against parity_format_sum) for round-to-nearest-
- * even in the normal range and falls back to parity_format_add everywhere else. */
+ * parity_format_sum rounds every addition through the general encoder (about 60-110 ns an
+ * addition on this machine), which for the diagnosis rows of a long-K workload (64 rows x N x K
+ * x 6 emulations, hundreds of millions of additions) would take minutes. The fast path below
+ * gives the same results (tests/test_gemm.c checks it against parity_format_sum) for round-to-
+ * nearest-even in the normal range, falls back to parity_format_add everywhere else, and runs
+ * the N columns of a row side by side (independent chains: the CPU overlaps them). */
 
 typedef struct {
     const parity_format_t *f;
@@ -173,11 +174,11 @@ typedef struct {
     int shift; /* 53 - precision: the double bits the format drops */
 } fastfmt_t;
 
-static double fast_add(const fastfmt_t *F, double a, double b)
+static inline double fast_add(const fastfmt_t *F, double a, double b)
 {
     double s = a + b;
     double as = fabs(s);
-    if (!(as >= F->f->min_normal) || !(as < F->f->max_finite) || F->shift < 1)
+    if (!(as >= F->f->min_normal) || !(as < F->f->max_finite))
         return parity_format_add(F->f, a, b, &F->o, NULL);
     /* 2Sum: s + e == a + b exactly. Rounding s to p bits gives the correctly rounded a + b except
      * when s is a midpoint of the p-bit grid (a midpoint is a double, so s + e cannot cross one
@@ -187,23 +188,24 @@ static double fast_add(const fastfmt_t *F, double a, double b)
     memcpy(&u, &s, sizeof u);
     uint64_t mask = (1ull << F->shift) - 1, half = 1ull << (F->shift - 1), low = u & mask;
     uint64_t hi = u & ~mask;
-    int up = low > half ||
-             (low == half && (e != 0 ? ((e > 0) == (s > 0)) : (int)((hi >> F->shift) & 1u)));
-    if (up) hi += 1ull << F->shift; /* a carry moves into the exponent: the next binade */
+    uint64_t tie_up = e != 0 ? (uint64_t)((e > 0) == (s > 0)) : (hi >> F->shift) & 1u;
+    uint64_t up = (uint64_t)(low > half) | ((uint64_t)(low == half) & tie_up);
+    hi += up << F->shift; /* a carry moves into the exponent: the next binade */
     double r;
     memcpy(&r, &hi, sizeof r);
     if (!(fabs(r) <= F->f->max_finite)) return parity_format_add(F->f, a, b, &F->o, NULL);
     return r;
 }
 
-static double fast_seq(const fastfmt_t *F, const double *x, int64_t n)
+static fastfmt_t fastfmt(const parity_format_t *f)
 {
-    double acc = 0;
-    for (int64_t i = 0; i < n; i++) acc = fast_add(F, acc, x[i]);
-    return acc;
+    fastfmt_t F = {f, parity_format_default_opts(f), 53 - (f->mant_bits + 1)};
+    F.o.rounding = PARITY_ROUND_NEAREST_EVEN;
+    return F;
 }
 
-/* The order of parity_format_sum's PARITY_SUM_PAIRWISE: halves of n/2, leaves fl(0 + x). */
+/* The sum of x[0..n) with parity_format_sum's orders: sequential, or PARITY_SUM_PAIRWISE
+ * (halves of n/2, leaves fl(0 + x)). */
 static double fast_pair(const fastfmt_t *F, const double *x, int64_t n)
 {
     if (n == 0) return 0;
@@ -216,39 +218,80 @@ static double fast_pair(const fastfmt_t *F, const double *x, int64_t n)
 double parity_gemm_fast_sum(const parity_format_t *f, const double *x, int64_t n,
                             parity_sum_order_t order)
 {
-    fastfmt_t F = {f, parity_format_default_opts(f), 53 - (f->mant_bits + 1)};
-    F.o.rounding = PARITY_ROUND_NEAREST_EVEN;
-    return order == PARITY_SUM_PAIRWISE ? fast_pair(&F, x, n) : fast_seq(&F, x, n);
+    fastfmt_t F = fastfmt(f);
+    if (order == PARITY_SUM_PAIRWISE) return fast_pair(&F, x, n);
+    double acc = 0;
+    for (int64_t i = 0; i < n; i++) acc = fast_add(&F, acc, x[i]);
+    return acc;
 }
 
-/* Rows of C as a kernel accumulating the K products in `acc` with the given order computes them.
- * The products are what a faithful fp32 kernel forms: fl32(a·b) (exact for bf16/fp16 inputs). */
+/* One row of the emulation, all N columns side by side. The products are what a faithful fp32
+ * kernel forms: fl32(a·b) (exact for bf16/fp16 inputs). b is B (K,N) row-major in double. */
+typedef struct {
+    const fastfmt_t *F;
+    const double *a, *b;
+    int64_t k, n;
+    double *scratch; /* (levels) x n for the pairwise recursion */
+} emu_row_t;
+
+static void pair_cols(const emu_row_t *E, int64_t k0, int64_t len, double *out, int level)
+{
+    int64_t n = E->n;
+    if (len == 1) {
+        const double *b = E->b + k0 * n;
+        for (int64_t j = 0; j < n; j++) out[j] = fast_add(E->F, 0, (double)(float)(E->a[k0] * b[j]));
+        return;
+    }
+    int64_t h = len / 2;
+    double *right = E->scratch + (size_t)level * (size_t)n;
+    pair_cols(E, k0, h, out, level + 1);
+    pair_cols(E, k0 + h, len - h, right, level + 1);
+    for (int64_t j = 0; j < n; j++) out[j] = fast_add(E->F, out[j], right[j]);
+}
+
+/* Rows of C as a kernel accumulating the K products in `acc` with the given order computes them. */
 static parity_status_t gemm_emulate(const parity_case_t *c, int out, const parity_format_t *acc,
                                     parity_sum_order_t order, const int64_t *rows, int64_t n_rows,
                                     double *dst)
 {
     if (out != 0) return PARITY_E_UNSUPPORTED;
-    double *a, *bt;
-    parity_status_t st = operands_f64(c, &a, &bt);
-    if (st != PARITY_OK) return st;
-    int64_t k = c->inputs[0]->view.shape[1], n = c->inputs[1]->view.shape[1];
-    double *t = malloc((size_t)k * sizeof *t);
-    if (!t) {
+    const parity_abi_tensor_t *A = &c->inputs[0]->view, *B = &c->inputs[1]->view;
+    int64_t k = A->shape[1], n = B->shape[1];
+    int levels = 2;
+    while (((int64_t)1 << (levels - 2)) < k) levels++;
+    double *b = malloc((size_t)(k * n > 0 ? k * n : 1) * sizeof *b);
+    double *a = malloc((size_t)k * sizeof *a);
+    double *scratch = malloc((size_t)levels * (size_t)n * sizeof *scratch);
+    float *row = malloc((size_t)((k > n ? k : n) + 1) * sizeof *row);
+    if (!b || !a || !scratch || !row) {
+        free(b);
         free(a);
-        free(bt);
+        free(scratch);
+        free(row);
         return PARITY_E_NOMEM;
     }
-    for (int64_t q = 0; q < n_rows; q++) {
-        const double *ar = a + rows[q] * k;
-        for (int64_t j = 0; j < n; j++) {
-            const double *bc = bt + j * k;
-            for (int64_t x = 0; x < k; x++) t[x] = (double)(float)(ar[x] * bc[x]);
-            dst[q * n + j] = parity_gemm_fast_sum(acc, t, k, order);
-        }
+    for (int64_t t = 0; t < k; t++) { /* every supported input dtype is exact in fp32 */
+        parity_row_to_f32(B, t, row);
+        for (int64_t j = 0; j < n; j++) b[t * n + j] = row[j];
     }
-    free(t);
+    fastfmt_t F = fastfmt(acc);
+    emu_row_t E = {&F, a, b, k, n, scratch};
+    for (int64_t q = 0; q < n_rows; q++) {
+        parity_row_to_f32(A, rows[q], row);
+        for (int64_t t = 0; t < k; t++) a[t] = row[t];
+        double *o = dst + q * n;
+        if (order == PARITY_SUM_PAIRWISE) {
+            pair_cols(&E, 0, k, o, 0);
+            continue;
+        }
+        for (int64_t j = 0; j < n; j++) o[j] = 0;
+        for (int64_t t = 0; t < k; t++)
+            for (int64_t j = 0; j < n; j++) o[j] = fast_add(&F, o[j], (double)(float)(a[t] * b[t * n + j]));
+    }
+    free(b);
     free(a);
-    free(bt);
+    free(scratch);
+    free(row);
     return PARITY_OK;
 }
 
@@ -263,12 +306,12 @@ static parity_status_t gemm_emulate(const parity_case_t *c, int out, const parit
 /* name, summary, M, K, N, ids (unused), zipf_s (unused), B values, B scale, A values, A scale,
  * gamma (unused), outlier channels of A, their factor, production */
 static const parity_workload_t GEMM_PRESETS[] = {
-    {"llm-fwd", "projection forward: randn hidden states x 0.02 randn weights, M=256 tokens, K=4096, N=128", 256, 4096, 128, IDS, 0, NORMAL, 0.02, NORMAL, 1, G1, 0, 0, 0, ""},
-    {"odd-k4097", "K=4097 (a tile of 64 plus one): randn x 0.02 randn, M=N=128", 128, 4097, 128, IDS, 0, NORMAL, 0.02, NORMAL, 1, G1, 0, 0, 0, ""},
-    {"odd-k1000", "K=1000 (15 tiles of 64 and 40), randn x 0.02 randn, M=N=256", 256, 1000, 256, IDS, 0, NORMAL, 0.02, NORMAL, 1, G1, 0, 0, 0, ""},
-    {"outlier-ch", "activations with 4 outlier channels (K columns of A) at 80x, LLM.int8-style; M=256, K=4096, N=128", 256, 4096, 128, IDS, 0, NORMAL, 0.02, OUTL, 1, G1, 4, 80, 0, ""},
-    {"dw-32k", "weight gradient dW = X^T dY: M=32 features, K=32768 tokens, N=32; dY at gradient scale 1e-3..1e-6 per token", 32, 32768, 32, IDS, 0, GRAD, 1, NORMAL, 1, G1, 0, 0, 0, ""},
-    {"dw-varlen", "dW over a packed variable-length batch: K=20011 tokens (no tile divides it), gradient-scale dY, M=N=32", 32, 20011, 32, IDS, 0, GRAD, 1, NORMAL, 1, G1, 0, 0, 0, ""},
+    {"llm-fwd", "projection forward: randn hidden states x 0.02 randn weights, M=256 tokens, K=4096, N=64", 256, 4096, 64, IDS, 0, NORMAL, 0.02, NORMAL, 1, G1, 0, 0, 0, ""},
+    {"odd-k4097", "K=4097 (a tile of 64 plus one): randn x 0.02 randn, M=128, N=64", 128, 4097, 64, IDS, 0, NORMAL, 0.02, NORMAL, 1, G1, 0, 0, 0, ""},
+    {"odd-k1000", "K=1000 (15 tiles of 64 and 40), randn x 0.02 randn, M=256, N=128", 256, 1000, 128, IDS, 0, NORMAL, 0.02, NORMAL, 1, G1, 0, 0, 0, ""},
+    {"outlier-ch", "activations with 4 outlier channels (K columns of A) at 80x, LLM.int8-style; M=256, K=4096, N=64", 256, 4096, 64, IDS, 0, NORMAL, 0.02, OUTL, 1, G1, 4, 80, 0, ""},
+    {"dw-32k", "weight gradient dW = X^T dY (a 32 x 16 tile): M=32 input features, K=32768 tokens, N=16 output features; dY at gradient scale 1e-3..1e-6 per token", 32, 32768, 16, IDS, 0, GRAD, 1, NORMAL, 1, G1, 0, 0, 0, ""},
+    {"dw-varlen", "dW over a packed variable-length batch: K=20011 tokens (no tile divides it), gradient-scale dY, M=32, N=16", 32, 20011, 16, IDS, 0, GRAD, 1, NORMAL, 1, G1, 0, 0, 0, ""},
     {"prod-llama7b-down", "Llama-2-7B MLP down_proj forward: 256 tokens x K=11008 x 256 of its 4096 output columns, 4 outlier channels at 60x", 256, 11008, 256, IDS, 0, NORMAL, 0.02, OUTL, 1, G1, 4, 60, 1, ""},
 };
 
