@@ -57,9 +57,14 @@ done
 
 # Usage errors.
 "$P" check gemm --kernel builtin:fp32 --workload nosuch -q >/dev/null 2>&1
-[ $? = 2 ] || [ $? = 3 ] && ok || bad "unknown workload: exit code"
+rc=$?
+[ $rc = 2 ] && ok || bad "unknown workload: exit $rc, want 2"
+"$P" check gemm --kernel builtin:fp32 --workload llm-fwd@0x10x10 -q >/dev/null 2>&1
+rc=$?
+[ $rc = 2 ] && ok || bad "malformed shape: exit $rc, want 2"
 "$P" check gemm --kernel builtin:nosuch -q >/dev/null 2>&1
-[ $? -ge 2 ] && ok || bad "unknown kernel: exit code"
+rc=$?
+[ $rc = 2 ] && ok || bad "unknown kernel: exit $rc, want 2"
 
 echo "cli_gemm: $pass passed, $fail failed"
 [ $fail = 0 ]
