@@ -14,6 +14,7 @@
  * stream derived from (seed, stream, row), so the values do not depend on threading). */
 #define GEMM_STREAM_A 0x47454d4d41000000ull
 #define GEMM_STREAM_B 0x47454d4d42000000ull
+#define GEMM_STREAM_W 0x47454d4d57000000ull
 
 /* ---- workloads ------------------------------------------------------------------------------
  * Shape: the workload's N, D, V are the GEMM's M, K, N (rows of A = tokens in a forward
@@ -73,35 +74,28 @@ void parity_ref_gemm(const double *a, const double *bt, int64_t m, int64_t k, in
             c[i * n + j] = dot_ref(a + i * k, bt + j * k, k, &s_abs[i * n + j]);
 }
 
-/* A row-major as doubles (M,K) and B transposed as doubles (N,K): exact copies of the inputs. */
-static parity_status_t operands_f64(const parity_case_t *c, double **a, double **bt)
+/* A 2-D input as exact doubles, as is (rows x cols) or transposed (cols x rows). NULL when out
+ * of memory. Every supported input dtype is exact in fp32. */
+static double *mat_f64(const parity_abi_tensor_t *t, int transpose)
 {
-    const parity_abi_tensor_t *A = &c->inputs[0]->view, *B = &c->inputs[1]->view;
-    int64_t m = A->shape[0], k = A->shape[1], n = B->shape[1];
-    *a = malloc((size_t)(m * k > 0 ? m * k : 1) * sizeof **a);
-    *bt = malloc((size_t)(k * n > 0 ? k * n : 1) * sizeof **bt);
-    float *row = malloc((size_t)((k > n ? k : n) + 1) * sizeof *row);
-    if (!*a || !*bt || !row) {
-        free(*a);
-        free(*bt);
+    int64_t rows = t->shape[0], cols = t->shape[1];
+    double *d = malloc((size_t)(rows * cols > 0 ? rows * cols : 1) * sizeof *d);
+    float *row = malloc((size_t)(cols + 1) * sizeof *row);
+    if (!d || !row) {
+        free(d);
         free(row);
-        *a = *bt = NULL;
-        return PARITY_E_NOMEM;
+        return NULL;
     }
-    for (int64_t i = 0; i < m; i++) { /* every supported input dtype is exact in fp32 */
-        parity_row_to_f32(A, i, row);
-        for (int64_t t = 0; t < k; t++) (*a)[i * k + t] = row[t];
-    }
-    for (int64_t t = 0; t < k; t++) {
-        parity_row_to_f32(B, t, row);
-        for (int64_t j = 0; j < n; j++) (*bt)[j * k + t] = row[j];
+    for (int64_t i = 0; i < rows; i++) {
+        parity_row_to_f32(t, i, row);
+        for (int64_t j = 0; j < cols; j++) d[transpose ? j * rows + i : i * cols + j] = row[j];
     }
     free(row);
-    return PARITY_OK;
+    return d;
 }
 
 typedef struct {
-    const double *a, *bt;
+    const double *a, *bt; /* A' (rows, k) and B' transposed (n, k) */
     int64_t k, n;
     parity_ref_output_t *R;
 } ref_ctx_t;
@@ -122,16 +116,46 @@ static void ref_rows(void *p, int64_t b, int64_t e, int thread)
     }
 }
 
+/* Output `o` of case c is the product A'·B' with A' (rows, k) and B' given transposed (n, k),
+ * both exact doubles (NULL: out of memory). Allocates and fills its reference and error-model
+ * data; frees a and bt. */
+static parity_status_t ref_product(parity_case_t *c, int o, const char *name, double *a, double *bt,
+                                   int64_t rows, int64_t k, int64_t n)
+{
+    /* m_up: bf16/fp16 products are exact in fp32 (2p <= 24 bits), fp32 products round once. */
+    int m_up = 2 * in_precision(c->in_dtype) <= 24 ? 0 : 1;
+    parity_status_t st = a && bt ? parity_ref_output_alloc(&c->ref[o], name, "row", rows, n, 0, 0, m_up)
+                                 : PARITY_E_NOMEM;
+    if (st == PARITY_OK) {
+        c->ref[o].m_up = m_up;
+        c->out_ndim[o] = 2;
+        c->out_shape[o][0] = rows;
+        c->out_shape[o][1] = n;
+        ref_ctx_t g = {a, bt, k, n, &c->ref[o]};
+        parity_parallel_for(rows, 0, ref_rows, &g);
+    }
+    free(a);
+    free(bt);
+    return st;
+}
+
+static parity_status_t check_args(const parity_workload_t *wl, parity_dtype_t dt, const char *op,
+                                  parity_diag_t *diag)
+{
+    if (wl->n < 1 || wl->d < 1 || wl->v < 1)
+        return parity_diag_set(diag, PARITY_E_INVALID, "workload %s: need N, D, V >= 1", wl->name);
+    if (dt != PARITY_DT_BF16 && dt != PARITY_DT_F32 && dt != PARITY_DT_F16)
+        return parity_diag_set(diag, PARITY_E_UNSUPPORTED, "%s: input dtype must be bf16, fp16 or fp32", op);
+    return PARITY_OK;
+}
+
 static parity_status_t gemm_build(const parity_op_t *op, const parity_workload_t *wl, uint64_t seed,
                                   parity_dtype_t dt, parity_case_t *c, parity_diag_t *diag)
 {
     (void)op;
+    parity_status_t st = check_args(wl, dt, "gemm", diag);
+    if (st != PARITY_OK) return st;
     int64_t m = wl->n, k = wl->d, n = wl->v;
-    if (m < 1 || k < 1 || n < 1)
-        return parity_diag_set(diag, PARITY_E_INVALID, "workload %s: need M, K, N >= 1", wl->name);
-    if (dt != PARITY_DT_BF16 && dt != PARITY_DT_F32 && dt != PARITY_DT_F16)
-        return parity_diag_set(diag, PARITY_E_UNSUPPORTED,
-                               "gemm: input dtype must be bf16, fp16 or fp32");
     int64_t sa[2] = {m, k}, sb[2] = {k, n};
     c->inputs[0] = parity_tensor_new("A", dt, 2, sa);
     c->inputs[1] = parity_tensor_new("B", dt, 2, sb);
@@ -142,22 +166,39 @@ static parity_status_t gemm_build(const parity_op_t *op, const parity_workload_t
          GEMM_STREAM_A, tmp, k);
     fill(c->inputs[1], wl->dy_vals, wl->dy_scale, 0, 1, seed, GEMM_STREAM_B, tmp, n);
     free(tmp);
-    /* m_up: bf16/fp16 products are exact in fp32 (2p <= 24 bits), fp32 products round once. */
-    int m_up = 2 * in_precision(dt) <= 24 ? 0 : 1;
-    parity_status_t st = parity_ref_output_alloc(&c->ref[0], "C", "row", m, n, 0, 0, m_up);
+    return ref_product(c, 0, "C", mat_f64(&c->inputs[0]->view, 0), mat_f64(&c->inputs[1]->view, 1),
+                       m, k, n);
+}
+
+/* gemm_bwd: X (M,K) activations, W (K,N) weights, dY (M,N) upstream gradient; dX = dY·Wᵀ (M,K),
+ * N terms per element; dW = Xᵀ·dY (K,N), M (token) terms per element. */
+static parity_status_t bwd_build(const parity_op_t *op, const parity_workload_t *wl, uint64_t seed,
+                                 parity_dtype_t dt, parity_case_t *c, parity_diag_t *diag)
+{
+    (void)op;
+    parity_status_t st = check_args(wl, dt, "gemm_bwd", diag);
     if (st != PARITY_OK) return st;
-    c->ref[0].m_up = m_up;
-    c->out_ndim[0] = 2;
-    c->out_shape[0][0] = m;
-    c->out_shape[0][1] = n;
-    double *a, *bt;
-    st = operands_f64(c, &a, &bt);
-    if (st != PARITY_OK) return st;
-    ref_ctx_t g = {a, bt, k, n, &c->ref[0]};
-    parity_parallel_for(m, 0, ref_rows, &g);
-    free(a);
-    free(bt);
-    return PARITY_OK;
+    int64_t m = wl->n, k = wl->d, n = wl->v;
+    int64_t sx[2] = {m, k}, sw[2] = {k, n}, sy[2] = {m, n};
+    c->inputs[0] = parity_tensor_new("X", dt, 2, sx);
+    c->inputs[1] = parity_tensor_new("W", dt, 2, sw);
+    c->inputs[2] = parity_tensor_new("dY", dt, 2, sy);
+    if (!c->inputs[0] || !c->inputs[1] || !c->inputs[2]) return PARITY_E_NOMEM;
+    double *tmp = malloc((size_t)(k > n ? k : n) * sizeof *tmp);
+    if (!tmp) return PARITY_E_NOMEM;
+    fill(c->inputs[0], wl->x_vals, wl->x_scale, wl->outliers, wl->outlier_factor, seed,
+         GEMM_STREAM_A, tmp, k);
+    /* Weights at GPT-2's init scale: their magnitude scales dX only, not its relative error. */
+    fill(c->inputs[1], PARITY_VALS_NORMAL, 0.02, 0, 1, seed, GEMM_STREAM_W, tmp, n);
+    fill(c->inputs[2], wl->dy_vals, wl->dy_scale, 0, 1, seed, GEMM_STREAM_B, tmp, n);
+    free(tmp);
+    const parity_abi_tensor_t *X = &c->inputs[0]->view, *W = &c->inputs[1]->view,
+                              *DY = &c->inputs[2]->view;
+    /* dX = dY (M,N) · Wᵀ: B' = Wᵀ (N,K), given transposed = W (K,N) as is. */
+    st = ref_product(c, 0, "dX", mat_f64(DY, 0), mat_f64(W, 0), m, n, k);
+    /* dW = Xᵀ (K,M) · dY (M,N): B' = dY, given transposed = dYᵀ (N,M). */
+    if (st == PARITY_OK) st = ref_product(c, 1, "dW", mat_f64(X, 1), mat_f64(DY, 1), k, m, n);
+    return st;
 }
 
 /* ---- emulation for the diagnosis ------------------------------------------------------------
@@ -225,8 +266,8 @@ double parity_gemm_fast_sum(const parity_format_t *f, const double *x, int64_t n
     return acc;
 }
 
-/* One row of the emulation, all N columns side by side. The products are what a faithful fp32
- * kernel forms: fl32(a·b) (exact for bf16/fp16 inputs). b is B (K,N) row-major in double. */
+/* One row of the emulation, all columns side by side. The products are what a faithful fp32
+ * kernel forms: fl32(a·b) (exact for bf16/fp16 inputs). b is B' (k, n) row-major in double. */
 typedef struct {
     const fastfmt_t *F;
     const double *a, *b;
@@ -249,36 +290,24 @@ static void pair_cols(const emu_row_t *E, int64_t k0, int64_t len, double *out, 
     for (int64_t j = 0; j < n; j++) out[j] = fast_add(E->F, out[j], right[j]);
 }
 
-/* Rows of C as a kernel accumulating the K products in `acc` with the given order computes them. */
-static parity_status_t gemm_emulate(const parity_case_t *c, int out, const parity_format_t *acc,
-                                    parity_sum_order_t order, const int64_t *rows, int64_t n_rows,
-                                    double *dst)
+/* Rows `rows` of A'·B' (A' (.., k), B' (k, n), exact doubles; freed here) as a kernel
+ * accumulating the k products in `acc` with the given order computes them. */
+static parity_status_t emulate_product(double *a, double *b, int64_t k, int64_t n,
+                                       const parity_format_t *acc, parity_sum_order_t order,
+                                       const int64_t *rows, int64_t n_rows, double *dst)
 {
-    if (out != 0) return PARITY_E_UNSUPPORTED;
-    const parity_abi_tensor_t *A = &c->inputs[0]->view, *B = &c->inputs[1]->view;
-    int64_t k = A->shape[1], n = B->shape[1];
     int levels = 2;
     while (((int64_t)1 << (levels - 2)) < k) levels++;
-    double *b = malloc((size_t)(k * n > 0 ? k * n : 1) * sizeof *b);
-    double *a = malloc((size_t)k * sizeof *a);
-    double *scratch = malloc((size_t)levels * (size_t)n * sizeof *scratch);
-    float *row = malloc((size_t)((k > n ? k : n) + 1) * sizeof *row);
-    if (!b || !a || !scratch || !row) {
-        free(b);
+    double *scratch = malloc((size_t)levels * (size_t)(n > 0 ? n : 1) * sizeof *scratch);
+    if (!a || !b || !scratch) {
         free(a);
+        free(b);
         free(scratch);
-        free(row);
         return PARITY_E_NOMEM;
     }
-    for (int64_t t = 0; t < k; t++) { /* every supported input dtype is exact in fp32 */
-        parity_row_to_f32(B, t, row);
-        for (int64_t j = 0; j < n; j++) b[t * n + j] = row[j];
-    }
     fastfmt_t F = fastfmt(acc);
-    emu_row_t E = {&F, a, b, k, n, scratch};
     for (int64_t q = 0; q < n_rows; q++) {
-        parity_row_to_f32(A, rows[q], row);
-        for (int64_t t = 0; t < k; t++) a[t] = row[t];
+        emu_row_t E = {&F, a + rows[q] * k, b, k, n, scratch};
         double *o = dst + q * n;
         if (order == PARITY_SUM_PAIRWISE) {
             pair_cols(&E, 0, k, o, 0);
@@ -286,13 +315,37 @@ static parity_status_t gemm_emulate(const parity_case_t *c, int out, const parit
         }
         for (int64_t j = 0; j < n; j++) o[j] = 0;
         for (int64_t t = 0; t < k; t++)
-            for (int64_t j = 0; j < n; j++) o[j] = fast_add(&F, o[j], (double)(float)(a[t] * b[t * n + j]));
+            for (int64_t j = 0; j < n; j++)
+                o[j] = fast_add(&F, o[j], (double)(float)(E.a[t] * b[t * n + j]));
     }
-    free(b);
     free(a);
+    free(b);
     free(scratch);
-    free(row);
     return PARITY_OK;
+}
+
+static parity_status_t gemm_emulate(const parity_case_t *c, int out, const parity_format_t *acc,
+                                    parity_sum_order_t order, const int64_t *rows, int64_t n_rows,
+                                    double *dst)
+{
+    if (out != 0) return PARITY_E_UNSUPPORTED;
+    const parity_abi_tensor_t *A = &c->inputs[0]->view, *B = &c->inputs[1]->view;
+    return emulate_product(mat_f64(A, 0), mat_f64(B, 0), A->shape[1], B->shape[1], acc, order,
+                           rows, n_rows, dst);
+}
+
+static parity_status_t bwd_emulate(const parity_case_t *c, int out, const parity_format_t *acc,
+                                   parity_sum_order_t order, const int64_t *rows, int64_t n_rows,
+                                   double *dst)
+{
+    const parity_abi_tensor_t *X = &c->inputs[0]->view, *W = &c->inputs[1]->view,
+                              *DY = &c->inputs[2]->view;
+    int64_t m = X->shape[0], k = X->shape[1], n = W->shape[1];
+    if (out == 0) /* dX = dY · Wᵀ: n terms, k columns */
+        return emulate_product(mat_f64(DY, 0), mat_f64(W, 1), n, k, acc, order, rows, n_rows, dst);
+    if (out == 1) /* dW = Xᵀ · dY: m terms, n columns */
+        return emulate_product(mat_f64(X, 1), mat_f64(DY, 0), m, n, acc, order, rows, n_rows, dst);
+    return PARITY_E_UNSUPPORTED;
 }
 
 /* ---- presets -------------------------------------------------------------------------------- */
@@ -338,5 +391,42 @@ const parity_op_t parity_op_gemm = {
     .baseline_workloads = GEMM_BASELINES,
     .build = gemm_build,
     .emulate = gemm_emulate,
+    .free_priv = NULL,
+};
+
+/* gemm_bwd presets. Shape letters: N tokens = M, D = K in-features, V = N out-features; dW's
+ * reduction runs over the N tokens, dX's over the V out-features. X takes x_vals (outlier
+ * channels are K columns, i.e. input features), dY takes dy_vals (gradient scale per token);
+ * W is 0.02·N(0,1). */
+static const parity_workload_t BWD_PRESETS[] = {
+    {"train-8k", "8192 tokens, 32 in x 64 out features (a tile of a layer): randn X, gradient-scale dY", 8192, 32, 64, IDS, 0, GRAD, 1, NORMAL, 1, G1, 0, 0, 0, ""},
+    {"train-varlen", "packed variable-length batch: 6007 tokens (no tile divides it), randn X, gradient-scale dY", 6007, 32, 64, IDS, 0, GRAD, 1, NORMAL, 1, G1, 0, 0, 0, ""},
+    {"train-outlier", "4096 tokens, X with 4 outlier input features at 80x, gradient-scale dY, 64 in x 32 out", 4096, 64, 32, IDS, 0, GRAD, 1, OUTL, 1, G1, 4, 80, 0, ""},
+    {"prod-dw-64k", "64k tokens (16 x 4096) through a 64 x 64 tile of a 7B layer's projection, gradient-scale dY", 65536, 64, 64, IDS, 0, GRAD, 1, NORMAL, 1, G1, 0, 0, 1, ""},
+};
+
+static const parity_workload_t BWD_BASELINES[] = {
+    {"sol-execbench", "randn X, W, dY: 1024 tokens, 256 x 256, seed 200 (stand-in shape)", 1024, 256, 256, IDS, 0, NORMAL, 1, NORMAL, 1, G1, 0, 0, 0, ""},
+    {"kernelbench", "torch.rand X and dY, 512 tokens, 256 x 256", 512, 256, 256, IDS, 0, U01, 1, U01, 1, G1, 0, 0, 0, ""},
+    {"assert_close", "small randn: 64 tokens, 128 x 64", 64, 128, 64, IDS, 0, NORMAL, 1, NORMAL, 1, G1, 0, 0, 0, ""},
+};
+
+const parity_op_t parity_op_gemm_bwd = {
+    .name = "gemm_bwd",
+    .summary = "linear layer backward: dX (M,K) = dY.W^T and dW (K,N) = X^T.dY from X (M,K), "
+               "W (K,N), dY (M,N); workload N x D x V = tokens x in x out",
+    .n_inputs = 3,
+    .n_outputs = 2,
+    .input_names = {"X", "W", "dY"},
+    .output_names = {"dX", "dW"},
+    .input_is_float = {1, 1, 1},
+    .faithful_accumulator = "fp32",
+    .error_model = "dX[i,k]: N-term sum of dY_in W_kn; dW[k,n]: M-term (token) sum of X_ik dY_in; "
+                   "products exact for bf16 inputs, one rounding for fp32",
+    .presets = BWD_PRESETS,
+    .n_presets = (int)(sizeof BWD_PRESETS / sizeof BWD_PRESETS[0]),
+    .baseline_workloads = BWD_BASELINES,
+    .build = bwd_build,
+    .emulate = bwd_emulate,
     .free_priv = NULL,
 };

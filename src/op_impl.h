@@ -17,7 +17,7 @@ extern const parity_op_t parity_op_log_softmax, parity_op_cross_entropy; /* op_l
 void parity_ref_log_softmax_row(const double *x, int64_t v, int32_t target, double *logp, double *dlogits, double *loss, double *cond);
 /* op_gemm.c: the op; its fp64 reference C (m,n) = A (m,k) . B with B given transposed (n,k),
  * s_abs = sum |a b|; the emulated K-term sum (nearest-even, parity_format_sum's results, fast). */
-extern const parity_op_t parity_op_gemm;
+extern const parity_op_t parity_op_gemm, parity_op_gemm_bwd;
 void parity_ref_gemm(const double *a, const double *bt, int64_t m, int64_t k, int64_t n, double *c, double *s_abs);
 double parity_gemm_fast_sum(const parity_format_t *f, const double *x, int64_t n, parity_sum_order_t order);
 
