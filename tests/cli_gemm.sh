@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# parity check gemm: the op and its workloads are listed, every catalog kernel's verdict matches
+# parity check gemm / gemm_bwd: the ops and their workloads are listed, every catalog kernel's verdict matches
 # its expected one on a small odd-K case (K = 1000: where the K-tail mutants fail), the K-tail
 # mutants pass when K is a multiple of their tile (the limitation the odd-K workloads exist
 # for, docs/ops/gemm.md), the split-K bf16 workspace is diagnosed as a narrow accumulator,
@@ -53,6 +53,21 @@ done
 [ $? = 1 ] && ok || bad "baselines run: exit code"
 for b in sol-execbench kernelbench assert_close; do
   grep -q "$b" "$tmp/b" && ok || bad "baseline matrix lacks $b"
+done
+
+# gemm_bwd: listed; the catalog on a token count no tile divides (2000 = 31 x 64 + 16): every
+# verdict as expected; the token-tail mutant passes at 2048 tokens, the bf16 dW mutants do not.
+"$P" ops gemm_bwd >"$tmp/bops" 2>&1 && grep -q "train-varlen" "$tmp/bops" && ok || bad "ops gemm_bwd"
+"$P" check gemm_bwd --kernel builtin:all --workload train-varlen@2000x16x24 -q --no-floor >"$tmp/ball" 2>&1
+rc=$?
+[ $rc = 1 ] && ok || bad "gemm_bwd catalog: exit $rc, want 1"
+n=$(grep -c "(as expected)" "$tmp/ball")
+k=$(grep -c "^builtin:" "$tmp/ball")
+[ "$k" -ge 8 ] && [ "$n" = "$k" ] && ok || { bad "gemm_bwd: $n of $k kernels as expected"; grep "NOT AS EXPECTED" "$tmp/ball"; }
+"$P" check gemm_bwd --kernel builtin:dw_tail_drop --workload train-8k@2048x16x24 -q --no-floor >/dev/null 2>&1 && ok || bad "dw_tail_drop should pass at 2048 tokens"
+for kn in dw_chunks_bf16 dw_splitk_bf16; do
+  "$P" check gemm_bwd --kernel builtin:$kn --workload train-8k@2048x16x24 -q --no-floor >/dev/null 2>&1
+  [ $? = 1 ] && ok || bad "$kn not caught at 2048 tokens"
 done
 
 # Usage errors.

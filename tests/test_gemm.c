@@ -1,8 +1,9 @@
-/* gemm: the fp64 reference against hand-worked products (a 2x3 by 3x2, a cancellation naive
- * double summation loses), the error-model data of built cases (k = K, s_acc, m_up by input
- * dtype), the workload generators (pure functions of the seed, outlier channels, gradient scale),
- * the split-K fixup shared with `parity splitk`, the fast emulation against parity_format_sum,
- * and every catalog kernel judged on a small odd-K case against its expected verdict. Seeds are
+/* gemm and gemm_bwd: the fp64 reference against hand-worked products (a 2x3 by 3x2, a
+ * cancellation naive double summation loses, dX and dW of a 3-token layer), the error-model data
+ * of built cases (k = K, s_acc, m_up by input dtype; dX over out-features, dW over tokens), the
+ * workload generators (pure functions of the seed, outlier channels, gradient scale), the
+ * split-K fixup shared with `parity splitk`, the fast emulation against parity_format_sum, and
+ * every catalog kernel judged on a small odd-K case against its expected verdict. Seeds are
  * fixed (1 unless stated). */
 #include <math.h>
 #include <setjmp.h>
@@ -328,6 +329,127 @@ static void catalog_verdicts(void **state)
     parity_case_free(c);
 }
 
+/* gemm_bwd by hand: X (3 tokens x 2), W (2 x 3), dY (3 x 3).
+ * dX = dY·Wᵀ = [1 1; -1 2; 3 2], dW = Xᵀ·dY = [6 5 -7; 8 6 -8]. The op's references are
+ * products of transposed operands; here each is formed with parity_ref_gemm the same way
+ * (dX: A' = dY, B' = Wᵀ given transposed = W; dW: A' = Xᵀ, B' = dY given transposed = dYᵀ). */
+static void backward_by_hand(void **state)
+{
+    (void)state;
+    double X[6] = {1, 2, 3, 4, 5, 6}, W[6] = {1, 0, -1, 2, 1, 0}, dY[9] = {1, -1, 0, 0, 2, 1, 1, 0, -2};
+    double Xt[6], dYt[9], dX[6], dW[6], s[9];
+    for (int i = 0; i < 3; i++)
+        for (int k = 0; k < 2; k++) Xt[k * 3 + i] = X[i * 2 + k];
+    for (int i = 0; i < 3; i++)
+        for (int n = 0; n < 3; n++) dYt[n * 3 + i] = dY[i * 3 + n];
+    parity_ref_gemm(dY, W, 3, 3, 2, dX, s);
+    parity_ref_gemm(Xt, dYt, 2, 3, 3, dW, s);
+    double want_dx[6] = {1, 1, -1, 2, 3, 2}, want_dw[6] = {6, 5, -7, 8, 6, -8};
+    for (int i = 0; i < 6; i++) {
+        assert_true(dX[i] == want_dx[i]);
+        assert_true(dW[i] == want_dw[i]);
+    }
+}
+
+static parity_case_t *build_op(const char *op_name, const char *wl_name, parity_dtype_t dt,
+                               parity_workload_t *wl)
+{
+    const parity_op_t *op = parity_op_find(op_name);
+    assert_non_null(op);
+    assert_int_equal(parity_op_workload(op, wl_name, wl), PARITY_OK);
+    wl->name = wl->label[0] ? wl->label : wl->name;
+    parity_case_t *c = NULL;
+    parity_diag_t diag;
+    memset(&diag, 0, sizeof diag);
+    assert_int_equal(parity_case_build(op, wl, 1, dt, &c, &diag), PARITY_OK);
+    return c;
+}
+
+/* gemm_bwd's references against exact sums formed here from the inputs: dX[i,k] over the N
+ * out-features, dW[k,n] over the M tokens; k per row = N for dX, M for dW. */
+static void backward_case_data(void **state)
+{
+    (void)state;
+    parity_workload_t wl;
+    enum { M = 300, K = 5, N = 7 };
+    parity_case_t *c = build_op("gemm_bwd", "train-varlen@300x5x7", PARITY_DT_BF16, &wl);
+    const parity_abi_tensor_t *X = &c->inputs[0]->view, *W = &c->inputs[1]->view, *DY = &c->inputs[2]->view;
+    const parity_ref_output_t *RX = &c->ref[0], *RW = &c->ref[1];
+    assert_int_equal(RX->rows, M);
+    assert_int_equal(RX->cols, K);
+    assert_int_equal(RW->rows, K);
+    assert_int_equal(RW->cols, N);
+    assert_int_equal(RX->m_up, 0);
+    double t[M];
+    for (int i = 0; i < M; i++) {
+        assert_int_equal(RX->k[i], N);
+        for (int k = 0; k < K; k++) {
+            for (int n = 0; n < N; n++) t[n] = parity_tensor_get(DY, i * N + n) * parity_tensor_get(W, k * N + n);
+            double sa = 0;
+            for (int n = 0; n < N; n++) sa += fabs(t[n]);
+            assert_true(fabs(RX->ref[i * K + k] - parity_sum_exact(t, N)) <= 0x1p-50 * sa);
+            assert_true(fabs(RX->s_acc[i * K + k] - sa) <= 0x1p-50 * sa);
+        }
+    }
+    for (int k = 0; k < K; k++) {
+        assert_int_equal(RW->k[k], M);
+        for (int n = 0; n < N; n++) {
+            for (int i = 0; i < M; i++) t[i] = parity_tensor_get(X, i * K + k) * parity_tensor_get(DY, i * N + n);
+            double sa = 0;
+            for (int i = 0; i < M; i++) sa += fabs(t[i]);
+            assert_true(fabs(RW->ref[k * N + n] - parity_sum_exact(t, M)) <= 0x1p-50 * sa);
+            assert_true(fabs(RW->s_acc[k * N + n] - sa) <= 0x1p-50 * sa);
+        }
+    }
+    parity_case_free(c);
+}
+
+/* Every gemm_bwd catalog kernel on a small case with a token count no tile divides
+ * (2000 = 31 x 64 + 16): verdict (worst of dX and dW) as expected. */
+static void backward_catalog_verdicts(void **state)
+{
+    (void)state;
+    parity_workload_t wl;
+    parity_case_t *cb = build_op("gemm_bwd", "train-varlen@2000x16x24", PARITY_DT_BF16, &wl);
+    parity_case_t *cf = build_op("gemm_bwd", "train-varlen@2000x16x24", PARITY_DT_F32, &wl);
+    int seen = 0;
+    for (int i = 0; i < parity_catalog_count(); i++) {
+        const parity_abi_kernel_t *k = parity_catalog_at(i);
+        if (strcmp(k->op, "gemm_bwd") != 0) continue;
+        parity_case_t *c = k->in_dtype == PARITY_DT_F32 ? cf : cb;
+        parity_tensor_t *out[2];
+        parity_abi_tensor_t in_v[3], out_v[2];
+        for (int a = 0; a < 3; a++) in_v[a] = c->inputs[a]->view;
+        for (int a = 0; a < 2; a++) {
+            out[a] = parity_tensor_new(c->op->output_names[a], (parity_dtype_t)k->out_dtype, 2, c->out_shape[a]);
+            assert_non_null(out[a]);
+            out_v[a] = out[a]->view;
+        }
+        parity_abi_call_t call;
+        memset(&call, 0, sizeof call);
+        call.abi_version = PARITY_ABI_VERSION;
+        call.struct_size = sizeof call;
+        call.op = "gemm_bwd";
+        call.n_inputs = 3;
+        call.n_outputs = 2;
+        call.inputs = in_v;
+        call.outputs = out_v;
+        call.n_threads = 1;
+        assert_int_equal(k->run(&call), PARITY_KERNEL_OK);
+        parity_wl_result_t res;
+        memset(&res, 0, sizeof res);
+        for (int a = 0; a < 2; a++) parity_judge_output(&c->ref[a], &out[a]->view, PARITY_DT_F32, a, &res, NULL);
+        int faithful = res.max_q <= 1;
+        if (faithful != (strcmp(k->expected, "faithful") == 0))
+            fail_msg("gemm_bwd %s: err/tol %g, expected %s (seed 1)", k->name, res.max_q, k->expected);
+        for (int a = 0; a < 2; a++) parity_tensor_free(out[a]);
+        seen++;
+    }
+    assert_true(seen >= 8);
+    parity_case_free(cb);
+    parity_case_free(cf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -340,6 +462,9 @@ int main(void)
         cmocka_unit_test(fast_emulation_matches_format_sum),
         cmocka_unit_test(emulation_reproduces_fp32_kernel),
         cmocka_unit_test(catalog_verdicts),
+        cmocka_unit_test(backward_by_hand),
+        cmocka_unit_test(backward_case_data),
+        cmocka_unit_test(backward_catalog_verdicts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
