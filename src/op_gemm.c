@@ -1,7 +1,8 @@
-/* gemm: C = A·B with A (M,K), B (K,N), C (M,N), the fp64 reference and per-element error-model
- * data derived in docs/ops/gemm.md, and an emulation of the K-term accumulation in a chosen
- * format for the diagnosis. Training's backward GEMMs (dX = dY·Wᵀ, dW = Xᵀ·dY) are this op with
- * transposed operands and are covered by workloads (the dw-* presets), not by a separate op.
+/* gemm (C = A·B with A (M,K), B (K,N)) and gemm_bwd (the linear layer's backward: dX = dY·Wᵀ,
+ * dW = Xᵀ·dY from X, W, dY): fp64 references and per-element error-model data derived in
+ * docs/ops/gemm.md, and an emulation of the K-term accumulation in a chosen format for the
+ * diagnosis. Both ops' outputs are products of (transposed) operands, built by one reference
+ * and one emulation. gemm's dw-* workloads also give it dW's shape (a long token reduction).
  * Deliberately not here: the kernels (kernels/gemm.c), judging, transposed memory layouts. */
 #include <math.h>
 #include <stdlib.h>
