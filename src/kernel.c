@@ -9,25 +9,33 @@
 
 #include "kernel_impl.h"
 
+/* The catalog: one array per kernel file (kernel_impl.h), in listing order. */
+static const struct {
+    const parity_abi_kernel_t *k;
+    const int *n;
+} CATALOGS[] = {
+    {parity_catalog_embedding, &parity_catalog_embedding_count},
+    {parity_catalog_norm, &parity_catalog_norm_count},
+    {parity_catalog_embedding_fast, &parity_catalog_embedding_fast_count},
+    {parity_catalog_log_softmax, &parity_catalog_log_softmax_count},
+    {parity_catalog_moe_router_combine, &parity_catalog_moe_router_combine_count},
+    {parity_catalog_gemm, &parity_catalog_gemm_count},
+};
+
 int parity_catalog_count(void)
 {
-    return parity_catalog_embedding_count + parity_catalog_norm_count +
-           parity_catalog_embedding_fast_count + parity_catalog_log_softmax_count +
-           parity_catalog_moe_router_combine_count;
+    int n = 0;
+    for (size_t c = 0; c < sizeof CATALOGS / sizeof CATALOGS[0]; c++) n += *CATALOGS[c].n;
+    return n;
 }
 
 const parity_abi_kernel_t *parity_catalog_at(int i)
 {
     if (i < 0) return NULL;
-    if (i < parity_catalog_embedding_count) return &parity_catalog_embedding[i];
-    i -= parity_catalog_embedding_count;
-    if (i < parity_catalog_norm_count) return &parity_catalog_norm[i];
-    i -= parity_catalog_norm_count;
-    if (i < parity_catalog_embedding_fast_count) return &parity_catalog_embedding_fast[i];
-    i -= parity_catalog_embedding_fast_count;
-    if (i < parity_catalog_log_softmax_count) return &parity_catalog_log_softmax[i];
-    i -= parity_catalog_log_softmax_count;
-    if (i < parity_catalog_moe_router_combine_count) return &parity_catalog_moe_router_combine[i];
+    for (size_t c = 0; c < sizeof CATALOGS / sizeof CATALOGS[0]; c++) {
+        if (i < *CATALOGS[c].n) return &CATALOGS[c].k[i];
+        i -= *CATALOGS[c].n;
+    }
     return NULL;
 }
 

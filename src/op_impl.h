@@ -19,6 +19,11 @@ extern const parity_op_t parity_op_moe_router_combine; /* op_moe_router_combine.
 void parity_ref_mrc_row(const double *x, const double *y, int64_t e, int64_t d, int k, int renorm, int32_t *sel, double *w, double *gates, double *out, double *cond);
 double parity_mrc_margin(const double *x, int64_t e, double t);
 typedef struct { int64_t snapped_rows, tied_rows; } parity_mrc_stats_t;
+/* op_gemm.c: the op; its fp64 reference C (m,n) = A (m,k) . B with B given transposed (n,k),
+ * s_abs = sum |a b|; the emulated K-term sum (nearest-even, parity_format_sum's results, fast). */
+extern const parity_op_t parity_op_gemm, parity_op_gemm_bwd;
+void parity_ref_gemm(const double *a, const double *bt, int64_t m, int64_t k, int64_t n, double *c, double *s_abs);
+double parity_gemm_fast_sum(const parity_format_t *f, const double *x, int64_t n, parity_sum_order_t order);
 
 /* RMSNorm's epsilon for every op of the family (as llama2.c / Llama use). */
 #define PARITY_RMS_EPS 1e-5

@@ -179,6 +179,26 @@ parity_status_t parity_reduce_drift(const double *a, const double *b, size_t n,
 
 /* ------------------------------------------------------------------------------------------ */
 
+void parity_reduce_splitk_bounds(size_t k, int splits, int s, size_t *k0, size_t *k1)
+{
+    size_t S = (size_t)splits;
+    *k0 = k * (size_t)s / S;
+    *k1 = k * (size_t)(s + 1) / S;
+}
+
+double parity_reduce_splitk_combine(const double *p, int splits, parity_ar_dtype_t partial,
+                                    parity_ar_dtype_t combine, parity_ar_dtype_t outfmt)
+{
+    /* Each operand is in a format of at most 24 bits, so the double sum rounded once to the
+     * combine format is the correctly rounded sum (as in hop_add, reduce.c). */
+    double total = 0;
+    for (int s = 0; s < splits; s++) {
+        double q = parity_reduce_round(partial, p[s]);
+        total = s == 0 ? parity_reduce_round(combine, q) : parity_reduce_round(combine, total + q);
+    }
+    return parity_reduce_round(outfmt, total);
+}
+
 parity_status_t parity_reduce_splitk(uint64_t seed, size_t n, size_t k, int splits,
                                      parity_ar_dtype_t partial, parity_ar_dtype_t outfmt,
                                      double *out, double *ref)
@@ -195,20 +215,26 @@ parity_status_t parity_reduce_splitk(uint64_t seed, size_t n, size_t k, int spli
         free(g.x);
         return PARITY_E_NOMEM;
     }
-    size_t S = (size_t)splits;
+    int S = splits;
+    double *p = malloc((size_t)S * sizeof *p);
+    if (!p) {
+        free(t);
+        free(g.x);
+        return PARITY_E_NOMEM;
+    }
     for (size_t i = 0; i < n; i++) {
         gen_terms(&g, i, t);
-        float total = 0.0f;
-        for (size_t s = 0; s < S; s++) {
-            size_t k0 = k * s / S, k1 = k * (s + 1) / S;
+        for (int s = 0; s < S; s++) {
+            size_t k0, k1;
+            parity_reduce_splitk_bounds(k, S, s, &k0, &k1);
             float acc = 0.0f;
             for (size_t j = k0; j < k1; j++) acc = (float)((double)acc + t[j]);
-            double p = parity_reduce_round(partial, acc);
-            total = s == 0 ? (float)p : (float)((double)total + p);
+            p[s] = acc;
         }
-        out[i] = parity_reduce_round(outfmt, total);
+        out[i] = parity_reduce_splitk_combine(p, S, partial, PARITY_AR_FP32, outfmt);
         if (ref) ref[i] = parity_sum_exact(t, k);
     }
+    free(p);
     free(t);
     free(g.x);
     return PARITY_OK;

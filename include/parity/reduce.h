@@ -148,6 +148,17 @@ parity_status_t parity_reduce_splitk(uint64_t seed, size_t n, size_t k, int spli
                                      parity_ar_dtype_t partial, parity_ar_dtype_t outfmt,
                                      double *out, double *ref);
 
+/* The pieces of a split-K GEMM that parity_reduce_splitk and the gemm catalog
+ * (kernels/gemm.c) share. Split s of `splits` (0 <= s < splits <= k) covers the contiguous terms
+ * [k0, k1) = [k*s/splits, k*(s+1)/splits). */
+void parity_reduce_splitk_bounds(size_t k, int splits, int s, size_t *k0, size_t *k1);
+/* The fixup of one output element: the partial sums p[0..splits) in split order, each rounded to
+ * the workspace format `partial`, added in order with each addition rounded to `combine`, the
+ * result rounded to `outfmt` (fp32 / fp32: a faithful split-K; bf16 / bf16: the "workspace in
+ * the output dtype" bug). Formats fp32, bf16 or fp16 (fp64: no rounding). */
+double parity_reduce_splitk_combine(const double *p, int splits, parity_ar_dtype_t partial,
+                                    parity_ar_dtype_t combine, parity_ar_dtype_t outfmt);
+
 #ifdef __cplusplus
 }
 #endif

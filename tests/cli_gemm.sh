@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# parity check gemm / gemm_bwd: the ops and their workloads are listed, every catalog kernel's verdict matches
+# its expected one on a small odd-K case (K = 1000: where the K-tail mutants fail), the K-tail
+# mutants pass when K is a multiple of their tile (the limitation the odd-K workloads exist
+# for, docs/ops/gemm.md), the split-K bf16 workspace is diagnosed as a narrow accumulator,
+# the baseline matrix is printed, exit codes. Small shapes keep it to a few seconds.
+set -u
+P=${PARITY:?}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+pass=0
+ok() { pass=$((pass + 1)); }
+bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
+ODD=odd-k1000@64x1000x32
+EVEN=llm-fwd@64x1024x32
+
+"$P" ops >"$tmp/all_ops" 2>&1 && grep -q "^gemm" "$tmp/all_ops" && ok || bad "parity ops does not list gemm"
+"$P" ops gemm >"$tmp/ops" 2>&1 && ok || bad "ops gemm"
+for w in llm-fwd odd-k4097 odd-k1000 outlier-ch dw-32k dw-varlen prod-llama7b-down; do
+  grep -q "$w" "$tmp/ops" && ok || bad "ops gemm does not list $w"
+done
+"$P" kernels gemm >"$tmp/k" 2>&1 && ok || bad "kernels gemm"
+[ "$(grep -c "builtin:" "$tmp/k")" -ge 10 ] && ok || bad "kernels gemm: fewer than 10 kernels"
+
+# The whole catalog on odd K: exit 1 (mutants fail), every verdict as expected.
+"$P" check gemm --kernel builtin:all --workload $ODD -q --no-floor >"$tmp/all" 2>"$tmp/err"
+rc=$?
+[ $rc = 1 ] && ok || { bad "catalog on $ODD: exit $rc, want 1"; cat "$tmp/err"; }
+n=$(grep -c "(as expected)" "$tmp/all")
+k=$(grep -c "^builtin:" "$tmp/all")
+[ "$k" -ge 10 ] && [ "$n" = "$k" ] && ok || { bad "$n of $k kernels as expected on $ODD"; grep "NOT AS EXPECTED" "$tmp/all"; }
+grep -A8 "^builtin:splitk_bf16" "$tmp/all" | grep -q "diagnosis (.*effective accumulator" && ok || bad "splitk_bf16: no accumulator diagnosis"
+grep -A8 "^builtin:ktail_drop" "$tmp/all" | grep -q "not an accumulator-precision problem" && ok || bad "ktail_drop: not diagnosed as a non-precision error"
+
+# Faithful kernels alone: exit 0 on both shapes.
+for kn in fp32 tiled splitk4 splitk16 bf16_out fp32_in; do
+  "$P" check gemm --kernel builtin:$kn --workload $ODD -q --no-floor >/dev/null 2>&1 && ok || bad "$kn not faithful on $ODD"
+  "$P" check gemm --kernel builtin:$kn --workload $EVEN -q --no-floor >/dev/null 2>&1 && ok || bad "$kn not faithful on $EVEN"
+done
+# K-tail mutants: invisible when K is a multiple of 64, caught on odd K.
+for kn in ktail_drop ktail_twice; do
+  "$P" check gemm --kernel builtin:$kn --workload $EVEN -q --no-floor >/dev/null 2>&1 && ok || bad "$kn should pass at K = 1024"
+done
+# Accumulator mutants: caught at K = 1024 too.
+for kn in splitk_bf16 fp16_acc; do
+  "$P" check gemm --kernel builtin:$kn --workload $EVEN -q --no-floor >/dev/null 2>&1
+  [ $? = 1 ] && ok || bad "$kn not caught on $EVEN"
+done
+
+# The baseline matrix (one kernel, one small workload; the baselines' own shapes).
+"$P" check gemm --kernel builtin:ktail_drop --workload $ODD --baselines -q --no-floor >"$tmp/b" 2>&1
+[ $? = 1 ] && ok || bad "baselines run: exit code"
+for b in sol-execbench kernelbench assert_close; do
+  grep -q "$b" "$tmp/b" && ok || bad "baseline matrix lacks $b"
+done
+
+# gemm_bwd: listed; the catalog on a token count no tile divides (2000 = 31 x 64 + 16): every
+# verdict as expected; the token-tail mutant passes at 2048 tokens, the bf16 dW mutants do not.
+"$P" ops gemm_bwd >"$tmp/bops" 2>&1 && grep -q "train-varlen" "$tmp/bops" && ok || bad "ops gemm_bwd"
+"$P" check gemm_bwd --kernel builtin:all --workload train-varlen@2000x16x24 -q --no-floor >"$tmp/ball" 2>&1
+rc=$?
+[ $rc = 1 ] && ok || bad "gemm_bwd catalog: exit $rc, want 1"
+n=$(grep -c "(as expected)" "$tmp/ball")
+k=$(grep -c "^builtin:" "$tmp/ball")
+[ "$k" -ge 8 ] && [ "$n" = "$k" ] && ok || { bad "gemm_bwd: $n of $k kernels as expected"; grep "NOT AS EXPECTED" "$tmp/ball"; }
+"$P" check gemm_bwd --kernel builtin:dw_tail_drop --workload train-8k@2048x16x24 -q --no-floor >/dev/null 2>&1 && ok || bad "dw_tail_drop should pass at 2048 tokens"
+for kn in dw_chunks_bf16 dw_splitk_bf16; do
+  "$P" check gemm_bwd --kernel builtin:$kn --workload train-8k@2048x16x24 -q --no-floor >/dev/null 2>&1
+  [ $? = 1 ] && ok || bad "$kn not caught at 2048 tokens"
+done
+
+# Usage errors.
+"$P" check gemm --kernel builtin:fp32 --workload nosuch -q >/dev/null 2>&1
+rc=$?
+[ $rc = 2 ] && ok || bad "unknown workload: exit $rc, want 2"
+"$P" check gemm --kernel builtin:fp32 --workload llm-fwd@0x10x10 -q >/dev/null 2>&1
+rc=$?
+[ $rc = 2 ] && ok || bad "malformed shape: exit $rc, want 2"
+"$P" check gemm --kernel builtin:nosuch -q >/dev/null 2>&1
+rc=$?
+[ $rc = 2 ] && ok || bad "unknown kernel: exit $rc, want 2"
+
+echo "cli_gemm: $pass passed, $fail failed"
+[ $fail = 0 ]
