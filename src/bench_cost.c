@@ -104,22 +104,49 @@ static void cost_ce(double n, double d, double v, double bi, double bo, parity_c
              "flops N*(5V+5)", bi, bo, bo);
 }
 
-/* Where N, D and V live in an op's call: N = shape[0] of input n_in, D = shape[1] of input d_in
- * (or of output d_out when d_in < 0), V = shape[0] of output v_out or input v_in (-1: none). */
+/* GEMM (op_gemm.c): C (M,N) = A (M,K) . B (K,N); here n = M, d = K, v = N. Each input read
+ * once, C written once, one multiply and one add per product: 2MNK (the faithful computation
+ * has no reusable products). */
+static void cost_gemm(double n, double d, double v, double bi, double bo, parity_cost_t *c)
+{
+    c->bytes_read = (n * d + d * v) * bi;
+    c->bytes_written = n * v * bo;
+    c->flops = 2 * n * d * v;
+    snprintf(c->formula, sizeof c->formula,
+             "read A M*K*%g B + B K*N*%g B; write C M*N*%g B; flops 2*M*N*K", bi, bi, bo);
+}
+
+/* Linear-layer backward (op_gemm.c): X (M,K), W (K,N), dY (M,N) -> dX (M,K) = dY.W^T and
+ * dW (K,N) = X^T.dY; n = M tokens, d = K, v = N. Two GEMMs of 2MNK each. */
+static void cost_gemm_bwd(double n, double d, double v, double bi, double bo, parity_cost_t *c)
+{
+    c->bytes_read = (n * d + d * v + n * v) * bi;
+    c->bytes_written = (n * d + d * v) * bo;
+    c->flops = 4 * n * d * v;
+    snprintf(c->formula, sizeof c->formula,
+             "read X M*K*%g B + W K*N*%g B + dY M*N*%g B; write dX M*K*%g B + dW K*N*%g B; "
+             "flops 4*M*N*K", bi, bi, bi, bo, bo);
+}
+
+/* Where N, D and V live in an op's call: N = shape[0] of input n_in, D = shape[1] of input d_in,
+ * V = shape[v_axis] of output v_out or input v_in (-1: none). */
 typedef struct {
     const char *op;
     cost_fn fn;
     int n_in, d_in, v_in, v_out;
+    int v_axis;
 } cost_entry_t;
 
 static const cost_entry_t COSTS[] = {
-    {"embedding_rmsnorm_bwd", cost_fused, 0, 0, -1, 0},
-    {"embedding_bwd", cost_ebwd, 0, 0, -1, 0},
-    {"embedding_fwd", cost_efwd, 1, 0, 0, -1},
-    {"rmsnorm_fwd", cost_rfwd, 0, 0, -1, -1},
-    {"rmsnorm_bwd", cost_rbwd, 0, 0, -1, -1},
-    {"log_softmax", cost_lsm, 0, 0, -1, -1},   /* d = V (the logits' columns) */
-    {"cross_entropy", cost_ce, 0, 0, -1, -1},
+    {"embedding_rmsnorm_bwd", cost_fused, 0, 0, -1, 0, 0},
+    {"embedding_bwd", cost_ebwd, 0, 0, -1, 0, 0},
+    {"embedding_fwd", cost_efwd, 1, 0, 0, -1, 0},
+    {"rmsnorm_fwd", cost_rfwd, 0, 0, -1, -1, 0},
+    {"rmsnorm_bwd", cost_rbwd, 0, 0, -1, -1, 0},
+    {"log_softmax", cost_lsm, 0, 0, -1, -1, 0},   /* d = V (the logits' columns) */
+    {"cross_entropy", cost_ce, 0, 0, -1, -1, 0},
+    {"gemm", cost_gemm, 0, 0, 1, -1, 1},           /* M, K from A; N = B's columns */
+    {"gemm_bwd", cost_gemm_bwd, 0, 0, 1, -1, 1},   /* M, K from X; N = W's columns */
 };
 
 static const cost_entry_t *find_cost(const char *op)
@@ -156,8 +183,9 @@ parity_status_t parity_bench_cost_call(const parity_abi_call_t *call, parity_cos
     const parity_abi_tensor_t *tn = &call->inputs[e->n_in], *td = &call->inputs[e->d_in];
     if (tn->ndim < 1 || td->ndim < 2) return PARITY_E_INVALID;
     int64_t n = tn->shape[0], d = td->shape[1], v = 0;
-    if (e->v_out >= 0 && call->outputs[e->v_out].ndim >= 1) v = call->outputs[e->v_out].shape[0];
-    if (e->v_in >= 0 && call->inputs[e->v_in].ndim >= 1) v = call->inputs[e->v_in].shape[0];
+    if (e->v_out >= 0 && call->outputs[e->v_out].ndim > e->v_axis)
+        v = call->outputs[e->v_out].shape[e->v_axis];
+    if (e->v_in >= 0 && call->inputs[e->v_in].ndim > e->v_axis) v = call->inputs[e->v_in].shape[e->v_axis];
     /* The floating-point input dtype is the D-carrying input's; the output's is output 0's. */
     return parity_bench_cost_shape(call->op, n, d, v, (parity_dtype_t)td->dtype,
                                    (parity_dtype_t)call->outputs[0].dtype, out);

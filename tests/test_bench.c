@@ -64,6 +64,11 @@ static void cost_other_ops_by_hand(void **state)
     /* cross_entropy: + targets 4N read, + loss N written, 2*(5*3+5) flops. */
     assert_int_equal(parity_bench_cost_shape("cross_entropy", 2, 3, 0, PARITY_DT_F32, PARITY_DT_F32, &c), PARITY_OK);
     assert_true(c.bytes_read == 32 && c.bytes_written == 32 && c.flops == 40);
+    /* gemm 2x3 . 3x4 in bf16 -> f32: read (6 + 12)*2, write 8*4, 2*2*3*4 flops; gemm_bwd twice. */
+    assert_int_equal(parity_bench_cost_shape("gemm", 2, 3, 4, PARITY_DT_BF16, PARITY_DT_F32, &c), PARITY_OK);
+    assert_true(c.bytes_read == 36 && c.bytes_written == 32 && c.flops == 48);
+    assert_int_equal(parity_bench_cost_shape("gemm_bwd", 2, 3, 4, PARITY_DT_BF16, PARITY_DT_F32, &c), PARITY_OK);
+    assert_true(c.bytes_read == 52 && c.bytes_written == 72 && c.flops == 96);
     assert_int_equal(parity_bench_cost_shape("no_such_op", 1, 1, 1, PARITY_DT_F32, PARITY_DT_F32, &c), PARITY_E_NOTFOUND);
     assert_int_equal(parity_bench_cost_shape("embedding_bwd", -1, 1, 1, PARITY_DT_F32, PARITY_DT_F32, &c), PARITY_E_INVALID);
     assert_int_equal(parity_bench_cost_shape(NULL, 1, 1, 1, PARITY_DT_F32, PARITY_DT_F32, &c), PARITY_E_INVALID);
@@ -73,13 +78,15 @@ static void cost_other_ops_by_hand(void **state)
 static void cost_from_a_built_case(void **state)
 {
     (void)state;
-    const parity_op_t *ops[3] = {parity_op_find("embedding_rmsnorm_bwd"), parity_op_find("embedding_fwd"),
-                                 parity_op_find("rmsnorm_bwd")};
-    for (int o = 0; o < 3; o++) {
+    const parity_op_t *ops[5] = {parity_op_find("embedding_rmsnorm_bwd"), parity_op_find("embedding_fwd"),
+                                 parity_op_find("rmsnorm_bwd"), parity_op_find("gemm"),
+                                 parity_op_find("gemm_bwd")};
+    for (int o = 0; o < 5; o++) {
         assert_non_null(ops[o]);
         parity_workload_t wl;
         char name[64];
-        snprintf(name, sizeof name, "%s@64x24x500", strcmp(ops[o]->name, "rmsnorm_bwd") == 0 ? "unit" : "uniform");
+        static const char *const preset[5] = {"uniform", "uniform", "unit", "llm-fwd", "train-8k"};
+        snprintf(name, sizeof name, "%s@64x24x500", preset[o]);
         assert_int_equal(parity_op_workload(ops[o], name, &wl), PARITY_OK);
         parity_case_t *c = NULL;
         parity_diag_t diag;
