@@ -12,7 +12,8 @@
 int parity_catalog_count(void)
 {
     return parity_catalog_embedding_count + parity_catalog_norm_count +
-           parity_catalog_embedding_fast_count + parity_catalog_log_softmax_count;
+           parity_catalog_embedding_fast_count + parity_catalog_log_softmax_count +
+           parity_catalog_attention_count;
 }
 
 const parity_abi_kernel_t *parity_catalog_at(int i)
@@ -25,6 +26,8 @@ const parity_abi_kernel_t *parity_catalog_at(int i)
     if (i < parity_catalog_embedding_fast_count) return &parity_catalog_embedding_fast[i];
     i -= parity_catalog_embedding_fast_count;
     if (i < parity_catalog_log_softmax_count) return &parity_catalog_log_softmax[i];
+    i -= parity_catalog_log_softmax_count;
+    if (i < parity_catalog_attention_count) return &parity_catalog_attention[i];
     return NULL;
 }
 

@@ -14,5 +14,7 @@ extern const parity_abi_kernel_t parity_catalog_embedding_fast[];
 extern const int parity_catalog_embedding_fast_count;
 extern const parity_abi_kernel_t parity_catalog_log_softmax[];
 extern const int parity_catalog_log_softmax_count;
+extern const parity_abi_kernel_t parity_catalog_attention[];
+extern const int parity_catalog_attention_count;
 
 #endif

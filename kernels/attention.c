@@ -1,0 +1,185 @@
+/* Built-in catalog for the attention forward: faithful fp32 variants (naive two-pass softmax,
+ * FlashAttention-style online softmax over key blocks with running max / sum / accumulator and
+ * rescaling, the same in FA2's exp2 domain, bf16 outputs) and mutants modelling real bugs (the
+ * accumulator's rescale skipped for the second block, the softmax scale applied twice, the
+ * softcap skipped). Scalar C on the CPU: the arithmetic of a GPU kernel, not its speed. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernel_impl.h"
+#include "op_impl.h"
+#include "parallel.h"
+
+typedef struct {
+    int bk;           /* key block size of the online softmax; 0: two-pass over the whole row */
+    int exp2_domain;  /* FA2: scores times scale*log2(e), exp2f, LSE converted back with ln 2 */
+    int skip_rescale; /* mutant: acc not rescaled when the max grows in block 1 (the second) */
+    int scale_twice;  /* mutant: s = (q.k) * scale * scale (Q pre-scaled and scaled again) */
+    int no_softcap;   /* mutant: the softcap attribute ignored */
+} cfg_t;
+
+typedef struct {
+    const parity_abi_call_t *call;
+    cfg_t cfg;
+    const float *q, *k, *v; /* (H, T, Dh) in fp32 (exact copies of bf16/fp32 inputs) */
+    int64_t T, dh;
+    float scale, softcap;
+    int causal;
+    int failed;
+} att_t;
+
+static void put(parity_abi_tensor_t *o, int64_t i, float v)
+{
+    if (o->dtype == PARITY_DT_BF16) ((uint16_t *)o->data)[i] = parity_fp32_to_bf16_1(v);
+    else ((float *)o->data)[i] = v;
+}
+
+/* fp32 dot product with four interleaved partial sums (the order a vectorised kernel uses). */
+static float dot(const float *a, const float *b, int64_t n)
+{
+    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t c = 0;
+    for (; c + 4 <= n; c += 4) {
+        s0 += a[c] * b[c];
+        s1 += a[c + 1] * b[c + 1];
+        s2 += a[c + 2] * b[c + 2];
+        s3 += a[c + 3] * b[c + 3];
+    }
+    for (; c < n; c++) s0 += a[c] * b[c];
+    return (s0 + s1) + (s2 + s3);
+}
+
+/* The score of key j as the kernel feeds it to exp: scale, softcap, and in the exp2 domain the
+ * factor log2(e). */
+static float score(const att_t *g, const float *q, const float *kj)
+{
+    float s = dot(q, kj, g->dh) * g->scale;
+    if (g->cfg.scale_twice) s *= g->scale;
+    if (g->softcap > 0 && !g->cfg.no_softcap) s = g->softcap * tanhf(s / g->softcap);
+    if (g->cfg.exp2_domain) s *= 1.44269504088896340736f; /* log2(e) */
+    return s;
+}
+
+static float ex(const att_t *g, float x) { return g->cfg.exp2_domain ? exp2f(x) : expf(x); }
+
+static void rows(void *p, int64_t b, int64_t e, int thread)
+{
+    (void)thread;
+    att_t *g = p;
+    int64_t T = g->T, dh = g->dh;
+    float *s = malloc((size_t)(T + 2 * dh) * sizeof *s);
+    if (!s) {
+        g->failed = 1;
+        return;
+    }
+    float *acc = s + T, *pv = acc + dh;
+    parity_abi_tensor_t *O = &g->call->outputs[0], *LSE = &g->call->outputs[1];
+    for (int64_t r = b; r < e; r++) { /* r = h*T + i */
+        int64_t h = r / T, i = r % T, kend = g->causal ? i + 1 : T;
+        const float *q = g->q + r * dh, *K = g->k + h * T * dh, *V = g->v + h * T * dh;
+        float m = -INFINITY, l = 0;
+        for (int64_t c = 0; c < dh; c++) acc[c] = 0;
+        if (g->cfg.bk == 0) { /* two-pass: scores, max, sum of exps, then Σ (e_j / S) v_j */
+            for (int64_t j = 0; j < kend; j++) {
+                s[j] = score(g, q, K + j * dh);
+                m = s[j] > m ? s[j] : m;
+            }
+            for (int64_t j = 0; j < kend; j++) {
+                s[j] = ex(g, s[j] - m);
+                l += s[j];
+            }
+            for (int64_t j = 0; j < kend; j++) {
+                float pj = s[j] / l;
+                const float *vj = V + j * dh;
+                for (int64_t c = 0; c < dh; c++) acc[c] += pj * vj[c];
+            }
+            for (int64_t c = 0; c < dh; c++) put(O, r * dh + c, acc[c]);
+        } else { /* online softmax over key blocks of bk (the last one partial) */
+            for (int64_t j0 = 0, blk = 0; j0 < kend; j0 += g->cfg.bk, blk++) {
+                int64_t j1 = j0 + g->cfg.bk < kend ? j0 + g->cfg.bk : kend;
+                float mb = -INFINITY;
+                for (int64_t j = j0; j < j1; j++) {
+                    s[j] = score(g, q, K + j * dh);
+                    mb = s[j] > mb ? s[j] : mb;
+                }
+                float mn = mb > m ? mb : m;
+                float alpha = m == -INFINITY ? 0.0f : ex(g, m - mn); /* rescale of the old state */
+                float rs = 0;
+                for (int64_t c = 0; c < dh; c++) pv[c] = 0;
+                for (int64_t j = j0; j < j1; j++) {
+                    float pj = ex(g, s[j] - mn);
+                    rs += pj;
+                    const float *vj = V + j * dh;
+                    for (int64_t c = 0; c < dh; c++) pv[c] += pj * vj[c];
+                }
+                l = l * alpha + rs;
+                if (g->cfg.skip_rescale && blk == 1)
+                    for (int64_t c = 0; c < dh; c++) acc[c] += pv[c];
+                else
+                    for (int64_t c = 0; c < dh; c++) acc[c] = acc[c] * alpha + pv[c];
+                m = mn;
+            }
+            for (int64_t c = 0; c < dh; c++) put(O, r * dh + c, acc[c] / l);
+        }
+        float lse = g->cfg.exp2_domain ? (m + log2f(l)) * 0.69314718055994530942f : m + logf(l);
+        put(LSE, r, lse);
+    }
+    free(s);
+}
+
+static float *to_f32(const parity_abi_tensor_t *t, int64_t nrows)
+{
+    float *x = malloc((size_t)(nrows * t->shape[t->ndim - 1]) * sizeof *x);
+    if (x)
+        for (int64_t i = 0; i < nrows; i++) parity_row_to_f32(t, i, x + i * t->shape[t->ndim - 1]);
+    return x;
+}
+
+static int attention(const parity_abi_call_t *call, cfg_t cfg)
+{
+    const parity_abi_tensor_t *Q = &call->inputs[0];
+    if (call->n_inputs != 3 || call->n_outputs != 2 || Q->ndim != 3) return PARITY_KERNEL_ERROR;
+    int64_t H = Q->shape[0], T = Q->shape[1], dh = Q->shape[2];
+    att_t g = {call, cfg, NULL, NULL, NULL, T, dh, 0, 0, 0, 0};
+    g.scale = (float)parity_call_attr(call, "scale", 1.0 / sqrt((double)dh));
+    g.softcap = (float)parity_call_attr(call, "softcap", 0);
+    g.causal = parity_call_attr(call, "causal", 1) != 0;
+    float *q = to_f32(Q, H * T), *k = to_f32(&call->inputs[1], H * T), *v = to_f32(&call->inputs[2], H * T);
+    int rc = PARITY_KERNEL_ERROR;
+    if (q && k && v) {
+        g.q = q;
+        g.k = k;
+        g.v = v;
+        parity_parallel_for(H * T, call->n_threads, rows, &g);
+        rc = g.failed ? PARITY_KERNEL_ERROR : PARITY_KERNEL_OK;
+    }
+    free(q);
+    free(k);
+    free(v);
+    return rc;
+}
+
+static int att_two_pass(const parity_abi_call_t *c) { return attention(c, (cfg_t){0, 0, 0, 0, 0}); }
+static int att_online(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 0, 0, 0}); }
+static int att_online_exp2(const parity_abi_call_t *c) { return attention(c, (cfg_t){128, 1, 0, 0, 0}); }
+static int att_skip_rescale(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 1, 0, 0}); }
+static int att_scale_twice(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 0, 1, 0}); }
+static int att_no_softcap(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 0, 0, 1}); }
+
+#define K(name, desc, in, out, fn, exp) \
+    {sizeof(parity_abi_kernel_t), name, "attention", desc, 0, in, out, fn, exp}
+#define BF PARITY_DT_BF16
+#define F32 PARITY_DT_F32
+
+const parity_abi_kernel_t parity_catalog_attention[] = {
+    K("fp32", "naive two-pass fp32: scores, max, sum of expf, O = sum (e_j/S) v_j", BF, F32, att_two_pass, "faithful"),
+    K("online", "online softmax over key blocks of 64: fp32 running max/sum/accumulator, rescaled by expf(m_old - m_new)", BF, F32, att_online, "faithful"),
+    K("online_exp2", "FA2-style: blocks of 128, scores times log2(e), exp2f, LSE back in natural log", BF, F32, att_online_exp2, "faithful"),
+    K("bf16_out", "online (blocks of 64), O and LSE rounded to bf16", BF, BF, att_online, "faithful"),
+    K("skip_rescale", "online, but the accumulator is not rescaled when the max grows in the second key block", BF, F32, att_skip_rescale, "unfaithful"),
+    K("scale_twice", "online, softmax scale applied twice (pre-scaled Q scaled again)", BF, F32, att_scale_twice, "unfaithful"),
+    K("no_softcap", "online, softcap ignored (s instead of c*tanh(s/c))", BF, F32, att_no_softcap, "unfaithful"),
+};
+const int parity_catalog_attention_count =
+    (int)(sizeof parity_catalog_attention / sizeof parity_catalog_attention[0]);
