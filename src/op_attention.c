@@ -120,10 +120,12 @@ void parity_ref_attention_row(const double *q, const double *K, const double *V,
         a[j] = fabs(scale) * sa;
         t[j] = softcap > 0 ? softcap * tanh(s / softcap) : s;
         /* The part of the first-order coefficient of u in e_j's relative error that does not
-         * come from the score's dot product (docs/ops/attention.md, steps 2-4): the softcap's
-         * division, tanhf and multiply, expf (4); the max subtraction and the telescoped
-         * rescale exponents (2|d_j|) and the rescale factors' expf (4 n_j) are added below. */
-        rest[j] = softcap > 0 ? 2.0 * fabs(s) + 5.0 * fabs(t[j]) + 4.0 : 4.0;
+         * come from the score's dot product (docs/ops/attention.md, steps 2-4): expf (4), the
+         * exp2 domain's multiply by log2(e) and that constant's rounding (2|t_j|), the softcap's
+         * division, tanhf and multiply (2|s_j| + 5|t_j|); the max subtraction with the
+         * telescoped rescale exponents (2|d_j|) and the rescale factors' expf (4 n_j) are added
+         * below. */
+        rest[j] = 4.0 + 2.0 * fabs(t[j]) + (softcap > 0 ? 2.0 * fabs(s) + 5.0 * fabs(t[j]) : 0.0);
     }
     /* log p_j and the normaliser: log_softmax's reference (max shift, compensated sum). With
      * target 0 its loss is L - (t_0 - m), so LSE = m + L = loss + t_0. */
@@ -145,9 +147,9 @@ void parity_ref_attention_row(const double *q, const double *K, const double *V,
     }
     *lse = lse_v;
     /* LSE: e_j's relative errors weighted by p_j, the running sum's rescale multiplies (n_j,
-     * in plse), logf (2 ulp of L), the final addition m + L (|m|, |LSE|) and 2 of slack for the
-     * exp2-domain conversions. */
-    *lse_sup = plse + 4.0 * L + fabs(m) + fabs(lse_v) + 2.0;
+     * in plse), logf (2 ulp of L), the final addition m + L (|LSE|), and the exp2 domain's
+     * conversions (m in log2 units: |m|; the multiply by ln 2 and that constant: 2|LSE|). */
+    *lse_sup = plse + 4.0 * L + fabs(m) + 3.0 * fabs(lse_v);
     /* O_c: the accumulations are k-term sums of p_j v_jc (numerator) and p_j (normaliser, whose
      * relative error moves O_c by |O_c| times it): s_acc = Σ p_j |v_jc| + |O_c|. e_j's relative
      * errors move O_c by p_j ε_j (v_jc - O_c); the product p_j v_jc and the final division cost
