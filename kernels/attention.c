@@ -22,6 +22,7 @@ typedef struct {
     int skip_rescale; /* mutant: acc not rescaled when the max grows in block 1 (the second) */
     int scale_twice;  /* mutant: s = (q.k) * scale * scale (Q pre-scaled and scaled again) */
     int no_softcap;   /* mutant: the softcap attribute ignored */
+    int p_bf16;       /* FA2/FA3 with bf16 inputs: P~ rounded to bf16 for the P~V product only */
 } cfg_t;
 
 typedef struct {
@@ -115,6 +116,7 @@ HOT static void rows(void *p, int64_t b, int64_t e, int thread)
                 for (int64_t j = j0; j < j1; j++) {
                     float pj = ex(g, s[j] - mn);
                     rs += pj;
+                    if (g->cfg.p_bf16) pj = parity_round_bf16(pj);
                     const float *restrict vj = V + j * dh;
                     for (int64_t c = 0; c < dh; c++) pv[c] += pj * vj[c];
                 }
@@ -165,12 +167,13 @@ static int attention(const parity_abi_call_t *call, cfg_t cfg)
     return rc;
 }
 
-static int att_two_pass(const parity_abi_call_t *c) { return attention(c, (cfg_t){0, 0, 0, 0, 0}); }
-static int att_online(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 0, 0, 0}); }
-static int att_online_exp2(const parity_abi_call_t *c) { return attention(c, (cfg_t){128, 1, 0, 0, 0}); }
-static int att_skip_rescale(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 1, 0, 0}); }
-static int att_scale_twice(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 0, 1, 0}); }
-static int att_no_softcap(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 0, 0, 1}); }
+static int att_two_pass(const parity_abi_call_t *c) { return attention(c, (cfg_t){0, 0, 0, 0, 0, 0}); }
+static int att_online(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 0, 0, 0, 0}); }
+static int att_online_exp2(const parity_abi_call_t *c) { return attention(c, (cfg_t){128, 1, 0, 0, 0, 0}); }
+static int att_skip_rescale(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 1, 0, 0, 0}); }
+static int att_scale_twice(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 0, 1, 0, 0}); }
+static int att_no_softcap(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 0, 0, 1, 0}); }
+static int att_p_bf16(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 0, 0, 0, 1}); }
 
 #define K(name, desc, in, out, fn, exp) \
     {sizeof(parity_abi_kernel_t), name, "attention", desc, 0, in, out, fn, exp}
@@ -185,6 +188,7 @@ const parity_abi_kernel_t parity_catalog_attention[] = {
     K("skip_rescale", "online, but the accumulator is not rescaled when the max grows in the second key block", BF, F32, att_skip_rescale, "unfaithful"),
     K("scale_twice", "online, softmax scale applied twice (pre-scaled Q scaled again)", BF, F32, att_scale_twice, "unfaithful"),
     K("no_softcap", "online, softcap ignored (s instead of c*tanh(s/c))", BF, F32, att_no_softcap, "unfaithful"),
+    K("p_bf16", "online, P~ rounded to bf16 for the P~V product, fp32 row sum (FA2/FA3 with bf16 inputs)", BF, F32, att_p_bf16, "unfaithful"),
 };
 const int parity_catalog_attention_count =
     (int)(sizeof parity_catalog_attention / sizeof parity_catalog_attention[0]);
