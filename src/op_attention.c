@@ -223,9 +223,13 @@ static parity_status_t att_build(const parity_op_t *op, const parity_workload_t 
 {
     (void)op;
     int64_t T = wl->n, dh = wl->d, H = wl->v;
-    if (T < 1 || dh < 1 || H < 1 || T > (1 << 20) || dh > 4096)
+    /* H*T*Dh <= 2^31 elements per tensor, as parity_op_workload bounds N*D; the reference costs
+     * O(H T^2 Dh) besides. */
+    if (T < 1 || dh < 1 || H < 1 || T > (1 << 20) || dh > 4096 ||
+        (double)H * (double)T * (double)dh > 2147483648.0)
         return parity_diag_set(diag, PARITY_E_INVALID,
-                               "workload %s: need T >= 1 (N), 1 <= Dh <= 4096 (D), H >= 1 (V)", wl->name);
+                               "workload %s: need T >= 1 (N), 1 <= Dh <= 4096 (D), H >= 1 (V), "
+                               "H*T*Dh <= 2^31", wl->name);
     att_spec_t sp = spec_of(wl);
     int64_t shape[3] = {H, T, dh};
     const char *names[3] = {"Q", "K", "V"};
