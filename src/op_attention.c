@@ -218,10 +218,14 @@ static void store_exact(parity_tensor_t *t, int64_t off, double *x, int64_t n)
     }
 }
 
-static parity_status_t att_build(const parity_op_t *op, const parity_workload_t *wl, uint64_t seed,
-                                 parity_dtype_t dt, parity_case_t *c, parity_diag_t *diag)
+/* Q, K, V of a workload (docs/ops/attention.md, "Workloads") into c->inputs[0..2] (dtype dt) and
+ * their exact values into *Q, *K, *V ((H, T, Dh) doubles, malloc'd; the caller frees them, also
+ * on error). Also the attributes: scale, softcap, causal. Shared with the backward. */
+parity_status_t parity_attention_gen(const parity_workload_t *wl, uint64_t seed, parity_dtype_t dt,
+                                     parity_case_t *c, double **Qp, double **Kp, double **Vp,
+                                     parity_diag_t *diag)
 {
-    (void)op;
+    *Qp = *Kp = *Vp = NULL;
     int64_t T = wl->n, dh = wl->d, H = wl->v;
     /* H*T*Dh <= 2^31 elements per tensor, as parity_op_workload bounds N*D; the reference costs
      * O(H T^2 Dh) besides. */
@@ -236,11 +240,15 @@ static parity_status_t att_build(const parity_op_t *op, const parity_workload_t 
     for (int a = 0; a < 3; a++)
         if (!(c->inputs[a] = parity_tensor_new(names[a], dt, 3, shape))) return PARITY_E_NOMEM;
     size_t ne = (size_t)(H * T * dh);
-    double *Q = malloc(ne * sizeof *Q), *K = malloc(ne * sizeof *K), *V = malloc(ne * sizeof *V);
+    double *Q = *Qp = malloc(ne * sizeof *Q), *K = *Kp = malloc(ne * sizeof *K);
+    double *V = *Vp = malloc(ne * sizeof *V);
     unsigned char *ch = calloc((size_t)dh, 1);
-    parity_status_t st = PARITY_OK;
-    if (!Q || !K || !V || !ch) st = PARITY_E_NOMEM;
-    for (int64_t h = 0; h < H && st == PARITY_OK; h++) {
+    if (!Q || !K || !V || !ch) {
+        free(ch);
+        return PARITY_E_NOMEM;
+    }
+    double scale = 1.0 / sqrt((double)dh);
+    for (int64_t h = 0; h < H; h++) {
         /* Outlier channels of this head: the same in Q and K. */
         memset(ch, 0, (size_t)dh);
         if (wl->x_vals == PARITY_VALS_OUTLIER) {
@@ -261,7 +269,6 @@ static parity_status_t att_build(const parity_op_t *op, const parity_workload_t 
                                 wl->dy_scale;
             store_exact(c->inputs[2], r * dh, V + r * dh, dh);
         }
-        double scale = 1.0 / sqrt((double)dh);
         for (int64_t i = 0; i < T; i++) {
             int64_t r = h * T + i, kend = sp.causal ? i + 1 : T;
             double *q = Q + r * dh;
@@ -282,6 +289,24 @@ static parity_status_t att_build(const parity_op_t *op, const parity_workload_t 
             store_exact(c->inputs[0], r * dh, q, dh);
         }
     }
+    free(ch);
+    c->n_attrs = 3;
+    c->attr_names[0] = "scale";
+    c->attr_values[0] = scale;
+    c->attr_names[1] = "softcap";
+    c->attr_values[1] = sp.softcap;
+    c->attr_names[2] = "causal";
+    c->attr_values[2] = sp.causal;
+    return PARITY_OK;
+}
+
+static parity_status_t att_build(const parity_op_t *op, const parity_workload_t *wl, uint64_t seed,
+                                 parity_dtype_t dt, parity_case_t *c, parity_diag_t *diag)
+{
+    (void)op;
+    int64_t T = wl->n, dh = wl->d, H = wl->v;
+    double *Q, *K, *V;
+    parity_status_t st = parity_attention_gen(wl, seed, dt, c, &Q, &K, &V, diag);
     if (st == PARITY_OK) st = parity_ref_output_alloc(&c->ref[0], "O", "query", H * T, dh, 0, 0, 1);
     if (st == PARITY_OK) st = parity_ref_output_alloc(&c->ref[1], "LSE", "query", H * T, 1, 0, 0, 1);
     if (st == PARITY_OK) {
@@ -297,21 +322,13 @@ static parity_status_t att_build(const parity_op_t *op, const parity_workload_t 
         c->out_ndim[1] = 2;
         c->out_shape[1][0] = H;
         c->out_shape[1][1] = T;
-        c->n_attrs = 3;
-        c->attr_names[0] = "scale";
-        c->attr_values[0] = 1.0 / sqrt((double)dh);
-        c->attr_names[1] = "softcap";
-        c->attr_values[1] = sp.softcap;
-        c->attr_names[2] = "causal";
-        c->attr_values[2] = sp.causal;
-        build_ctx_t g = {T, dh, H, c->attr_values[0], sp.softcap, sp.causal, Q, K, V, c, 0};
+        build_ctx_t g = {T, dh, H, c->attr_values[0], c->attr_values[1], c->attr_values[2] != 0, Q, K, V, c, 0};
         parity_parallel_for(H * T, 0, build_rows, &g);
         if (g.failed) st = PARITY_E_NOMEM;
     }
     free(Q);
     free(K);
     free(V);
-    free(ch);
     return st;
 }
 

@@ -16,6 +16,7 @@ extern const parity_op_t parity_op_log_softmax, parity_op_cross_entropy; /* op_l
 /* fp64 reference of one row (op_log_softmax.c); any output pointer may be NULL. */
 void parity_ref_log_softmax_row(const double *x, int64_t v, int32_t target, double *logp, double *dlogits, double *loss, double *cond);
 extern const parity_op_t parity_op_attention; /* op_attention.c; fp64 row reference, work: 5k doubles */
+parity_status_t parity_attention_gen(const parity_workload_t *wl, uint64_t seed, parity_dtype_t dt, parity_case_t *c, double **Q, double **K, double **V, parity_diag_t *diag);
 void parity_ref_attention_row(const double *q, const double *K, const double *V, int64_t k, int64_t dh, double scale, double softcap, double *o, double *lse, double *o_sacc, double *o_sup, double *lse_sup, double *work);
 
 /* RMSNorm's epsilon for every op of the family (as llama2.c / Llama use). */
