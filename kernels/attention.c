@@ -175,8 +175,125 @@ static int att_scale_twice(const parity_abi_call_t *c) { return attention(c, (cf
 static int att_no_softcap(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 0, 0, 1, 0}); }
 static int att_p_bf16(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 0, 0, 0, 1}); }
 
+/* ---- backward ------------------------------------------------------------------------------
+ * Per head: D_i = dO_i . O_i; for each attended pair P = exp(t - LSE_i), dP = dO_i . v_j,
+ * dS = P (dP - D_i), with a softcap dS~ = (1 - tanh^2(s/c)) dS; dV_j += P dO_i,
+ * dK_j += dS~ q_i, dQ_i += dS~ k_j, dQ and dK times scale at the end. */
+typedef struct {
+    int fa2;           /* FA2 order: key blocks of 64 outer, queries inner, exp2 domain, dQ per block */
+    int no_cap_grad;   /* mutant: the softcap's derivative (1 - tanh^2) left out */
+    int dk_no_scale;   /* mutant: dK not multiplied by the softmax scale */
+    int lse_log2;      /* mutant: exp2 domain with LSE used as if already in log2 units */
+} bcfg_t;
+
+typedef struct {
+    const parity_abi_call_t *call;
+    bcfg_t cfg;
+    const float *q, *k, *v, *o, *dO, *lse;
+    int64_t T, dh;
+    float scale, softcap;
+    int causal;
+    int failed;
+} bwd_t;
+
+HOT static void bwd_heads(void *p, int64_t b, int64_t e, int thread)
+{
+    (void)thread;
+    bwd_t *g = p;
+    int64_t T = g->T, dh = g->dh;
+    float *buf = malloc((size_t)(3 * T * dh + T + dh) * sizeof *buf);
+    if (!buf) {
+        g->failed = 1;
+        return;
+    }
+    float *restrict dq = buf, *restrict dk = buf + T * dh, *restrict dv = buf + 2 * T * dh;
+    float *D = buf + 3 * T * dh, *restrict dqp = D + T;
+    const float l2e = 1.44269504088896340736f;
+    for (int64_t h = b; h < e; h++) {
+        const float *Q = g->q + h * T * dh, *K = g->k + h * T * dh, *V = g->v + h * T * dh;
+        const float *dO = g->dO + h * T * dh, *O = g->o + h * T * dh, *L = g->lse + h * T;
+        memset(buf, 0, (size_t)(3 * T * dh) * sizeof *buf);
+        for (int64_t i = 0; i < T; i++) D[i] = dot(dO + i * dh, O + i * dh, dh);
+        int64_t bk = g->cfg.fa2 ? 64 : T;
+        for (int64_t j0 = 0; j0 < T; j0 += bk) {
+            int64_t j1 = j0 + bk < T ? j0 + bk : T;
+            for (int64_t i = g->causal ? j0 : 0; i < T; i++) {
+                const float *qi = Q + i * dh, *gi = dO + i * dh;
+                int64_t je = g->causal && i + 1 < j1 ? i + 1 : j1;
+                for (int64_t c = 0; c < dh; c++) dqp[c] = 0;
+                for (int64_t j = j0; j < je; j++) {
+                    const float *kj = K + j * dh, *vj = V + j * dh;
+                    float s = dot(qi, kj, dh) * g->scale, gr = 1.0f, t = s;
+                    if (g->softcap > 0) {
+                        float th = tanhf(s / g->softcap);
+                        t = g->softcap * th;
+                        if (!g->cfg.no_cap_grad) gr = 1.0f - th * th;
+                    }
+                    float P;
+                    if (!g->cfg.fa2) P = expf(t - L[i]);
+                    else if (g->cfg.lse_log2) P = exp2f(t * l2e - L[i]);
+                    else P = exp2f(t * l2e - L[i] * l2e);
+                    float dS = P * (dot(gi, vj, dh) - D[i]) * gr;
+                    float *restrict dkj = dk + j * dh, *restrict dvj = dv + j * dh;
+                    for (int64_t c = 0; c < dh; c++) {
+                        dqp[c] += dS * kj[c];
+                        dkj[c] += dS * qi[c];
+                        dvj[c] += P * gi[c];
+                    }
+                }
+                /* dQ: one partial per key block, added as FA2's atomicAdd of dQ does. */
+                float *restrict dqi = dq + i * dh;
+                for (int64_t c = 0; c < dh; c++) dqi[c] += dqp[c];
+            }
+        }
+        parity_abi_tensor_t *oq = &g->call->outputs[0], *ok = &g->call->outputs[1], *ov = &g->call->outputs[2];
+        float sk = g->cfg.dk_no_scale ? 1.0f : g->scale;
+        for (int64_t x = 0; x < T * dh; x++) {
+            put(oq, h * T * dh + x, dq[x] * g->scale);
+            put(ok, h * T * dh + x, dk[x] * sk);
+            put(ov, h * T * dh + x, dv[x]);
+        }
+    }
+    free(buf);
+}
+
+static int attention_bwd(const parity_abi_call_t *call, bcfg_t cfg)
+{
+    const parity_abi_tensor_t *Q = &call->inputs[0];
+    if (call->n_inputs != 6 || call->n_outputs != 3 || Q->ndim != 3) return PARITY_KERNEL_ERROR;
+    int64_t H = Q->shape[0], T = Q->shape[1], dh = Q->shape[2];
+    bwd_t g = {call, cfg, NULL, NULL, NULL, NULL, NULL, NULL, T, dh, 0, 0, 0, 0};
+    g.scale = (float)parity_call_attr(call, "scale", 1.0 / sqrt((double)dh));
+    g.softcap = (float)parity_call_attr(call, "softcap", 0);
+    g.causal = parity_call_attr(call, "causal", 1) != 0;
+    float *in[6];
+    for (int a = 0; a < 6; a++) in[a] = to_f32(&call->inputs[a], a == 5 ? H : H * T);
+    int rc = PARITY_KERNEL_ERROR, ok = 1;
+    for (int a = 0; a < 6; a++) ok = ok && in[a];
+    if (ok) {
+        g.q = in[0];
+        g.k = in[1];
+        g.v = in[2];
+        g.o = in[3];
+        g.dO = in[4];
+        g.lse = in[5];
+        parity_parallel_for(H, call->n_threads, bwd_heads, &g);
+        rc = g.failed ? PARITY_KERNEL_ERROR : PARITY_KERNEL_OK;
+    }
+    for (int a = 0; a < 6; a++) free(in[a]);
+    return rc;
+}
+
+static int bwd_naive(const parity_abi_call_t *c) { return attention_bwd(c, (bcfg_t){0, 0, 0, 0}); }
+static int bwd_fa2(const parity_abi_call_t *c) { return attention_bwd(c, (bcfg_t){1, 0, 0, 0}); }
+static int bwd_no_cap_grad(const parity_abi_call_t *c) { return attention_bwd(c, (bcfg_t){1, 1, 0, 0}); }
+static int bwd_dk_no_scale(const parity_abi_call_t *c) { return attention_bwd(c, (bcfg_t){1, 0, 1, 0}); }
+static int bwd_lse_log2(const parity_abi_call_t *c) { return attention_bwd(c, (bcfg_t){1, 0, 0, 1}); }
+
 #define K(name, desc, in, out, fn, exp) \
-    {sizeof(parity_abi_kernel_t), name, "attention", desc, 0, in, out, fn, exp}
+    {sizeof(parity_abi_kernel_t), name, "attention_fwd", desc, 0, in, out, fn, exp}
+#define KB(name, desc, in, out, fn, exp) \
+    {sizeof(parity_abi_kernel_t), name, "attention_bwd", desc, 0, in, out, fn, exp}
 #define BF PARITY_DT_BF16
 #define F32 PARITY_DT_F32
 
@@ -188,6 +305,12 @@ const parity_abi_kernel_t parity_catalog_attention[] = {
     K("skip_rescale", "online, but the accumulator is not rescaled when the max grows in the second key block", BF, F32, att_skip_rescale, "unfaithful"),
     K("scale_twice", "online, softmax scale applied twice (pre-scaled Q scaled again)", BF, F32, att_scale_twice, "unfaithful"),
     K("no_softcap", "online, softcap ignored (s instead of c*tanh(s/c))", BF, F32, att_no_softcap, "unfaithful"),
+    KB("fp32", "naive: queries outer, keys inner, P = expf(t - LSE), sequential fp32 dQ/dK/dV", BF, F32, bwd_naive, "faithful"),
+    KB("fa2", "FA2 order: key blocks of 64 outer, queries inner, exp2 domain, dQ added once per key block", BF, F32, bwd_fa2, "faithful"),
+    KB("bf16_out", "fa2, dQ/dK/dV rounded to bf16", BF, BF, bwd_fa2, "faithful"),
+    KB("no_softcap_grad", "fa2, the softcap's derivative 1 - tanh^2(s/c) left out of dS", BF, F32, bwd_no_cap_grad, "unfaithful"),
+    KB("dk_no_scale", "fa2, dK not multiplied by the softmax scale (dQ is)", BF, F32, bwd_dk_no_scale, "unfaithful"),
+    KB("lse_log2", "fa2, P = exp2(t log2(e) - LSE): the natural-log LSE used as a log2 one", BF, F32, bwd_lse_log2, "unfaithful"),
     K("p_bf16", "online, P~ rounded to bf16 for the P~V product, fp32 row sum (FA2/FA3 with bf16 inputs)", BF, F32, att_p_bf16, "unfaithful"),
 };
 const int parity_catalog_attention_count =

@@ -356,7 +356,7 @@ static const parity_workload_t ATT_BASELINES[] = {
 };
 
 const parity_op_t parity_op_attention = {
-    .name = "attention",
+    .name = "attention_fwd",
     .summary = "attention forward: O (H,T,Dh), LSE (H,T) from Q, K, V (H,T,Dh); attrs scale, softcap, "
                "causal (N = T, D = Dh, V = H)",
     .n_inputs = 3,

@@ -16,6 +16,8 @@ extern const parity_op_t parity_op_log_softmax, parity_op_cross_entropy; /* op_l
 /* fp64 reference of one row (op_log_softmax.c); any output pointer may be NULL. */
 void parity_ref_log_softmax_row(const double *x, int64_t v, int32_t target, double *logp, double *dlogits, double *loss, double *cond);
 extern const parity_op_t parity_op_attention; /* op_attention.c; fp64 row reference, work: 5k doubles */
+extern const parity_op_t parity_op_attention_bwd; /* op_attention_bwd.c; its fp64 reference (one call, any H): */
+void parity_ref_attention_bwd(const double *Q, const double *K, const double *V, const double *O, const double *dO, const double *LSE, int64_t H, int64_t T, int64_t dh, double scale, double softcap, int causal, double *dQ, double *dK, double *dV);
 parity_status_t parity_attention_gen(const parity_workload_t *wl, uint64_t seed, parity_dtype_t dt, parity_case_t *c, double **Q, double **K, double **V, parity_diag_t *diag);
 void parity_ref_attention_row(const double *q, const double *K, const double *V, int64_t k, int64_t dh, double scale, double softcap, double *o, double *lse, double *o_sacc, double *o_sup, double *lse_sup, double *work);
 

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Attention forward in PyTorch, for parity's file-based flow.
 
-    parity gen attention --workload long-causal@1024x64x2 --out in.safetensors
+    parity gen attention_fwd --workload long-causal@1024x64x2 --out in.safetensors
     python attention.py in.safetensors out.safetensors [--variant fp32|eager_bf16]
-    parity compare attention in.safetensors out.safetensors
+    parity compare attention_fwd in.safetensors out.safetensors
 
-Inputs (names from `parity ops attention`): Q, K, V (H,T,Dh). Attributes from the file's
+Inputs (names from `parity ops attention_fwd`): Q, K, V (H,T,Dh). Attributes from the file's
 metadata: scale, softcap (0: none), causal. Outputs: O (H,T,Dh) and LSE (H,T).
 
 variants:
