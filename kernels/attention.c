@@ -1,8 +1,10 @@
-/* Built-in catalog for the attention forward: faithful fp32 variants (naive two-pass softmax,
- * FlashAttention-style online softmax over key blocks with running max / sum / accumulator and
- * rescaling, the same in FA2's exp2 domain, bf16 outputs) and mutants modelling real bugs (the
- * accumulator's rescale skipped for the second block, the softmax scale applied twice, the
- * softcap skipped). Scalar C on the CPU: the arithmetic of a GPU kernel, not its speed. */
+/* Built-in catalogs for attention_fwd and attention_bwd. Forward: faithful fp32 variants (naive
+ * two-pass softmax, FlashAttention-style online softmax over key blocks with running max / sum /
+ * accumulator and rescaling, the same in FA2's exp2 domain, bf16 outputs) and mutants modelling
+ * real bugs (the accumulator's rescale skipped for the second block, the softmax scale applied
+ * twice, the softcap skipped) plus FA2's bf16 P~ (outside the fp32 contract). Backward: naive and
+ * FA2-order faithful variants, bf16 outputs, and mutants (softcap derivative missing, dK without
+ * the scale, LSE taken as log2). Scalar C on the CPU: the arithmetic of a GPU kernel, not its speed. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
