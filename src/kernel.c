@@ -20,6 +20,7 @@ static const struct {
     {parity_catalog_log_softmax, &parity_catalog_log_softmax_count},
     {parity_catalog_moe_router_combine, &parity_catalog_moe_router_combine_count},
     {parity_catalog_gemm, &parity_catalog_gemm_count},
+    {parity_catalog_attention, &parity_catalog_attention_count},
 };
 
 int parity_catalog_count(void)

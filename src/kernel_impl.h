@@ -18,5 +18,7 @@ extern const parity_abi_kernel_t parity_catalog_moe_router_combine[];
 extern const int parity_catalog_moe_router_combine_count;
 extern const parity_abi_kernel_t parity_catalog_gemm[];
 extern const int parity_catalog_gemm_count;
+extern const parity_abi_kernel_t parity_catalog_attention[];
+extern const int parity_catalog_attention_count;
 
 #endif

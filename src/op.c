@@ -16,6 +16,7 @@ static const parity_op_t *const OPS[] = {
     &parity_op_log_softmax, &parity_op_cross_entropy,
     &parity_op_moe_router_combine,
     &parity_op_gemm, &parity_op_gemm_bwd,
+    &parity_op_attention, &parity_op_attention_bwd,
 };
 
 int parity_op_count(void) { return (int)(sizeof OPS / sizeof OPS[0]); }

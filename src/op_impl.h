@@ -24,6 +24,11 @@ typedef struct { int64_t snapped_rows, tied_rows; } parity_mrc_stats_t;
 extern const parity_op_t parity_op_gemm, parity_op_gemm_bwd;
 void parity_ref_gemm(const double *a, const double *bt, int64_t m, int64_t k, int64_t n, double *c, double *s_abs);
 double parity_gemm_fast_sum(const parity_format_t *f, const double *x, int64_t n, parity_sum_order_t order);
+extern const parity_op_t parity_op_attention; /* op_attention.c; fp64 row reference, work: 5k doubles */
+extern const parity_op_t parity_op_attention_bwd; /* op_attention_bwd.c; its fp64 reference (one call, any H): */
+void parity_ref_attention_bwd(const double *Q, const double *K, const double *V, const double *O, const double *dO, const double *LSE, int64_t H, int64_t T, int64_t dh, double scale, double softcap, int causal, double *dQ, double *dK, double *dV);
+parity_status_t parity_attention_gen(const parity_workload_t *wl, uint64_t seed, parity_dtype_t dt, parity_case_t *c, double **Q, double **K, double **V, parity_diag_t *diag);
+void parity_ref_attention_row(const double *q, const double *K, const double *V, int64_t k, int64_t dh, double scale, double softcap, double *o, double *lse, double *o_sacc, double *o_sup, double *lse_sup, double *work);
 
 /* RMSNorm's epsilon for every op of the family (as llama2.c / Llama use). */
 #define PARITY_RMS_EPS 1e-5

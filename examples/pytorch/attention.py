@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""Attention forward in PyTorch, for parity's file-based flow.
+
+    parity gen attention_fwd --workload long-causal@1024x64x2 --out in.safetensors
+    python attention.py in.safetensors out.safetensors [--variant fp32|eager_bf16]
+    parity compare attention_fwd in.safetensors out.safetensors
+
+Inputs (names from `parity ops attention_fwd`): Q, K, V (H,T,Dh). Attributes from the file's
+metadata: scale, softcap (0: none), causal. Outputs: O (H,T,Dh) and LSE (H,T).
+
+variants:
+  fp32        everything in fp32: scores, softcap, mask, logsumexp, softmax, P @ V
+  eager_bf16  what an unfused bf16 model does: Q @ K^T, softmax and P @ V each return bf16
+              (scores of 20-30 rounded to bf16 lose about 0.06); LSE from the bf16 scores
+"""
+import argparse
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("inputs")
+    ap.add_argument("outputs")
+    ap.add_argument("--variant", choices=["fp32", "eager_bf16"], default="fp32")
+    a = ap.parse_args()
+    with safe_open(a.inputs, "pt") as f:
+        meta = f.metadata()
+        q, k, v = (f.get_tensor(n) for n in ("Q", "K", "V"))
+    scale = float(meta["parity.attr.scale"])
+    cap = float(meta["parity.attr.softcap"])
+    causal = float(meta["parity.attr.causal"]) != 0
+    if a.variant == "fp32":
+        q, k, v = q.float(), k.float(), v.float()
+    s = torch.matmul(q, k.transpose(-1, -2)) * scale
+    if cap > 0:
+        s = cap * torch.tanh(s / cap)
+    t = s.shape[-1]
+    if causal:
+        s = s.masked_fill(torch.triu(torch.ones(t, t, dtype=torch.bool), 1), float("-inf"))
+    lse = torch.logsumexp(s.float(), -1)
+    o = torch.matmul(torch.softmax(s, -1), v)
+    if a.variant == "eager_bf16":
+        lse = lse.bfloat16()  # parity compare wants one dtype for all outputs
+    save_file({"O": o.contiguous(), "LSE": lse.contiguous()}, a.outputs)
+
+
+if __name__ == "__main__":
+    main()
