@@ -72,7 +72,7 @@ typedef struct {
     /* gathered tokens of the current pair */
     size_t cap, topcap, K;
     double *a, *b, *fm, *fm2;      /* fm2 = fm^2 */
-    parity_dist_tok_t *rec;       /* per-token metric quantities, computed once per pair */
+    metrics_soa_t rec;            /* per-token metric quantities, computed once per pair */
     int *pos, *md;
     uint64_t *p;
     int16_t *bin;

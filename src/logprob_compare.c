@@ -225,25 +225,29 @@ static void add_run(cmp_t *c, int t, pair_t *pr, int si, size_t i0, size_t i1, i
     if (!s) return;
     size_t n = i1 - i0;
     entry_t *e;
-    const parity_dist_tok_t *rec = T->rec;
+    const metrics_soa_t *rec = &T->rec;
+    const uint8_t *fast = rec->fast;
     for (size_t i = i0; i < i1;) {
         size_t j = i;
-        while (j < i1 && j - i < 256 && rec[j].fast) j++;
+        while (j < i1 && j - i < 256 && fast[j]) j++;
         if (!(e = new_entry(pr, si, j > i ? E_BLK : E_TOK))) goto nomem;
         if (j > i) {
-            metrics_dist_block_stats(rec + i, j - i, c->dopts.iw_low, c->dopts.iw_high, s->q_dlp, s->q_dp,
-                                     &e->u.blk);
+            metrics_dist_block_stats_soa(rec, i, j - i, c->dopts.iw_low, c->dopts.iw_high, s->q_dlp,
+                                         s->q_dp, &e->u.blk);
             i = j;
         } else {
-            e->u.tok = rec[i];
-            metrics_dist_token_sketch(s->q_dlp, s->q_dp, &rec[i]);
+            metrics_soa_get(rec, i, &e->u.tok);
+            metrics_dist_token_sketch(s->q_dlp, s->q_dp, &e->u.tok);
             i++;
         }
     }
     if (as_seq) {
         if (!(e = new_entry(pr, si, E_SEQ))) goto nomem;
         e->u.seq.n = n;
-        e->u.seq.slr = metrics_dist_seq_lr(rec + i0, n, &e->u.seq.nf);
+        metrics_soa_t sub = *rec;
+        sub.lr += i0;
+        sub.cls += i0;
+        e->u.seq.slr = metrics_dist_seq_lr_soa(&sub, n, &e->u.seq.nf);
     }
     if (T->K) {
         /* only tokens that have top-k on both sides */
@@ -259,16 +263,13 @@ static void add_run(cmp_t *c, int t, pair_t *pr, int si, size_t i0, size_t i1, i
             }
         }
     }
-    double mx = s->fl_max;
     for (size_t i = i0; i < i1; i++) {
         if (T->bin[i] < 0) s->hist_zero += 1;
         else s->hist[T->sgn[i]][T->bin[i]] += 1;
-        if (T->fm[i] > mx) mx = T->fm[i];
     }
-    s->fl_max = mx;
     if (!(e = new_entry(pr, si, E_FL))) goto nomem;
-    metrics_csum_partials(T->fm + i0, n, &e->u.fl.s0, &e->u.fl.s1);
-    metrics_csum_partials(T->fm2 + i0, n, &e->u.fl.q0, &e->u.fl.q1);
+    metrics_floor_sums(T->a + i0, n, c->unit, &e->u.fl.s0, &e->u.fl.q0, &s->fl_max);
+    e->u.fl.s1 = e->u.fl.q1 = (parity_csum_t){0, 0};
     e->u.fl.n = n;
     return;
 nomem:
@@ -318,9 +319,17 @@ static int grow_thr(thr_t *T, size_t n, size_t K)
         T->fm = fm;
         if (!(fm = realloc(T->fm2, c * 8))) return -1;
         T->fm2 = fm;
-        parity_dist_tok_t *rec = realloc(T->rec, c * sizeof *rec);
-        if (!rec) return -1;
-        T->rec = rec;
+        double **rd[7] = {&T->rec.lr, &T->rec.k3, &T->rec.rm1, &T->rec.w, &T->rec.adp, &T->rec.pa, &T->rec.pb};
+        for (int k = 0; k < 7; k++) {
+            double *x = realloc(*rd[k], c * sizeof *x);
+            if (!x) return -1;
+            *rd[k] = x;
+        }
+        uint8_t *u8 = realloc(T->rec.cls, c);
+        if (!u8) return -1;
+        T->rec.cls = u8;
+        if (!(u8 = realloc(T->rec.fast, c))) return -1;
+        T->rec.fast = u8;
         int *pi = realloc(T->pos, c * sizeof(int));
         if (!pi) return -1;
         T->pos = pi;
@@ -426,12 +435,13 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
     size_t n = sa->n < sb->n ? sa->n : sb->n;
     size_t lim = n;
     pr->div = 0;
+    uint64_t unkeyed = 0; /* a local: pr->unkeyed++ in the loop is a store per token */
     for (size_t i = 0; i < n; i++) {
         uint8_t fa = sa->flags[i], fb = sb->flags[i];
         int comparable = !((fa | fb) & PARITY_LP_KEY_NONE) &&
                          ((fa & PARITY_LP_KEY_TEXT) == (fb & PARITY_LP_KEY_TEXT));
         if (!comparable) {
-            pr->unkeyed++;
+            unkeyed++;
             continue;
         }
         if (sa->key[i] != sb->key[i]) {
@@ -440,6 +450,7 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
             break;
         }
     }
+    pr->unkeyed += unkeyed;
     if (!pr->div && sa->n != sb->n) pr->div = 1;
     pr->divpos = lim;
     size_t K = sa->k > sb->k ? sa->k : sb->k;
@@ -465,14 +476,13 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
     size_t W = c->o.worst_tokens, m = 0;
     pr->ne = 0;
     /* locals: the stores below would otherwise make the compiler reload every pointer */
-    double *restrict GA = T->a, *restrict GB = T->b, *restrict GFM = T->fm, *restrict GFM2 = T->fm2;
+    double *restrict GA = T->a, *restrict GB = T->b;
     int *restrict GPOS = T->pos, *restrict GMD = T->md;
     int16_t *restrict GBIN = T->bin;
     uint8_t *restrict GSGN = T->sgn, *restrict GPH = T->ph, *restrict GHT = T->hastop;
     const uint8_t *fla = sa->flags, *flb = sb->flags;
     const double *lpa = sa->lp, *lpb = sb->lp;
     const int *mm0 = c->modmap[0], *mm1 = c->modmap[1];
-    const double unit = c->unit;
     for (size_t i = 0; i < lim; i++) {
         if (!(fla[i] & PARITY_LP_PRESENT) || !(flb[i] & PARITY_LP_PRESENT)) {
             pr->absent++;
@@ -489,9 +499,6 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
         GPH[m] = (f & PARITY_LP_PREFILL) ? 1 : (f & PARITY_LP_DECODE) ? 2 : 0;
         int md = sa->mod[i] ? mm0[sa->mod[i]] : sb->mod[i] ? mm1[sb->mod[i]] : -1;
         GMD[m] = md;
-        double fmv = unit * ((isfinite(a) ? fabs(a) : 0) + 1.0);
-        GFM[m] = fmv;
-        GFM2[m] = fmv * fmv;
         GHT[m] = 0;
         if (T->K) {
             int32_t *ia = T->ida + m * K, *ib = T->idb + m * K;
@@ -529,7 +536,7 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
         m++;
     }
     pr->compared = m;
-    parity_metrics_dist_prep(T->a, T->b, m, T->rec);
+    metrics_prep_soa(T->a, T->b, m, &T->rec);
     if (m == 0 && n == 0) {
         /* still a sequence: counts as empty in the overall sequence statistics */
     }
@@ -544,7 +551,7 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
                 return;
             }
             e->u.seq.n = m;
-            e->u.seq.slr = metrics_dist_seq_lr(T->rec, m, &e->u.seq.nf);
+            e->u.seq.slr = metrics_dist_seq_lr_soa(&T->rec, m, &e->u.seq.nf);
         }
     } else {
         add_run(c, t, pr, 0, 0, m, 1);
@@ -1049,7 +1056,15 @@ parity_status_t parity_lp_compare(parity_lp_reader_t *a, parity_lp_reader_t *b, 
         free(T->b);
         free(T->fm);
         free(T->fm2);
-        free(T->rec);
+        free(T->rec.lr);
+        free(T->rec.k3);
+        free(T->rec.rm1);
+        free(T->rec.w);
+        free(T->rec.adp);
+        free(T->rec.pa);
+        free(T->rec.pb);
+        free(T->rec.cls);
+        free(T->rec.fast);
         free(T->pos);
         free(T->p);
         free(T->bin);
