@@ -263,12 +263,14 @@ static void add_run(cmp_t *c, int t, pair_t *pr, int si, size_t i0, size_t i1, i
             }
         }
     }
+    const double *ga = T->ga, *gb = T->gb;
     for (size_t i = i0; i < i1; i++) {
-        if (T->bin[i] < 0) s->hist_zero += 1;
-        else s->hist[T->sgn[i]][T->bin[i]] += 1;
+        int sg, bin = hist_bin(gb[i] - ga[i], &sg);
+        if (bin < 0) s->hist_zero += 1;
+        else s->hist[sg][bin] += 1;
     }
     if (!(e = new_entry(pr, si, E_FL))) goto nomem;
-    metrics_floor_sums(T->a + i0, n, c->unit, &e->u.fl.s0, &e->u.fl.q0, &s->fl_max);
+    metrics_floor_sums(ga + i0, n, c->unit, &e->u.fl.s0, &e->u.fl.q0, &s->fl_max);
     e->u.fl.s1 = e->u.fl.q1 = (parity_csum_t){0, 0};
     e->u.fl.n = n;
     return;
@@ -314,11 +316,6 @@ static int grow_thr(thr_t *T, size_t n, size_t K)
         T->a = a;
         if (!(b = realloc(T->b, c * 8))) return -1;
         T->b = b;
-        double *fm = realloc(T->fm, c * 8);
-        if (!fm) return -1;
-        T->fm = fm;
-        if (!(fm = realloc(T->fm2, c * 8))) return -1;
-        T->fm2 = fm;
         double **rd[7] = {&T->rec.lr, &T->rec.k3, &T->rec.rm1, &T->rec.w, &T->rec.adp, &T->rec.pa, &T->rec.pb};
         for (int k = 0; k < 7; k++) {
             double *x = realloc(*rd[k], c * sizeof *x);
@@ -336,13 +333,8 @@ static int grow_thr(thr_t *T, size_t n, size_t K)
         uint64_t *pp = realloc(T->p, c * 8);
         if (!pp) return -1;
         T->p = pp;
-        int16_t *bn = realloc(T->bin, c * 2);
-        if (!bn) return -1;
-        T->bin = bn;
-        uint8_t *sg = realloc(T->sgn, c), *ht, *ph;
-        if (!sg) return -1;
-        T->sgn = sg;
-        if (!(ht = realloc(T->hastop, c))) return -1;
+        uint8_t *ht = realloc(T->hastop, c), *ph;
+        if (!ht) return -1;
         T->hastop = ht;
         if (!(ph = realloc(T->ph, c))) return -1;
         T->ph = ph;
@@ -475,26 +467,56 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
     }
     size_t W = c->o.worst_tokens, m = 0;
     pr->ne = 0;
+    const uint8_t *fla = sa->flags, *flb = sb->flags;
+    const double *lpa = sa->lp, *lpb = sb->lp;
+    /* Dense pair (the common case for npy/safetensors and parity's JSONL): every position
+     * present on both sides, no phase, no modality, no top-k. Then the gathered arrays are the
+     * sequences' own and the position slices' runs follow from the indices. */
+    int dense = !T->K;
+    if (dense) {
+        uint8_t fand = 0xff, forr = 0;
+        unsigned mor = 0;
+        const uint16_t *ma = sa->mod, *mb = sb->mod;
+        for (size_t i = 0; i < lim; i++) {
+            fand &= fla[i] & flb[i];
+            forr |= fla[i] | flb[i];
+            mor |= (unsigned)ma[i] | mb[i];
+        }
+        dense = (fand & PARITY_LP_PRESENT) && !(forr & (PARITY_LP_PREFILL | PARITY_LP_DECODE)) && !mor;
+    }
+    T->dense = dense;
+    /* worst-token threshold in a local: the candidates must beat the current W-th */
+    double wthr = T->nworst < W ? -1.0 : W ? T->worstd[W - 1] : 0.0;
+    if (dense) {
+        T->ga = lpa;
+        T->gb = lpb;
+        m = lim;
+        if (W)
+            for (size_t i = 0; i < lim; i++) {
+                double a = lpa[i], b = lpb[i];
+                if (fabs(b - a) > wthr && isfinite(a) && isfinite(b)) {
+                    worst_add(c, T, sa, sb, i, pr->ord);
+                    wthr = T->nworst < W ? -1.0 : T->worstd[W - 1];
+                }
+            }
+    } else {
     /* locals: the stores below would otherwise make the compiler reload every pointer */
     double *restrict GA = T->a, *restrict GB = T->b;
     int *restrict GPOS = T->pos, *restrict GMD = T->md;
-    int16_t *restrict GBIN = T->bin;
-    uint8_t *restrict GSGN = T->sgn, *restrict GPH = T->ph, *restrict GHT = T->hastop;
-    const uint8_t *fla = sa->flags, *flb = sb->flags;
-    const double *lpa = sa->lp, *lpb = sb->lp;
+    uint8_t *restrict GPH = T->ph, *restrict GHT = T->hastop;
     const int *mm0 = c->modmap[0], *mm1 = c->modmap[1];
+    T->ga = GA;
+    T->gb = GB;
+    uint64_t absent = 0;
     for (size_t i = 0; i < lim; i++) {
         if (!(fla[i] & PARITY_LP_PRESENT) || !(flb[i] & PARITY_LP_PRESENT)) {
-            pr->absent++;
+            absent++;
             continue;
         }
         double a = lpa[i], b = lpb[i];
         GA[m] = a;
         GB[m] = b;
         GPOS[m] = pos_bucket(i);
-        int sg;
-        GBIN[m] = (int16_t)hist_bin(b - a, &sg);
-        GSGN[m] = (uint8_t)sg;
         uint8_t f = fla[i] | flb[i];
         GPH[m] = (f & PARITY_LP_PREFILL) ? 1 : (f & PARITY_LP_DECODE) ? 2 : 0;
         int md = sa->mod[i] ? mm0[sa->mod[i]] : sb->mod[i] ? mm1[sb->mod[i]] : -1;
@@ -531,12 +553,16 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
                 pr->tkl[m] = parity_metrics_topk_kl(xa, xb, K);
             }
         }
-        if (W && isfinite(a) && isfinite(b) && (T->nworst < W || fabs(b - a) > T->worstd[W - 1]))
+        if (W && fabs(b - a) > wthr && isfinite(a) && isfinite(b)) {
             worst_add(c, T, sa, sb, i, pr->ord);
+            wthr = T->nworst < W ? -1.0 : T->worstd[W - 1];
+        }
         m++;
     }
+    pr->absent += absent;
+    }
     pr->compared = m;
-    metrics_prep_soa(T->a, T->b, m, &T->rec);
+    metrics_prep_soa(T->ga, T->gb, m, &T->rec);
     if (m == 0 && n == 0) {
         /* still a sequence: counts as empty in the overall sequence statistics */
     }
@@ -563,9 +589,17 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
         while (i < m) {
             int si;
             size_t j = i + 1;
-            if (kind == 0) {
+            if (kind == 0 && dense) {
+                /* positions are the indices: the run ends at the next bucket boundary */
+                int b = pos_bucket(i);
+                si = c->sl_pos[b];
+                j = b == NPOS - 1 ? m : b == 0 ? 16 : (size_t)16 << b;
+                if (j > m) j = m;
+            } else if (kind == 0) {
                 si = c->sl_pos[T->pos[i]];
                 while (j < m && T->pos[j] == T->pos[i]) j++;
+            } else if (dense) {
+                break; /* no phase, no modality: no runs */
             } else if (kind == 1) {
                 si = T->ph[i] == 1 ? c->sl_prefill : T->ph[i] == 2 ? c->sl_decode : -1;
                 while (j < m && T->ph[j] == T->ph[i]) j++;
@@ -1054,8 +1088,6 @@ parity_status_t parity_lp_compare(parity_lp_reader_t *a, parity_lp_reader_t *b, 
         free(T->worstp);
         free(T->a);
         free(T->b);
-        free(T->fm);
-        free(T->fm2);
         free(T->rec.lr);
         free(T->rec.k3);
         free(T->rec.rm1);
@@ -1067,8 +1099,6 @@ parity_status_t parity_lp_compare(parity_lp_reader_t *a, parity_lp_reader_t *b, 
         free(T->rec.fast);
         free(T->pos);
         free(T->p);
-        free(T->bin);
-        free(T->sgn);
         free(T->hastop);
         free(T->ph);
         free(T->md);
