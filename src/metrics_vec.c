@@ -143,15 +143,32 @@ INL v4d vexp(v4d x)
     return ((splat(1.0) + em1) * pow2(k1)) * pow2(k - k1);
 }
 
-/* e^x - 1 and e^x for |x| <= 40 (clamped; the callers use the values for |x| <= 30) */
+/* e^x - 1 and e^x for |x| <= 40 (clamped; the callers use the values for |x| <= 30). A lane
+ * with |x| <= 2^-7 (typical log-ratios of two faithful dumps) needs no reduction (k = 0) and
+ * only q's first seven terms: the first omitted one, x^9/9!, is below 2^-74 |x|. The short
+ * form is taken lane by lane, so a lane's result does not depend on its neighbours, and the
+ * long one is computed only when some lane needs it. */
 INL v4d vexpm1(v4d x, v4d *ex)
 {
-    x = vmax(vmin(x, splat(40.0)), splat(-40.0));
-    v4i k;
-    v4d em1 = reduce_em1(x, &k);
-    v4d p2 = pow2(k);
-    *ex = (splat(1.0) + em1) * p2;
-    return (p2 - splat(1.0)) + p2 * em1;
+    v4i small = vabs(x) <= splat(0x1p-7);
+    v4d q = splat(q_c[5]) + x * splat(q_c[6]);
+    q = splat(q_c[4]) + x * q;
+    q = splat(q_c[3]) + x * q;
+    q = splat(q_c[2]) + x * q;
+    q = splat(q_c[1]) + x * q;
+    q = splat(q_c[0]) + x * q;
+    v4d em1 = x + (x * x) * q;
+    v4d e = splat(1.0) + em1;
+    if (!(small[0] & small[1] & small[2] & small[3])) {
+        v4d xc = vmax(vmin(x, splat(40.0)), splat(-40.0));
+        v4i k;
+        v4d r = reduce_em1(xc, &k);
+        v4d p2 = pow2(k);
+        e = sel(small, e, (splat(1.0) + r) * p2);
+        em1 = sel(small, em1, (p2 - splat(1.0)) + p2 * r);
+    }
+    *ex = e;
+    return em1;
 }
 
 void metrics_vexp(const double *x, size_t n, double *out)
