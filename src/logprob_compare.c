@@ -436,19 +436,24 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
     size_t lim = n;
     pr->div = 0;
     uint64_t unkeyed = 0; /* a local: pr->unkeyed++ in the loop is a store per token */
+    /* in the same pass: whether the pair is dense (see below) up to the divergence */
+    uint8_t fand = 0xff, forr = 0;
+    unsigned mor = 0;
+    const uint8_t *fla = sa->flags, *flb = sb->flags;
+    const uint16_t *ma = sa->mod, *mb = sb->mod;
+    const int64_t *ka = sa->key, *kb = sb->key;
     for (size_t i = 0; i < n; i++) {
-        uint8_t fa = sa->flags[i], fb = sb->flags[i];
-        int comparable = !((fa | fb) & PARITY_LP_KEY_NONE) &&
-                         ((fa & PARITY_LP_KEY_TEXT) == (fb & PARITY_LP_KEY_TEXT));
-        if (!comparable) {
-            unkeyed++;
-            continue;
-        }
-        if (sa->key[i] != sb->key[i]) {
+        uint8_t fa = fla[i], fb = flb[i];
+        int comparable = !((fa | fb) & PARITY_LP_KEY_NONE) & ((fa & PARITY_LP_KEY_TEXT) == (fb & PARITY_LP_KEY_TEXT));
+        if (comparable && ka[i] != kb[i]) {
             lim = i;
             pr->div = 1;
             break;
         }
+        unkeyed += (uint64_t)!comparable;
+        fand &= fa & fb;
+        forr |= fa | fb;
+        mor |= (unsigned)ma[i] | mb[i];
     }
     pr->unkeyed += unkeyed;
     if (!pr->div && sa->n != sb->n) pr->div = 1;
@@ -475,23 +480,11 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
     }
     size_t W = c->o.worst_tokens, m = 0;
     pr->ne = 0;
-    const uint8_t *fla = sa->flags, *flb = sb->flags;
     const double *lpa = sa->lp, *lpb = sb->lp;
     /* Dense pair (the common case for npy/safetensors and parity's JSONL): every position
      * present on both sides, no phase, no modality, no top-k. Then the gathered arrays are the
      * sequences' own and the position slices' runs follow from the indices. */
-    int dense = !T->K;
-    if (dense) {
-        uint8_t fand = 0xff, forr = 0;
-        unsigned mor = 0;
-        const uint16_t *ma = sa->mod, *mb = sb->mod;
-        for (size_t i = 0; i < lim; i++) {
-            fand &= fla[i] & flb[i];
-            forr |= fla[i] | flb[i];
-            mor |= (unsigned)ma[i] | mb[i];
-        }
-        dense = (fand & PARITY_LP_PRESENT) && !(forr & (PARITY_LP_PREFILL | PARITY_LP_DECODE)) && !mor;
-    }
+    int dense = !T->K && (fand & PARITY_LP_PRESENT) && !(forr & (PARITY_LP_PREFILL | PARITY_LP_DECODE)) && !mor;
     T->dense = dense;
     /* worst-token threshold in a local: the candidates must beat the current W-th */
     double wthr = T->nworst < W ? -1.0 : W ? T->worstd[W - 1] : 0.0;
