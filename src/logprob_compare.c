@@ -495,7 +495,9 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
         T->ga = lpa;
         T->gb = lpb;
         m = lim;
-        if (W)
+        /* once W tokens are kept, most pairs have nothing above the threshold: one SIMD pass
+         * for the pair's maximum instead of a look per token */
+        if (W && (T->nworst < W || metrics_max_abs_diff(lpa, lpb, lim) > wthr))
             for (size_t i = 0; i < lim; i++) {
                 double a = lpa[i], b = lpb[i];
                 if (fabs(b - a) > wthr && isfinite(a) && isfinite(b)) {

@@ -141,6 +141,8 @@ void metrics_dist_token_sketch(struct parity_qsketch *q_dlp, struct parity_qsket
 /* A sequence: the compensated sum of log r over its finite pairs (count in *nf), then its entry. */
 double metrics_dist_seq_lr(const parity_dist_tok_t *t, size_t n, uint64_t *nf);
 double metrics_dist_seq_lr_soa(const metrics_soa_t *t, size_t n, uint64_t *nf);
+/* max |b[i] - a[i]| over the i < n with both finite, 0 when none (metrics_vec.c). */
+double metrics_max_abs_diff(const double *a, const double *b, size_t n);
 /* The analytic floor's sums over a run of logprobs a[0..n): m = unit (|a| + 1) (|a| as 0 when
  * not finite) into *sm, m^2 into *sm2 (compensated), and *mx = max(*mx, m) (metrics_vec.c). */
 void metrics_floor_sums(const double *a, size_t n, double unit, parity_csum_t *sm, parity_csum_t *sm2,

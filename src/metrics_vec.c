@@ -247,16 +247,26 @@ INL v4i vfinite(v4d x) { return vabs(x) <= splat(0x1.fffffffffffffp1023); }
 INL v4i prep4(const metrics_soa_t *o, size_t i, v4d a, v4d b)
 {
     v4d lr = a - b, w;
-    v4d pa = vexp(a), pb = vexp(b);
+    v4d pa = vexp(a);
     v4d rm1 = vexpm1(lr, &w);
+    /* p_B = p_A / r as p_A (1/r) (one division instead of a third exponential; 1/r serves
+     * |dp| too): within 1 + 1.5 + 1/2 ulps while p_A is normal; a lane whose p_A is below
+     * 2^-1000 (subnormal or 0, where the product would lose relative accuracy) takes e^b
+     * itself, lane by lane */
+    v4d rinv = splat(1.0) / w;
+    v4d pb = pa * rinv;
+    v4i tiny = pa < splat(0x1p-1000);
+    if (tiny[0] | tiny[1] | tiny[2] | tiny[3]) pb = sel(tiny, vexp(b), pb);
     st(o->lr + i, lr);
     st(o->pa + i, pa);
     st(o->pb + i, pb);
     st(o->rm1 + i, rm1);
     st(o->w + i, w);
     st(o->k3 + i, k3_vec(lr, rm1));
-    /* |p_B - p_A| = e^max |expm1(min - max)|: p_A rm1 / r for a > b, p_B (-rm1) otherwise */
-    st(o->adp + i, sel(lr > splat(0.0), pa * (rm1 / w), pb * -rm1));
+    /* |p_B - p_A| = e^max |expm1(min - max)|: p_A (r - 1) / r for a > b, p_B (1 - r)
+     * otherwise (the larger probability times a factor <= 1: no loss when the smaller one is
+     * subnormal) */
+    st(o->adp + i, sel(lr > splat(0.0), pa * (rm1 * rinv), pb * -rm1));
     return vfinite(a) & vfinite(b) & (vabs(lr) <= splat(30.0)) & vfinite(pa) & vfinite(pb);
 }
 
@@ -265,7 +275,9 @@ HOT void metrics_prep_soa(const double *a, const double *b, size_t n, const metr
     size_t i = 0;
     for (; i + VL <= n; i += VL) {
         v4i f = prep4(o, i, ld(a + i), ld(b + i));
-        for (int l = 0; l < VL; l++) o->fast[i + l] = (uint8_t)(f[l] & 1);
+        uint8_t fb[VL] = {(uint8_t)(f[0] & 1), (uint8_t)(f[1] & 1), (uint8_t)(f[2] & 1), (uint8_t)(f[3] & 1)};
+        memcpy(o->fast + i, fb, VL);
+        memset(o->cls + i, 0, VL); /* PAIR_FINITE; the slow path writes its own */
         if (!(f[0] & f[1] & f[2] & f[3]))
             for (int l = 0; l < VL; l++)
                 if (!f[l]) metrics_prep_slow(a[i + l], b[i + l], o, i + l);
@@ -287,12 +299,10 @@ HOT void metrics_prep_soa(const double *a, const double *b, size_t n, const metr
         memcpy(o->pb + i, s[6], r);
         for (size_t l = 0; i + l < n; l++) {
             o->fast[i + l] = (uint8_t)(f[l] & 1);
+            o->cls[i + l] = 0;
             if (!f[l]) metrics_prep_slow(a[i + l], b[i + l], o, i + l);
         }
     }
-    /* cls of the fast pairs; the slow path wrote its own */
-    for (size_t j = 0; j < n; j++)
-        if (o->fast[j]) o->cls[j] = 0;
 }
 
 /* ---- block statistics ---------------------------------------------------------------------- */
@@ -575,4 +585,22 @@ HOT double metrics_dist_seq_lr_soa(const metrics_soa_t *t, size_t n, uint64_t *n
         return metrics_csum_value(&q);
     }
     return r.sum + r.comp;
+}
+
+/* max |b - a| over the pairs with both finite (0 when none): a pair whose maximum does not
+ * beat the current worst-token threshold needs no per-token look (logprob_compare.c) */
+HOT double metrics_max_abs_diff(const double *a, const double *b, size_t n)
+{
+    v4d mx = splat(0.0);
+    size_t i = 0;
+    for (; i + VL <= n; i += VL) {
+        v4d x = ld(a + i), y = ld(b + i);
+        v4i f = vfinite(x) & vfinite(y);
+        mx = vmax(mx, (v4d)((v4u)vabs(y - x) & (v4u)f));
+    }
+    double r = mx[0];
+    for (int l = 1; l < VL; l++) r = mx[l] > r ? mx[l] : r;
+    for (; i < n; i++)
+        if (isfinite(a[i]) && isfinite(b[i]) && fabs(b[i] - a[i]) > r) r = fabs(b[i] - a[i]);
+    return r;
 }

@@ -245,6 +245,13 @@ static void test_records(void **state)
         double d = ldexp(parity_rng_uniform(&rng) - 0.5, -(int)(parity_rng_uniform(&rng) * 30));
         b[i] = a[i] + d;
     }
+    /* probabilities near and below the normal range: p_A normal with p_B subnormal, p_A
+     * below 2^-1000 (p_B by its own exponential), p_A = 0 with p_B > 0 */
+    for (size_t i = 10; i < 400; i++) {
+        a[i] = -690.0 - 60.0 * parity_rng_uniform(&rng);
+        b[i] = a[i] + 29.0 * (2.0 * parity_rng_uniform(&rng) - 1.0);
+    }
+    a[400] = -746.0, b[400] = -720.0;
     a[5] = -INFINITY;
     b[6] = NAN;
     a[7] = -1.0, b[7] = -40.0; /* |log r| > 30: scalar path */
@@ -267,10 +274,15 @@ static void test_records(void **state)
         }
         if (ulps(t[i].rm1, expm1l((long double)x)) > EXPM1_ULP) fail_msg("r - 1 at %a", x);
         if (ulps(t[i].w, expl((long double)x)) > EXP_ULP) fail_msg("r at %a", x);
+        if (ulps(t[i].pa, expl((long double)a[i])) > EXP_ULP) fail_msg("p_A at %a", a[i]);
+        /* p_B = p_A (1/r): 1 + 1.5 + 1/2 ulps (or e^b itself when p_A < 2^-1000) */
+        if (ulps(t[i].pb, expl((long double)b[i])) > 3.0)
+            fail_msg("p_B at %a (a = %a): %a vs %.21Lg", b[i], a[i], t[i].pb, expl((long double)b[i]));
         long double hi = a[i] > b[i] ? a[i] : b[i], lo = a[i] > b[i] ? b[i] : a[i];
         long double dp = expl(hi) * -expm1l(lo - hi); /* no cancellation in the reference */
-        /* |dp| = p_A (r - 1) / r or p_B (1 - r): the inputs' bounds plus a product and a quotient */
-        if (ulps(t[i].adp, dp) > 2 * EXP_ULP + EXPM1_ULP + 2) fail_msg("|dp| at %a, %a: %a vs %.21Lg", a[i], b[i], t[i].adp, dp);
+        /* |dp| = p_A (r - 1)(1/r) for a > b: 1 + 2 + 1.5 + 2 x 1/2 ulps; p_B (1 - r)
+         * otherwise: 3 + 2 + 1/2 */
+        if (ulps(t[i].adp, dp) > 5.5) fail_msg("|dp| at %a, %a: %a vs %.21Lg", a[i], b[i], t[i].adp, dp);
     }
     free(a);
     free(b);
