@@ -11,7 +11,7 @@
 #include "logprob_impl.h"
 #include "parallel.h"
 
-#define BATCH_BYTES ((size_t)32 << 20)
+#define BATCH_BYTES ((size_t)2 << 20) /* small enough that the batch buffers stay in cache */
 
 typedef struct {
     parity_status_t st;
