@@ -153,7 +153,8 @@ static int hist_bin_log10(double a)
 
 static double hist_thr[HBINS + 2]; /* hist_thr[k], 1 <= k < HBINS: smallest double of bin >= k;
                                    * NaN past the last bin */
-static int8_t hist_lo[2048];   /* bin of 2^(e - 1023), the smallest double of biased exponent e */
+static int8_t hist_lo[1 << 15]; /* bin of the smallest double whose |bits| >> 48 (biased exponent
+                                 * and top 4 fraction bits) is the index */
 static pthread_once_t hist_once = PTHREAD_ONCE_INIT;
 
 static int hist_bin_thr(double a, int b)
@@ -176,17 +177,18 @@ static void hist_init(void)
         }
         memcpy(&hist_thr[k], &lo, sizeof lo);
     }
-    for (int e = 0; e < 2048; e++) {
-        uint64_t u = e == 0 ? 1 : e == 2047 ? 0x7fefffffffffffffull : (uint64_t)e << 52;
+    for (int i = 0; i < (1 << 15); i++) {
+        uint64_t u = i == 0 ? 1 : (i >> 4) == 2047 ? 0x7fefffffffffffffull : (uint64_t)i << 48;
         double x;
         memcpy(&x, &u, sizeof x);
-        hist_lo[e] = (int8_t)hist_bin_thr(x, 0);
+        hist_lo[i] = (int8_t)hist_bin_thr(x, 0);
     }
 }
 
 /* The bin is the number of thresholds at or below |d|; it is at least the bin of the smallest
- * double with the same binary exponent, and a binade spans 0.3 decades (1.2 bins), so at most
- * two threshold comparisons remain. */
+ * double with the same exponent and top 4 fraction bits, and such a sixteenth of a binade
+ * spans a factor of at most 2^(1/16) = 1.044, less than a bin's 10^(1/4) = 1.78, so at most
+ * one threshold comparison remains. */
 static int hist_bin(double d, int *sign)
 {
     *sign = d > 0;
@@ -195,9 +197,8 @@ static int hist_bin(double d, int *sign)
     if (a != a) return hist_bin_log10(a);
     uint64_t u;
     memcpy(&u, &a, sizeof u);
-    int b = hist_lo[u >> 52];
-    b += hist_thr[b + 1] <= a; /* no branches: the outcome is data-dependent */
-    b += hist_thr[b + 1] <= a;
+    int b = hist_lo[u >> 48];
+    b += hist_thr[b + 1] <= a; /* no branch: the outcome is data-dependent */
     return b;
 }
 
