@@ -270,17 +270,26 @@ static void add_run(cmp_t *c, int t, pair_t *pr, int si, size_t i0, size_t i1, i
     /* histogram counts into four interleaved local tables (consecutive tokens often share a
      * bin; one table would chain each increment on the previous store), then into the slice */
     const double *ga = T->ga, *gb = T->gb;
-    uint32_t cnt[4][2 * HBINS + 1]; /* a run lies within one sequence: < 2^32 tokens */
-    memset(cnt, 0, sizeof cnt);
-    for (size_t i = i0; i < i1; i++) {
-        int sg, bin = hist_bin(gb[i] - ga[i], &sg);
-        cnt[i & 3][bin < 0 ? 2 * HBINS : sg * HBINS + bin]++;
+    if (n < 256) {
+        /* short runs (the first position buckets): clearing the tables would cost more */
+        for (size_t i = i0; i < i1; i++) {
+            int sg, bin = hist_bin(gb[i] - ga[i], &sg);
+            if (bin < 0) s->hist_zero += 1;
+            else s->hist[sg][bin] += 1;
+        }
+    } else {
+        uint32_t cnt[4][2 * HBINS + 1]; /* a run lies within one sequence: < 2^32 tokens */
+        memset(cnt, 0, sizeof cnt);
+        for (size_t i = i0; i < i1; i++) {
+            int sg, bin = hist_bin(gb[i] - ga[i], &sg);
+            cnt[i & 3][bin < 0 ? 2 * HBINS : sg * HBINS + bin]++;
+        }
+        for (int k = 0; k < 2 * HBINS; k++) {
+            uint32_t v = cnt[0][k] + cnt[1][k] + cnt[2][k] + cnt[3][k];
+            if (v) s->hist[k / HBINS][k % HBINS] += v;
+        }
+        s->hist_zero += cnt[0][2 * HBINS] + cnt[1][2 * HBINS] + cnt[2][2 * HBINS] + cnt[3][2 * HBINS];
     }
-    for (int k = 0; k < 2 * HBINS; k++) {
-        uint32_t v = cnt[0][k] + cnt[1][k] + cnt[2][k] + cnt[3][k];
-        if (v) s->hist[k / HBINS][k % HBINS] += v;
-    }
-    s->hist_zero += cnt[0][2 * HBINS] + cnt[1][2 * HBINS] + cnt[2][2 * HBINS] + cnt[3][2 * HBINS];
     if (!(e = new_entry(pr, si, E_FL))) goto nomem;
     metrics_floor_sums(ga + i0, n, c->unit, &e->u.fl.s0, &e->u.fl.q0, &s->fl_max);
     e->u.fl.s1 = e->u.fl.q1 = (parity_csum_t){0, 0};
