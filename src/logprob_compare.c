@@ -189,7 +189,7 @@ static void hist_init(void)
  * double with the same exponent and top 4 fraction bits, and such a sixteenth of a binade
  * spans a factor of at most 2^(1/16) = 1.044, less than a bin's 10^(1/4) = 1.78, so at most
  * one threshold comparison remains. */
-static int hist_bin(double d, int *sign)
+static inline __attribute__((always_inline)) int hist_bin(double d, int *sign)
 {
     *sign = d > 0;
     double a = fabs(d);
