@@ -879,7 +879,6 @@ parity_status_t lp_jsonl_next(parity_lp_reader_t *r, parity_lp_seq_t *seqs, size
     jl_job_t job = {r, seqs, lines, lens, errs, r->ordinal};
     size_t nmods0 = r->nmods;
     parity_parallel_for((int64_t)n, n < 8 ? 1 : r->opts.n_threads, jl_parse, &job);
-    if (r->nmods > nmods0) canon_mods(r, nmods0, seqs, n);
     size_t ok = n;
     for (size_t i = 0; i < n; i++) {
         seqs[i].line = lnos[i];
@@ -890,6 +889,8 @@ parity_status_t lp_jsonl_next(parity_lp_reader_t *r, parity_lp_seq_t *seqs, size
             break;
         }
     }
+    /* only the lines parsed without error are read (a failed line's sequence may be partial) */
+    if (r->nmods > nmods0) canon_mods(r, nmods0, seqs, ok);
     r->ordinal += ok;
     *got = ok;
     if (ok) lp_release(r, (size_t)(lines[ok - 1] - (const char *)r->base));
