@@ -27,7 +27,8 @@
 /* helpers taking or returning vectors are always inlined: a call between an AVX2 clone and a
  * plain function would pass vectors in different registers */
 #define INL static inline __attribute__((always_inline))
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__has_attribute)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__has_attribute) && \
+    !defined(PARITY_NO_TARGET_CLONES)
 #if __has_attribute(target_clones)
 #define HOT __attribute__((target_clones("avx2", "default")))
 #endif
