@@ -71,12 +71,15 @@ typedef struct {
     int nomem;
     /* gathered tokens of the current pair */
     size_t cap, topcap, K;
-    double *a, *b, *fm, *fm2;      /* fm2 = fm^2 */
-    parity_dist_tok_t *rec;       /* per-token metric quantities, computed once per pair */
+    double *a, *b;
+    const double *ga, *gb;        /* the gathered logprobs: a, b, or the sequences' own arrays
+                                   * when every position is present (dense pairs) */
+    int dense;                    /* all present, no phase, modality or top-k: positions are the
+                                   * indices, nothing per token is gathered */
+    metrics_soa_t rec;            /* per-token metric quantities, computed once per pair */
     int *pos, *md;
     uint64_t *p;
-    int16_t *bin;
-    uint8_t *sgn, *hastop, *ph;
+    uint8_t *hastop, *ph;
     int32_t *ida, *idb;
     double *sa, *sb;
 } thr_t;

@@ -18,7 +18,10 @@ parity_lp_cmp_opts_t parity_lp_cmp_default_opts(void)
     o.dlogprob_alarm = 5e-2;
     o.floor_factor = 3.0;
     o.worst_tokens = 10;
-    o.batch_tokens = (size_t)1 << 20;
+    /* 2^16 tokens: the batch's buffers (about 23 bytes per token and side, two batches held)
+     * stay in cache and their pages are touched once; 2^20 spent a fifth of the CPU time in
+     * page faults and cache misses on first touch */
+    o.batch_tokens = (size_t)1 << 16;
     return o;
 }
 
@@ -150,7 +153,8 @@ static int hist_bin_log10(double a)
 
 static double hist_thr[HBINS + 2]; /* hist_thr[k], 1 <= k < HBINS: smallest double of bin >= k;
                                    * NaN past the last bin */
-static int8_t hist_lo[2048];   /* bin of 2^(e - 1023), the smallest double of biased exponent e */
+static int8_t hist_lo[1 << 15]; /* bin of the smallest double whose |bits| >> 48 (biased exponent
+                                 * and top 4 fraction bits) is the index */
 static pthread_once_t hist_once = PTHREAD_ONCE_INIT;
 
 static int hist_bin_thr(double a, int b)
@@ -173,18 +177,19 @@ static void hist_init(void)
         }
         memcpy(&hist_thr[k], &lo, sizeof lo);
     }
-    for (int e = 0; e < 2048; e++) {
-        uint64_t u = e == 0 ? 1 : e == 2047 ? 0x7fefffffffffffffull : (uint64_t)e << 52;
+    for (int i = 0; i < (1 << 15); i++) {
+        uint64_t u = i == 0 ? 1 : (i >> 4) == 2047 ? 0x7fefffffffffffffull : (uint64_t)i << 48;
         double x;
         memcpy(&x, &u, sizeof x);
-        hist_lo[e] = (int8_t)hist_bin_thr(x, 0);
+        hist_lo[i] = (int8_t)hist_bin_thr(x, 0);
     }
 }
 
 /* The bin is the number of thresholds at or below |d|; it is at least the bin of the smallest
- * double with the same binary exponent, and a binade spans 0.3 decades (1.2 bins), so at most
- * two threshold comparisons remain. */
-static int hist_bin(double d, int *sign)
+ * double with the same exponent and top 4 fraction bits, and such a sixteenth of a binade
+ * spans a factor of at most 2^(1/16) = 1.044, less than a bin's 10^(1/4) = 1.78, so at most
+ * one threshold comparison remains. */
+static inline __attribute__((always_inline)) int hist_bin(double d, int *sign)
 {
     *sign = d > 0;
     double a = fabs(d);
@@ -192,9 +197,8 @@ static int hist_bin(double d, int *sign)
     if (a != a) return hist_bin_log10(a);
     uint64_t u;
     memcpy(&u, &a, sizeof u);
-    int b = hist_lo[u >> 52];
-    b += hist_thr[b + 1] <= a; /* no branches: the outcome is data-dependent */
-    b += hist_thr[b + 1] <= a;
+    int b = hist_lo[u >> 48];
+    b += hist_thr[b + 1] <= a; /* no branch: the outcome is data-dependent */
     return b;
 }
 
@@ -225,25 +229,29 @@ static void add_run(cmp_t *c, int t, pair_t *pr, int si, size_t i0, size_t i1, i
     if (!s) return;
     size_t n = i1 - i0;
     entry_t *e;
-    const parity_dist_tok_t *rec = T->rec;
+    const metrics_soa_t *rec = &T->rec;
+    const uint8_t *fast = rec->fast;
     for (size_t i = i0; i < i1;) {
         size_t j = i;
-        while (j < i1 && j - i < 256 && rec[j].fast) j++;
+        while (j < i1 && j - i < 256 && fast[j]) j++;
         if (!(e = new_entry(pr, si, j > i ? E_BLK : E_TOK))) goto nomem;
         if (j > i) {
-            metrics_dist_block_stats(rec + i, j - i, c->dopts.iw_low, c->dopts.iw_high, s->q_dlp, s->q_dp,
-                                     &e->u.blk);
+            metrics_dist_block_stats_soa(rec, i, j - i, c->dopts.iw_low, c->dopts.iw_high, s->q_dlp,
+                                         s->q_dp, &e->u.blk);
             i = j;
         } else {
-            e->u.tok = rec[i];
-            metrics_dist_token_sketch(s->q_dlp, s->q_dp, &rec[i]);
+            metrics_soa_get(rec, i, &e->u.tok);
+            metrics_dist_token_sketch(s->q_dlp, s->q_dp, &e->u.tok);
             i++;
         }
     }
     if (as_seq) {
         if (!(e = new_entry(pr, si, E_SEQ))) goto nomem;
         e->u.seq.n = n;
-        e->u.seq.slr = metrics_dist_seq_lr(rec + i0, n, &e->u.seq.nf);
+        metrics_soa_t sub = *rec;
+        sub.lr += i0;
+        sub.cls += i0;
+        e->u.seq.slr = metrics_dist_seq_lr_soa(&sub, n, &e->u.seq.nf);
     }
     if (T->K) {
         /* only tokens that have top-k on both sides */
@@ -259,16 +267,32 @@ static void add_run(cmp_t *c, int t, pair_t *pr, int si, size_t i0, size_t i1, i
             }
         }
     }
-    double mx = s->fl_max;
-    for (size_t i = i0; i < i1; i++) {
-        if (T->bin[i] < 0) s->hist_zero += 1;
-        else s->hist[T->sgn[i]][T->bin[i]] += 1;
-        if (T->fm[i] > mx) mx = T->fm[i];
+    /* histogram counts into four interleaved local tables (consecutive tokens often share a
+     * bin; one table would chain each increment on the previous store), then into the slice */
+    const double *ga = T->ga, *gb = T->gb;
+    if (n < 256) {
+        /* short runs (the first position buckets): clearing the tables would cost more */
+        for (size_t i = i0; i < i1; i++) {
+            int sg, bin = hist_bin(gb[i] - ga[i], &sg);
+            if (bin < 0) s->hist_zero += 1;
+            else s->hist[sg][bin] += 1;
+        }
+    } else {
+        uint32_t cnt[4][2 * HBINS + 1]; /* a run lies within one sequence: < 2^32 tokens */
+        memset(cnt, 0, sizeof cnt);
+        for (size_t i = i0; i < i1; i++) {
+            int sg, bin = hist_bin(gb[i] - ga[i], &sg);
+            cnt[i & 3][bin < 0 ? 2 * HBINS : sg * HBINS + bin]++;
+        }
+        for (int k = 0; k < 2 * HBINS; k++) {
+            uint32_t v = cnt[0][k] + cnt[1][k] + cnt[2][k] + cnt[3][k];
+            if (v) s->hist[k / HBINS][k % HBINS] += v;
+        }
+        s->hist_zero += cnt[0][2 * HBINS] + cnt[1][2 * HBINS] + cnt[2][2 * HBINS] + cnt[3][2 * HBINS];
     }
-    s->fl_max = mx;
     if (!(e = new_entry(pr, si, E_FL))) goto nomem;
-    metrics_csum_partials(T->fm + i0, n, &e->u.fl.s0, &e->u.fl.s1);
-    metrics_csum_partials(T->fm2 + i0, n, &e->u.fl.q0, &e->u.fl.q1);
+    metrics_floor_sums(ga + i0, n, c->unit, &e->u.fl.s0, &e->u.fl.q0, &s->fl_max);
+    e->u.fl.s1 = e->u.fl.q1 = (parity_csum_t){0, 0};
     e->u.fl.n = n;
     return;
 nomem:
@@ -313,27 +337,25 @@ static int grow_thr(thr_t *T, size_t n, size_t K)
         T->a = a;
         if (!(b = realloc(T->b, c * 8))) return -1;
         T->b = b;
-        double *fm = realloc(T->fm, c * 8);
-        if (!fm) return -1;
-        T->fm = fm;
-        if (!(fm = realloc(T->fm2, c * 8))) return -1;
-        T->fm2 = fm;
-        parity_dist_tok_t *rec = realloc(T->rec, c * sizeof *rec);
-        if (!rec) return -1;
-        T->rec = rec;
+        double **rd[7] = {&T->rec.lr, &T->rec.k3, &T->rec.rm1, &T->rec.w, &T->rec.adp, &T->rec.pa, &T->rec.pb};
+        for (int k = 0; k < 7; k++) {
+            double *x = realloc(*rd[k], c * sizeof *x);
+            if (!x) return -1;
+            *rd[k] = x;
+        }
+        uint8_t *u8 = realloc(T->rec.cls, c);
+        if (!u8) return -1;
+        T->rec.cls = u8;
+        if (!(u8 = realloc(T->rec.fast, c))) return -1;
+        T->rec.fast = u8;
         int *pi = realloc(T->pos, c * sizeof(int));
         if (!pi) return -1;
         T->pos = pi;
         uint64_t *pp = realloc(T->p, c * 8);
         if (!pp) return -1;
         T->p = pp;
-        int16_t *bn = realloc(T->bin, c * 2);
-        if (!bn) return -1;
-        T->bin = bn;
-        uint8_t *sg = realloc(T->sgn, c), *ht, *ph;
-        if (!sg) return -1;
-        T->sgn = sg;
-        if (!(ht = realloc(T->hastop, c))) return -1;
+        uint8_t *ht = realloc(T->hastop, c), *ph;
+        if (!ht) return -1;
         T->hastop = ht;
         if (!(ph = realloc(T->ph, c))) return -1;
         T->ph = ph;
@@ -426,20 +448,27 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
     size_t n = sa->n < sb->n ? sa->n : sb->n;
     size_t lim = n;
     pr->div = 0;
+    uint64_t unkeyed = 0; /* a local: pr->unkeyed++ in the loop is a store per token */
+    /* in the same pass: whether the pair is dense (see below) up to the divergence */
+    uint8_t fand = 0xff, forr = 0;
+    unsigned mor = 0;
+    const uint8_t *fla = sa->flags, *flb = sb->flags;
+    const uint16_t *ma = sa->mod, *mb = sb->mod;
+    const int64_t *ka = sa->key, *kb = sb->key;
     for (size_t i = 0; i < n; i++) {
-        uint8_t fa = sa->flags[i], fb = sb->flags[i];
-        int comparable = !((fa | fb) & PARITY_LP_KEY_NONE) &&
-                         ((fa & PARITY_LP_KEY_TEXT) == (fb & PARITY_LP_KEY_TEXT));
-        if (!comparable) {
-            pr->unkeyed++;
-            continue;
-        }
-        if (sa->key[i] != sb->key[i]) {
+        uint8_t fa = fla[i], fb = flb[i];
+        int comparable = !((fa | fb) & PARITY_LP_KEY_NONE) & ((fa & PARITY_LP_KEY_TEXT) == (fb & PARITY_LP_KEY_TEXT));
+        if (comparable && ka[i] != kb[i]) {
             lim = i;
             pr->div = 1;
             break;
         }
+        unkeyed += (uint64_t)!comparable;
+        fand &= fa & fb;
+        forr |= fa | fb;
+        mor |= (unsigned)ma[i] | mb[i];
     }
+    pr->unkeyed += unkeyed;
     if (!pr->div && sa->n != sb->n) pr->div = 1;
     pr->divpos = lim;
     size_t K = sa->k > sb->k ? sa->k : sb->k;
@@ -464,34 +493,50 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
     }
     size_t W = c->o.worst_tokens, m = 0;
     pr->ne = 0;
-    /* locals: the stores below would otherwise make the compiler reload every pointer */
-    double *restrict GA = T->a, *restrict GB = T->b, *restrict GFM = T->fm, *restrict GFM2 = T->fm2;
-    int *restrict GPOS = T->pos, *restrict GMD = T->md;
-    int16_t *restrict GBIN = T->bin;
-    uint8_t *restrict GSGN = T->sgn, *restrict GPH = T->ph, *restrict GHT = T->hastop;
-    const uint8_t *fla = sa->flags, *flb = sb->flags;
     const double *lpa = sa->lp, *lpb = sb->lp;
+    /* Dense pair (the common case for npy/safetensors and parity's JSONL): every position
+     * present on both sides, no phase, no modality, no top-k. Then the gathered arrays are the
+     * sequences' own and the position slices' runs follow from the indices. */
+    int dense = !T->K && (fand & PARITY_LP_PRESENT) && !(forr & (PARITY_LP_PREFILL | PARITY_LP_DECODE)) && !mor;
+    T->dense = dense;
+    /* worst-token threshold in a local: the candidates must beat the current W-th */
+    double wthr = T->nworst < W ? -1.0 : W ? T->worstd[W - 1] : 0.0;
+    if (dense) {
+        T->ga = lpa;
+        T->gb = lpb;
+        m = lim;
+        /* once W tokens are kept, most pairs have nothing above the threshold: one SIMD pass
+         * for the pair's maximum instead of a look per token */
+        if (W && (T->nworst < W || metrics_max_abs_diff(lpa, lpb, lim) > wthr))
+            for (size_t i = 0; i < lim; i++) {
+                double a = lpa[i], b = lpb[i];
+                if (fabs(b - a) > wthr && isfinite(a) && isfinite(b)) {
+                    worst_add(c, T, sa, sb, i, pr->ord);
+                    wthr = T->nworst < W ? -1.0 : T->worstd[W - 1];
+                }
+            }
+    } else {
+    /* locals: the stores below would otherwise make the compiler reload every pointer */
+    double *restrict GA = T->a, *restrict GB = T->b;
+    int *restrict GPOS = T->pos, *restrict GMD = T->md;
+    uint8_t *restrict GPH = T->ph, *restrict GHT = T->hastop;
     const int *mm0 = c->modmap[0], *mm1 = c->modmap[1];
-    const double unit = c->unit;
+    T->ga = GA;
+    T->gb = GB;
+    uint64_t absent = 0;
     for (size_t i = 0; i < lim; i++) {
         if (!(fla[i] & PARITY_LP_PRESENT) || !(flb[i] & PARITY_LP_PRESENT)) {
-            pr->absent++;
+            absent++;
             continue;
         }
         double a = lpa[i], b = lpb[i];
         GA[m] = a;
         GB[m] = b;
         GPOS[m] = pos_bucket(i);
-        int sg;
-        GBIN[m] = (int16_t)hist_bin(b - a, &sg);
-        GSGN[m] = (uint8_t)sg;
         uint8_t f = fla[i] | flb[i];
         GPH[m] = (f & PARITY_LP_PREFILL) ? 1 : (f & PARITY_LP_DECODE) ? 2 : 0;
         int md = sa->mod[i] ? mm0[sa->mod[i]] : sb->mod[i] ? mm1[sb->mod[i]] : -1;
         GMD[m] = md;
-        double fmv = unit * ((isfinite(a) ? fabs(a) : 0) + 1.0);
-        GFM[m] = fmv;
-        GFM2[m] = fmv * fmv;
         GHT[m] = 0;
         if (T->K) {
             int32_t *ia = T->ida + m * K, *ib = T->idb + m * K;
@@ -524,12 +569,16 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
                 pr->tkl[m] = parity_metrics_topk_kl(xa, xb, K);
             }
         }
-        if (W && isfinite(a) && isfinite(b) && (T->nworst < W || fabs(b - a) > T->worstd[W - 1]))
+        if (W && fabs(b - a) > wthr && isfinite(a) && isfinite(b)) {
             worst_add(c, T, sa, sb, i, pr->ord);
+            wthr = T->nworst < W ? -1.0 : T->worstd[W - 1];
+        }
         m++;
     }
+    pr->absent += absent;
+    }
     pr->compared = m;
-    parity_metrics_dist_prep(T->a, T->b, m, T->rec);
+    metrics_prep_soa(T->ga, T->gb, m, &T->rec);
     if (m == 0 && n == 0) {
         /* still a sequence: counts as empty in the overall sequence statistics */
     }
@@ -544,7 +593,7 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
                 return;
             }
             e->u.seq.n = m;
-            e->u.seq.slr = metrics_dist_seq_lr(T->rec, m, &e->u.seq.nf);
+            e->u.seq.slr = metrics_dist_seq_lr_soa(&T->rec, m, &e->u.seq.nf);
         }
     } else {
         add_run(c, t, pr, 0, 0, m, 1);
@@ -556,9 +605,17 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
         while (i < m) {
             int si;
             size_t j = i + 1;
-            if (kind == 0) {
+            if (kind == 0 && dense) {
+                /* positions are the indices: the run ends at the next bucket boundary */
+                int b = pos_bucket(i);
+                si = c->sl_pos[b];
+                j = b == NPOS - 1 ? m : b == 0 ? 16 : (size_t)16 << b;
+                if (j > m) j = m;
+            } else if (kind == 0) {
                 si = c->sl_pos[T->pos[i]];
                 while (j < m && T->pos[j] == T->pos[i]) j++;
+            } else if (dense) {
+                break; /* no phase, no modality: no runs */
             } else if (kind == 1) {
                 si = T->ph[i] == 1 ? c->sl_prefill : T->ph[i] == 2 ? c->sl_decode : -1;
                 while (j < m && T->ph[j] == T->ph[i]) j++;
@@ -712,6 +769,8 @@ static parity_status_t read_batch(cmp_t *c, int side, parity_lp_seq_t ***out, si
     if (r->fmt == PARITY_LP_NPY || r->fmt == PARITY_LP_SAFETENSORS)
         M = r->ncols ? c->o.batch_tokens / (size_t)r->ncols : 1024;
     if (M < 1) M = 1;
+    /* enough rows for every thread to have a pair (pairs are compared in parallel) */
+    if (M < 2 * (size_t)c->nthreads) M = 2 * (size_t)c->nthreads;
     if (M > 65536) M = 65536;
     if (!c->buf[side] || c->bufn[side] < M) {
         parity_lp_seq_t *b = realloc(c->buf[side], M * sizeof *b);
@@ -992,7 +1051,7 @@ parity_status_t parity_lp_compare(parity_lp_reader_t *a, parity_lp_reader_t *b, 
         return parity_diag_set(diag, PARITY_E_NOMEM, "out of memory");
     }
     c->o = opts ? *opts : parity_lp_cmp_default_opts();
-    if (!c->o.batch_tokens) c->o.batch_tokens = (size_t)1 << 20;
+    if (!c->o.batch_tokens) c->o.batch_tokens = (size_t)1 << 16;
     if (c->o.worst_tokens > MAX_WORST) c->o.worst_tokens = MAX_WORST;
     c->ra = a;
     c->rb = b;
@@ -1047,13 +1106,17 @@ parity_status_t parity_lp_compare(parity_lp_reader_t *a, parity_lp_reader_t *b, 
         free(T->worstp);
         free(T->a);
         free(T->b);
-        free(T->fm);
-        free(T->fm2);
-        free(T->rec);
+        free(T->rec.lr);
+        free(T->rec.k3);
+        free(T->rec.rm1);
+        free(T->rec.w);
+        free(T->rec.adp);
+        free(T->rec.pa);
+        free(T->rec.pb);
+        free(T->rec.cls);
+        free(T->rec.fast);
         free(T->pos);
         free(T->p);
-        free(T->bin);
-        free(T->sgn);
         free(T->hastop);
         free(T->ph);
         free(T->md);

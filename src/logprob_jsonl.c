@@ -11,7 +11,7 @@
 #include "logprob_impl.h"
 #include "parallel.h"
 
-#define BATCH_BYTES ((size_t)32 << 20)
+#define BATCH_BYTES ((size_t)2 << 20) /* small enough that the batch buffers stay in cache */
 
 typedef struct {
     parity_status_t st;
@@ -824,6 +824,29 @@ static void jl_parse(void *ctx, int64_t b, int64_t e, int thread)
     }
 }
 
+/* The modality names first seen in this batch were interned by the parsing threads in whatever
+ * order they ran: renumber them in stream order (line, then position), as one thread would
+ * have, so that modality indices, and with them the order of the modality slices in the
+ * report, do not depend on the thread count. Names of earlier batches keep their index. */
+static void canon_mods(parity_lp_reader_t *r, size_t n0, parity_lp_seq_t *seqs, size_t n)
+{
+    uint16_t map[LP_MAX_MODS + 1] = {0};
+    size_t next = n0;
+    for (size_t i = 0; i < n; i++)
+        for (size_t p = 0; p < seqs[i].n; p++) {
+            uint16_t m = seqs[i].mod[p];
+            if (m > n0 && !map[m]) map[m] = (uint16_t)++next;
+        }
+    for (size_t m = n0 + 1; m <= r->nmods; m++) /* interned by a line that then failed */
+        if (!map[m]) map[m] = (uint16_t)++next;
+    char *names[LP_MAX_MODS + 1];
+    for (size_t m = n0 + 1; m <= r->nmods; m++) names[map[m]] = r->mods[m];
+    for (size_t m = n0 + 1; m <= r->nmods; m++) r->mods[m] = names[m];
+    for (size_t i = 0; i < n; i++)
+        for (size_t p = 0; p < seqs[i].n; p++)
+            if (seqs[i].mod[p] > n0) seqs[i].mod[p] = map[seqs[i].mod[p]];
+}
+
 parity_status_t lp_jsonl_next(parity_lp_reader_t *r, parity_lp_seq_t *seqs, size_t max, size_t *got,
                               parity_diag_t *d)
 {
@@ -854,6 +877,7 @@ parity_status_t lp_jsonl_next(parity_lp_reader_t *r, parity_lp_seq_t *seqs, size
         n++;
     }
     jl_job_t job = {r, seqs, lines, lens, errs, r->ordinal};
+    size_t nmods0 = r->nmods;
     parity_parallel_for((int64_t)n, n < 8 ? 1 : r->opts.n_threads, jl_parse, &job);
     size_t ok = n;
     for (size_t i = 0; i < n; i++) {
@@ -865,6 +889,8 @@ parity_status_t lp_jsonl_next(parity_lp_reader_t *r, parity_lp_seq_t *seqs, size
             break;
         }
     }
+    /* only the lines parsed without error are read (a failed line's sequence may be partial) */
+    if (r->nmods > nmods0) canon_mods(r, nmods0, seqs, ok);
     r->ordinal += ok;
     *got = ok;
     if (ok) lp_release(r, (size_t)(lines[ok - 1] - (const char *)r->base));

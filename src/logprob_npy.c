@@ -351,22 +351,28 @@ static void dense_row_fast(const parity_lp_reader_t *r, uint64_t row, parity_lp_
     const unsigned char *lp = r->lp.base + row * r->lp.rs * r->lp.es;
     double *out = s->lp;
     size_t p = 0;
+    /* Convert the whole row with a branch-free check (the loop vectorises), then, only when
+     * something is NaN or +inf, find the first such element as the general loop would. */
+    int badv = 0;
     if (r->lp.dt == PARITY_ST_F32) {
-        for (; p < n; p++) {
+        for (size_t q = 0; q < n; q++) {
             float f;
-            memcpy(&f, lp + p * 4, 4);
+            memcpy(&f, lp + q * 4, 4);
             double v = f;
-            if (isnan(v) || v == INFINITY) break;
-            out[p] = v;
+            badv |= !(v < INFINITY); /* NaN or +inf */
+            out[q] = v;
         }
     } else {
-        for (; p < n; p++) {
+        for (size_t q = 0; q < n; q++) {
             double v;
-            memcpy(&v, lp + p * 8, 8);
-            if (isnan(v) || v == INFINITY) break;
-            out[p] = v;
+            memcpy(&v, lp + q * 8, 8);
+            badv |= !(v < INFINITY);
+            out[q] = v;
         }
     }
+    if (!badv) p = n;
+    else
+        while (p < n && out[p] < INFINITY) p++;
     if (p < n) {
         *st = PARITY_E_FORMAT;
         *bad = row * r->lp.rs + p;

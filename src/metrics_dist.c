@@ -181,6 +181,8 @@ double parity_metrics_k3(double x)
 
 enum { PAIR_FINITE, PAIR_INVALID, PAIR_ZERO_MATCH, PAIR_INF_MISMATCH };
 
+#define DIST_BLOCK 256
+
 /* Logprobs are <= 0 in exact arithmetic; small positive values are rounding noise and are
  * accepted. +inf (probability e^inf) and NaN are invalid; -inf is probability 0. */
 static int classify(double a, double b)
@@ -230,11 +232,49 @@ static void prep_one(double a, double b, parity_dist_tok_t *t)
     t->adp = exp(hi) * -expm1(lo - hi);
 }
 
+void metrics_prep_slow(double a, double b, const metrics_soa_t *o, size_t i)
+{
+    parity_dist_tok_t t;
+    prep_one(a, b, &t);
+    t.fast = 0; /* the blocked path takes only what metrics_prep_soa computed */
+    o->lr[i] = t.lr;
+    o->k3[i] = t.k3;
+    o->rm1[i] = t.rm1;
+    o->w[i] = t.w;
+    o->adp[i] = t.adp;
+    o->pa[i] = t.pa;
+    o->pb[i] = t.pb;
+    o->cls[i] = (uint8_t)t.cls;
+    o->fast[i] = 0;
+}
+
+void metrics_soa_get(const metrics_soa_t *s, size_t i, parity_dist_tok_t *t)
+{
+    t->lr = s->lr[i];
+    t->k3 = s->k3[i];
+    t->rm1 = s->rm1[i];
+    t->w = s->w[i];
+    t->adp = s->adp[i];
+    t->pa = s->pa[i];
+    t->pb = s->pb[i];
+    t->cls = s->cls[i];
+    t->fast = s->fast[i];
+}
+
+/* Through the SIMD records (metrics_vec.c), a block at a time, so that the public path and the
+ * comparison of dumps give the same bits. */
 void parity_metrics_dist_prep(const double *lp_a, const double *lp_b, size_t n,
                               parity_dist_tok_t *out)
 {
     if (!lp_a || !lp_b || !out) return;
-    for (size_t i = 0; i < n; i++) prep_one(lp_a[i], lp_b[i], &out[i]);
+    double x[7][DIST_BLOCK];
+    uint8_t cls[DIST_BLOCK], fast[DIST_BLOCK];
+    metrics_soa_t s = {x[0], x[1], x[2], x[3], x[4], x[5], x[6], cls, fast};
+    for (size_t i0 = 0; i0 < n; i0 += DIST_BLOCK) {
+        size_t m = n - i0 < DIST_BLOCK ? n - i0 : DIST_BLOCK;
+        metrics_prep_soa(lp_a + i0, lp_b + i0, m, &s);
+        for (size_t i = 0; i < m; i++) metrics_soa_get(&s, i, &out[i0 + i]);
+    }
 }
 
 /* dist_token without the quantile sketches (their content does not depend on the order). */
@@ -288,79 +328,6 @@ static void dist_token(parity_dist_t *d, const parity_dist_tok_t *t)
     metrics_dist_token_sketch(&d->q_dlp, &d->q_dp, t);
 }
 
-/* Neumaier step without the non-finite guard: every term of the blocked path is finite and
- * bounded (|log r| <= 30 gives r <= 1.1e13, r^2 <= 1.2e26), so no partial sum of fewer than
- * 2^64 terms overflows. */
-static inline void nsum(double *s, double *c, double x)
-{
-    double t = *s + x;
-    *c += fabs(*s) >= fabs(x) ? (*s - t) + x : (x - t) + *s;
-    *s = t;
-}
-
-enum { S_K1, S_K2, S_K3, S_ADL, S_ADP, S_CHI2, S_W, S_W2, S_N };
-
-#define DIST_BLOCK 256
-void metrics_dist_block_stats(const parity_dist_tok_t *t, size_t m, double lo, double hi,
-                              struct parity_qsketch *q_dlp, struct parity_qsketch *q_dp,
-                              metrics_blk_t *out)
-{
-    double *s = out->s, *c = out->c;
-    for (int k = 0; k < S_N; k++) s[k] = c[k] = 0.0;
-    double mk3 = t[0].k3, mdl = fabs(t[0].lr), mdp = t[0].adp, mchi = t[0].rm1 * t[0].rm1;
-    double wmin = t[0].w, wmax = t[0].w, spa = 0.0, spb = 0.0;
-    uint64_t nlo = 0, nhi = 0;
-    for (size_t i = 0; i < m; i++) {
-        double lr = t[i].lr, k3 = t[i].k3, rm1 = t[i].rm1, w = t[i].w, adp = t[i].adp;
-        double adl = fabs(lr), chi2 = rm1 * rm1;
-        nsum(&s[S_K1], &c[S_K1], -lr);
-        nsum(&s[S_K2], &c[S_K2], 0.5 * lr * lr);
-        nsum(&s[S_K3], &c[S_K3], k3);
-        nsum(&s[S_ADL], &c[S_ADL], adl);
-        nsum(&s[S_ADP], &c[S_ADP], adp);
-        nsum(&s[S_CHI2], &c[S_CHI2], chi2);
-        nsum(&s[S_W], &c[S_W], w);
-        nsum(&s[S_W2], &c[S_W2], w * w);
-        mk3 = k3 > mk3 ? k3 : mk3;
-        mdl = adl > mdl ? adl : mdl;
-        mdp = adp > mdp ? adp : mdp;
-        mchi = chi2 > mchi ? chi2 : mchi;
-        wmin = w < wmin ? w : wmin;
-        wmax = w > wmax ? w : wmax;
-        nlo += w < lo;
-        nhi += w > hi;
-        spa += t[i].pa;
-        spb += t[i].pb;
-        metrics_qs_add(q_dlp, adl);
-        metrics_qs_add(q_dp, adp);
-    }
-    double md = (double)m, mw = (s[S_W] + c[S_W]) / md, mx = spa / md, my = spb / md;
-    double m2w = 0.0, m2x = 0.0, m2y = 0.0, cxy = 0.0;
-    for (size_t i = 0; i < m; i++) {
-        double dw = t[i].w - mw, dx = t[i].pa - mx, dy = t[i].pb - my;
-        m2w += dw * dw;
-        m2x += dx * dx;
-        m2y += dy * dy;
-        cxy += dx * dy;
-    }
-    out->m = m;
-    out->mk3 = mk3;
-    out->mdl = mdl;
-    out->mdp = mdp;
-    out->mchi = mchi;
-    out->wmin = wmin;
-    out->wmax = wmax;
-    out->nlo = nlo;
-    out->nhi = nhi;
-    out->mw = mw;
-    out->mx = mx;
-    out->my = my;
-    out->m2w = m2w;
-    out->m2x = m2x;
-    out->m2y = m2y;
-    out->cxy = cxy;
-}
-
 void metrics_dist_block_apply(parity_dist_t *d, const metrics_blk_t *b)
 {
     uint64_t nprev = d->n_finite;
@@ -395,8 +362,19 @@ void metrics_dist_block_apply(parity_dist_t *d, const metrics_blk_t *b)
  * compute blocks in parallel and apply them in stream order. */
 static void dist_block(parity_dist_t *d, const parity_dist_tok_t *t, size_t m)
 {
+    double x[7][DIST_BLOCK];
+    metrics_soa_t s = {x[0], x[1], x[2], x[3], x[4], x[5], x[6], NULL, NULL};
+    for (size_t i = 0; i < m; i++) {
+        s.lr[i] = t[i].lr;
+        s.k3[i] = t[i].k3;
+        s.rm1[i] = t[i].rm1;
+        s.w[i] = t[i].w;
+        s.adp[i] = t[i].adp;
+        s.pa[i] = t[i].pa;
+        s.pb[i] = t[i].pb;
+    }
     metrics_blk_t b;
-    metrics_dist_block_stats(t, m, d->opts.iw_low, d->opts.iw_high, &d->q_dlp, &d->q_dp, &b);
+    metrics_dist_block_stats_soa(&s, 0, m, d->opts.iw_low, d->opts.iw_high, &d->q_dlp, &d->q_dp, &b);
     metrics_dist_block_apply(d, &b);
 }
 

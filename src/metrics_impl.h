@@ -98,6 +98,9 @@ static inline void metrics_qs_add(struct parity_qsketch *q, double x)
  * fed from any thread into sketches merged at the end. Applying the parts in stream order
  * gives bit for bit what parity_metrics_dist_add_prepped / _add_seq_stats /
  * _add_topk / _add_topk_kl give (they are implemented with these functions). */
+/* Index of each compensated sum in metrics_blk_t. */
+enum { S_K1, S_K2, S_K3, S_ADL, S_ADP, S_CHI2, S_W, S_W2, S_N };
+
 typedef struct {
     double s[8], c[8]; /* compensated partial sums: k1, k2, k3, |dlp|, |dp|, chi2, w, w^2 */
     double mk3, mdl, mdp, mchi, wmin, wmax;
@@ -106,10 +109,30 @@ typedef struct {
     double mw, mx, my, m2w, m2x, m2y, cxy;
 } metrics_blk_t;
 
-/* Block of 1..256 tokens, all with fast = 1: stats into out, |dlp| and |dp| into the sketches. */
-void metrics_dist_block_stats(const parity_dist_tok_t *t, size_t m, double iw_low, double iw_high,
-                              struct parity_qsketch *q_dlp, struct parity_qsketch *q_dp,
-                              metrics_blk_t *out);
+/* Per-token records as separate arrays (structure of arrays, for SIMD): the fields of
+ * parity_dist_tok_t, index i in each. cls and fast as there. */
+typedef struct {
+    double *lr, *k3, *rm1, *w, *adp, *pa, *pb;
+    uint8_t *cls, *fast;
+} metrics_soa_t;
+
+/* The records of the pairs (a[i], b[i]), i < n, into o's arrays at 0..n) (metrics_vec.c): the
+ * fast pairs by the SIMD exp/expm1, the others by metrics_prep_slow. */
+void metrics_prep_soa(const double *a, const double *b, size_t n, const metrics_soa_t *o);
+/* The record of one pair by the scalar (libm) definitions, into index i (metrics_dist.c). */
+void metrics_prep_slow(double a, double b, const metrics_soa_t *o, size_t i);
+/* Record i as a parity_dist_tok_t. */
+void metrics_soa_get(const metrics_soa_t *s, size_t i, parity_dist_tok_t *t);
+/* e^x (any x but NaN) and e^x - 1 (|x| <= 40; e^x into ex when not NULL) over arrays, by the
+ * SIMD code the records use; error bounds in metrics_vec.c and docs/logprob-metrics.md. */
+void metrics_vexp(const double *x, size_t n, double *out);
+void metrics_vexpm1(const double *x, size_t n, double *out, double *ex);
+
+/* Block of records i0..i0+m (1 <= m <= 256), all with fast = 1: stats into out, |dlp| and |dp|
+ * into the sketches (metrics_vec.c). */
+void metrics_dist_block_stats_soa(const metrics_soa_t *t, size_t i0, size_t m, double iw_low,
+                                  double iw_high, struct parity_qsketch *q_dlp,
+                                  struct parity_qsketch *q_dp, metrics_blk_t *out);
 void metrics_dist_block_apply(parity_dist_t *d, const metrics_blk_t *b);
 /* A token not taken by the blocked path: its ordered part and its sketch part. */
 void metrics_dist_token_ordered(parity_dist_t *d, const parity_dist_tok_t *t);
@@ -117,6 +140,13 @@ void metrics_dist_token_sketch(struct parity_qsketch *q_dlp, struct parity_qsket
                                const parity_dist_tok_t *t);
 /* A sequence: the compensated sum of log r over its finite pairs (count in *nf), then its entry. */
 double metrics_dist_seq_lr(const parity_dist_tok_t *t, size_t n, uint64_t *nf);
+double metrics_dist_seq_lr_soa(const metrics_soa_t *t, size_t n, uint64_t *nf);
+/* max |b[i] - a[i]| over the i < n with both finite, 0 when none (metrics_vec.c). */
+double metrics_max_abs_diff(const double *a, const double *b, size_t n);
+/* The analytic floor's sums over a run of logprobs a[0..n): m = unit (|a| + 1) (|a| as 0 when
+ * not finite) into *sm, m^2 into *sm2 (compensated), and *mx = max(*mx, m) (metrics_vec.c). */
+void metrics_floor_sums(const double *a, size_t n, double unit, parity_csum_t *sm, parity_csum_t *sm2,
+                        double *mx);
 void metrics_dist_seq_enter(parity_dist_t *d, size_t n, uint64_t nf, double lrs);
 /* One token of parity_metrics_dist_add_topk (top-1 agreement, overlap) / _add_topk_kl (value). */
 void metrics_dist_topk_one(parity_dist_t *d, int top1, double overlap);

@@ -117,7 +117,7 @@ typedef struct {
     const char *dtype;      /* declared dtype for the analytic floor; NULL: the readers' */
     int n_threads;          /* 0: all cores */
     size_t worst_tokens;    /* how many worst tokens to keep (default 10) */
-    size_t batch_tokens;    /* tokens per batch (bounds memory), default 1 << 20 */
+    size_t batch_tokens;    /* tokens per batch (bounds memory), default 1 << 16 */
 } parity_lp_cmp_opts_t;
 
 parity_lp_cmp_opts_t parity_lp_cmp_default_opts(void);

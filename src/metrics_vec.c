@@ -1,0 +1,607 @@
+/* The per-token hot loops of the distribution metrics, written for SIMD (GCC/Clang vector
+ * extensions, four doubles per vector; on plain x86-64 the compiler lowers each to two SSE2
+ * operations): exp and expm1 by range reduction and a polynomial (no libm call, branch-free,
+ * error bound below and tested in tests/test_metrics_vexp.c), the per-token record of a block of
+ * pairs, the block statistics (compensated sums in four lanes, extrema, the importance-weight
+ * and Pearson co-moments) and the quantile-sketch inserts of a block. Not here: the accumulator
+ * itself and its stream-order merges (metrics_dist.c). */
+#include "metrics_impl.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "parity/metrics.h"
+
+/* Vectors pass only between static inline functions of this file, never across an ABI. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+/* Four doubles per vector whatever the machine, so that the lanes (and with them the order of
+ * the block sums) and hence the results are the same everywhere: AVX2 runs them as one
+ * instruction, plain x86-64 as two SSE2 ones (the hot functions are compiled for both and
+ * chosen at load time, target_clones). No FMA: -ffp-contract=off, and the same bits on both. */
+#define VL 4
+/* helpers taking or returning vectors are always inlined: a call between an AVX2 clone and a
+ * plain function would pass vectors in different registers */
+#define INL static inline __attribute__((always_inline))
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__has_attribute) && \
+    !defined(PARITY_NO_TARGET_CLONES)
+#if __has_attribute(target_clones)
+#define HOT __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef HOT
+#define HOT
+#endif
+typedef double v4d __attribute__((vector_size(VL * 8)));
+typedef int64_t v4i __attribute__((vector_size(VL * 8)));
+typedef uint64_t v4u __attribute__((vector_size(VL * 8)));
+
+INL v4d ld(const double *p)
+{
+    v4d v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+INL void st(double *p, v4d v) { memcpy(p, &v, sizeof v); }
+
+INL v4d splat(double x) { return (v4d){0} + x; }
+
+/* mask ? x : y, mask lanes all ones or all zeros (a vector comparison's result) */
+INL v4d sel(v4i mask, v4d x, v4d y)
+{
+    return (v4d)(((v4u)mask & (v4u)x) | (~(v4u)mask & (v4u)y));
+}
+
+INL v4d vabs(v4d x) { return (v4d)((v4u)x & (~0ull >> 1)); }
+/* lane sum, pairwise in a fixed order */
+INL double hsum(v4d v) { return (v[0] + v[1]) + (v[2] + v[3]); }
+
+INL v4d vmin(v4d a, v4d b) { return sel(b < a, b, a); }
+INL v4d vmax(v4d a, v4d b) { return sel(b > a, b, a); }
+
+/* ---- exp and expm1 ---------------------------------------------------------------------------
+ * Range reduction x = k ln2 + r with k = round(x / ln2), |r| <= ln2/2 (+ a rounding of x/ln2),
+ * r carried as r_hi + r_lo: ln2 = LN2_HI + LN2_LO with LN2_HI's low 21 bits zero (fdlibm's
+ * split), so k * LN2_HI is exact for |k| < 2^21 and x - k LN2_HI is exact (Sterbenz: the two are
+ * within a factor 2 when k != 0); r_hi = that minus k LN2_LO rounded, r_lo its rounding error
+ * (Fast2Sum). Then e^r - 1 = r + r^2 q(r), q(r) = sum_{n=2}^{14} r^(n-2) / n! by Horner: the
+ * first omitted term r^15/15! is below 2^-70 relative to r for |r| <= 0.35, the terms of q
+ * shrink by |r|/3 or faster, and the correction r^2 q is at most 0.18 |r|, so its few-ulp
+ * rounding error costs at most about 0.5 ulp of the result, plus the final addition's 0.5 ulp:
+ *   em1(r) = r_hi + (r_lo + r_hi^2 q(r_hi))          ~ 1 ulp
+ *   e^x    = 2^k (1 + em1(r))                         ~ 1 ulp (exact scaling, see vexp)
+ *   e^x - 1 = (2^k - 1) + 2^k em1(r)                  (2^k - 1 exact for |k| <= 53)
+ * In the last one the two terms have the same sign except when k and r have opposite signs,
+ * where |2^k em1(r)| <= 1.42 |result| (k = 1, r = -ln2/2), so the bound is 0.5 + 1.42 x 1 ulp.
+ * Measured maxima against long double over dense samples: tests/test_metrics_vexp.c and
+ * docs/logprob-metrics.md. */
+
+#define LOG2E 0x1.71547652b82fep0
+#define LN2_HI 6.93147180369123816490e-01 /* 0x3fe62e42fee00000 */
+#define LN2_LO 1.90821492927058770002e-10 /* 0x3dea39ef35793c76 */
+#define SHIFTER 0x1.8p52                  /* y + SHIFTER rounds y to an integer held in the low bits */
+
+static const double q_c[13] = {
+    1.0 / 2,
+    1.0 / 6,
+    1.0 / 24,
+    1.0 / 120,
+    1.0 / 720,
+    1.0 / 5040,
+    1.0 / 40320,
+    1.0 / 362880,
+    1.0 / 3628800,
+    1.0 / 39916800,
+    1.0 / 479001600,
+    1.0 / 6227020800.0,
+    1.0 / 87178291200.0, /* 1/14! */
+};
+
+/* k and em1(r) = e^r - 1 for x within [-1100, 1100] (the caller clamps). */
+INL v4d reduce_em1(v4d x, v4i *k_out)
+{
+    v4d y = x * splat(LOG2E) + splat(SHIFTER);
+    v4i k = (v4i)((v4u)y - (v4u)splat(SHIFTER));
+    v4d kd = y - splat(SHIFTER);
+    v4d hi = x - kd * splat(LN2_HI);
+    v4d lo = kd * splat(LN2_LO);
+    v4d r = hi - lo;
+    v4d rl = (hi - r) - lo;
+    /* Horner, written out (a loop over the table keeps q in memory at -O2) */
+    v4d q = splat(q_c[11]) + r * splat(q_c[12]);
+    q = splat(q_c[10]) + r * q;
+    q = splat(q_c[9]) + r * q;
+    q = splat(q_c[8]) + r * q;
+    q = splat(q_c[7]) + r * q;
+    q = splat(q_c[6]) + r * q;
+    q = splat(q_c[5]) + r * q;
+    q = splat(q_c[4]) + r * q;
+    q = splat(q_c[3]) + r * q;
+    q = splat(q_c[2]) + r * q;
+    q = splat(q_c[1]) + r * q;
+    q = splat(q_c[0]) + r * q;
+    *k_out = k;
+    return r + (rl + (r * r) * q);
+}
+
+/* 2^k as a double for -1022 <= k <= 1023 */
+INL v4d pow2(v4i k) { return (v4d)(((v4u)k + 1023) << 52); }
+
+/* e^x for every double x but NaN: the scaling 2^k is applied as 2^(k/2) 2^(k - k/2), both
+ * normal, so the first product is exact and the second rounds once, into the subnormals or to
+ * 0 or inf as the true value does. */
+INL v4d vexp(v4d x)
+{
+    x = vmax(vmin(x, splat(1100.0)), splat(-1100.0));
+    v4i k;
+    v4d em1 = reduce_em1(x, &k);
+    v4i k1 = k >> 1;
+    return ((splat(1.0) + em1) * pow2(k1)) * pow2(k - k1);
+}
+
+/* e^x - 1 and e^x for |x| <= 40 (clamped; the callers use the values for |x| <= 30). A lane
+ * with |x| <= 2^-7 (typical log-ratios of two faithful dumps) needs no reduction (k = 0) and
+ * only q's first seven terms: the first omitted one, x^9/9!, is below 2^-74 |x|. The short
+ * form is taken lane by lane, so a lane's result does not depend on its neighbours, and the
+ * long one is computed only when some lane needs it. */
+INL v4d vexpm1(v4d x, v4d *ex)
+{
+    v4i small = vabs(x) <= splat(0x1p-7);
+    v4d q = splat(q_c[5]) + x * splat(q_c[6]);
+    q = splat(q_c[4]) + x * q;
+    q = splat(q_c[3]) + x * q;
+    q = splat(q_c[2]) + x * q;
+    q = splat(q_c[1]) + x * q;
+    q = splat(q_c[0]) + x * q;
+    v4d em1 = x + (x * x) * q;
+    v4d e = splat(1.0) + em1;
+    if (!(small[0] & small[1] & small[2] & small[3])) {
+        v4d xc = vmax(vmin(x, splat(40.0)), splat(-40.0));
+        v4i k;
+        v4d r = reduce_em1(xc, &k);
+        v4d p2 = pow2(k);
+        e = sel(small, e, (splat(1.0) + r) * p2);
+        em1 = sel(small, em1, (p2 - splat(1.0)) + p2 * r);
+    }
+    *ex = e;
+    return em1;
+}
+
+void metrics_vexp(const double *x, size_t n, double *out)
+{
+    size_t i = 0;
+    for (; i + VL <= n; i += VL) st(out + i, vexp(ld(x + i)));
+    if (i < n) {
+        double t[VL] = {0};
+        memcpy(t, x + i, (n - i) * sizeof *t);
+        v4d r = vexp(ld(t));
+        memcpy(out + i, &r, (n - i) * sizeof *t);
+    }
+}
+
+void metrics_vexpm1(const double *x, size_t n, double *out, double *ex)
+{
+    size_t i = 0;
+    v4d e;
+    for (; i + VL <= n; i += VL) {
+        st(out + i, vexpm1(ld(x + i), &e));
+        if (ex) st(ex + i, e);
+    }
+    if (i < n) {
+        double t[VL] = {0};
+        memcpy(t, x + i, (n - i) * sizeof *t);
+        v4d r = vexpm1(ld(t), &e);
+        memcpy(out + i, &r, (n - i) * sizeof *t);
+        if (ex) memcpy(ex + i, &e, (n - i) * sizeof *t);
+    }
+}
+
+/* ---- per-token records ----------------------------------------------------------------------
+ * What prep_one (metrics_dist.c) computes for a fast pair, four pairs at a time; the pairs that
+ * are not fast (non-finite, |log r| > 30, an overflowed probability) are then redone one by one
+ * by metrics_prep_slow. k3 = e^x - 1 - x by the Taylor series for |x| <= 1/2, with the number
+ * of terms metrics_dist.c derives, chosen by the largest |x| of the four lanes (more terms than
+ * a lane needs only shrink its truncation error). */
+
+static const double k3_c[16] = {
+    1.0 / 2,           1.0 / 6,          1.0 / 24,         1.0 / 120,
+    1.0 / 720,         1.0 / 5040,       1.0 / 40320,      1.0 / 362880,
+    1.0 / 3628800,     1.0 / 39916800,   1.0 / 479001600,  1.0 / 6227020800.0,
+    1.0 / 87178291200.0, 1.0 / 1307674368000.0, 1.0 / 20922789888000.0, 1.0 / 355687428096000.0,
+};
+
+INL v4d k3_vec(v4d x, v4d rm1)
+{
+    v4d ax = vabs(x);
+    /* each lane with the number of terms its own |x| needs (as parity_metrics_k3): the 7-term
+     * sum, and the 10- and 16-term ones only when a lane of the vector needs them */
+    v4d s7 = splat(k3_c[6]);
+    v4d s = s7;
+    v4i big = ax > splat(0x1p-7);
+    if (big[0] | big[1] | big[2] | big[3]) {
+        v4d s10 = splat(k3_c[9]), s16 = splat(k3_c[15]);
+        for (int i = 14; i >= 9; i--) s16 = splat(k3_c[i]) + x * s16;
+        s10 = sel(ax > splat(0x1p-4), s16, s10);
+        s10 = splat(k3_c[8]) + x * s10;
+        s10 = splat(k3_c[7]) + x * s10;
+        s10 = splat(k3_c[6]) + x * s10;
+        s = sel(big, s10, s7);
+    }
+    s = splat(k3_c[5]) + x * s;
+    s = splat(k3_c[4]) + x * s;
+    s = splat(k3_c[3]) + x * s;
+    s = splat(k3_c[2]) + x * s;
+    s = splat(k3_c[1]) + x * s;
+    s = splat(k3_c[0]) + x * s;
+    return sel(ax <= splat(0.5), x * x * s, rm1 - x);
+}
+
+INL v4i vfinite(v4d x) { return vabs(x) <= splat(0x1.fffffffffffffp1023); }
+
+/* Records of four pairs into index i..i+3; returns the lanes that are fast: both finite,
+ * |log r| <= 30, both probabilities finite (the others are redone by the caller). */
+INL v4i prep4(const metrics_soa_t *o, size_t i, v4d a, v4d b)
+{
+    v4d lr = a - b, w;
+    v4d pa = vexp(a);
+    v4d rm1 = vexpm1(lr, &w);
+    /* p_B = p_A / r as p_A (1/r) (one division instead of a third exponential; 1/r serves
+     * |dp| too): within 1 + 1.5 + 1/2 ulps while p_A is normal; a lane whose p_A is below
+     * 2^-1000 (subnormal or 0, where the product would lose relative accuracy) takes e^b
+     * itself, lane by lane */
+    v4d rinv = splat(1.0) / w;
+    v4d pb = pa * rinv;
+    v4i tiny = pa < splat(0x1p-1000);
+    if (tiny[0] | tiny[1] | tiny[2] | tiny[3]) pb = sel(tiny, vexp(b), pb);
+    st(o->lr + i, lr);
+    st(o->pa + i, pa);
+    st(o->pb + i, pb);
+    st(o->rm1 + i, rm1);
+    st(o->w + i, w);
+    st(o->k3 + i, k3_vec(lr, rm1));
+    /* |p_B - p_A| = e^max |expm1(min - max)|: p_A (r - 1) / r for a > b, p_B (1 - r)
+     * otherwise (the larger probability times a factor <= 1: no loss when the smaller one is
+     * subnormal) */
+    st(o->adp + i, sel(lr > splat(0.0), pa * (rm1 * rinv), pb * -rm1));
+    return vfinite(a) & vfinite(b) & (vabs(lr) <= splat(30.0)) & vfinite(pa) & vfinite(pb);
+}
+
+HOT void metrics_prep_soa(const double *a, const double *b, size_t n, const metrics_soa_t *o)
+{
+    size_t i = 0;
+    for (; i + VL <= n; i += VL) {
+        v4i f = prep4(o, i, ld(a + i), ld(b + i));
+        uint8_t fb[VL] = {(uint8_t)(f[0] & 1), (uint8_t)(f[1] & 1), (uint8_t)(f[2] & 1), (uint8_t)(f[3] & 1)};
+        memcpy(o->fast + i, fb, VL);
+        memset(o->cls + i, 0, VL); /* PAIR_FINITE; the slow path writes its own */
+        if (!(f[0] & f[1] & f[2] & f[3]))
+            for (int l = 0; l < VL; l++)
+                if (!f[l]) metrics_prep_slow(a[i + l], b[i + l], o, i + l);
+    }
+    if (i < n) {
+        /* the last partial vector through a scratch record of four */
+        double ta[VL] = {0}, tb[VL] = {0}, s[7][VL];
+        memcpy(ta, a + i, (n - i) * sizeof *ta);
+        memcpy(tb, b + i, (n - i) * sizeof *tb);
+        metrics_soa_t t = {s[0], s[1], s[2], s[3], s[4], s[5], s[6], NULL, NULL};
+        v4i f = prep4(&t, 0, ld(ta), ld(tb));
+        size_t r = (n - i) * sizeof(double);
+        memcpy(o->lr + i, s[0], r);
+        memcpy(o->k3 + i, s[1], r);
+        memcpy(o->rm1 + i, s[2], r);
+        memcpy(o->w + i, s[3], r);
+        memcpy(o->adp + i, s[4], r);
+        memcpy(o->pa + i, s[5], r);
+        memcpy(o->pb + i, s[6], r);
+        for (size_t l = 0; i + l < n; l++) {
+            o->fast[i + l] = (uint8_t)(f[l] & 1);
+            o->cls[i + l] = 0;
+            if (!f[l]) metrics_prep_slow(a[i + l], b[i + l], o, i + l);
+        }
+    }
+}
+
+/* ---- block statistics ---------------------------------------------------------------------- */
+
+/* Knuth's TwoSum: s + e == a + b exactly, branch-free (vectorises, unlike Neumaier's compare). */
+INL void two_sum(v4d *s, v4d *c, v4d x)
+{
+    v4d t = *s + x;
+    v4d z = t - *s;
+    *c += (*s - (t - z)) + (x - z);
+    *s = t;
+}
+
+INL void two_sum1(double *s, double *c, double x)
+{
+    double t = *s + x;
+    double z = t - *s;
+    *c += (*s - (t - z)) + (x - z);
+    *s = t;
+}
+
+/* Quantile-sketch inserts of one block (values finite and >= 0): the exact buffer takes what
+ * fits while the sketch is exact (as one insert at a time would), then the bins. */
+static void qs_add_block(struct parity_qsketch *q, const double *x, size_t m, int absval, double mn,
+                         double mx)
+{
+    if (m == 0) return;
+    mn = mn + 0.0;
+    mx = mx + 0.0;
+    if (q->n == 0 || mn < q->min) q->min = mn;
+    if (q->n == 0 || mx > q->max) q->max = mx;
+    if (q->n_exact == q->n && q->n_exact < PARITY_QSKETCH_EXACT_MAX) {
+        size_t take = PARITY_QSKETCH_EXACT_MAX - q->n_exact;
+        if (take > m) take = m;
+        for (size_t i = 0; i < take; i++) q->exact[q->n_exact + i] = (absval ? fabs(x[i]) : x[i]) + 0.0;
+        q->n_exact += take;
+        q->sorted = 0;
+    }
+    q->n += m;
+    uint64_t *bins = q->bins;
+    if (mn >= 0x1p-64 && mx < 0x1p64) {
+        /* all in the binned range: the bin is the top 11 + 7 bits less the offset of 2^-64 */
+        for (size_t i = 0; i < m; i++) {
+            uint64_t u;
+            memcpy(&u, &x[i], sizeof u);
+            bins[((u & (~0ull >> 1)) >> (52 - QS_BITS)) - ((uint64_t)QS_EXP_LO << QS_BITS)]++;
+        }
+        return;
+    }
+    uint64_t nz = 0, nu = 0, no = 0;
+    for (size_t i = 0; i < m; i++) {
+        uint64_t u;
+        memcpy(&u, &x[i], sizeof u);
+        u &= ~0ull >> 1; /* |x|; also -0 -> +0 */
+        uint64_t e = u >> 52;
+        int zero = u == 0, under = !zero && e < QS_EXP_LO, over = e >= QS_EXP_LO + QS_BINADES;
+        nz += (uint64_t)zero;
+        nu += (uint64_t)under;
+        no += (uint64_t)over;
+        int reg = !(zero | under | over);
+        uint64_t idx = ((e - QS_EXP_LO) << QS_BITS) | ((u >> (52 - QS_BITS)) & ((1u << QS_BITS) - 1));
+        bins[reg ? idx : 0] += (uint64_t)reg;
+    }
+    q->n_zero += nz;
+    q->n_under += nu;
+    q->n_over += no;
+}
+
+HOT void metrics_dist_block_stats_soa(const metrics_soa_t *t, size_t i0, size_t m, double lo, double hi,
+                                  struct parity_qsketch *q_dlp, struct parity_qsketch *q_dp,
+                                  metrics_blk_t *out)
+{
+    const double *LR = t->lr + i0, *K3 = t->k3 + i0, *RM1 = t->rm1 + i0, *W = t->w + i0,
+                 *ADP = t->adp + i0, *PA = t->pa + i0, *PB = t->pb + i0;
+    v4d s[S_N], c[S_N];
+    for (int k = 0; k < S_N; k++) s[k] = c[k] = splat(0.0);
+    v4d mk3 = splat(K3[0]), mdl = splat(fabs(LR[0])), mdp = splat(ADP[0]),
+        mchi = splat(RM1[0] * RM1[0]), wmin = splat(W[0]), wmax = splat(W[0]), spa = splat(0.0),
+        spb = splat(0.0), mndl = splat(fabs(LR[0])), mndp = splat(ADP[0]);
+    v4i nlo = {0}, nhi = {0};
+    const v4d vlo = splat(lo), vhi = splat(hi);
+    size_t i = 0;
+    for (; i + VL <= m; i += VL) {
+        v4d lr = ld(LR + i), k3 = ld(K3 + i), rm1 = ld(RM1 + i), w = ld(W + i), adp = ld(ADP + i);
+        v4d adl = vabs(lr), chi2 = rm1 * rm1;
+        two_sum(&s[S_K1], &c[S_K1], -lr);
+        two_sum(&s[S_K2], &c[S_K2], splat(0.5) * lr * lr);
+        two_sum(&s[S_K3], &c[S_K3], k3);
+        two_sum(&s[S_ADL], &c[S_ADL], adl);
+        two_sum(&s[S_ADP], &c[S_ADP], adp);
+        two_sum(&s[S_CHI2], &c[S_CHI2], chi2);
+        two_sum(&s[S_W], &c[S_W], w);
+        two_sum(&s[S_W2], &c[S_W2], w * w);
+        mk3 = vmax(mk3, k3);
+        mdl = vmax(mdl, adl);
+        mndl = vmin(mndl, adl);
+        mdp = vmax(mdp, adp);
+        mndp = vmin(mndp, adp);
+        mchi = vmax(mchi, chi2);
+        wmin = vmin(wmin, w);
+        wmax = vmax(wmax, w);
+        nlo -= w < vlo;
+        nhi -= w > vhi;
+        spa += ld(PA + i);
+        spb += ld(PB + i);
+    }
+    /* the tail: token i + l into lane l */
+    double S[S_N][VL], C[S_N][VL];
+    for (int k = 0; k < S_N; k++) {
+        memcpy(S[k], &s[k], sizeof S[k]);
+        memcpy(C[k], &c[k], sizeof C[k]);
+    }
+    double tmk3 = mk3[0], tmdl = mdl[0], tmdp = mdp[0], tmchi = mchi[0], twmin = wmin[0],
+           twmax = wmax[0], tmndl = mndl[0], tmndp = mndp[0], tspa = 0.0, tspb = 0.0;
+    uint64_t tlo = 0, thi = 0;
+    for (size_t l = 0; i + l < m; l++) {
+        size_t j = i + l;
+        double lr = LR[j], k3 = K3[j], rm1 = RM1[j], w = W[j], adp = ADP[j], adl = fabs(lr),
+               chi2 = rm1 * rm1;
+        two_sum1(&S[S_K1][l], &C[S_K1][l], -lr);
+        two_sum1(&S[S_K2][l], &C[S_K2][l], 0.5 * lr * lr);
+        two_sum1(&S[S_K3][l], &C[S_K3][l], k3);
+        two_sum1(&S[S_ADL][l], &C[S_ADL][l], adl);
+        two_sum1(&S[S_ADP][l], &C[S_ADP][l], adp);
+        two_sum1(&S[S_CHI2][l], &C[S_CHI2][l], chi2);
+        two_sum1(&S[S_W][l], &C[S_W][l], w);
+        two_sum1(&S[S_W2][l], &C[S_W2][l], w * w);
+        tmk3 = k3 > tmk3 ? k3 : tmk3;
+        tmdl = adl > tmdl ? adl : tmdl;
+        tmndl = adl < tmndl ? adl : tmndl;
+        tmdp = adp > tmdp ? adp : tmdp;
+        tmndp = adp < tmndp ? adp : tmndp;
+        tmchi = chi2 > tmchi ? chi2 : tmchi;
+        twmin = w < twmin ? w : twmin;
+        twmax = w > twmax ? w : twmax;
+        tlo += w < lo;
+        thi += w > hi;
+        tspa += PA[j];
+        tspb += PB[j];
+    }
+    /* lanes combined in lane order: TwoSum of the sums, their errors and the lanes'
+     * compensations into one compensation (the pair (s, c) is the block's compensated sum) */
+    for (int k = 0; k < S_N; k++) {
+        double ss = S[k][0], cc = C[k][0];
+        for (int l = 1; l < VL; l++) {
+            two_sum1(&ss, &cc, S[k][l]);
+            cc += C[k][l];
+        }
+        out->s[k] = ss;
+        out->c[k] = cc;
+    }
+    for (int l = 1; l < VL; l++) {
+        tmk3 = mk3[l] > tmk3 ? mk3[l] : tmk3;
+        tmdl = mdl[l] > tmdl ? mdl[l] : tmdl;
+        tmndl = mndl[l] < tmndl ? mndl[l] : tmndl;
+        tmdp = mdp[l] > tmdp ? mdp[l] : tmdp;
+        tmndp = mndp[l] < tmndp ? mndp[l] : tmndp;
+        tmchi = mchi[l] > tmchi ? mchi[l] : tmchi;
+        twmin = wmin[l] < twmin ? wmin[l] : twmin;
+        twmax = wmax[l] > twmax ? wmax[l] : twmax;
+    }
+    double pa_s = hsum(spa) + tspa;
+    double pb_s = hsum(spb) + tspb;
+    for (int l = 0; l < VL; l++) {
+        tlo += (uint64_t)nlo[l];
+        thi += (uint64_t)nhi[l];
+    }
+    double md = (double)m, mw = (out->s[S_W] + out->c[S_W]) / md, mx = pa_s / md, my = pb_s / md;
+    /* second pass over the block (in cache): squared deviations about the block means */
+    v4d vmw = splat(mw), vmx = splat(mx), vmy = splat(my);
+    v4d m2w = splat(0.0), m2x = splat(0.0), m2y = splat(0.0), cxy = splat(0.0);
+    for (i = 0; i + VL <= m; i += VL) {
+        v4d dw = ld(W + i) - vmw, dx = ld(PA + i) - vmx, dy = ld(PB + i) - vmy;
+        m2w += dw * dw;
+        m2x += dx * dx;
+        m2y += dy * dy;
+        cxy += dx * dy;
+    }
+    double tw = 0.0, tx = 0.0, ty = 0.0, txy = 0.0;
+    for (; i < m; i++) {
+        double dw = W[i] - mw, dx = PA[i] - mx, dy = PB[i] - my;
+        tw += dw * dw;
+        tx += dx * dx;
+        ty += dy * dy;
+        txy += dx * dy;
+    }
+    out->m = m;
+    out->mk3 = tmk3;
+    out->mdl = tmdl;
+    out->mdp = tmdp;
+    out->mchi = tmchi;
+    out->wmin = twmin;
+    out->wmax = twmax;
+    out->nlo = tlo;
+    out->nhi = thi;
+    out->mw = mw;
+    out->mx = mx;
+    out->my = my;
+    out->m2w = hsum(m2w) + tw;
+    out->m2x = hsum(m2x) + tx;
+    out->m2y = hsum(m2y) + ty;
+    out->cxy = hsum(cxy) + txy;
+    qs_add_block(q_dlp, LR, m, 1, tmndl, tmdl);
+    qs_add_block(q_dp, ADP, m, 0, tmndp, tmdp);
+}
+
+/* ---- sums over a run of records -------------------------------------------------------------
+ * Compensated sums in four TwoSum lanes combined in lane order, as in the block statistics:
+ * the pair (s, c) carries the sum with an error of O(n u^2) sum|x| before its final rounding,
+ * the bound of Neumaier's loop (Higham, sec. 4.3). A non-finite sum keeps the IEEE naive value
+ * and a zero compensation (parity_csum_t's convention). */
+
+INL parity_csum_t lanes_combine(v4d s, v4d c)
+{
+    double ss = s[0], cc = c[0];
+    for (int l = 1; l < VL; l++) {
+        two_sum1(&ss, &cc, s[l]);
+        cc += c[l];
+    }
+    parity_csum_t r = {ss, isfinite(ss) ? cc : 0.0};
+    return r;
+}
+
+HOT void metrics_floor_sums(const double *a, size_t n, double unit, parity_csum_t *sm, parity_csum_t *sm2,
+                            double *mx)
+{
+    v4d s = splat(0.0), c = splat(0.0), s2 = splat(0.0), c2 = splat(0.0), vmx = splat(*mx);
+    const v4d u = splat(unit), one = splat(1.0);
+    size_t i = 0;
+    for (; i + VL <= n; i += VL) {
+        v4d x = ld(a + i);
+        v4i f = vfinite(x);
+        v4d m = u * ((v4d)((v4u)vabs(x) & (v4u)f) + one);
+        two_sum(&s, &c, m);
+        two_sum(&s2, &c2, m * m);
+        vmx = vmax(vmx, m);
+    }
+    if (i < n) {
+        double t[VL] = {0};
+        v4i tail = {0};
+        for (size_t l = 0; i + l < n; l++) {
+            t[l] = a[i + l];
+            tail[l] = -1;
+        }
+        v4d x = ld(t);
+        v4d m = (v4d)((v4u)(u * ((v4d)((v4u)vabs(x) & (v4u)vfinite(x)) + one)) & (v4u)tail);
+        two_sum(&s, &c, m);
+        two_sum(&s2, &c2, m * m);
+        vmx = vmax(vmx, m);
+    }
+    *sm = lanes_combine(s, c);
+    *sm2 = lanes_combine(s2, c2);
+    double r = vmx[0];
+    for (int l = 1; l < VL; l++) r = vmx[l] > r ? vmx[l] : r;
+    *mx = r;
+}
+
+HOT double metrics_dist_seq_lr_soa(const metrics_soa_t *t, size_t n, uint64_t *nf_out)
+{
+    /* records that are not finite pairs hold lr = 0, which adds nothing */
+    const double *lr = t->lr;
+    v4d s = splat(0.0), c = splat(0.0);
+    size_t i = 0;
+    for (; i + VL <= n; i += VL) two_sum(&s, &c, ld(lr + i));
+    double ts[VL], tc[VL];
+    memcpy(ts, &s, sizeof ts);
+    memcpy(tc, &c, sizeof tc);
+    for (size_t l = 0; i + l < n; l++) two_sum1(&ts[l], &tc[l], lr[i + l]);
+    memcpy(&s, ts, sizeof ts);
+    memcpy(&c, tc, sizeof tc);
+    uint64_t nf = 0;
+    for (size_t j = 0; j < n; j++) nf += t->cls[j] == 0;
+    *nf_out = nf;
+    parity_csum_t r = lanes_combine(s, c);
+    if (!isfinite(r.sum)) {
+        /* an overflowed log r: the scalar loop's IEEE conventions */
+        parity_csum_t q = {0, 0};
+        for (size_t j = 0; j < n; j++)
+            if (t->cls[j] == 0) metrics_csum_add(&q, lr[j]);
+        return metrics_csum_value(&q);
+    }
+    return r.sum + r.comp;
+}
+
+/* max |b - a| over the pairs with both finite (0 when none): a pair whose maximum does not
+ * beat the current worst-token threshold needs no per-token look (logprob_compare.c) */
+HOT double metrics_max_abs_diff(const double *a, const double *b, size_t n)
+{
+    v4d mx = splat(0.0);
+    size_t i = 0;
+    for (; i + VL <= n; i += VL) {
+        v4d x = ld(a + i), y = ld(b + i);
+        v4i f = vfinite(x) & vfinite(y);
+        mx = vmax(mx, (v4d)((v4u)vabs(y - x) & (v4u)f));
+    }
+    double r = mx[0];
+    for (int l = 1; l < VL; l++) r = mx[l] > r ? mx[l] : r;
+    for (; i < n; i++)
+        if (isfinite(a[i]) && isfinite(b[i]) && fabs(b[i] - a[i]) > r) r = fabs(b[i] - a[i]);
+    return r;
+}
