@@ -313,7 +313,7 @@ const parity_abi_kernel_t parity_catalog_attention[] = {
     KB("no_softcap_grad", "fa2, the softcap's derivative 1 - tanh^2(s/c) left out of dS", BF, F32, bwd_no_cap_grad, "unfaithful"),
     KB("dk_no_scale", "fa2, dK not multiplied by the softmax scale (dQ is)", BF, F32, bwd_dk_no_scale, "unfaithful"),
     KB("lse_log2", "fa2, P = exp2(t log2(e) - LSE): the natural-log LSE used as a log2 one", BF, F32, bwd_lse_log2, "unfaithful"),
-    K("p_bf16", "online, P~ rounded to bf16 for the P~V product, fp32 row sum (FA2/FA3 with bf16 inputs)", BF, F32, att_p_bf16, "unfaithful"),
+    K("p_bf16", "online, P~ rounded to bf16 for the P~V product, fp32 row sum (FA2/FA3 with bf16 inputs; within the bf16 contract)", BF, F32, att_p_bf16, "faithful"),
 };
 const int parity_catalog_attention_count =
     (int)(sizeof parity_catalog_attention / sizeof parity_catalog_attention[0]);

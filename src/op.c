@@ -116,6 +116,7 @@ static void ref_free(parity_ref_output_t *r)
     free(r->s_up);
     free(r->k);
     free(r->row_key);
+    free(r->s_op);
 }
 
 void parity_case_free(parity_case_t *c)

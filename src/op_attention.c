@@ -200,6 +200,17 @@ static void build_rows(void *p, int64_t b, int64_t e, int thread)
         double lse, lse_sup;
         parity_ref_attention_row(g->Q + r * dh, Kh, Vh, k, dh, g->scale, g->softcap, O->ref + r * dh,
                                  &lse, O->s_acc + r * dh, O->s_up + r * dh, &lse_sup, work);
+        if (O->s_op) { /* work[2k, 3k) holds p_j: the Hoeffding scale of rounding each p_j */
+            const double *pj = work + 2 * k;
+            for (int64_t c = 0; c < dh; c++) {
+                double s2 = 0;
+                for (int64_t j = 0; j < k; j++) {
+                    double x = pj[j] * Vh[j * dh + c];
+                    s2 += x * x;
+                }
+                O->s_op[r * dh + c] = sqrt(s2);
+            }
+        }
         O->k[r] = k;
         L->k[r] = k;
         L->ref[r] = lse;
@@ -315,6 +326,15 @@ static parity_status_t att_build(const parity_op_t *op, const parity_workload_t 
          * coefficient 1, which γ_{Dh+2} over-covers (docs/ops/attention.md). */
         c->ref[0].m_up = dh + 2;
         c->ref[1].m_up = dh + 2;
+        /* The bf16/fp16-input contract lets P~ be rounded to the input dtype before the P~V
+         * product, as FlashAttention 2/3, cuDNN and xformers do (their P~V runs on tensor cores
+         * with input-dtype operands): one more rounding of unit u_in per term of O's sum,
+         * normaliser untouched (docs/ops/attention.md, "The bf16 contract"). */
+        if (dt == PARITY_DT_BF16 || dt == PARITY_DT_F16) {
+            c->ref[0].u_op = dt == PARITY_DT_BF16 ? 0x1p-8 : 0x1p-11;
+            c->ref[0].s_op = calloc((size_t)(H * T * dh), sizeof *c->ref[0].s_op);
+            if (!c->ref[0].s_op) st = PARITY_E_NOMEM;
+        }
         c->out_ndim[0] = 3;
         c->out_shape[0][0] = H;
         c->out_shape[0][1] = T;
@@ -323,7 +343,7 @@ static parity_status_t att_build(const parity_op_t *op, const parity_workload_t 
         c->out_shape[1][0] = H;
         c->out_shape[1][1] = T;
         build_ctx_t g = {T, dh, H, c->attr_values[0], c->attr_values[1], c->attr_values[2] != 0, Q, K, V, c, 0};
-        parity_parallel_for(H * T, 0, build_rows, &g);
+        if (st == PARITY_OK) parity_parallel_for(H * T, 0, build_rows, &g);
         if (g.failed) st = PARITY_E_NOMEM;
     }
     free(Q);

@@ -75,5 +75,16 @@ for kn in dk_no_scale lse_log2; do
   [ $? = 1 ] && ok || bad "bwd $kn not caught on $BODD"
 done
 
+# A real FlashAttention-2 output (torch 2.11 scaled_dot_product_attention, flash backend, bf16,
+# one NVIDIA H200; docs/ops/attention.md "Real kernels") on odd-t1031 seed 1: within the bf16
+# contract (P~ rounded to bf16 before P~V), so faithful.
+FA2="${PARITY_SRC:-.}/tests/data/attention/odd-t1031.seed1.torch-flash-h200.safetensors"
+if [ -f "$FA2" ]; then
+  "$P" gen attention_fwd --workload odd-t1031 --seed 1 --out "$tmp/fa2_in.safetensors" >/dev/null 2>&1 || bad "gen odd-t1031"
+  "$P" compare attention_fwd "$tmp/fa2_in.safetensors" "$FA2" >"$tmp/fa2" 2>&1 && ok || { bad "torch flash-attention output not faithful"; cat "$tmp/fa2"; }
+else
+  bad "missing $FA2"
+fi
+
 echo "cli_attention: $pass passed, $fail failed"
 [ $fail = 0 ]

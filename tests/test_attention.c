@@ -118,6 +118,7 @@ static void check_case(const char *wl_name, int causal, double softcap)
     assert_int_equal(O->cols, dh);
     assert_int_equal(L->cols, 1);
     assert_int_equal(O->m_up, dh + 2);
+    assert_true(O->u_op == 0x1p-8 && O->s_op != NULL && L->s_op == NULL);
     double *s = malloc((size_t)T * sizeof *s);
     for (int64_t h = 0; h < H; h++)
         for (int64_t i = 0; i < T; i++) {
@@ -137,14 +138,17 @@ static void check_case(const char *wl_name, int causal, double softcap)
             CLOSE(L->ref[r], m + log(S), 1e-12 * (1 + fabs(m)));
             assert_true(L->s_acc[r] == 1.0 && L->s_up[r] >= fabs(L->ref[r]));
             for (int64_t e = 0; e < dh; e++) {
-                double o = 0, sa = 0;
+                double o = 0, sa = 0, s2 = 0;
                 for (int64_t j = 0; j < k; j++) {
                     double v = parity_tensor_get(&c->inputs[2]->view, (h * T + j) * dh + e);
                     o += exp(s[j] - m) / S * v;
                     sa += exp(s[j] - m) / S * fabs(v);
+                    s2 += (exp(s[j] - m) / S * v) * (exp(s[j] - m) / S * v);
                 }
                 CLOSE(O->ref[r * dh + e], o, 1e-12 * (1 + sa));
                 CLOSE(O->s_acc[r * dh + e], sa + fabs(o), 1e-12 * (1 + sa));
+                /* bf16 contract: P~ may be rounded to bf16 before P~V; s_op = sqrt(Σ (p_j v_j)^2). */
+                CLOSE(O->s_op[r * dh + e], sqrt(s2), 1e-12 * (1 + sa));
                 assert_true(O->s_up[r * dh + e] >= 2 * O->s_acc[r * dh + e]);
             }
         }
@@ -156,6 +160,17 @@ static void causal_case_data(void **state)
 {
     (void)state;
     check_case("long-causal@70x16x2", 1, 0);
+}
+
+/* fp32 inputs: no operand rounding in the contract (P~ stays fp32). */
+static void fp32_inputs_have_no_operand_rounding(void **state)
+{
+    (void)state;
+    parity_workload_t wl;
+    parity_case_t *c = build("odd-t1031@37x8x2", PARITY_DT_F32, &wl);
+    assert_null(c->ref[0].s_op);
+    assert_true(c->ref[0].u_op == 0);
+    parity_case_free(c);
 }
 
 static void full_softcap_case_data(void **state)
@@ -327,6 +342,7 @@ int main(void)
         cmocka_unit_test(softcap_by_hand),
         cmocka_unit_test(causal_case_data),
         cmocka_unit_test(full_softcap_case_data),
+        cmocka_unit_test(fp32_inputs_have_no_operand_rounding),
         cmocka_unit_test(softcap_workload_exceeds_cap),
         cmocka_unit_test(catalog_verdicts),
         cmocka_unit_test(bwd_one_key),

@@ -79,6 +79,44 @@ static void judge_inside_outside(void **state)
     free_ref(&R);
 }
 
+/* Operand roundings (op.h s_op, u_op): the verdict adds Hoeffding's lambda u_op s_op, the worst
+ * case u_op s_acc. With u_op = 2^-8 and s_op = 1/4, an error of 0.9 of the widened tolerance
+ * passes, 1.1 of it fails, and the same 0.9 fails without the term. */
+static void operand_rounding_term(void **state)
+{
+    (void)state;
+    parity_ref_output_t R;
+    make_ref(&R);
+    R.s_op = calloc(4, sizeof *R.s_op);
+    assert_non_null(R.s_op);
+    R.u_op = 0x1p-8;
+    for (int j = 0; j < 4; j++) R.s_op[j] = 0.25;
+    double lambda = parity_lambda(8, 4, 1e-6);
+    double tol = parity_gamma_prob(7, 0x1p-24, lambda) + 8 * 0x1p-149 + lambda * 0x1p-8 * 0.25;
+    double tp, td;
+    parity_tolerance(&R, 0, 2, 0x1p-24, 0x1p-149, 0, 0, lambda, &tp, &td);
+    assert_true(fabs(tp - tol) <= 1e-15 * tol);
+    assert_true(fabs(td - (parity_gamma(7, 0x1p-24) + 8 * 0x1p-149 + 0x1p-8 * 1.0)) <= 1e-15);
+    float y[4] = {0.5f, 0.5f, 0.5f, 0.5f};
+    parity_abi_tensor_t v = {y, PARITY_DT_F32, 2, {1, 4}, {4, 1}, "y"};
+    parity_wl_result_t res;
+    y[2] = (float)(0.5 + 0.9 * tol);
+    memset(&res, 0, sizeof res);
+    parity_judge_output(&R, &v, PARITY_DT_F32, 0, &res, NULL);
+    assert_true(res.max_q <= 1);
+    y[2] = (float)(0.5 + 1.1 * tol);
+    memset(&res, 0, sizeof res);
+    parity_judge_output(&R, &v, PARITY_DT_F32, 0, &res, NULL);
+    assert_true(res.max_q > 1);
+    free(R.s_op);
+    R.s_op = NULL;
+    y[2] = (float)(0.5 + 0.9 * tol);
+    memset(&res, 0, sizeof res);
+    parity_judge_output(&R, &v, PARITY_DT_F32, 0, &res, NULL);
+    assert_true(res.max_q > 1);
+    free_ref(&R);
+}
+
 static void judge_nonfinite(void **state)
 {
     (void)state;
@@ -157,6 +195,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(gamma_hand_values),
         cmocka_unit_test(judge_inside_outside),
+        cmocka_unit_test(operand_rounding_term),
         cmocka_unit_test(judge_nonfinite),
         cmocka_unit_test(judge_sparse_zero_rows),
         cmocka_unit_test(bf16_output_gets_its_rounding),

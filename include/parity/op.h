@@ -41,6 +41,13 @@ typedef struct {
     int64_t *k;          /* [n_slots] terms per element of the row */
     int64_t m_up;        /* roundings that produce each term (0: terms are inputs) */
     int64_t *row_key;    /* [rows] e.g. token id of the row (NULL: the row index) */
+    /* Operand roundings (NULL / 0: none): each of the k accumulated terms x_j may carry one more
+     * independent relative rounding of unit u_op, because the op's contract lets a kernel round
+     * an operand to a narrower dtype before the product (FlashAttention rounds P~ to the input
+     * dtype for P~V). s_op = sqrt(sum x_j^2) per element, the Hoeffding scale of that error;
+     * the worst-case bound uses u_op * s_acc instead. docs/error-model.md, "Operand roundings". */
+    double *s_op;        /* [n_slots * cols] */
+    double u_op;
 } parity_ref_output_t;
 
 struct parity_op;
