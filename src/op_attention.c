@@ -352,6 +352,81 @@ static parity_status_t att_build(const parity_op_t *op, const parity_workload_t 
     return st;
 }
 
+/* ---- emulation for the diagnosis ------------------------------------------------------------
+ * Query rows as the naive two-pass fp32 kernel (kernels/attention.c, cfg bk = 0) computes them,
+ * except for the two accumulations over keys, done in `acc` with `order` (parity_gemm_fast_sum:
+ * parity_format_sum's rounding, fast): the normaliser l = Σ e_j and, per channel, O_c =
+ * Σ fl32(p_j v_jc). In fp32: the scores (a Dh-term dot product with four interleaved partial
+ * sums, as the kernels' vectorised one, times scale, then the softcap), m = max, e_j =
+ * expf(t_j - m), p_j = e_j / l, LSE = m + logf(l). l is exact in fp32 for the diagnosis's
+ * formats (at most 24 significant bits, 8 exponent bits). */
+
+static float emu_dot(const float *a, const float *b, int64_t n)
+{
+    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t c = 0;
+    for (; c + 4 <= n; c += 4) {
+        s0 += a[c] * b[c];
+        s1 += a[c + 1] * b[c + 1];
+        s2 += a[c + 2] * b[c + 2];
+        s3 += a[c + 3] * b[c + 3];
+    }
+    for (; c < n; c++) s0 += a[c] * b[c];
+    return (s0 + s1) + (s2 + s3);
+}
+
+static parity_status_t att_emulate(const parity_case_t *c, int out, const parity_format_t *acc,
+                                   parity_sum_order_t order, const int64_t *rows, int64_t n_rows,
+                                   double *dst)
+{
+    if (out != 0 && out != 1) return PARITY_E_UNSUPPORTED;
+    const parity_abi_tensor_t *Q = &c->inputs[0]->view, *K = &c->inputs[1]->view,
+                              *V = &c->inputs[2]->view;
+    int64_t T = Q->shape[1], dh = Q->shape[2];
+    float scale = (float)c->attr_values[0], cap = (float)c->attr_values[1];
+    int causal = c->attr_values[2] != 0;
+    /* q (dh), the head's K and V rows as needed (2 T dh), scores (T); terms: T doubles per
+     * channel ((k, Dh) row-major: the Dh sums run side by side). */
+    float *q = malloc((size_t)(dh + 2 * T * dh + T) * sizeof *q);
+    double *terms = malloc((size_t)(T * (dh + 1)) * sizeof *terms);
+    if (!q || !terms) {
+        free(q);
+        free(terms);
+        return PARITY_E_NOMEM;
+    }
+    float *kf = q + dh, *vf = kf + T * dh, *t = vf + T * dh;
+    parity_status_t st = PARITY_OK;
+    for (int64_t n = 0; n < n_rows && st == PARITY_OK; n++) {
+        int64_t r = rows[n], h = r / T, i = r % T, k = causal ? i + 1 : T;
+        parity_row_to_f32(Q, r, q);
+        for (int64_t j = 0; j < k; j++) {
+            parity_row_to_f32(K, h * T + j, kf + j * dh);
+            parity_row_to_f32(V, h * T + j, vf + j * dh);
+        }
+        float m = -INFINITY;
+        for (int64_t j = 0; j < k; j++) {
+            float s = emu_dot(q, kf + j * dh, dh) * scale;
+            t[j] = cap > 0 ? cap * tanhf(s / cap) : s;
+            m = t[j] > m ? t[j] : m;
+        }
+        double *e = terms + T * dh;
+        for (int64_t j = 0; j < k; j++) e[j] = expf(t[j] - m);
+        float l = (float)parity_gemm_fast_sum(acc, e, k, order);
+        if (out == 1) {
+            dst[n] = m + logf(l);
+            continue;
+        }
+        for (int64_t j = 0; j < k; j++) {
+            float p = (float)e[j] / l;
+            for (int64_t ch = 0; ch < dh; ch++) terms[j * dh + ch] = p * vf[j * dh + ch];
+        }
+        st = parity_gemm_fast_sum_cols(acc, terms, k, dh, order, dst + n * dh);
+    }
+    free(q);
+    free(terms);
+    return st;
+}
+
 #define NORMAL PARITY_VALS_NORMAL
 #define OUTCH PARITY_VALS_OUTLIER
 #define RAND PARITY_VALS_UNIFORM01
@@ -391,6 +466,6 @@ const parity_op_t parity_op_attention = {
     .n_presets = (int)(sizeof ATT_PRESETS / sizeof ATT_PRESETS[0]),
     .baseline_workloads = ATT_BASELINES,
     .build = att_build,
-    .emulate = NULL,
+    .emulate = att_emulate,
     .free_priv = NULL,
 };

@@ -267,6 +267,42 @@ double parity_gemm_fast_sum(const parity_format_t *f, const double *x, int64_t n
     return acc;
 }
 
+/* n sums side by side: out[c] = parity_gemm_fast_sum of column c of x (k, n) row-major, the
+ * same results, with the n independent chains overlapped (for the ops whose emulation sums
+ * many channels over the same terms: attention's P·V, op_attention.c). */
+static void pair_cols_x(const fastfmt_t *F, const double *x, int64_t k0, int64_t len, int64_t n,
+                        double *out, double *scratch)
+{
+    if (len == 1) {
+        for (int64_t c = 0; c < n; c++) out[c] = fast_add(F, 0, x[k0 * n + c]);
+        return;
+    }
+    int64_t h = len / 2;
+    double *right = scratch;
+    pair_cols_x(F, x, k0, h, n, out, scratch + n);
+    pair_cols_x(F, x, k0 + h, len - h, n, right, scratch + n);
+    for (int64_t c = 0; c < n; c++) out[c] = fast_add(F, out[c], right[c]);
+}
+
+parity_status_t parity_gemm_fast_sum_cols(const parity_format_t *f, const double *x, int64_t k,
+                                          int64_t n, parity_sum_order_t order, double *out)
+{
+    fastfmt_t F = fastfmt(f);
+    if (order != PARITY_SUM_PAIRWISE || k == 0) {
+        for (int64_t c = 0; c < n; c++) out[c] = 0;
+        for (int64_t t = 0; t < k; t++)
+            for (int64_t c = 0; c < n; c++) out[c] = fast_add(&F, out[c], x[t * n + c]);
+        return PARITY_OK;
+    }
+    int levels = 2; /* recursion depth ceil(log2 k) + 1, one scratch row of n per level */
+    while (((int64_t)1 << (levels - 2)) < k) levels++;
+    double *scratch = malloc((size_t)levels * (size_t)(n > 0 ? n : 1) * sizeof *scratch);
+    if (!scratch) return PARITY_E_NOMEM;
+    pair_cols_x(&F, x, 0, k, n, out, scratch);
+    free(scratch);
+    return PARITY_OK;
+}
+
 /* One row of the emulation, all columns side by side. The products are what a faithful fp32
  * kernel forms: fl32(a·b) (exact for bf16/fp16 inputs). b is B' (k, n) row-major in double. */
 typedef struct {

@@ -24,6 +24,7 @@ typedef struct { int64_t snapped_rows, tied_rows; } parity_mrc_stats_t;
 extern const parity_op_t parity_op_gemm, parity_op_gemm_bwd;
 void parity_ref_gemm(const double *a, const double *bt, int64_t m, int64_t k, int64_t n, double *c, double *s_abs);
 double parity_gemm_fast_sum(const parity_format_t *f, const double *x, int64_t n, parity_sum_order_t order);
+parity_status_t parity_gemm_fast_sum_cols(const parity_format_t *f, const double *x, int64_t k, int64_t n, parity_sum_order_t order, double *out); /* n sums side by side: x (k, n) */
 extern const parity_op_t parity_op_attention; /* op_attention.c; fp64 row reference, work: 5k doubles */
 extern const parity_op_t parity_op_attention_bwd; /* op_attention_bwd.c; its fp64 reference (one call, any H): */
 void parity_ref_attention_bwd(const double *Q, const double *K, const double *V, const double *O, const double *dO, const double *LSE, int64_t H, int64_t T, int64_t dh, double scale, double softcap, int causal, double *dQ, double *dK, double *dV);

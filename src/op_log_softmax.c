@@ -226,6 +226,64 @@ static parity_status_t ce_build(const parity_op_t *op, const parity_workload_t *
     return build(op, wl, seed, dt, c, diag, 1);
 }
 
+/* ---- emulation for the diagnosis ------------------------------------------------------------
+ * Rows as the two-pass fp32 kernel (kernels/log_softmax.c, M_TWO_PASS) computes them, except
+ * that the V-term sum of exps is accumulated in `acc` with `order`: m = max, e_j = expf(x_j - m)
+ * in fp32, S = the emulated sum (parity_gemm_fast_sum: parity_format_sum's rounding, fast), then
+ * L = logf(S) and every output in fp32. S is exact in fp32 for every format of at most 24
+ * significant bits and 8 exponent bits (the diagnosis's bf16, 11-bit and fp32). */
+static parity_status_t emulate(const parity_case_t *c, int out, const parity_format_t *acc,
+                               parity_sum_order_t order, const int64_t *rows, int64_t n_rows,
+                               double *dst, int ce)
+{
+    if (out < 0 || out > ce) return PARITY_E_UNSUPPORTED;
+    const parity_abi_tensor_t *X = &c->inputs[0]->view;
+    int64_t v = X->shape[1];
+    const int32_t *tg = ce ? c->inputs[1]->view.data : NULL;
+    float *x = malloc((size_t)v * sizeof *x);
+    double *e = malloc((size_t)v * sizeof *e);
+    if (!x || !e) {
+        free(x);
+        free(e);
+        return PARITY_E_NOMEM;
+    }
+    for (int64_t q = 0; q < n_rows; q++) {
+        int64_t i = rows[q];
+        parity_row_to_f32(X, i, x);
+        float m = -INFINITY;
+        for (int64_t j = 0; j < v; j++) m = x[j] > m ? x[j] : m;
+        for (int64_t j = 0; j < v; j++) e[j] = expf(x[j] - m);
+        float s = (float)parity_gemm_fast_sum(acc, e, v, order), L = logf(s);
+        if (!ce) {
+            for (int64_t j = 0; j < v; j++) dst[q * v + j] = (x[j] - m) - L;
+        } else if (out == 0) {
+            dst[q] = L - (x[tg[i]] - m);
+        } else {
+            for (int64_t j = 0; j < v; j++) {
+                float p = (float)e[j] / s;
+                dst[q * v + j] = j == tg[i] ? p - 1.0f : p;
+            }
+        }
+    }
+    free(x);
+    free(e);
+    return PARITY_OK;
+}
+
+static parity_status_t lsm_emulate(const parity_case_t *c, int out, const parity_format_t *acc,
+                                   parity_sum_order_t order, const int64_t *rows, int64_t n_rows,
+                                   double *dst)
+{
+    return emulate(c, out, acc, order, rows, n_rows, dst, 0);
+}
+
+static parity_status_t ce_emulate(const parity_case_t *c, int out, const parity_format_t *acc,
+                                  parity_sum_order_t order, const int64_t *rows, int64_t n_rows,
+                                  double *dst)
+{
+    return emulate(c, out, acc, order, rows, n_rows, dst, 1);
+}
+
 #define NORMAL PARITY_VALS_NORMAL
 #define OUTROWS PARITY_VALS_OUTLIER
 /* name, summary, N, D (unused), V, ids, zipf_s, dy_vals (outlier rows), dy_scale (their logit),
@@ -265,7 +323,7 @@ const parity_op_t parity_op_log_softmax = {
     .n_presets = (int)(sizeof LSM_PRESETS / sizeof LSM_PRESETS[0]),
     .baseline_workloads = LSM_BASELINES,
     .build = lsm_build,
-    .emulate = NULL,
+    .emulate = lsm_emulate,
     .free_priv = NULL,
 };
 
@@ -285,6 +343,6 @@ const parity_op_t parity_op_cross_entropy = {
     .n_presets = (int)(sizeof LSM_PRESETS / sizeof LSM_PRESETS[0]),
     .baseline_workloads = CE_BASELINES,
     .build = ce_build,
-    .emulate = NULL,
+    .emulate = ce_emulate,
     .free_priv = NULL,
 };

@@ -96,6 +96,48 @@ static parity_status_t rfwd_build(const parity_op_t *op, const parity_workload_t
     return PARITY_OK;
 }
 
+/* ---- emulation for the diagnosis ------------------------------------------------------------
+ * Rows as the fp32 kernels (kernels/norm.c, parity_rms_bwd_row_f32) compute them, except for the
+ * accumulations, done in `acc` with `order` (parity_gemm_fast_sum: parity_format_sum's rounding,
+ * fast): forward, the D-term sum of squares fl32(x_k^2); backward dx, that sum and the D-term
+ * c = Σ fl32(fl32(g_k dy_k) fl32(x_k r)); backward dgamma (rows are channels), the N-term sum of
+ * the rows' fl32(dy_j xhat_j) computed by the faithful fp32 backward. The sums are exact in fp32
+ * for the diagnosis's formats (at most 24 significant bits, 8 exponent bits). */
+
+/* r = 1/sqrtf(mean x^2 + eps) with the sum of squares in acc; sq: d doubles of scratch. */
+static float emu_r(const float *x, int64_t d, const parity_format_t *acc, parity_sum_order_t order,
+                   double *sq)
+{
+    for (int64_t k = 0; k < d; k++) sq[k] = x[k] * x[k];
+    float ss = (float)parity_gemm_fast_sum(acc, sq, d, order);
+    return 1.0f / sqrtf(ss / (float)d + (float)PARITY_RMS_EPS);
+}
+
+static parity_status_t rfwd_emulate(const parity_case_t *c, int out, const parity_format_t *acc,
+                                    parity_sum_order_t order, const int64_t *rows, int64_t n_rows,
+                                    double *dst)
+{
+    if (out != 0) return PARITY_E_UNSUPPORTED;
+    int64_t d = c->inputs[0]->view.shape[1];
+    float *x = malloc((size_t)d * 2 * sizeof *x);
+    double *sq = malloc((size_t)d * sizeof *sq);
+    if (!x || !sq) {
+        free(x);
+        free(sq);
+        return PARITY_E_NOMEM;
+    }
+    float *g = x + d;
+    parity_row_to_f32(&c->inputs[1]->view, 0, g);
+    for (int64_t q = 0; q < n_rows; q++) {
+        parity_row_to_f32(&c->inputs[0]->view, rows[q], x);
+        float r = emu_r(x, d, acc, order, sq);
+        for (int64_t j = 0; j < d; j++) dst[q * d + j] = x[j] * r * g[j];
+    }
+    free(x);
+    free(sq);
+    return PARITY_OK;
+}
+
 static const parity_workload_t RMS_PRESETS[] = {
     {"unit", "unit normal x and dy, gamma = 1", 2048, 512, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
     {"small-x", "embedding-scale x (0.02): eps matters", 2048, 512, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
@@ -123,7 +165,7 @@ const parity_op_t parity_op_rmsnorm_fwd = {
     .n_presets = (int)(sizeof RMS_PRESETS / sizeof RMS_PRESETS[0]),
     .baseline_workloads = RMS_BASELINES,
     .build = rfwd_build,
-    .emulate = NULL,
+    .emulate = rfwd_emulate,
     .free_priv = NULL,
 };
 
@@ -190,6 +232,48 @@ static parity_status_t rbwd_build(const parity_op_t *op, const parity_workload_t
     return st;
 }
 
+static parity_status_t rbwd_emulate(const parity_case_t *c, int out, const parity_format_t *acc,
+                                    parity_sum_order_t order, const int64_t *rows, int64_t n_rows,
+                                    double *dst)
+{
+    if (out != 0 && out != 1) return PARITY_E_UNSUPPORTED;
+    const parity_abi_tensor_t *DY = &c->inputs[0]->view, *X = &c->inputs[1]->view;
+    int64_t n = X->shape[0], d = X->shape[1];
+    float *buf = malloc((size_t)d * 5 * sizeof *buf);
+    /* scratch: d doubles for a row's terms; for dgamma also the n_rows channels' N terms */
+    double *sq = malloc((size_t)(d + (out == 1 ? n_rows * n : 0)) * sizeof *sq);
+    if (!buf || !sq) {
+        free(buf);
+        free(sq);
+        return PARITY_E_NOMEM;
+    }
+    float *x = buf, *dy = buf + d, *g = buf + 2 * d, *dx = buf + 3 * d, *xdy = buf + 4 * d;
+    parity_row_to_f32(&c->inputs[2]->view, 0, g);
+    if (out == 1) {
+        double *terms = sq + d;
+        for (int64_t i = 0; i < n; i++) {
+            parity_row_to_f32(X, i, x);
+            parity_row_to_f32(DY, i, dy);
+            parity_rms_bwd_row_f32(x, dy, g, d, (float)PARITY_RMS_EPS, dx, xdy, 0, 0);
+            for (int64_t q = 0; q < n_rows; q++) terms[q * n + i] = xdy[rows[q]];
+        }
+        for (int64_t q = 0; q < n_rows; q++)
+            dst[q] = parity_gemm_fast_sum(acc, terms + q * n, n, order);
+    } else {
+        for (int64_t q = 0; q < n_rows; q++) {
+            parity_row_to_f32(X, rows[q], x);
+            parity_row_to_f32(DY, rows[q], dy);
+            float r = emu_r(x, d, acc, order, sq);
+            for (int64_t k = 0; k < d; k++) sq[k] = (g[k] * dy[k]) * (x[k] * r);
+            float cc = (float)parity_gemm_fast_sum(acc, sq, d, order) / (float)d;
+            for (int64_t j = 0; j < d; j++) dst[q * d + j] = r * (g[j] * dy[j] - (x[j] * r) * cc);
+        }
+    }
+    free(buf);
+    free(sq);
+    return PARITY_OK;
+}
+
 const parity_op_t parity_op_rmsnorm_bwd = {
     .name = "rmsnorm_bwd",
     .summary = "RMSNorm backward: dx (N,D) and dgamma (D)",
@@ -204,6 +288,6 @@ const parity_op_t parity_op_rmsnorm_bwd = {
     .n_presets = (int)(sizeof RMS_PRESETS / sizeof RMS_PRESETS[0]),
     .baseline_workloads = RMS_BASELINES,
     .build = rbwd_build,
-    .emulate = NULL,
+    .emulate = rbwd_emulate,
     .free_priv = NULL,
 };
