@@ -137,8 +137,11 @@ void check_report_text(FILE *out, const parity_op_t *op, const parity_kernel_res
                 fprintf(out, "error %.3g is beyond what 8-bit accumulation gives (%.3g): not an "
                              "accumulator-precision problem", d->cand_err, d->emu_err[0]);
             else
-                fprintf(out, "effective accumulator ~%.1f bits, closest to %s", d->eff_bits,
-                        parity_emu_names[d->closest]);
+                fprintf(out, "effective accumulator ~%.1f bits, closest to %s%s", d->eff_bits,
+                        parity_emu_names[d->closest],
+                        d->masked ? " (weak evidence: after rounding to the output dtype, 8- and "
+                                    "24-bit accumulation differ by < 1.5x on the sampled rows)"
+                                  : "");
             if (!isnan(dw->hit_corr))
                 fprintf(out, "; error vs hits r = %.2f%s", dw->hit_corr,
                         dw->hit_corr > 0.5 ? " (grows with hits)" : "");
@@ -256,6 +259,7 @@ int check_report_json(const char *path, const parity_op_t *op, const parity_kern
                 cJSON_AddItemToObject(d, "effective_bits", cli_json_num(w->diag.eff_bits));
                 cJSON_AddStringToObject(d, "closest", parity_emu_names[w->diag.closest]);
                 cJSON_AddBoolToObject(d, "beyond_8bit", w->diag.beyond);
+                cJSON_AddBoolToObject(d, "unresolvable", w->diag.masked);
                 cJSON_AddItemToObject(d, "candidate_rel_err", cli_json_num(w->diag.cand_err));
                 cJSON *e = cJSON_AddObjectToObject(d, "emulation_rel_err");
                 for (int q = 0; q < PARITY_N_EMU; q++)
@@ -269,6 +273,7 @@ int check_report_json(const char *path, const parity_op_t *op, const parity_kern
             cJSON_AddItemToObject(dg, "effective_bits", cli_json_num(d->eff_bits));
             cJSON_AddStringToObject(dg, "closest", parity_emu_names[d->closest]);
             cJSON_AddBoolToObject(dg, "beyond_8bit", d->beyond);
+            cJSON_AddBoolToObject(dg, "unresolvable", d->masked);
             cJSON_AddItemToObject(dg, "hit_error_correlation", cli_json_num(kr->wl[kr->diag_wl].hit_corr));
         }
         if (ctx->baselines) {

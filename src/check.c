@@ -410,8 +410,13 @@ static void diagnose(case_slot_t *cs, const parity_kernel_ref_t *kr, parity_tens
     if (!isfinite(d->cand_err)) return; /* NaN/inf outputs: nothing to compare */
     snprintf(d->output, sizeof d->output, "%s", R->name);
     double best = INFINITY;
-    for (int e = 0; e < PARITY_N_EMU; e++) {
+    for (int e = 0; e < PARITY_N_EMU; e++)
         d->emu_err[e] = cs->emu[o][e] ? diag_error(R, cs->rows[o], n, cs->emu[o][e], odt) : NAN;
+    /* Closest emulation; on a tie (an output rounding can make several identical) the higher
+     * precision wins, sequential before pairwise: 24, 11, 8 bits. */
+    static const int ORDER[PARITY_N_EMU] = {4, 5, 2, 3, 0, 1};
+    for (int i = 0; i < PARITY_N_EMU; i++) {
+        int e = ORDER[i];
         double dist = fabs(log2((d->cand_err + 1e-300) / (d->emu_err[e] + 1e-300)));
         if (dist < best) {
             best = dist;
@@ -425,6 +430,8 @@ static void diagnose(case_slot_t *cs, const parity_kernel_ref_t *kr, parity_tens
     double lc = log2(d->cand_err + 1e-300);
     if (d->cand_err == 0) {
         d->eff_bits = INFINITY;
+    } else if (lc <= le[2]) { /* first: when the output rounding makes le[0] == le[2] */
+        d->eff_bits = p[2];
     } else if (lc >= le[0]) {
         double slope = (le[1] - le[0]) / (p[1] - p[0]);
         d->eff_bits = slope < 0 ? p[0] + (lc - le[0]) / slope : p[0];
@@ -433,13 +440,17 @@ static void diagnose(case_slot_t *cs, const parity_kernel_ref_t *kr, parity_tens
          * and zipf1.4 workloads of the fused op): the error then needs
          * another cause (a wrong formula, lost updates) than accumulator precision. */
         d->beyond = d->cand_err > 4 * d->emu_err[0];
-    } else if (lc <= le[2]) {
-        d->eff_bits = p[2];
     } else {
         int i = lc >= le[1] ? 0 : 1;
         double t = (le[i] - le[i + 1]) != 0 ? (le[i] - lc) / (le[i] - le[i + 1]) : 0;
         d->eff_bits = p[i] + t * (p[i + 1] - p[i]);
     }
+    /* When the output dtype's rounding swamps the accumulation (LSE rounded to bf16: 2^-9 of
+     * |LSE| ~ 20 against an accumulation error of 2^-8 absolute), the 8- and 24-bit emulations
+     * come out within 1.5x of each other after rounding (measured 1.00-1.25 on the bf16-output
+     * kernels of log_softmax, cross_entropy and attention_fwd; bf16 accumulation of real-text
+     * embedding rows stays at 1.85x): the report says the evidence is weak. */
+    d->masked = !d->beyond && d->emu_err[0] < 1.5 * d->emu_err[4];
     d->available = 1;
 }
 

@@ -48,6 +48,8 @@ typedef struct {
     int closest;                    /* index into parity_emu_names */
     double eff_bits;                /* effective accumulator precision (bits), interpolated */
     int beyond;                     /* 1: error larger than 8-bit accumulation explains */
+    int masked;                     /* 1: after rounding to the output dtype, 8- and 24-bit
+                                     * accumulation differ by < 2x on these rows: unresolvable */
 } parity_diagnosis_t;
 extern const char *const parity_emu_names[PARITY_N_EMU];
 extern const int parity_emu_bits[PARITY_N_EMU];
