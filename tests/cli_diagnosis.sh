@@ -36,6 +36,11 @@ expect rmsnorm_fwd unit@256x512x1 bf16_sumsq "bf16 " 8
 expect rmsnorm_fwd unit@256x512x1 fp32 "fp32 " 24
 expect rmsnorm_bwd unit@512x128x1 bf16_dgamma "bf16 " 8
 expect rmsnorm_bwd unit@512x128x1 fp32 "fp32 " 24
+# bf16 outputs whose rounding swamps the accumulation (LSE, loss): a faithful kernel must not
+# read as a bf16 accumulator; the tie goes to fp32, flagged as weak evidence for the LSE.
+expect attention_fwd odd-t1031@256x32x1 bf16_out "fp32 " 24
+grep -q "weak evidence" "$tmp/out" && ok || bad "attention_fwd bf16_out: no weak-evidence note"
+expect cross_entropy small-v@256x1x1000 bf16_out "fp32 " 24
 
 echo "cli_diagnosis: $pass passed, $fail failed"
 [ $fail = 0 ]
