@@ -19,6 +19,7 @@ static const struct {
     {parity_catalog_embedding_fast, &parity_catalog_embedding_fast_count},
     {parity_catalog_log_softmax, &parity_catalog_log_softmax_count},
     {parity_catalog_moe_router_combine, &parity_catalog_moe_router_combine_count},
+    {parity_catalog_moe_router_combine_bwd, &parity_catalog_moe_router_combine_bwd_count},
     {parity_catalog_gemm, &parity_catalog_gemm_count},
     {parity_catalog_attention, &parity_catalog_attention_count},
 };

@@ -16,6 +16,7 @@ extern const parity_abi_kernel_t parity_catalog_log_softmax[];
 extern const int parity_catalog_log_softmax_count;
 extern const parity_abi_kernel_t parity_catalog_moe_router_combine[];
 extern const int parity_catalog_moe_router_combine_count;
+extern const parity_abi_kernel_t parity_catalog_moe_router_combine_bwd[]; extern const int parity_catalog_moe_router_combine_bwd_count;
 extern const parity_abi_kernel_t parity_catalog_gemm[];
 extern const int parity_catalog_gemm_count;
 extern const parity_abi_kernel_t parity_catalog_attention[];

@@ -15,6 +15,7 @@ static const parity_op_t *const OPS[] = {
     &parity_op_rmsnorm_bwd,
     &parity_op_log_softmax, &parity_op_cross_entropy,
     &parity_op_moe_router_combine,
+    &parity_op_moe_router_combine_bwd,
     &parity_op_gemm, &parity_op_gemm_bwd,
     &parity_op_attention, &parity_op_attention_bwd,
 };

@@ -19,6 +19,7 @@ extern const parity_op_t parity_op_moe_router_combine; /* op_moe_router_combine.
 void parity_ref_mrc_row(const double *x, const double *y, int64_t e, int64_t d, int k, int renorm, int32_t *sel, double *w, double *gates, double *out, double *cond);
 double parity_mrc_margin(const double *x, int64_t e, double t);
 typedef struct { int64_t snapped_rows, tied_rows; } parity_mrc_stats_t;
+extern const parity_op_t parity_op_moe_router_combine_bwd; /* op_moe_router_combine_bwd.c: its fp64 reference row */ void parity_ref_mrc_bwd_row(const double *x, const double *y, const double *dout, int64_t e, int64_t d, int k, int renorm, int32_t *sel, double *w, double *q, double *g, double *dlog, double *dexp);
 /* op_gemm.c: the op; its fp64 reference C (m,n) = A (m,k) . B with B given transposed (n,k),
  * s_abs = sum |a b|; the emulated K-term sum (nearest-even, parity_format_sum's results, fast). */
 extern const parity_op_t parity_op_gemm, parity_op_gemm_bwd;

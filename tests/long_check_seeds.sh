@@ -12,7 +12,7 @@ trap 'rm -rf "$tmp"' EXIT
 fail=0
 runs=0
 # PARITY_OPS="gemm attention_fwd" limits the run to those ops.
-for op in ${PARITY_OPS:-embedding_rmsnorm_bwd embedding_bwd embedding_fwd rmsnorm_fwd rmsnorm_bwd log_softmax cross_entropy moe_router_combine gemm gemm_bwd attention_fwd attention_bwd}; do
+for op in ${PARITY_OPS:-embedding_rmsnorm_bwd embedding_bwd embedding_fwd rmsnorm_fwd rmsnorm_bwd log_softmax cross_entropy moe_router_combine moe_router_combine_bwd gemm gemm_bwd attention_fwd attention_bwd}; do
   for seed in 1 2 3 4 5; do
     t0=$(date +%s)
     "$P" check $op --kernel builtin:all --seed $seed -q --json "$tmp/r.json" >"$tmp/r.txt" 2>&1
