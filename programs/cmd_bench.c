@@ -262,6 +262,9 @@ int parity_cmd_bench(int argc, char **argv)
             kspecs[nk++] = val;
         } else if (strcmp(a, "--workload") == 0 || strcmp(a, "-w") == 0) {
             NEED_VAL();
+            if (o.workload) /* never drop one silently */
+                return cli_usage_error("bench", "one run per workload", "--workload given twice ('%s', '%s')",
+                                       o.workload, val);
             o.workload = val;
         } else if (strcmp(a, "--baseline") == 0) {
             NEED_VAL();

@@ -65,6 +65,9 @@ int parity_cmd_check(int argc, char **argv)
             kspecs[nk++] = val;
         } else if (strcmp(a, "--workload") == 0 || strcmp(a, "-w") == 0) {
             NEED_VAL();
+            if (opts.workload) /* never drop one silently: check runs one workload or all */
+                return cli_usage_error("check", "one run per workload, or no --workload for all of them",
+                                       "--workload given twice ('%s', '%s')", opts.workload, val);
             opts.workload = val;
         } else if (strcmp(a, "--seed") == 0) {
             NEED_VAL();

@@ -96,5 +96,9 @@ else
   bad "no reproducer line for bf16_accum"
 fi
 
+# A repeated --workload is a usage error (exit 2), never silently reduced to the last one.
+"$P" check $OP --kernel builtin:fp32_seq --workload uniform --workload text -q >"$tmp/ww" 2>&1
+[ $? = 2 ] && grep -q "given twice" "$tmp/ww" && ok || bad "repeated --workload: not a usage error"
+
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]
