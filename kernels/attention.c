@@ -25,6 +25,8 @@ typedef struct {
     int scale_twice;  /* mutant: s = (q.k) * scale * scale (Q pre-scaled and scaled again) */
     int no_softcap;   /* mutant: the softcap attribute ignored */
     int p_bf16;       /* FA2/FA3 with bf16 inputs: P~ rounded to bf16 for the P~V product only */
+    int l_bf16;       /* mutant: the running row sum l kept in a bf16 register */
+    int acc_bf16;     /* mutant: the output accumulator kept in bf16 (a half-precision O tile) */
 } cfg_t;
 
 typedef struct {
@@ -123,10 +125,13 @@ HOT static void rows(void *p, int64_t b, int64_t e, int thread)
                     for (int64_t c = 0; c < dh; c++) pv[c] += pj * vj[c];
                 }
                 l = l * alpha + rs;
+                if (g->cfg.l_bf16) l = parity_round_bf16(l);
                 if (g->cfg.skip_rescale && blk == 1)
                     for (int64_t c = 0; c < dh; c++) acc[c] += pv[c];
                 else
                     for (int64_t c = 0; c < dh; c++) acc[c] = acc[c] * alpha + pv[c];
+                if (g->cfg.acc_bf16)
+                    for (int64_t c = 0; c < dh; c++) acc[c] = parity_round_bf16(acc[c]);
                 m = mn;
             }
             for (int64_t c = 0; c < dh; c++) put(O, r * dh + c, acc[c] / l);
@@ -169,13 +174,15 @@ static int attention(const parity_abi_call_t *call, cfg_t cfg)
     return rc;
 }
 
-static int att_two_pass(const parity_abi_call_t *c) { return attention(c, (cfg_t){0, 0, 0, 0, 0, 0}); }
-static int att_online(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 0, 0, 0, 0}); }
-static int att_online_exp2(const parity_abi_call_t *c) { return attention(c, (cfg_t){128, 1, 0, 0, 0, 0}); }
-static int att_skip_rescale(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 1, 0, 0, 0}); }
-static int att_scale_twice(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 0, 1, 0, 0}); }
-static int att_no_softcap(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 0, 0, 1, 0}); }
-static int att_p_bf16(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 0, 0, 0, 1}); }
+static int att_two_pass(const parity_abi_call_t *c) { return attention(c, (cfg_t){0, 0, 0, 0, 0, 0, 0, 0}); }
+static int att_online(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 0, 0, 0, 0, 0, 0}); }
+static int att_online_exp2(const parity_abi_call_t *c) { return attention(c, (cfg_t){128, 1, 0, 0, 0, 0, 0, 0}); }
+static int att_skip_rescale(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 1, 0, 0, 0, 0, 0}); }
+static int att_scale_twice(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 0, 1, 0, 0, 0, 0}); }
+static int att_no_softcap(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 0, 0, 1, 0, 0, 0}); }
+static int att_p_bf16(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 0, 0, 0, 1, 0, 0}); }
+static int att_l_bf16(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 0, 0, 0, 0, 1, 0}); }
+static int att_acc_bf16(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 0, 0, 0, 0, 0, 1}); }
 
 /* ---- backward ------------------------------------------------------------------------------
  * Per head: D_i = dO_i . O_i; for each attended pair P = exp(t - LSE_i), dP = dO_i . v_j,
@@ -314,6 +321,8 @@ const parity_abi_kernel_t parity_catalog_attention[] = {
     KB("dk_no_scale", "fa2, dK not multiplied by the softmax scale (dQ is)", BF, F32, bwd_dk_no_scale, "unfaithful"),
     KB("lse_log2", "fa2, P = exp2(t log2(e) - LSE): the natural-log LSE used as a log2 one", BF, F32, bwd_lse_log2, "unfaithful"),
     K("p_bf16", "online, P~ rounded to bf16 for the P~V product, fp32 row sum (FA2/FA3 with bf16 inputs; within the bf16 contract)", BF, F32, att_p_bf16, "faithful"),
+    K("l_bf16", "online, the running row sum l kept in bf16 (a half-precision softmax denominator)", BF, F32, att_l_bf16, "unfaithful"),
+    K("acc_bf16", "online, the output accumulator rescaled and accumulated in bf16 (a half-precision O tile)", BF, F32, att_acc_bf16, "unfaithful"),
 };
 const int parity_catalog_attention_count =
     (int)(sizeof parity_catalog_attention / sizeof parity_catalog_attention[0]);

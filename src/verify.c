@@ -177,8 +177,8 @@ void parity_tolerance(const parity_ref_output_t *R, int64_t slot, int64_t j, dou
     double ref = R->ref[slot * R->cols + j], sa = R->s_acc[slot * R->cols + j];
     double su = R->s_up ? R->s_up[slot * R->cols + j] : 0;
     double under = (k + m) * tiny_acc;
-    double op_p = R->s_op ? lambda * R->u_op * R->s_op[slot * R->cols + j] : 0;
     double op_d = R->s_op ? R->u_op * sa : 0;
+    double op_p = R->s_op ? fmin(lambda * R->u_op * R->s_op[slot * R->cols + j], op_d) : 0;
     *tol_p = tol_from(parity_gamma_prob(k - 1, u_acc, lambda), parity_gamma_prob(m, u_acc, lambda),
                       ref, sa, su, under + op_p, u_out, tiny_out);
     *tol_d = tol_from(parity_gamma(k - 1, u_acc), parity_gamma(m, u_acc), ref, sa, su, under + op_d,
@@ -249,10 +249,11 @@ void parity_judge_output(const parity_ref_output_t *R, const parity_abi_tensor_t
                 int64_t e = slot * R->cols + j;
                 ref = R->ref[e];
                 double sc = R->s_acc[e], su = R->s_up ? R->s_up[e] : 0;
-                /* Operand roundings: Hoeffding's lambda u_op sqrt(sum x^2) for the verdict,
-                 * u_op sum|x| <= u_op s_acc for the worst case (op.h). */
-                double op_p = R->s_op ? lambda * R->u_op * R->s_op[e] : 0;
+                /* Operand roundings: u_op sum|x| <= u_op s_acc always holds (worst case);
+                 * Hoeffding's lambda u_op sqrt(sum x^2) is smaller when many terms share the
+                 * sum, larger when one dominates: the verdict takes the smaller (op.h). */
                 double op_d = R->s_op ? R->u_op * sc : 0;
+                double op_p = R->s_op ? fmin(lambda * R->u_op * R->s_op[e], op_d) : 0;
                 tp = tol_from(gk_p, gm_p, ref, sc, su, under + op_p, u_out, tiny_out);
                 td = tol_from(gk_d, gm_d, ref, sc, su, under + op_d, u_out, tiny_out);
                 rscale = sc > rscale ? sc : rscale;

@@ -79,9 +79,10 @@ static void judge_inside_outside(void **state)
     free_ref(&R);
 }
 
-/* Operand roundings (op.h s_op, u_op): the verdict adds Hoeffding's lambda u_op s_op, the worst
- * case u_op s_acc. With u_op = 2^-8 and s_op = 1/4, an error of 0.9 of the widened tolerance
- * passes, 1.1 of it fails, and the same 0.9 fails without the term. */
+/* Operand roundings (op.h s_op, u_op): the verdict adds min(Hoeffding's lambda u_op s_op,
+ * u_op s_acc), the worst case u_op s_acc. With u_op = 2^-8 and s_op = 1/20 (Hoeffding the
+ * smaller), an error of 0.9 of the widened tolerance passes, 1.1 of it fails, and the same 0.9
+ * fails without the term; with s_op = 1/4 (one dominant term) the worst case caps it. */
 static void operand_rounding_term(void **state)
 {
     (void)state;
@@ -90,13 +91,19 @@ static void operand_rounding_term(void **state)
     R.s_op = calloc(4, sizeof *R.s_op);
     assert_non_null(R.s_op);
     R.u_op = 0x1p-8;
-    for (int j = 0; j < 4; j++) R.s_op[j] = 0.25;
+    for (int j = 0; j < 4; j++) R.s_op[j] = 0.05;
     double lambda = parity_lambda(8, 4, 1e-6);
-    double tol = parity_gamma_prob(7, 0x1p-24, lambda) + 8 * 0x1p-149 + lambda * 0x1p-8 * 0.25;
+    assert_true(lambda * 0.05 < 1 && lambda * 0.25 > 1); /* the two regimes below */
+    double base = parity_gamma_prob(7, 0x1p-24, lambda) + 8 * 0x1p-149;
+    double tol = base + lambda * 0x1p-8 * 0.05;
     double tp, td;
     parity_tolerance(&R, 0, 2, 0x1p-24, 0x1p-149, 0, 0, lambda, &tp, &td);
     assert_true(fabs(tp - tol) <= 1e-15 * tol);
     assert_true(fabs(td - (parity_gamma(7, 0x1p-24) + 8 * 0x1p-149 + 0x1p-8 * 1.0)) <= 1e-15);
+    R.s_op[3] = 0.25;
+    parity_tolerance(&R, 0, 3, 0x1p-24, 0x1p-149, 0, 0, lambda, &tp, &td);
+    assert_true(fabs(tp - (base + 0x1p-8 * 1.0)) <= 1e-15);
+    R.s_op[3] = 0.05;
     float y[4] = {0.5f, 0.5f, 0.5f, 0.5f};
     parity_abi_tensor_t v = {y, PARITY_DT_F32, 2, {1, 4}, {4, 1}, "y"};
     parity_wl_result_t res;
