@@ -32,10 +32,17 @@ int parity_cmd_ops(int argc, char **argv)
         printf("  outputs: ");
         for (int i = 0; i < op->n_outputs; i++) printf("%s%s", op->output_names[i], i + 1 < op->n_outputs ? ", " : "\n");
         printf("  faithful accumulator: %s\n  error model: %s\n  workloads:\n", op->faithful_accumulator, op->error_model);
+        /* ids= only where token ids mean something: an integer input (embedding ids, targets)
+         * or a preset that draws from non-uniform ids (log_softmax puts its peaks on real text). */
+        int uses_ids = 0;
+        for (int i = 0; i < op->n_inputs; i++) uses_ids |= !op->input_is_float[i];
+        for (int i = 0; i < op->n_presets; i++) uses_ids |= op->presets[i].ids != PARITY_IDS_UNIFORM;
         for (int i = 0; i < op->n_presets; i++) {
             const parity_workload_t *w = &op->presets[i];
-            printf("    %-12s N=%-6lld D=%-5lld V=%-6lld ids=%-7s %s%s\n", w->name, (long long)w->n,
-                   (long long)w->d, (long long)w->v, ids_name(w), w->summary,
+            char ids[24] = "";
+            if (uses_ids) snprintf(ids, sizeof ids, "ids=%-7s ", ids_name(w));
+            printf("    %-12s N=%-6lld D=%-5lld V=%-6lld %s%s%s\n", w->name, (long long)w->n,
+                   (long long)w->d, (long long)w->v, ids, w->summary,
                    w->production ? " [skipped by --quick]" : "");
         }
         return PARITY_EXIT_OK;
