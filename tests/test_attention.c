@@ -18,6 +18,7 @@
 #include "kernel_impl.h"
 #include "op_impl.h"
 #include "verify_impl.h"
+#include "catalog_util.h"
 
 #define CLOSE(a, b, tol) assert_true(fabs((a) - (b)) <= (tol))
 
@@ -77,15 +78,7 @@ static void softcap_by_hand(void **state)
 static parity_case_t *build_op(const char *op_name, const char *wl_name, parity_dtype_t dt,
                                parity_workload_t *wl)
 {
-    const parity_op_t *op = parity_op_find(op_name);
-    assert_non_null(op);
-    assert_int_equal(parity_op_workload(op, wl_name, wl), PARITY_OK);
-    wl->name = wl->label[0] ? wl->label : wl->name;
-    parity_case_t *c = NULL;
-    parity_diag_t diag;
-    memset(&diag, 0, sizeof diag);
-    assert_int_equal(parity_case_build(op, wl, 1, dt, &c, &diag), PARITY_OK);
-    return c;
+    return cu_build_case(op_name, wl_name, dt, 1, wl);
 }
 
 static parity_case_t *build(const char *wl_name, parity_dtype_t dt, parity_workload_t *wl)
@@ -208,24 +201,9 @@ static void verdicts_of(const char *op_name, const char *wl_name, int min_kernel
         /* only: judge that kernel alone. Otherwise all but acc_bf16 (a bf16 output accumulator),
          * which only departs on long rows of many key blocks: long_rows_catch_acc_bf16. */
         if (only ? strcmp(k->name, only) != 0 : strcmp(k->name, "acc_bf16") == 0) continue;
-        parity_tensor_t *out[3] = {0};
-        parity_abi_tensor_t in_v[6], out_v[3];
-        for (int a = 0; a < c->n_outputs; a++) {
-            out[a] = parity_tensor_new(c->op->output_names[a], (parity_dtype_t)k->out_dtype,
-                                       c->out_ndim[a], c->out_shape[a]);
-            assert_non_null(out[a]);
-        }
-        parity_abi_call_t call;
-        parity_case_make_call(c, in_v, out_v, out, 1, 1, &call);
-        assert_int_equal(k->run(&call), PARITY_KERNEL_OK);
-        parity_wl_result_t res;
-        memset(&res, 0, sizeof res);
-        for (int a = 0; a < c->n_outputs; a++)
-            parity_judge_output(&c->ref[a], &out[a]->view, PARITY_DT_F32, a, &res, NULL);
-        int faithful = res.max_q <= 1;
-        if (faithful != (strcmp(k->expected, "faithful") == 0))
-            fail_msg("%s %s: err/tol %g, expected %s (seed 1)", op_name, k->name, res.max_q, k->expected);
-        for (int a = 0; a < c->n_outputs; a++) parity_tensor_free(out[a]);
+        double q = cu_judge_kernel(k, c);
+        if ((q <= 1) != (strcmp(k->expected, "faithful") == 0))
+            fail_msg("%s %s: err/tol %g, expected %s (seed 1)", op_name, k->name, q, k->expected);
         seen++;
     }
     assert_true(seen >= min_kernels);

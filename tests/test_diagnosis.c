@@ -20,6 +20,7 @@
 #include "kernel_impl.h"
 #include "op_impl.h"
 #include "verify_impl.h"
+#include "catalog_util.h"
 
 static parity_format_t fmt(const char *name)
 {
@@ -56,40 +57,9 @@ static void fast_sum_cols_matches_single(void **state)
 static parity_case_t *build(const char *op_name, const char *wl_name, parity_dtype_t dt,
                             parity_workload_t *wl)
 {
-    const parity_op_t *op = parity_op_find(op_name);
-    assert_non_null(op);
-    assert_non_null(op->emulate);
-    assert_int_equal(parity_op_workload(op, wl_name, wl), PARITY_OK);
-    wl->name = wl->label[0] ? wl->label : wl->name;
-    parity_case_t *c = NULL;
-    parity_diag_t diag;
-    memset(&diag, 0, sizeof diag);
-    assert_int_equal(parity_case_build(op, wl, 1, dt, &c, &diag), PARITY_OK);
+    parity_case_t *c = cu_build_case(op_name, wl_name, dt, 1, wl);
+    assert_non_null(c->op->emulate); /* the ops of this file all have one */
     return c;
-}
-
-static const parity_abi_kernel_t *find_kernel(const char *op, const char *name)
-{
-    for (int i = 0; i < parity_catalog_count(); i++) {
-        const parity_abi_kernel_t *k = parity_catalog_at(i);
-        if (strcmp(k->op, op) == 0 && strcmp(k->name, name) == 0) return k;
-    }
-    fail_msg("no %s kernel %s", op, name);
-    return NULL;
-}
-
-/* Run catalog kernel k on case c; out[] receives the outputs (caller frees). */
-static void run_kernel(const parity_abi_kernel_t *k, const parity_case_t *c, parity_tensor_t **out)
-{
-    for (int a = 0; a < c->n_outputs; a++) {
-        out[a] = parity_tensor_new(c->op->output_names[a], (parity_dtype_t)k->out_dtype,
-                                   c->out_ndim[a], c->out_shape[a]);
-        assert_non_null(out[a]);
-    }
-    parity_abi_tensor_t in_v[PARITY_OP_MAX_ARGS], out_v[PARITY_OP_MAX_ARGS];
-    parity_abi_call_t call;
-    parity_case_make_call(c, in_v, out_v, out, 1, 1, &call);
-    assert_int_equal(k->run(&call), PARITY_KERNEL_OK);
 }
 
 /* Every row of output o emulated with (format, order): rows x cols doubles (caller frees). */
@@ -129,7 +99,7 @@ static void check_fp32(const char *op, const char *wl_name, const char *fp32_ker
     parity_workload_t wl;
     parity_case_t *c = build(op, wl_name, PARITY_DT_BF16, &wl);
     parity_tensor_t *out[PARITY_OP_MAX_ARGS] = {0};
-    run_kernel(find_kernel(op, fp32_kernel), c, out);
+    cu_run_kernel(cu_find_kernel(op, fp32_kernel), c, out);
     for (int o = 0; o < c->n_outputs; o++) {
         const parity_ref_output_t *R = &c->ref[o];
         double *seq = emulate_all(c, o, "fp32", PARITY_SUM_SEQUENTIAL);
@@ -168,7 +138,7 @@ static double check_bf16(const char *op, const char *wl_name, const char *mutant
     parity_workload_t wl;
     parity_case_t *c = build(op, wl_name, PARITY_DT_BF16, &wl);
     parity_tensor_t *out[PARITY_OP_MAX_ARGS] = {0};
-    run_kernel(find_kernel(op, mutant), c, out);
+    cu_run_kernel(cu_find_kernel(op, mutant), c, out);
     const parity_ref_output_t *R = &c->ref[o];
     double *emu = emulate_all(c, o, "bf16", PARITY_SUM_SEQUENTIAL);
     int64_t n = R->rows * R->cols, same = 0;
@@ -204,10 +174,10 @@ static void bf16_emulations_reproduce_bf16_mutants(void **state)
 static parity_diagnosis_t diagnosis(const char *op, const char *wl_name, const char *kernel)
 {
     parity_workload_t wl;
-    const parity_abi_kernel_t *k = find_kernel(op, kernel);
+    const parity_abi_kernel_t *k = cu_find_kernel(op, kernel);
     parity_case_t *c = build(op, wl_name, (parity_dtype_t)k->in_dtype, &wl);
     parity_tensor_t *out[PARITY_OP_MAX_ARGS] = {0};
-    run_kernel(k, c, out);
+    cu_run_kernel(k, c, out);
     parity_kernel_ref_t kr = {k, "", 1};
     parity_check_opts_t opts;
     memset(&opts, 0, sizeof opts);

@@ -21,6 +21,7 @@
 #include "kernel_impl.h"
 #include "op_impl.h"
 #include "verify_impl.h"
+#include "catalog_util.h"
 
 static void two_by_three_by_hand(void **state)
 {
@@ -58,15 +59,7 @@ static void compensated_by_hand(void **state)
 static parity_case_t *build(const char *wl_name, parity_dtype_t dt, uint64_t seed,
                             parity_workload_t *wl)
 {
-    const parity_op_t *op = parity_op_find("gemm");
-    assert_non_null(op);
-    assert_int_equal(parity_op_workload(op, wl_name, wl), PARITY_OK);
-    wl->name = wl->label[0] ? wl->label : wl->name;
-    parity_case_t *c = NULL;
-    parity_diag_t diag;
-    memset(&diag, 0, sizeof diag);
-    assert_int_equal(parity_case_build(op, wl, seed, dt, &c, &diag), PARITY_OK);
-    return c;
+    return cu_build_case("gemm", wl_name, dt, seed, wl);
 }
 
 /* The inputs as doubles: A (m,k), B transposed (n,k). */
@@ -221,32 +214,12 @@ static void fast_emulation_matches_format_sum(void **state)
 
 static parity_tensor_t *run_kernel(const parity_abi_kernel_t *k, const parity_case_t *c)
 {
-    parity_tensor_t *out = parity_tensor_new("C", (parity_dtype_t)k->out_dtype, 2, c->out_shape[0]);
-    assert_non_null(out);
-    parity_abi_tensor_t in_v[2] = {c->inputs[0]->view, c->inputs[1]->view}, out_v[1] = {out->view};
-    parity_abi_call_t call;
-    memset(&call, 0, sizeof call);
-    call.abi_version = PARITY_ABI_VERSION;
-    call.struct_size = sizeof call;
-    call.op = "gemm";
-    call.n_inputs = 2;
-    call.n_outputs = 1;
-    call.inputs = in_v;
-    call.outputs = out_v;
-    call.n_threads = 1;
-    assert_int_equal(k->run(&call), PARITY_KERNEL_OK);
-    return out;
+    parity_tensor_t *out[PARITY_OP_MAX_ARGS] = {0};
+    cu_run_kernel(k, c, out);
+    return out[0];
 }
 
-static const parity_abi_kernel_t *find_kernel(const char *name)
-{
-    for (int i = 0; i < parity_catalog_count(); i++) {
-        const parity_abi_kernel_t *k = parity_catalog_at(i);
-        if (strcmp(k->op, "gemm") == 0 && strcmp(k->name, name) == 0) return k;
-    }
-    fail_msg("no gemm kernel %s", name);
-    return NULL;
-}
+static const parity_abi_kernel_t *find_kernel(const char *name) { return cu_find_kernel("gemm", name); }
 
 /* The fp32 sequential emulation is bit-identical to the sequential fp32 catalog kernel (bf16
  * products are exact, so both round each exact sum once to fp32); the split-K fp32 kernel with
@@ -354,15 +327,7 @@ static void backward_by_hand(void **state)
 static parity_case_t *build_op(const char *op_name, const char *wl_name, parity_dtype_t dt,
                                parity_workload_t *wl)
 {
-    const parity_op_t *op = parity_op_find(op_name);
-    assert_non_null(op);
-    assert_int_equal(parity_op_workload(op, wl_name, wl), PARITY_OK);
-    wl->name = wl->label[0] ? wl->label : wl->name;
-    parity_case_t *c = NULL;
-    parity_diag_t diag;
-    memset(&diag, 0, sizeof diag);
-    assert_int_equal(parity_case_build(op, wl, 1, dt, &c, &diag), PARITY_OK);
-    return c;
+    return cu_build_case(op_name, wl_name, dt, 1, wl);
 }
 
 /* gemm_bwd's references against exact sums formed here from the inputs: dX[i,k] over the N
@@ -416,33 +381,9 @@ static void backward_catalog_verdicts(void **state)
     for (int i = 0; i < parity_catalog_count(); i++) {
         const parity_abi_kernel_t *k = parity_catalog_at(i);
         if (strcmp(k->op, "gemm_bwd") != 0) continue;
-        parity_case_t *c = k->in_dtype == PARITY_DT_F32 ? cf : cb;
-        parity_tensor_t *out[2];
-        parity_abi_tensor_t in_v[3], out_v[2];
-        for (int a = 0; a < 3; a++) in_v[a] = c->inputs[a]->view;
-        for (int a = 0; a < 2; a++) {
-            out[a] = parity_tensor_new(c->op->output_names[a], (parity_dtype_t)k->out_dtype, 2, c->out_shape[a]);
-            assert_non_null(out[a]);
-            out_v[a] = out[a]->view;
-        }
-        parity_abi_call_t call;
-        memset(&call, 0, sizeof call);
-        call.abi_version = PARITY_ABI_VERSION;
-        call.struct_size = sizeof call;
-        call.op = "gemm_bwd";
-        call.n_inputs = 3;
-        call.n_outputs = 2;
-        call.inputs = in_v;
-        call.outputs = out_v;
-        call.n_threads = 1;
-        assert_int_equal(k->run(&call), PARITY_KERNEL_OK);
-        parity_wl_result_t res;
-        memset(&res, 0, sizeof res);
-        for (int a = 0; a < 2; a++) parity_judge_output(&c->ref[a], &out[a]->view, PARITY_DT_F32, a, &res, NULL);
-        int faithful = res.max_q <= 1;
-        if (faithful != (strcmp(k->expected, "faithful") == 0))
-            fail_msg("gemm_bwd %s: err/tol %g, expected %s (seed 1)", k->name, res.max_q, k->expected);
-        for (int a = 0; a < 2; a++) parity_tensor_free(out[a]);
+        double q = cu_judge_kernel(k, k->in_dtype == PARITY_DT_F32 ? cf : cb);
+        if ((q <= 1) != (strcmp(k->expected, "faithful") == 0))
+            fail_msg("gemm_bwd %s: err/tol %g, expected %s (seed 1)", k->name, q, k->expected);
         seen++;
     }
     assert_true(seen >= 8);

@@ -16,6 +16,7 @@
 #include "kernel_impl.h"
 #include "op_impl.h"
 #include "verify_impl.h"
+#include "catalog_util.h"
 
 #define CLOSE(a, b, tol) assert_true(fabs((a) - (b)) <= (tol))
 
@@ -68,15 +69,7 @@ static void huge_logits_stay_finite(void **state)
 static parity_case_t *build(const char *op_name, const char *wl_name, parity_dtype_t dt,
                             parity_workload_t *wl)
 {
-    const parity_op_t *op = parity_op_find(op_name);
-    assert_non_null(op);
-    assert_int_equal(parity_op_workload(op, wl_name, wl), PARITY_OK);
-    wl->name = wl->label[0] ? wl->label : wl->name;
-    parity_case_t *c = NULL;
-    parity_diag_t diag;
-    memset(&diag, 0, sizeof diag);
-    assert_int_equal(parity_case_build(op, wl, 1, dt, &c, &diag), PARITY_OK);
-    return c;
+    return cu_build_case(op_name, wl_name, dt, 1, wl);
 }
 
 static void log_softmax_case_data(void **state)
@@ -148,35 +141,9 @@ static void catalog_verdicts(void **state)
             const parity_abi_kernel_t *k = parity_catalog_at(i);
             if (strcmp(k->op, ops[o]) != 0) continue;
             parity_case_t *c = k->in_dtype == PARITY_DT_F32 ? cf : cb;
-            parity_tensor_t *out[2] = {0};
-            parity_abi_tensor_t in_v[2], out_v[2];
-            for (int a = 0; a < c->n_inputs; a++) in_v[a] = c->inputs[a]->view;
-            for (int a = 0; a < c->n_outputs; a++) {
-                out[a] = parity_tensor_new(c->op->output_names[a], (parity_dtype_t)k->out_dtype,
-                                           c->out_ndim[a], c->out_shape[a]);
-                assert_non_null(out[a]);
-                out_v[a] = out[a]->view;
-            }
-            parity_abi_call_t call;
-            memset(&call, 0, sizeof call);
-            call.abi_version = PARITY_ABI_VERSION;
-            call.struct_size = sizeof call;
-            call.op = ops[o];
-            call.n_inputs = c->n_inputs;
-            call.n_outputs = c->n_outputs;
-            call.inputs = in_v;
-            call.outputs = out_v;
-            call.n_threads = 1;
-            assert_int_equal(k->run(&call), PARITY_KERNEL_OK);
-            parity_wl_result_t res;
-            memset(&res, 0, sizeof res);
-            for (int a = 0; a < c->n_outputs; a++)
-                parity_judge_output(&c->ref[a], &out[a]->view, PARITY_DT_F32, a, &res, NULL);
-            int faithful = res.max_q <= 1;
-            if (faithful != (strcmp(k->expected, "faithful") == 0))
-                fail_msg("%s %s: err/tol %g, expected %s (seed 1)", ops[o], k->name, res.max_q,
-                         k->expected);
-            for (int a = 0; a < c->n_outputs; a++) parity_tensor_free(out[a]);
+            double q = cu_judge_kernel(k, c);
+            if ((q <= 1) != (strcmp(k->expected, "faithful") == 0))
+                fail_msg("%s %s: err/tol %g, expected %s (seed 1)", ops[o], k->name, q, k->expected);
             seen++;
         }
         parity_case_free(cb);

@@ -20,6 +20,7 @@
 #include "kernel_impl.h"
 #include "op_impl.h"
 #include "verify_impl.h"
+#include "catalog_util.h"
 
 #define CLOSE(a, b, tol) assert_true(fabs((a) - (b)) <= (tol))
 
@@ -143,15 +144,7 @@ static void finite_differences(void **state)
 static parity_case_t *build(const char *op_name, const char *wl_name, parity_dtype_t dt,
                             parity_workload_t *wl, uint64_t seed)
 {
-    const parity_op_t *op = parity_op_find(op_name);
-    assert_non_null(op);
-    assert_int_equal(parity_op_workload(op, wl_name, wl), PARITY_OK);
-    wl->name = wl->label[0] ? wl->label : wl->name;
-    parity_case_t *c = NULL;
-    parity_diag_t diag;
-    memset(&diag, 0, sizeof diag);
-    assert_int_equal(parity_case_build(op, wl, seed, dt, &c, &diag), PARITY_OK);
-    return c;
+    return cu_build_case(op_name, wl_name, dt, seed, wl);
 }
 
 /* Built cases: the inputs are the forward's (same logits and expert outputs), the reference is
@@ -236,24 +229,9 @@ static void catalog_verdicts(void **state)
         int any_fail = 0;
         double worst = 0;
         for (int w = 0; w < 2; w++) {
-            parity_case_t *c = k->in_dtype == PARITY_DT_F32 ? cf[w] : cb[w];
-            parity_tensor_t *out[2] = {0};
-            parity_abi_tensor_t in_v[PARITY_OP_MAX_ARGS], out_v[PARITY_OP_MAX_ARGS];
-            for (int a = 0; a < 2; a++) {
-                out[a] = parity_tensor_new(c->op->output_names[a], (parity_dtype_t)k->out_dtype,
-                                           c->out_ndim[a], c->out_shape[a]);
-                assert_non_null(out[a]);
-            }
-            parity_abi_call_t call;
-            parity_case_make_call(c, in_v, out_v, out, 1, 1, &call);
-            assert_int_equal(k->run(&call), PARITY_KERNEL_OK);
-            parity_wl_result_t res;
-            memset(&res, 0, sizeof res);
-            for (int a = 0; a < 2; a++)
-                parity_judge_output(&c->ref[a], &out[a]->view, PARITY_DT_F32, a, &res, NULL);
-            any_fail |= !(res.max_q <= 1);
-            worst = res.max_q > worst ? res.max_q : worst;
-            for (int a = 0; a < 2; a++) parity_tensor_free(out[a]);
+            double q = cu_judge_kernel(k, k->in_dtype == PARITY_DT_F32 ? cf[w] : cb[w]);
+            any_fail |= !(q <= 1);
+            worst = q > worst ? q : worst;
         }
         if (any_fail == (strcmp(k->expected, "faithful") == 0))
             fail_msg("%s: worst err/tol %g, expected %s (seed 1)", k->name, worst, k->expected);
