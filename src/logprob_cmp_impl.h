@@ -57,8 +57,7 @@ typedef struct {
 typedef struct {
     struct parity_qsketch *q_dlp, *q_dp;
     parity_dist_t *own; /* threads > 0: holds the sketches */
-    double hist[2][HBINS];
-    double hist_zero;
+    uint64_t hc[4 * (2 * HBINS + 1)]; /* histogram counts, metrics_shist_t's layout */
     double fl_max;
 } tslot_t;
 

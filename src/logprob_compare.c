@@ -139,67 +139,48 @@ static tslot_t *tslot(cmp_t *c, int t, int i)
     return *sp;
 }
 
-/* Bin of |d| in the report's histogram: floor((log10|d| + 9) * 4) clamped to [0, HBINS). That
- * expression is non-decreasing in |d|, so it equals the number of bin thresholds t_1..t_39 at
- * or below |d|, where t_k is the smallest positive double the expression puts in bin >= k. The
- * thresholds are found once, by bisection over the ordered bit patterns of positive doubles
- * with the very same expression, so the table gives the same bins as calling log10 per token
- * (one log10 is ~20% of the per-token cost of a report). */
-static int hist_bin_log10(double a)
-{
-    double l = (log10(a) + 9.0) * 4.0;
-    return l < 0 ? 0 : l >= HBINS ? HBINS - 1 : (int)l;
-}
-
-static double hist_thr[HBINS + 2]; /* hist_thr[k], 1 <= k < HBINS: smallest double of bin >= k;
-                                   * NaN past the last bin */
-static int8_t hist_lo[1 << 15]; /* bin of the smallest double whose |bits| >> 48 (biased exponent
-                                 * and top 4 fraction bits) is the index */
+/* The report's histogram of delta: 4 bins per decade over [1e-9, 10), the first and last open,
+ * each a union of the |log r| quantile sketch's bins (128 per binade) so that the bin comes
+ * from the sketch insert's own index (metrics_shist_t): a |delta| in the sketch's binned range
+ * [2^-64, 2^64) goes to bin floor((log10 L + 9) 4), clamped to [0, HBINS), where L is the
+ * lower edge of its sketch bin. So bin b holds the values whose sketch bin starts in
+ * [10^(b/4 - 9), 10^((b+1)/4 - 9)): the edges are the decimal ones rounded up to the sketch's
+ * grid, within 2^-7 relative. */
+static uint8_t hist_map[QS_NBINS];
 static pthread_once_t hist_once = PTHREAD_ONCE_INIT;
-
-static int hist_bin_thr(double a, int b)
-{
-    while (b + 1 < HBINS && hist_thr[b + 1] <= a) b++;
-    return b;
-}
 
 static void hist_init(void)
 {
-    hist_thr[HBINS] = hist_thr[HBINS + 1] = NAN; /* never <= anything: the last bin is HBINS - 1 */
-    for (int k = 1; k < HBINS; k++) {
-        uint64_t lo = 1, hi = 0x7fefffffffffffffull; /* smallest subnormal .. DBL_MAX */
-        while (lo < hi) {
-            uint64_t mid = lo + (hi - lo) / 2;
-            double x;
-            memcpy(&x, &mid, sizeof x);
-            if (hist_bin_log10(x) >= k) hi = mid;
-            else lo = mid + 1;
-        }
-        memcpy(&hist_thr[k], &lo, sizeof lo);
-    }
-    for (int i = 0; i < (1 << 15); i++) {
-        uint64_t u = i == 0 ? 1 : (i >> 4) == 2047 ? 0x7fefffffffffffffull : (uint64_t)i << 48;
-        double x;
-        memcpy(&x, &u, sizeof x);
-        hist_lo[i] = (int8_t)hist_bin_thr(x, 0);
+    for (size_t i = 0; i < QS_NBINS; i++) {
+        uint64_t u = ((uint64_t)i + ((uint64_t)QS_EXP_LO << QS_BITS)) << (52 - QS_BITS);
+        double L;
+        memcpy(&L, &u, sizeof L);
+        double l = (log10(L) + 9.0) * 4.0;
+        hist_map[i] = (uint8_t)(l < 0 ? 0 : l >= HBINS ? HBINS - 1 : (int)l);
     }
 }
 
-/* The bin is the number of thresholds at or below |d|; it is at least the bin of the smallest
- * double with the same exponent and top 4 fraction bits, and such a sixteenth of a binade
- * spans a factor of at most 2^(1/16) = 1.044, less than a bin's 10^(1/4) = 1.78, so at most
- * one threshold comparison remains. */
-static inline __attribute__((always_inline)) int hist_bin(double d, int *sign)
+/* One delta = b - a into the histogram counts (tokens outside the SIMD blocks): as the blocks
+ * do for finite pairs; both -inf (NaN) counts as zero (the same logprob), one -inf as the
+ * largest |delta| of its sign. */
+static void hist_one(uint64_t *hc, double d)
 {
-    *sign = d > 0;
+    size_t stride = 2 * HBINS + 1, b;
     double a = fabs(d);
-    if (a == 0) return -1;
-    if (a != a) return hist_bin_log10(a);
-    uint64_t u;
-    memcpy(&u, &a, sizeof u);
-    int b = hist_lo[u >> 48];
-    b += hist_thr[b + 1] <= a; /* no branch: the outcome is data-dependent */
-    return b;
+    if (a == 0 || a != a) {
+        b = 2 * HBINS;
+    } else {
+        size_t bin;
+        if (a < 0x1p-64) bin = 0;
+        else if (a >= 0x1p64) bin = HBINS - 1;
+        else {
+            uint64_t u;
+            memcpy(&u, &a, sizeof u);
+            bin = hist_map[(u >> (52 - QS_BITS)) - ((uint64_t)QS_EXP_LO << QS_BITS)];
+        }
+        b = (d > 0 ? HBINS : 0) + bin;
+    }
+    hc[3 * stride + b]++;
 }
 
 static entry_t *new_entry(pair_t *pr, int si, int type)
@@ -231,17 +212,19 @@ static void add_run(cmp_t *c, int t, pair_t *pr, int si, size_t i0, size_t i1, i
     entry_t *e;
     const metrics_soa_t *rec = &T->rec;
     const uint8_t *fast = rec->fast;
+    const metrics_shist_t h = {hist_map, HBINS, s->hc};
     for (size_t i = i0; i < i1;) {
         size_t j = i;
         while (j < i1 && j - i < 256 && fast[j]) j++;
         if (!(e = new_entry(pr, si, j > i ? E_BLK : E_TOK))) goto nomem;
         if (j > i) {
             metrics_dist_block_stats_soa(rec, i, j - i, c->dopts.iw_low, c->dopts.iw_high, s->q_dlp,
-                                         s->q_dp, &e->u.blk);
+                                         s->q_dp, &h, &e->u.blk);
             i = j;
         } else {
             metrics_soa_get(rec, i, &e->u.tok);
             metrics_dist_token_sketch(s->q_dlp, s->q_dp, &e->u.tok);
+            hist_one(s->hc, T->gb[i] - T->ga[i]);
             i++;
         }
     }
@@ -267,29 +250,7 @@ static void add_run(cmp_t *c, int t, pair_t *pr, int si, size_t i0, size_t i1, i
             }
         }
     }
-    /* histogram counts into four interleaved local tables (consecutive tokens often share a
-     * bin; one table would chain each increment on the previous store), then into the slice */
-    const double *ga = T->ga, *gb = T->gb;
-    if (n < 256) {
-        /* short runs (the first position buckets): clearing the tables would cost more */
-        for (size_t i = i0; i < i1; i++) {
-            int sg, bin = hist_bin(gb[i] - ga[i], &sg);
-            if (bin < 0) s->hist_zero += 1;
-            else s->hist[sg][bin] += 1;
-        }
-    } else {
-        uint32_t cnt[4][2 * HBINS + 1]; /* a run lies within one sequence: < 2^32 tokens */
-        memset(cnt, 0, sizeof cnt);
-        for (size_t i = i0; i < i1; i++) {
-            int sg, bin = hist_bin(gb[i] - ga[i], &sg);
-            cnt[i & 3][bin < 0 ? 2 * HBINS : sg * HBINS + bin]++;
-        }
-        for (int k = 0; k < 2 * HBINS; k++) {
-            uint32_t v = cnt[0][k] + cnt[1][k] + cnt[2][k] + cnt[3][k];
-            if (v) s->hist[k / HBINS][k % HBINS] += v;
-        }
-        s->hist_zero += cnt[0][2 * HBINS] + cnt[1][2 * HBINS] + cnt[2][2 * HBINS] + cnt[3][2 * HBINS];
-    }
+    const double *ga = T->ga;
     if (!(e = new_entry(pr, si, E_FL))) goto nomem;
     metrics_floor_sums(ga + i0, n, c->unit, &e->u.fl.s0, &e->u.fl.q0, &s->fl_max);
     e->u.fl.s1 = e->u.fl.q1 = (parity_csum_t){0, 0};
@@ -435,8 +396,8 @@ static void worst_add(cmp_t *c, thr_t *T, const parity_lp_seq_t *sa, const parit
         }
         esc(w->context, sizeof w->context, buf);
     }
-    uint16_t m = sa->mod[i] ? sa->mod[i] : sb->mod[i];
-    const char *mn = parity_lp_reader_modality(sa->mod[i] ? c->ra : c->rb, m);
+    uint16_t ma = parity_lp_seq_mod(sa, i), m = ma ? ma : parity_lp_seq_mod(sb, i);
+    const char *mn = parity_lp_reader_modality(ma ? c->ra : c->rb, m);
     snprintf(w->slice_mod, sizeof w->slice_mod, "%s", mn ? mn : "");
 }
 
@@ -446,7 +407,7 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
     thr_t *T = &c->th[t];
     const parity_lp_seq_t *sa = pr->a, *sb = pr->b;
     size_t n = sa->n < sb->n ? sa->n : sb->n;
-    size_t lim = n;
+    size_t lim = n, nscan = n;
     pr->div = 0;
     uint64_t unkeyed = 0; /* a local: pr->unkeyed++ in the loop is a store per token */
     /* in the same pass: whether the pair is dense (see below) up to the divergence */
@@ -455,7 +416,22 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
     const uint8_t *fla = sa->flags, *flb = sb->flags;
     const uint16_t *ma = sa->mod, *mb = sb->mod;
     const int64_t *ka = sa->key, *kb = sb->key;
-    for (size_t i = 0; i < n; i++) {
+    if (n > 0 && sa->plain && sb->plain) {
+        /* every token alike on each side (dense readers): one comparability test, and the keys
+         * compared by memcmp, the first mismatch looked for only when there is one */
+        uint8_t fa = fla[0], fb = flb[0];
+        int comparable = !((fa | fb) & PARITY_LP_KEY_NONE) & ((fa & PARITY_LP_KEY_TEXT) == (fb & PARITY_LP_KEY_TEXT));
+        if (comparable && memcmp(ka, kb, n * sizeof *ka) != 0) {
+            lim = 0;
+            while (ka[lim] == kb[lim]) lim++;
+            pr->div = 1;
+        }
+        unkeyed = comparable ? 0 : lim;
+        fand = fa & fb;
+        forr = fa | fb;
+        nscan = 0; /* the loop below has nothing left to do */
+    }
+    for (size_t i = 0; i < nscan; i++) {
         uint8_t fa = fla[i], fb = flb[i];
         int comparable = !((fa | fb) & PARITY_LP_KEY_NONE) & ((fa & PARITY_LP_KEY_TEXT) == (fb & PARITY_LP_KEY_TEXT));
         if (comparable && ka[i] != kb[i]) {
@@ -535,7 +511,8 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
         GPOS[m] = pos_bucket(i);
         uint8_t f = fla[i] | flb[i];
         GPH[m] = (f & PARITY_LP_PREFILL) ? 1 : (f & PARITY_LP_DECODE) ? 2 : 0;
-        int md = sa->mod[i] ? mm0[sa->mod[i]] : sb->mod[i] ? mm1[sb->mod[i]] : -1;
+        uint16_t am = sa->plain ? 0 : sa->mod[i], bm = sb->plain ? 0 : sb->mod[i];
+        int md = am ? mm0[am] : bm ? mm1[bm] : -1;
         GMD[m] = md;
         GHT[m] = 0;
         if (T->K) {
@@ -969,9 +946,12 @@ static void finish(cmp_t *c)
                 (void)parity_metrics_qsketch_merge(q_dlp, ts->q_dlp);
                 (void)parity_metrics_qsketch_merge(q_dp, ts->q_dp);
             }
-            for (int sg = 0; sg < 2; sg++)
-                for (int b = 0; b < HBINS; b++) g->hist[sg][b] += ts->hist[sg][b];
-            g->hist_zero += ts->hist_zero;
+            for (int l = 0; l < 4; l++) {
+                const uint64_t *hc = ts->hc + l * (2 * HBINS + 1);
+                for (int sg = 0; sg < 2; sg++)
+                    for (int b = 0; b < HBINS; b++) g->hist[sg][b] += (double)hc[sg * HBINS + b];
+                g->hist_zero += (double)hc[2 * HBINS];
+            }
             if (ts->fl_max > g->fl_max) g->fl_max = ts->fl_max;
         }
     }

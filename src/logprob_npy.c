@@ -394,8 +394,7 @@ static void dense_row_fast(const parity_lp_reader_t *r, uint64_t row, parity_lp_
         for (p = 0; p < n; p++) s->key[p] = -1;
         memset(s->flags, PARITY_LP_PRESENT | PARITY_LP_KEY_NONE, n);
     }
-    memset(s->mod, 0, n * sizeof *s->mod);
-    memset(s->text, 0xff, n * sizeof *s->text); /* UINT32_MAX */
+    s->plain = 1; /* no modality, no text: mod[] and text[] stay unwritten */
 }
 
 static void dense_rows(void *ctx, int64_t b, int64_t e, int thread)

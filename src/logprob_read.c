@@ -52,13 +52,20 @@ void parity_lp_seq_free(parity_lp_seq_t *s)
 
 const char *parity_lp_seq_text(const parity_lp_seq_t *s, size_t i)
 {
-    if (!s || i >= s->n || !s->text || s->text[i] == UINT32_MAX) return NULL;
+    if (!s || i >= s->n || s->plain || !s->text || s->text[i] == UINT32_MAX) return NULL;
     return s->tbuf + s->text[i];
+}
+
+uint16_t parity_lp_seq_mod(const parity_lp_seq_t *s, size_t i)
+{
+    if (!s || i >= s->n || s->plain || !s->mod) return 0;
+    return s->mod[i];
 }
 
 void lp_seq_reset(parity_lp_seq_t *s)
 {
     s->n = 0;
+    s->plain = 0;
     s->tlen = 0;
     s->k = 0;
     s->line = 0;

@@ -197,8 +197,11 @@ static cJSON *slice_json(const parity_lp_result_t *r, size_t i)
     }
     cJSON *h = cJSON_AddObjectToObject(o, "hist_dlogprob");
     if (h) {
-        cJSON_AddStringToObject(h, "bins", "4 per decade of |delta| over [1e-9, 1e1); bin b covers "
-                                           "[10^(b/4-9), 10^((b+1)/4-9)), first and last bins open");
+        cJSON_AddStringToObject(h, "bins", "4 per decade of |delta| over [1e-9, 1e1), first and last bins open; "
+                                           "bin b holds the |delta| whose quantile-sketch bin (128 per binade) "
+                                           "starts in [10^(b/4-9), 10^((b+1)/4-9)), i.e. decimal edges rounded "
+                                           "up to the sketch's grid (within 2^-7 relative); "
+                                           "delta = NaN (both -inf) counts as zero");
         num(h, "zero", s->hist_zero);
         cJSON *neg = cJSON_AddArrayToObject(h, "negative"), *pos = cJSON_AddArrayToObject(h, "positive");
         for (int b = 0; b < HBINS && neg && pos; b++) {

@@ -128,11 +128,25 @@ void metrics_soa_get(const metrics_soa_t *s, size_t i, parity_dist_tok_t *t);
 void metrics_vexp(const double *x, size_t n, double *out);
 void metrics_vexpm1(const double *x, size_t n, double *out, double *ex);
 
+/* A signed histogram of delta = -log r fed by the |log r| sketch inserts, bins that are unions
+ * of the sketch's bins (the logprob report's histogram, logprob_compare.c): a value in the
+ * sketch's binned range goes to bin map[its sketch bin], below it to bin 0, above it to bin
+ * nb - 1; counts in cnt[lane * (2 nb + 1) + s * nb + bin] with s = 1 when delta > 0 and
+ * lane = the token's index in the block mod 4 (four interleaved tables: consecutive tokens
+ * often share a bin, and one table would chain each increment on the previous store), zeros
+ * at cnt[lane * (2 nb + 1) + 2 nb]. */
+typedef struct {
+    const uint8_t *map; /* QS_NBINS entries */
+    size_t nb;
+    uint64_t *cnt;      /* 4 (2 nb + 1) counts */
+} metrics_shist_t;
+
 /* Block of records i0..i0+m (1 <= m <= 256), all with fast = 1: stats into out, |dlp| and |dp|
- * into the sketches (metrics_vec.c). */
+ * into the sketches, delta into h when not NULL (metrics_vec.c). */
 void metrics_dist_block_stats_soa(const metrics_soa_t *t, size_t i0, size_t m, double iw_low,
                                   double iw_high, struct parity_qsketch *q_dlp,
-                                  struct parity_qsketch *q_dp, metrics_blk_t *out);
+                                  struct parity_qsketch *q_dp, const metrics_shist_t *h,
+                                  metrics_blk_t *out);
 void metrics_dist_block_apply(parity_dist_t *d, const metrics_blk_t *b);
 /* A token not taken by the blocked path: its ordered part and its sketch part. */
 void metrics_dist_token_ordered(parity_dist_t *d, const parity_dist_tok_t *t);

@@ -325,10 +325,11 @@ INL void two_sum1(double *s, double *c, double x)
     *s = t;
 }
 
-/* Quantile-sketch inserts of one block (values finite and >= 0): the exact buffer takes what
- * fits while the sketch is exact (as one insert at a time would), then the bins. */
+/* Quantile-sketch inserts of one block (values finite; with absval their magnitudes, else
+ * values >= 0): the exact buffer takes what fits while the sketch is exact (as one insert at a
+ * time would), then the bins; with h, the signed histogram of -x too (absval only). */
 static void qs_add_block(struct parity_qsketch *q, const double *x, size_t m, int absval, double mn,
-                         double mx)
+                         double mx, const metrics_shist_t *h)
 {
     if (m == 0) return;
     mn = mn + 0.0;
@@ -344,20 +345,35 @@ static void qs_add_block(struct parity_qsketch *q, const double *x, size_t m, in
     }
     q->n += m;
     uint64_t *bins = q->bins;
+    const uint64_t off = (uint64_t)QS_EXP_LO << QS_BITS;
     if (mn >= 0x1p-64 && mx < 0x1p64) {
         /* all in the binned range: the bin is the top 11 + 7 bits less the offset of 2^-64 */
-        for (size_t i = 0; i < m; i++) {
-            uint64_t u;
-            memcpy(&u, &x[i], sizeof u);
-            bins[((u & (~0ull >> 1)) >> (52 - QS_BITS)) - ((uint64_t)QS_EXP_LO << QS_BITS)]++;
+        if (h) {
+            const uint8_t *map = h->map;
+            const size_t nb = h->nb, stride = 2 * nb + 1;
+            uint64_t *cnt = h->cnt;
+            for (size_t i = 0; i < m; i++) {
+                uint64_t u;
+                memcpy(&u, &x[i], sizeof u);
+                uint64_t idx = ((u & (~0ull >> 1)) >> (52 - QS_BITS)) - off;
+                bins[idx]++;
+                /* delta = -x > 0 exactly when x's sign bit is set (x != 0 here) */
+                cnt[(i & 3) * stride + (u >> 63) * nb + map[idx]]++;
+            }
+        } else {
+            for (size_t i = 0; i < m; i++) {
+                uint64_t u;
+                memcpy(&u, &x[i], sizeof u);
+                bins[((u & (~0ull >> 1)) >> (52 - QS_BITS)) - off]++;
+            }
         }
         return;
     }
     uint64_t nz = 0, nu = 0, no = 0;
     for (size_t i = 0; i < m; i++) {
-        uint64_t u;
-        memcpy(&u, &x[i], sizeof u);
-        u &= ~0ull >> 1; /* |x|; also -0 -> +0 */
+        uint64_t u0, u;
+        memcpy(&u0, &x[i], sizeof u0);
+        u = u0 & (~0ull >> 1); /* |x|; also -0 -> +0 */
         uint64_t e = u >> 52;
         int zero = u == 0, under = !zero && e < QS_EXP_LO, over = e >= QS_EXP_LO + QS_BINADES;
         nz += (uint64_t)zero;
@@ -366,6 +382,10 @@ static void qs_add_block(struct parity_qsketch *q, const double *x, size_t m, in
         int reg = !(zero | under | over);
         uint64_t idx = ((e - QS_EXP_LO) << QS_BITS) | ((u >> (52 - QS_BITS)) & ((1u << QS_BITS) - 1));
         bins[reg ? idx : 0] += (uint64_t)reg;
+        if (h) {
+            size_t nb = h->nb, b = zero ? 2 * nb : (u0 >> 63) * nb + (under ? 0 : over ? nb - 1 : h->map[idx]);
+            h->cnt[(i & 3) * (2 * nb + 1) + b]++;
+        }
     }
     q->n_zero += nz;
     q->n_under += nu;
@@ -374,7 +394,7 @@ static void qs_add_block(struct parity_qsketch *q, const double *x, size_t m, in
 
 HOT void metrics_dist_block_stats_soa(const metrics_soa_t *t, size_t i0, size_t m, double lo, double hi,
                                   struct parity_qsketch *q_dlp, struct parity_qsketch *q_dp,
-                                  metrics_blk_t *out)
+                                  const metrics_shist_t *h, metrics_blk_t *out)
 {
     const double *LR = t->lr + i0, *K3 = t->k3 + i0, *RM1 = t->rm1 + i0, *W = t->w + i0,
                  *ADP = t->adp + i0, *PA = t->pa + i0, *PB = t->pb + i0;
@@ -389,14 +409,18 @@ HOT void metrics_dist_block_stats_soa(const metrics_soa_t *t, size_t i0, size_t 
     for (; i + VL <= m; i += VL) {
         v4d lr = ld(LR + i), k3 = ld(K3 + i), rm1 = ld(RM1 + i), w = ld(W + i), adp = ld(ADP + i);
         v4d adl = vabs(lr), chi2 = rm1 * rm1;
+        /* k1 has terms of both signs and can cancel: compensated. The others are sums of
+         * non-negative terms, where a plain sum of at most 64 terms per lane is within
+         * 63u of the exact sum relative to the sum itself (no cancellation; see
+         * docs/logprob-metrics.md "Sums") */
         two_sum(&s[S_K1], &c[S_K1], -lr);
-        two_sum(&s[S_K2], &c[S_K2], splat(0.5) * lr * lr);
-        two_sum(&s[S_K3], &c[S_K3], k3);
-        two_sum(&s[S_ADL], &c[S_ADL], adl);
-        two_sum(&s[S_ADP], &c[S_ADP], adp);
-        two_sum(&s[S_CHI2], &c[S_CHI2], chi2);
-        two_sum(&s[S_W], &c[S_W], w);
-        two_sum(&s[S_W2], &c[S_W2], w * w);
+        s[S_K2] += splat(0.5) * lr * lr;
+        s[S_K3] += k3;
+        s[S_ADL] += adl;
+        s[S_ADP] += adp;
+        s[S_CHI2] += chi2;
+        s[S_W] += w;
+        s[S_W2] += w * w;
         mk3 = vmax(mk3, k3);
         mdl = vmax(mdl, adl);
         mndl = vmin(mndl, adl);
@@ -424,13 +448,13 @@ HOT void metrics_dist_block_stats_soa(const metrics_soa_t *t, size_t i0, size_t 
         double lr = LR[j], k3 = K3[j], rm1 = RM1[j], w = W[j], adp = ADP[j], adl = fabs(lr),
                chi2 = rm1 * rm1;
         two_sum1(&S[S_K1][l], &C[S_K1][l], -lr);
-        two_sum1(&S[S_K2][l], &C[S_K2][l], 0.5 * lr * lr);
-        two_sum1(&S[S_K3][l], &C[S_K3][l], k3);
-        two_sum1(&S[S_ADL][l], &C[S_ADL][l], adl);
-        two_sum1(&S[S_ADP][l], &C[S_ADP][l], adp);
-        two_sum1(&S[S_CHI2][l], &C[S_CHI2][l], chi2);
-        two_sum1(&S[S_W][l], &C[S_W][l], w);
-        two_sum1(&S[S_W2][l], &C[S_W2][l], w * w);
+        S[S_K2][l] += 0.5 * lr * lr;
+        S[S_K3][l] += k3;
+        S[S_ADL][l] += adl;
+        S[S_ADP][l] += adp;
+        S[S_CHI2][l] += chi2;
+        S[S_W][l] += w;
+        S[S_W2][l] += w * w;
         tmk3 = k3 > tmk3 ? k3 : tmk3;
         tmdl = adl > tmdl ? adl : tmdl;
         tmndl = adl < tmndl ? adl : tmndl;
@@ -506,8 +530,8 @@ HOT void metrics_dist_block_stats_soa(const metrics_soa_t *t, size_t i0, size_t 
     out->m2x = hsum(m2x) + tx;
     out->m2y = hsum(m2y) + ty;
     out->cxy = hsum(cxy) + txy;
-    qs_add_block(q_dlp, LR, m, 1, tmndl, tmdl);
-    qs_add_block(q_dp, ADP, m, 0, tmndp, tmdp);
+    qs_add_block(q_dlp, LR, m, 1, tmndl, tmdl, h);
+    qs_add_block(q_dp, ADP, m, 0, tmndp, tmdp, NULL);
 }
 
 /* ---- sums over a run of records -------------------------------------------------------------

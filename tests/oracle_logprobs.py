@@ -178,6 +178,40 @@ for name, sq in fields.items():
         fails.append(f"slice {name} missing from the report")
         continue
     check_slice(name, byname[name], metrics(toks, sq), loose)
+
+
+def hist_expected(toks):
+    """The documented signed histogram of delta = b - a: 4 bins per decade over [1e-9, 10), bin of
+    |delta| from the lower edge L of its quantile-sketch bin (7 fraction bits), zero for 0 and NaN."""
+    neg, pos, zero = [0] * 40, [0] * 40, 0
+    for t in toks:
+        d = float(t[1]) - float(t[0])
+        if d == 0 or d != d:
+            zero += 1
+            continue
+        x = abs(d)
+        if x < 2.0 ** -64:
+            b = 0
+        elif x >= 2.0 ** 64:
+            b = 39
+        else:
+            m, e = np.frexp(x)
+            L = np.floor(m * 256) / 256 * 2.0 ** int(e)
+            b = min(max(int(np.floor((np.log10(L) + 9) * 4)), 0), 39)
+        (pos if d > 0 else neg)[b] += 1
+    return neg, pos, zero
+
+
+for name, toks in list(slices.items()) + [(n, [t for s in sq for t in s]) for n, sq in fields.items()]:
+    js = rep["overall"] if name == "overall" else byname.get(name)
+    if js is None:
+        continue
+    nchecks[0] += 1
+    neg, pos, zero = hist_expected(toks)
+    h = js["hist_dlogprob"]
+    if h["negative"] != neg or h["positive"] != pos or h["zero"] != zero:
+        fails.append(f"{name}: histogram {h['negative']}/{h['positive']}/{h['zero']}, numpy {neg}/{pos}/{zero}")
+
 if rep["counts"]["n_diverged"] != 1 or rep["divergences"][0]["id"] != "r3" or rep["divergences"][0]["position"] != 7:
     fails.append(f"divergence: want r3 at position 7, got {rep['divergences']}")
 if byname["modality=image"]["verdict"] != "alarm" or byname["modality=text"]["verdict"] == "alarm":

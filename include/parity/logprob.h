@@ -59,6 +59,10 @@ typedef struct {
     size_t k;          /* top-k width of this sequence (0: none) */
     int32_t *top_id;   /* (n * k) ids (or 31-bit text hashes), -1 padding */
     double *top_lp;    /* (n * k) */
+    /* 1 when every token has the same flags (flags[i] == flags[0]), no modality tag and no
+     * text: then mod[] and text[] are not written (the dense readers skip them); read them
+     * through parity_lp_seq_mod / parity_lp_seq_text, which know this */
+    int plain;
     /* capacities (internal) */
     size_t cap, tcap, topcap;
 } parity_lp_seq_t;
@@ -67,6 +71,9 @@ void parity_lp_seq_init(parity_lp_seq_t *s);
 void parity_lp_seq_free(parity_lp_seq_t *s); /* frees the buffers; NULL is a no-op */
 /* The text of token i or NULL. */
 const char *parity_lp_seq_text(const parity_lp_seq_t *s, size_t i);
+/* Modality of token i: an index into the reader's table (parity_lp_reader_modality), 0 when
+ * untagged. */
+uint16_t parity_lp_seq_mod(const parity_lp_seq_t *s, size_t i);
 
 typedef struct {
     parity_lp_format_t format; /* PARITY_LP_AUTO: detect from extension and content */
