@@ -10,6 +10,8 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "parity/metrics.h"
@@ -20,49 +22,121 @@
 #endif
 
 /* Four doubles per vector whatever the machine, so that the lanes (and with them the order of
- * the block sums) and hence the results are the same everywhere: AVX2 runs them as one
- * instruction, plain x86-64 as two SSE2 ones (the hot functions are compiled for both and
- * chosen at load time, target_clones). No FMA: -ffp-contract=off, and the same bits on both. */
+ * the block sums) and hence the results are the same everywhere. The hot functions are compiled
+ * three times and one copy is chosen at the first call (DISPATCH below): AVX-512 (F + VL: the
+ * same 4-lane vectors, but 32 registers instead of 16, so the block statistics keep their
+ * accumulators in registers), AVX2 (one instruction per vector) and plain x86-64 (two SSE2
+ * instructions per vector). No FMA (-ffp-contract=off): the same bits from all three, which
+ * tests/oracle_logprobs.py checks by forcing each with PARITY_SIMD=avx512|avx2|sse2. */
 #define VL 4
-/* helpers taking or returning vectors are always inlined: a call between an AVX2 clone and a
+/* helpers taking or returning vectors are always inlined: a call between an AVX2 copy and a
  * plain function would pass vectors in different registers */
 #define INL static inline __attribute__((always_inline))
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__has_attribute) && \
-    !defined(PARITY_NO_TARGET_CLONES)
-#if __has_attribute(target_clones)
-#define HOT __attribute__((target_clones("avx2", "default")))
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(PARITY_NO_TARGET_CLONES)
+#define MULTI 1
 #endif
-#endif
-#ifndef HOT
-#define HOT
-#endif
-typedef double v4d __attribute__((vector_size(VL * 8)));
-typedef int64_t v4i __attribute__((vector_size(VL * 8)));
-typedef uint64_t v4u __attribute__((vector_size(VL * 8)));
 
-INL v4d ld(const double *p)
+#ifdef MULTI
+/* 2: AVX-512 F+VL, 1: AVX2, 0: baseline x86-64; PARITY_SIMD=avx512|avx2|sse2 lowers it (for
+ * tests; asking for more than the CPU has gives what it has) */
+static int simd_level;
+static pthread_once_t simd_once = PTHREAD_ONCE_INIT;
+
+static void simd_init(void)
 {
-    v4d v;
+    __builtin_cpu_init();
+    int l = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") ? 2
+            : __builtin_cpu_supports("avx2")                                        ? 1
+                                                                                    : 0;
+    const char *e = getenv("PARITY_SIMD");
+    if (e) {
+        int want = !strcmp(e, "avx512") ? 2 : !strcmp(e, "avx2") ? 1 : !strcmp(e, "sse2") ? 0 : l;
+        if (want < l) l = want;
+    }
+    simd_level = l;
+}
+
+static int simd(void)
+{
+    pthread_once(&simd_once, simd_init);
+    return simd_level;
+}
+
+/* name(params) calls name_impl(args), inlined into a copy per instruction set */
+#define DISPATCH(ret, name, params, args)                                                            \
+    __attribute__((target("avx512f,avx512vl,avx2"))) static ret name##_512 params                   \
+    {                                                                                                \
+        return name##_impl args;                                                                     \
+    }                                                                                                \
+    __attribute__((target("avx2"))) static ret name##_avx2 params { return name##_impl args; }      \
+    static ret name##_sse2 params { return name##_impl args; }                                       \
+    ret name params                                                                                  \
+    {                                                                                                \
+        int l = simd();                                                                              \
+        return l == 2 ? name##_512 args : l == 1 ? name##_avx2 args : name##_sse2 args;              \
+    }
+/* the same for functions returning void */
+#define DISPATCH_V(name, params, args)                                                               \
+    __attribute__((target("avx512f,avx512vl,avx2"))) static void name##_512 params { name##_impl args; } \
+    __attribute__((target("avx2"))) static void name##_avx2 params { name##_impl args; }            \
+    static void name##_sse2 params { name##_impl args; }                                             \
+    void name params                                                                                 \
+    {                                                                                                \
+        int l = simd();                                                                              \
+        if (l == 2) name##_512 args;                                                                 \
+        else if (l == 1) name##_avx2 args;                                                           \
+        else name##_sse2 args;                                                                       \
+    }
+#else
+#define DISPATCH(ret, name, params, args)                                                            \
+    ret name params { return name##_impl args; }
+#define DISPATCH_V(name, params, args)                                                               \
+    void name params { name##_impl args; }
+#endif
+
+typedef double vd __attribute__((vector_size(VL * 8)));
+typedef int64_t vi __attribute__((vector_size(VL * 8)));
+typedef uint64_t vu __attribute__((vector_size(VL * 8)));
+
+INL vd ld(const double *p)
+{
+    vd v;
     memcpy(&v, p, sizeof v);
     return v;
 }
 
-INL void st(double *p, v4d v) { memcpy(p, &v, sizeof v); }
+INL void st(double *p, vd v) { memcpy(p, &v, sizeof v); }
 
-INL v4d splat(double x) { return (v4d){0} + x; }
+INL vd splat(double x) { return (vd){0} + x; }
 
 /* mask ? x : y, mask lanes all ones or all zeros (a vector comparison's result) */
-INL v4d sel(v4i mask, v4d x, v4d y)
+INL vd sel(vi mask, vd x, vd y)
 {
-    return (v4d)(((v4u)mask & (v4u)x) | (~(v4u)mask & (v4u)y));
+    return (vd)(((vu)mask & (vu)x) | (~(vu)mask & (vu)y));
 }
 
-INL v4d vabs(v4d x) { return (v4d)((v4u)x & (~0ull >> 1)); }
+INL vd vabs(vd x) { return (vd)((vu)x & (~0ull >> 1)); }
 /* lane sum, pairwise in a fixed order */
-INL double hsum(v4d v) { return (v[0] + v[1]) + (v[2] + v[3]); }
+INL double hsum(vd v)
+{
+    return (v[0] + v[1]) + (v[2] + v[3]);
+}
+/* whether every / some lane of a comparison's result is set */
+INL int all_lanes(vi m)
+{
+    int64_t r = -1;
+    for (int l = 0; l < VL; l++) r &= m[l];
+    return r != 0;
+}
+INL int any_lane(vi m)
+{
+    int64_t r = 0;
+    for (int l = 0; l < VL; l++) r |= m[l];
+    return r != 0;
+}
 
-INL v4d vmin(v4d a, v4d b) { return sel(b < a, b, a); }
-INL v4d vmax(v4d a, v4d b) { return sel(b > a, b, a); }
+INL vd vmin(vd a, vd b) { return sel(b < a, b, a); }
+INL vd vmax(vd a, vd b) { return sel(b > a, b, a); }
 
 /* ---- exp and expm1 ---------------------------------------------------------------------------
  * Range reduction x = k ln2 + r with k = round(x / ln2), |r| <= ln2/2 (+ a rounding of x/ln2),
@@ -103,17 +177,17 @@ static const double q_c[13] = {
 };
 
 /* k and em1(r) = e^r - 1 for x within [-1100, 1100] (the caller clamps). */
-INL v4d reduce_em1(v4d x, v4i *k_out)
+INL vd reduce_em1(vd x, vi *k_out)
 {
-    v4d y = x * splat(LOG2E) + splat(SHIFTER);
-    v4i k = (v4i)((v4u)y - (v4u)splat(SHIFTER));
-    v4d kd = y - splat(SHIFTER);
-    v4d hi = x - kd * splat(LN2_HI);
-    v4d lo = kd * splat(LN2_LO);
-    v4d r = hi - lo;
-    v4d rl = (hi - r) - lo;
+    vd y = x * splat(LOG2E) + splat(SHIFTER);
+    vi k = (vi)((vu)y - (vu)splat(SHIFTER));
+    vd kd = y - splat(SHIFTER);
+    vd hi = x - kd * splat(LN2_HI);
+    vd lo = kd * splat(LN2_LO);
+    vd r = hi - lo;
+    vd rl = (hi - r) - lo;
     /* Horner, written out (a loop over the table keeps q in memory at -O2) */
-    v4d q = splat(q_c[11]) + r * splat(q_c[12]);
+    vd q = splat(q_c[11]) + r * splat(q_c[12]);
     q = splat(q_c[10]) + r * q;
     q = splat(q_c[9]) + r * q;
     q = splat(q_c[8]) + r * q;
@@ -130,17 +204,17 @@ INL v4d reduce_em1(v4d x, v4i *k_out)
 }
 
 /* 2^k as a double for -1022 <= k <= 1023 */
-INL v4d pow2(v4i k) { return (v4d)(((v4u)k + 1023) << 52); }
+INL vd pow2(vi k) { return (vd)(((vu)k + 1023) << 52); }
 
 /* e^x for every double x but NaN: the scaling 2^k is applied as 2^(k/2) 2^(k - k/2), both
  * normal, so the first product is exact and the second rounds once, into the subnormals or to
  * 0 or inf as the true value does. */
-INL v4d vexp(v4d x)
+INL vd vexp(vd x)
 {
     x = vmax(vmin(x, splat(1100.0)), splat(-1100.0));
-    v4i k;
-    v4d em1 = reduce_em1(x, &k);
-    v4i k1 = k >> 1;
+    vi k;
+    vd em1 = reduce_em1(x, &k);
+    vi k1 = k >> 1;
     return ((splat(1.0) + em1) * pow2(k1)) * pow2(k - k1);
 }
 
@@ -149,22 +223,22 @@ INL v4d vexp(v4d x)
  * only q's first seven terms: the first omitted one, x^9/9!, is below 2^-74 |x|. The short
  * form is taken lane by lane, so a lane's result does not depend on its neighbours, and the
  * long one is computed only when some lane needs it. */
-INL v4d vexpm1(v4d x, v4d *ex)
+INL vd vexpm1(vd x, vd *ex)
 {
-    v4i small = vabs(x) <= splat(0x1p-7);
-    v4d q = splat(q_c[5]) + x * splat(q_c[6]);
+    vi small = vabs(x) <= splat(0x1p-7);
+    vd q = splat(q_c[5]) + x * splat(q_c[6]);
     q = splat(q_c[4]) + x * q;
     q = splat(q_c[3]) + x * q;
     q = splat(q_c[2]) + x * q;
     q = splat(q_c[1]) + x * q;
     q = splat(q_c[0]) + x * q;
-    v4d em1 = x + (x * x) * q;
-    v4d e = splat(1.0) + em1;
-    if (!(small[0] & small[1] & small[2] & small[3])) {
-        v4d xc = vmax(vmin(x, splat(40.0)), splat(-40.0));
-        v4i k;
-        v4d r = reduce_em1(xc, &k);
-        v4d p2 = pow2(k);
+    vd em1 = x + (x * x) * q;
+    vd e = splat(1.0) + em1;
+    if (!all_lanes(small)) {
+        vd xc = vmax(vmin(x, splat(40.0)), splat(-40.0));
+        vi k;
+        vd r = reduce_em1(xc, &k);
+        vd p2 = pow2(k);
         e = sel(small, e, (splat(1.0) + r) * p2);
         em1 = sel(small, em1, (p2 - splat(1.0)) + p2 * r);
     }
@@ -179,7 +253,7 @@ void metrics_vexp(const double *x, size_t n, double *out)
     if (i < n) {
         double t[VL] = {0};
         memcpy(t, x + i, (n - i) * sizeof *t);
-        v4d r = vexp(ld(t));
+        vd r = vexp(ld(t));
         memcpy(out + i, &r, (n - i) * sizeof *t);
     }
 }
@@ -187,7 +261,7 @@ void metrics_vexp(const double *x, size_t n, double *out)
 void metrics_vexpm1(const double *x, size_t n, double *out, double *ex)
 {
     size_t i = 0;
-    v4d e;
+    vd e;
     for (; i + VL <= n; i += VL) {
         st(out + i, vexpm1(ld(x + i), &e));
         if (ex) st(ex + i, e);
@@ -195,7 +269,7 @@ void metrics_vexpm1(const double *x, size_t n, double *out, double *ex)
     if (i < n) {
         double t[VL] = {0};
         memcpy(t, x + i, (n - i) * sizeof *t);
-        v4d r = vexpm1(ld(t), &e);
+        vd r = vexpm1(ld(t), &e);
         memcpy(out + i, &r, (n - i) * sizeof *t);
         if (ex) memcpy(ex + i, &e, (n - i) * sizeof *t);
     }
@@ -215,16 +289,16 @@ static const double k3_c[16] = {
     1.0 / 87178291200.0, 1.0 / 1307674368000.0, 1.0 / 20922789888000.0, 1.0 / 355687428096000.0,
 };
 
-INL v4d k3_vec(v4d x, v4d rm1)
+INL vd k3_vec(vd x, vd rm1)
 {
-    v4d ax = vabs(x);
+    vd ax = vabs(x);
     /* each lane with the number of terms its own |x| needs (as parity_metrics_k3): the 7-term
      * sum, and the 10- and 16-term ones only when a lane of the vector needs them */
-    v4d s7 = splat(k3_c[6]);
-    v4d s = s7;
-    v4i big = ax > splat(0x1p-7);
-    if (big[0] | big[1] | big[2] | big[3]) {
-        v4d s10 = splat(k3_c[9]), s16 = splat(k3_c[15]);
+    vd s7 = splat(k3_c[6]);
+    vd s = s7;
+    vi big = ax > splat(0x1p-7);
+    if (any_lane(big)) {
+        vd s10 = splat(k3_c[9]), s16 = splat(k3_c[15]);
         for (int i = 14; i >= 9; i--) s16 = splat(k3_c[i]) + x * s16;
         s10 = sel(ax > splat(0x1p-4), s16, s10);
         s10 = splat(k3_c[8]) + x * s10;
@@ -241,23 +315,23 @@ INL v4d k3_vec(v4d x, v4d rm1)
     return sel(ax <= splat(0.5), x * x * s, rm1 - x);
 }
 
-INL v4i vfinite(v4d x) { return vabs(x) <= splat(0x1.fffffffffffffp1023); }
+INL vi vfinite(vd x) { return vabs(x) <= splat(0x1.fffffffffffffp1023); }
 
 /* Records of four pairs into index i..i+3; returns the lanes that are fast: both finite,
  * |log r| <= 30, both probabilities finite (the others are redone by the caller). */
-INL v4i prep4(const metrics_soa_t *o, size_t i, v4d a, v4d b)
+INL vi prep4(const metrics_soa_t *o, size_t i, vd a, vd b)
 {
-    v4d lr = a - b, w;
-    v4d pa = vexp(a);
-    v4d rm1 = vexpm1(lr, &w);
+    vd lr = a - b, w;
+    vd pa = vexp(a);
+    vd rm1 = vexpm1(lr, &w);
     /* p_B = p_A / r as p_A (1/r) (one division instead of a third exponential; 1/r serves
      * |dp| too): within 1 + 1.5 + 1/2 ulps while p_A is normal; a lane whose p_A is below
      * 2^-1000 (subnormal or 0, where the product would lose relative accuracy) takes e^b
      * itself, lane by lane */
-    v4d rinv = splat(1.0) / w;
-    v4d pb = pa * rinv;
-    v4i tiny = pa < splat(0x1p-1000);
-    if (tiny[0] | tiny[1] | tiny[2] | tiny[3]) pb = sel(tiny, vexp(b), pb);
+    vd rinv = splat(1.0) / w;
+    vd pb = pa * rinv;
+    vi tiny = pa < splat(0x1p-1000);
+    if (any_lane(tiny)) pb = sel(tiny, vexp(b), pb);
     st(o->lr + i, lr);
     st(o->pa + i, pa);
     st(o->pb + i, pb);
@@ -271,15 +345,16 @@ INL v4i prep4(const metrics_soa_t *o, size_t i, v4d a, v4d b)
     return vfinite(a) & vfinite(b) & (vabs(lr) <= splat(30.0)) & vfinite(pa) & vfinite(pb);
 }
 
-HOT void metrics_prep_soa(const double *a, const double *b, size_t n, const metrics_soa_t *o)
+INL void metrics_prep_soa_impl(const double *a, const double *b, size_t n, const metrics_soa_t *o)
 {
     size_t i = 0;
     for (; i + VL <= n; i += VL) {
-        v4i f = prep4(o, i, ld(a + i), ld(b + i));
-        uint8_t fb[VL] = {(uint8_t)(f[0] & 1), (uint8_t)(f[1] & 1), (uint8_t)(f[2] & 1), (uint8_t)(f[3] & 1)};
+        vi f = prep4(o, i, ld(a + i), ld(b + i));
+        uint8_t fb[VL];
+        for (int l = 0; l < VL; l++) fb[l] = (uint8_t)(f[l] & 1);
         memcpy(o->fast + i, fb, VL);
         memset(o->cls + i, 0, VL); /* PAIR_FINITE; the slow path writes its own */
-        if (!(f[0] & f[1] & f[2] & f[3]))
+        if (!all_lanes(f))
             for (int l = 0; l < VL; l++)
                 if (!f[l]) metrics_prep_slow(a[i + l], b[i + l], o, i + l);
     }
@@ -289,7 +364,7 @@ HOT void metrics_prep_soa(const double *a, const double *b, size_t n, const metr
         memcpy(ta, a + i, (n - i) * sizeof *ta);
         memcpy(tb, b + i, (n - i) * sizeof *tb);
         metrics_soa_t t = {s[0], s[1], s[2], s[3], s[4], s[5], s[6], NULL, NULL};
-        v4i f = prep4(&t, 0, ld(ta), ld(tb));
+        vi f = prep4(&t, 0, ld(ta), ld(tb));
         size_t r = (n - i) * sizeof(double);
         memcpy(o->lr + i, s[0], r);
         memcpy(o->k3 + i, s[1], r);
@@ -309,10 +384,10 @@ HOT void metrics_prep_soa(const double *a, const double *b, size_t n, const metr
 /* ---- block statistics ---------------------------------------------------------------------- */
 
 /* Knuth's TwoSum: s + e == a + b exactly, branch-free (vectorises, unlike Neumaier's compare). */
-INL void two_sum(v4d *s, v4d *c, v4d x)
+INL void two_sum(vd *s, vd *c, vd x)
 {
-    v4d t = *s + x;
-    v4d z = t - *s;
+    vd t = *s + x;
+    vd z = t - *s;
     *c += (*s - (t - z)) + (x - z);
     *s = t;
 }
@@ -392,23 +467,23 @@ static void qs_add_block(struct parity_qsketch *q, const double *x, size_t m, in
     q->n_over += no;
 }
 
-HOT void metrics_dist_block_stats_soa(const metrics_soa_t *t, size_t i0, size_t m, double lo, double hi,
-                                  struct parity_qsketch *q_dlp, struct parity_qsketch *q_dp,
-                                  const metrics_shist_t *h, metrics_blk_t *out)
+INL void metrics_dist_block_stats_soa_impl(const metrics_soa_t *t, size_t i0, size_t m, double lo, double hi,
+                                          struct parity_qsketch *q_dlp, struct parity_qsketch *q_dp,
+                                          const metrics_shist_t *h, metrics_blk_t *out)
 {
     const double *LR = t->lr + i0, *K3 = t->k3 + i0, *RM1 = t->rm1 + i0, *W = t->w + i0,
                  *ADP = t->adp + i0, *PA = t->pa + i0, *PB = t->pb + i0;
-    v4d s[S_N], c[S_N];
+    vd s[S_N], c[S_N];
     for (int k = 0; k < S_N; k++) s[k] = c[k] = splat(0.0);
-    v4d mk3 = splat(K3[0]), mdl = splat(fabs(LR[0])), mdp = splat(ADP[0]),
+    vd mk3 = splat(K3[0]), mdl = splat(fabs(LR[0])), mdp = splat(ADP[0]),
         mchi = splat(RM1[0] * RM1[0]), wmin = splat(W[0]), wmax = splat(W[0]), spa = splat(0.0),
         spb = splat(0.0), mndl = splat(fabs(LR[0])), mndp = splat(ADP[0]);
-    v4i nlo = {0}, nhi = {0};
-    const v4d vlo = splat(lo), vhi = splat(hi);
+    vi nlo = {0}, nhi = {0};
+    const vd vlo = splat(lo), vhi = splat(hi);
     size_t i = 0;
     for (; i + VL <= m; i += VL) {
-        v4d lr = ld(LR + i), k3 = ld(K3 + i), rm1 = ld(RM1 + i), w = ld(W + i), adp = ld(ADP + i);
-        v4d adl = vabs(lr), chi2 = rm1 * rm1;
+        vd lr = ld(LR + i), k3 = ld(K3 + i), rm1 = ld(RM1 + i), w = ld(W + i), adp = ld(ADP + i);
+        vd adl = vabs(lr), chi2 = rm1 * rm1;
         /* k1 has terms of both signs and can cancel: compensated. The others are sums of
          * non-negative terms, where a plain sum of at most 64 terms per lane is within
          * 63u of the exact sum relative to the sum itself (no cancellation; see
@@ -497,10 +572,10 @@ HOT void metrics_dist_block_stats_soa(const metrics_soa_t *t, size_t i0, size_t 
     }
     double md = (double)m, mw = (out->s[S_W] + out->c[S_W]) / md, mx = pa_s / md, my = pb_s / md;
     /* second pass over the block (in cache): squared deviations about the block means */
-    v4d vmw = splat(mw), vmx = splat(mx), vmy = splat(my);
-    v4d m2w = splat(0.0), m2x = splat(0.0), m2y = splat(0.0), cxy = splat(0.0);
+    vd vmw = splat(mw), vmx = splat(mx), vmy = splat(my);
+    vd m2w = splat(0.0), m2x = splat(0.0), m2y = splat(0.0), cxy = splat(0.0);
     for (i = 0; i + VL <= m; i += VL) {
-        v4d dw = ld(W + i) - vmw, dx = ld(PA + i) - vmx, dy = ld(PB + i) - vmy;
+        vd dw = ld(W + i) - vmw, dx = ld(PA + i) - vmx, dy = ld(PB + i) - vmy;
         m2w += dw * dw;
         m2x += dx * dx;
         m2y += dy * dy;
@@ -540,7 +615,7 @@ HOT void metrics_dist_block_stats_soa(const metrics_soa_t *t, size_t i0, size_t 
  * the bound of Neumaier's loop (Higham, sec. 4.3). A non-finite sum keeps the IEEE naive value
  * and a zero compensation (parity_csum_t's convention). */
 
-INL parity_csum_t lanes_combine(v4d s, v4d c)
+INL parity_csum_t lanes_combine(vd s, vd c)
 {
     double ss = s[0], cc = c[0];
     for (int l = 1; l < VL; l++) {
@@ -551,29 +626,29 @@ INL parity_csum_t lanes_combine(v4d s, v4d c)
     return r;
 }
 
-HOT void metrics_floor_sums(const double *a, size_t n, double unit, parity_csum_t *sm, parity_csum_t *sm2,
-                            double *mx)
+INL void metrics_floor_sums_impl(const double *a, size_t n, double unit, parity_csum_t *sm, parity_csum_t *sm2,
+                                double *mx)
 {
-    v4d s = splat(0.0), c = splat(0.0), s2 = splat(0.0), c2 = splat(0.0), vmx = splat(*mx);
-    const v4d u = splat(unit), one = splat(1.0);
+    vd s = splat(0.0), c = splat(0.0), s2 = splat(0.0), c2 = splat(0.0), vmx = splat(*mx);
+    const vd u = splat(unit), one = splat(1.0);
     size_t i = 0;
     for (; i + VL <= n; i += VL) {
-        v4d x = ld(a + i);
-        v4i f = vfinite(x);
-        v4d m = u * ((v4d)((v4u)vabs(x) & (v4u)f) + one);
+        vd x = ld(a + i);
+        vi f = vfinite(x);
+        vd m = u * ((vd)((vu)vabs(x) & (vu)f) + one);
         two_sum(&s, &c, m);
         two_sum(&s2, &c2, m * m);
         vmx = vmax(vmx, m);
     }
     if (i < n) {
         double t[VL] = {0};
-        v4i tail = {0};
+        vi tail = {0};
         for (size_t l = 0; i + l < n; l++) {
             t[l] = a[i + l];
             tail[l] = -1;
         }
-        v4d x = ld(t);
-        v4d m = (v4d)((v4u)(u * ((v4d)((v4u)vabs(x) & (v4u)vfinite(x)) + one)) & (v4u)tail);
+        vd x = ld(t);
+        vd m = (vd)((vu)(u * ((vd)((vu)vabs(x) & (vu)vfinite(x)) + one)) & (vu)tail);
         two_sum(&s, &c, m);
         two_sum(&s2, &c2, m * m);
         vmx = vmax(vmx, m);
@@ -585,11 +660,11 @@ HOT void metrics_floor_sums(const double *a, size_t n, double unit, parity_csum_
     *mx = r;
 }
 
-HOT double metrics_dist_seq_lr_soa(const metrics_soa_t *t, size_t n, uint64_t *nf_out)
+INL double metrics_dist_seq_lr_soa_impl(const metrics_soa_t *t, size_t n, uint64_t *nf_out)
 {
     /* records that are not finite pairs hold lr = 0, which adds nothing */
     const double *lr = t->lr;
-    v4d s = splat(0.0), c = splat(0.0);
+    vd s = splat(0.0), c = splat(0.0);
     size_t i = 0;
     for (; i + VL <= n; i += VL) two_sum(&s, &c, ld(lr + i));
     double ts[VL], tc[VL];
@@ -614,14 +689,14 @@ HOT double metrics_dist_seq_lr_soa(const metrics_soa_t *t, size_t n, uint64_t *n
 
 /* max |b - a| over the pairs with both finite (0 when none): a pair whose maximum does not
  * beat the current worst-token threshold needs no per-token look (logprob_compare.c) */
-HOT double metrics_max_abs_diff(const double *a, const double *b, size_t n)
+INL double metrics_max_abs_diff_impl(const double *a, const double *b, size_t n)
 {
-    v4d mx = splat(0.0);
+    vd mx = splat(0.0);
     size_t i = 0;
     for (; i + VL <= n; i += VL) {
-        v4d x = ld(a + i), y = ld(b + i);
-        v4i f = vfinite(x) & vfinite(y);
-        mx = vmax(mx, (v4d)((v4u)vabs(y - x) & (v4u)f));
+        vd x = ld(a + i), y = ld(b + i);
+        vi f = vfinite(x) & vfinite(y);
+        mx = vmax(mx, (vd)((vu)vabs(y - x) & (vu)f));
     }
     double r = mx[0];
     for (int l = 1; l < VL; l++) r = mx[l] > r ? mx[l] : r;
@@ -629,3 +704,16 @@ HOT double metrics_max_abs_diff(const double *a, const double *b, size_t n)
         if (isfinite(a[i]) && isfinite(b[i]) && fabs(b[i] - a[i]) > r) r = fabs(b[i] - a[i]);
     return r;
 }
+
+/* ---- the exported entry points, one copy per instruction set (see DISPATCH) ---------------- */
+
+DISPATCH_V(metrics_prep_soa, (const double *a, const double *b, size_t n, const metrics_soa_t *o), (a, b, n, o))
+DISPATCH_V(metrics_dist_block_stats_soa,
+           (const metrics_soa_t *t, size_t i0, size_t m, double lo, double hi, struct parity_qsketch *q_dlp,
+            struct parity_qsketch *q_dp, const metrics_shist_t *h, metrics_blk_t *out),
+           (t, i0, m, lo, hi, q_dlp, q_dp, h, out))
+DISPATCH_V(metrics_floor_sums,
+           (const double *a, size_t n, double unit, parity_csum_t *sm, parity_csum_t *sm2, double *mx),
+           (a, n, unit, sm, sm2, mx))
+DISPATCH(double, metrics_dist_seq_lr_soa, (const metrics_soa_t *t, size_t n, uint64_t *nf_out), (t, n, nf_out))
+DISPATCH(double, metrics_max_abs_diff, (const double *a, const double *b, size_t n), (a, b, n))

@@ -255,11 +255,18 @@ def write_st(path, tensors, meta=None):
 
 
 def thread_check(tag, pa, pb, *extra):
+    """The report is byte-identical whatever the thread count and whichever SIMD copy of the
+    hot loops runs (PARITY_SIMD lowers the instruction set: AVX-512, AVX2, baseline SSE2)."""
     outs = []
-    for th in (1, 2, 3):
-        out = os.path.join(td, f"{tag}{th}.json")
+    runs = ((1, None), (2, None), (3, None), (2, "avx2"), (1, "sse2"))
+    for th, simd in runs:
+        out = os.path.join(td, f"{tag}{th}{simd}.json")
+        env = dict(os.environ)
+        env.pop("PARITY_SIMD", None)
+        if simd:
+            env["PARITY_SIMD"] = simd
         p = subprocess.run([P, "logprobs", pa, pb, *extra, "--threads", str(th), "--json", out],
-                           capture_output=True, text=True)
+                           capture_output=True, text=True, env=env)
         if p.returncode not in (0, 1):
             print(p.stdout, p.stderr)
             sys.exit(1)
@@ -267,9 +274,10 @@ def thread_check(tag, pa, pb, *extra):
     nchecks[0] += 1
     if json.loads(outs[0][0])["counts"]["n_tokens_compared"] < 65536:
         fails.append(f"threads {tag}: fewer tokens than intended")
-    for th, o in zip((2, 3), outs[1:]):
+    for (th, simd), o in zip(runs[1:], outs[1:]):
         if o != outs[0]:
-            fails.append(f"threads {tag}: the report with --threads {th} differs from --threads 1")
+            fails.append(f"threads {tag}: the report with --threads {th}{' PARITY_SIMD=' + simd if simd else ''} "
+                         "differs from --threads 1")
 
 
 with tempfile.TemporaryDirectory() as td:
@@ -299,6 +307,17 @@ with tempfile.TemporaryDirectory() as td:
                                     "top_ids": tids[s].tolist(), "top_logprobs": (tlp[s] + noise).tolist(),
                                     "modality": ["text", "image"][s % 2], "prefill_len": 100}) + "\n")
     thread_check("st", os.path.join(td, "ta.safetensors"), os.path.join(td, "tb.safetensors"), "--worst", "30")
+    # dense dumps (the in-place path): no mask, modality, phase or top-k; with -inf on one and on
+    # both sides, |log r| > 30 (the scalar path) and exact ties (zero delta)
+    da = np.minimum(-np.abs(rng.normal(0, 3, (200, 700))), 0)
+    db = np.minimum(da + rng.normal(0, 1e-3, da.shape), 0)
+    db[::7, 3] = da[::7, 3]
+    da[1, 10] = db[1, 10] = -np.inf
+    da[2, 20] = -np.inf
+    db[3, 30] = da[3, 30] - 40
+    np.save(os.path.join(td, "da.npy"), da.astype("<f4"))
+    np.save(os.path.join(td, "db.npy"), db.astype("<f4"))
+    thread_check("npy", os.path.join(td, "da.npy"), os.path.join(td, "db.npy"))
     thread_check("jsonl", os.path.join(td, "ta.jsonl"), os.path.join(td, "tb.jsonl"), "--slice-by", "domain",
                  "--floor", os.path.join(td, "ta.jsonl"))
 
