@@ -198,11 +198,22 @@ static entry_t *new_entry(pair_t *pr, int si, int type)
     return e;
 }
 
+/* What the runs of a pair add up over the pair: the compensated sum of log r over its finite
+ * pairs and their count (its sequence statistics), and the largest |delta| of a finite pair
+ * (whether the worst-token scan must look at its tokens). */
+typedef struct {
+    parity_csum_t slr;
+    uint64_t nf;
+    double mx;
+} runsum_t;
+
 /* Tokens [i0, i1) of the gathered arrays enter slice si (a run of tokens sharing it): the
  * order-free parts go to the thread's sketches and counts now, the rest is logged in the pair's
  * entries, in the order parity_metrics_dist_add_prepped / _add_seq_prepped, add_topk, add_topk_kl
- * and the floor sums of a serial run would apply it. */
-static void add_run(cmp_t *c, int t, pair_t *pr, int si, size_t i0, size_t i1, int as_seq)
+ * and the floor sums of a serial run would apply it. The sequence sum of log r and the floor
+ * sums are the blocks' sums combined in order (compensated), plus the tokens outside blocks;
+ * with as_seq the run enters as a sequence; rs (when not NULL) collects the run's runsum_t. */
+static void add_run(cmp_t *c, int t, pair_t *pr, int si, size_t i0, size_t i1, int as_seq, runsum_t *rs_out)
 {
     if (si < 0 || i1 <= i0) return;
     thr_t *T = &c->th[t];
@@ -212,29 +223,56 @@ static void add_run(cmp_t *c, int t, pair_t *pr, int si, size_t i0, size_t i1, i
     entry_t *e;
     const metrics_soa_t *rec = &T->rec;
     const uint8_t *fast = rec->fast;
+    const double *ga = T->ga, *gb = T->gb;
     const metrics_shist_t h = {hist_map, HBINS, s->hc};
+    runsum_t rs = {{0, 0}, 0, 0.0};
+    parity_csum_t fls = {0, 0}, flq = {0, 0};
+    double flmx = s->fl_max;
     for (size_t i = i0; i < i1;) {
         size_t j = i;
         while (j < i1 && j - i < 256 && fast[j]) j++;
         if (!(e = new_entry(pr, si, j > i ? E_BLK : E_TOK))) goto nomem;
         if (j > i) {
+            metrics_blk_t *b = &e->u.blk;
             metrics_dist_block_stats_soa(rec, i, j - i, c->dopts.iw_low, c->dopts.iw_high, s->q_dlp,
-                                         s->q_dp, &h, &e->u.blk);
+                                         s->q_dp, &h, ga + i, c->unit, b);
+            parity_csum_t k = {-b->s[S_K1], -b->c[S_K1]}, f = {b->fs, 0}, q = {b->fs2, 0};
+            metrics_csum_merge(&rs.slr, &k);
+            rs.nf += j - i;
+            if (b->mdl > rs.mx) rs.mx = b->mdl;
+            metrics_csum_merge(&fls, &f);
+            metrics_csum_merge(&flq, &q);
+            if (b->fmx > flmx) flmx = b->fmx;
             i = j;
         } else {
-            metrics_soa_get(rec, i, &e->u.tok);
-            metrics_dist_token_sketch(s->q_dlp, s->q_dp, &e->u.tok);
-            hist_one(s->hc, T->gb[i] - T->ga[i]);
+            parity_dist_tok_t *tk = &e->u.tok;
+            metrics_soa_get(rec, i, tk);
+            metrics_dist_token_sketch(s->q_dlp, s->q_dp, tk);
+            double a = ga[i], bb = gb[i];
+            hist_one(s->hc, bb - a);
+            if (tk->cls == 0) { /* a finite pair */
+                metrics_csum_add(&rs.slr, tk->lr);
+                rs.nf++;
+                if (fabs(bb - a) > rs.mx) rs.mx = fabs(bb - a);
+            }
+            double fm = c->unit * ((isfinite(a) ? fabs(a) : 0.0) + 1.0);
+            metrics_csum_add(&fls, fm);
+            metrics_csum_add(&flq, fm * fm);
+            if (fm > flmx) flmx = fm;
             i++;
         }
     }
+    s->fl_max = flmx;
     if (as_seq) {
         if (!(e = new_entry(pr, si, E_SEQ))) goto nomem;
         e->u.seq.n = n;
-        metrics_soa_t sub = *rec;
-        sub.lr += i0;
-        sub.cls += i0;
-        e->u.seq.slr = metrics_dist_seq_lr_soa(&sub, n, &e->u.seq.nf);
+        e->u.seq.nf = rs.nf;
+        e->u.seq.slr = metrics_csum_value(&rs.slr);
+    }
+    if (rs_out) {
+        metrics_csum_merge(&rs_out->slr, &rs.slr);
+        rs_out->nf += rs.nf;
+        if (rs.mx > rs_out->mx) rs_out->mx = rs.mx;
     }
     if (T->K) {
         /* only tokens that have top-k on both sides */
@@ -250,9 +288,9 @@ static void add_run(cmp_t *c, int t, pair_t *pr, int si, size_t i0, size_t i1, i
             }
         }
     }
-    const double *ga = T->ga;
     if (!(e = new_entry(pr, si, E_FL))) goto nomem;
-    metrics_floor_sums(ga + i0, n, c->unit, &e->u.fl.s0, &e->u.fl.q0, &s->fl_max);
+    e->u.fl.s0 = fls;
+    e->u.fl.q0 = flq;
     e->u.fl.s1 = e->u.fl.q1 = (parity_csum_t){0, 0};
     e->u.fl.n = n;
     return;
@@ -480,17 +518,7 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
     if (dense) {
         T->ga = lpa;
         T->gb = lpb;
-        m = lim;
-        /* once W tokens are kept, most pairs have nothing above the threshold: one SIMD pass
-         * for the pair's maximum instead of a look per token */
-        if (W && (T->nworst < W || metrics_max_abs_diff(lpa, lpb, lim) > wthr))
-            for (size_t i = 0; i < lim; i++) {
-                double a = lpa[i], b = lpb[i];
-                if (fabs(b - a) > wthr && isfinite(a) && isfinite(b)) {
-                    worst_add(c, T, sa, sb, i, pr->ord);
-                    wthr = T->nworst < W ? -1.0 : T->worstd[W - 1];
-                }
-            }
+        m = lim; /* the worst tokens: after the runs, which give the pair's largest |delta| */
     } else {
     /* locals: the stores below would otherwise make the compiler reload every pointer */
     double *restrict GA = T->a, *restrict GB = T->b;
@@ -559,23 +587,12 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
     if (m == 0 && n == 0) {
         /* still a sequence: counts as empty in the overall sequence statistics */
     }
-    /* overall and the --slice-by slice take the whole sequence */
-    if (c->overall_from_pos) {
-        /* the position slices partition the tokens: overall's token statistics are their merge
-         * (finish), only the sequence enters here */
-        if (m > 0) {
-            entry_t *e = new_entry(pr, 0, E_SEQ);
-            if (!e) {
-                T->nomem = 1;
-                return;
-            }
-            e->u.seq.n = m;
-            e->u.seq.slr = metrics_dist_seq_lr_soa(&T->rec, m, &e->u.seq.nf);
-        }
-    } else {
-        add_run(c, t, pr, 0, 0, m, 1);
-    }
-    if (c->o.by_field) add_run(c, t, pr, pr->field_slice, 0, m, 1);
+    /* overall and the --slice-by slice take the whole sequence; with overall_from_pos the
+     * position slices partition the tokens and overall's token statistics are their merge
+     * (finish): only the sequence enters overall, from the position runs' sums */
+    runsum_t prs = {{0, 0}, 0, 0.0};
+    if (!c->overall_from_pos) add_run(c, t, pr, 0, 0, m, 1, &prs);
+    if (c->o.by_field) add_run(c, t, pr, pr->field_slice, 0, m, 1, NULL);
     /* token slices: runs of equal slice */
     for (int kind = 0; kind < 3; kind++) {
         size_t i = 0;
@@ -600,10 +617,30 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
                 si = T->md[i];
                 while (j < m && T->md[j] == T->md[i]) j++;
             }
-            add_run(c, t, pr, si, i, j, 0);
+            add_run(c, t, pr, si, i, j, 0, kind == 0 && c->overall_from_pos ? &prs : NULL);
             i = j;
         }
     }
+    if (c->overall_from_pos && m > 0) {
+        entry_t *e = new_entry(pr, 0, E_SEQ);
+        if (!e) {
+            T->nomem = 1;
+            return;
+        }
+        e->u.seq.n = m;
+        e->u.seq.nf = prs.nf;
+        e->u.seq.slr = metrics_csum_value(&prs.slr);
+    }
+    /* dense pairs: the worst tokens; once W tokens are kept most pairs have nothing above the
+     * threshold, which the runs' largest |delta| shows without a look per token */
+    if (dense && W && (T->nworst < W || prs.mx > wthr))
+        for (size_t i = 0; i < m; i++) {
+            double a = lpa[i], b = lpb[i];
+            if (fabs(b - a) > wthr && isfinite(a) && isfinite(b)) {
+                worst_add(c, T, sa, sb, i, pr->ord);
+                wthr = T->nworst < W ? -1.0 : T->worstd[W - 1];
+            }
+        }
 }
 
 typedef struct {

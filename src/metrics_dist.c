@@ -374,7 +374,7 @@ static void dist_block(parity_dist_t *d, const parity_dist_tok_t *t, size_t m)
         s.pb[i] = t[i].pb;
     }
     metrics_blk_t b;
-    metrics_dist_block_stats_soa(&s, 0, m, d->opts.iw_low, d->opts.iw_high, &d->q_dlp, &d->q_dp, NULL, &b);
+    metrics_dist_block_stats_soa(&s, 0, m, d->opts.iw_low, d->opts.iw_high, &d->q_dlp, &d->q_dp, NULL, NULL, 0.0, &b);
     metrics_dist_block_apply(d, &b);
 }
 

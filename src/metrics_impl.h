@@ -107,6 +107,8 @@ typedef struct {
     uint64_t nlo, nhi;
     size_t m;
     double mw, mx, my, m2w, m2x, m2y, cxy;
+    double fs, fs2, fmx; /* with the A logprobs: the analytic floor's sum of m = unit (|a| + 1),
+                          * of m^2 (plain sums of non-negative terms) and max m */
 } metrics_blk_t;
 
 /* Per-token records as separate arrays (structure of arrays, for SIMD): the fields of
@@ -142,11 +144,12 @@ typedef struct {
 } metrics_shist_t;
 
 /* Block of records i0..i0+m (1 <= m <= 256), all with fast = 1: stats into out, |dlp| and |dp|
- * into the sketches, delta into h when not NULL (metrics_vec.c). */
+ * into the sketches, delta into h when not NULL, and when a is not NULL the floor sums of the
+ * block's A logprobs a[0..m) with the given unit (metrics_vec.c). */
 void metrics_dist_block_stats_soa(const metrics_soa_t *t, size_t i0, size_t m, double iw_low,
                                   double iw_high, struct parity_qsketch *q_dlp,
                                   struct parity_qsketch *q_dp, const metrics_shist_t *h,
-                                  metrics_blk_t *out);
+                                  const double *a, double unit, metrics_blk_t *out);
 void metrics_dist_block_apply(parity_dist_t *d, const metrics_blk_t *b);
 /* A token not taken by the blocked path: its ordered part and its sketch part. */
 void metrics_dist_token_ordered(parity_dist_t *d, const parity_dist_tok_t *t);
@@ -154,13 +157,6 @@ void metrics_dist_token_sketch(struct parity_qsketch *q_dlp, struct parity_qsket
                                const parity_dist_tok_t *t);
 /* A sequence: the compensated sum of log r over its finite pairs (count in *nf), then its entry. */
 double metrics_dist_seq_lr(const parity_dist_tok_t *t, size_t n, uint64_t *nf);
-double metrics_dist_seq_lr_soa(const metrics_soa_t *t, size_t n, uint64_t *nf);
-/* max |b[i] - a[i]| over the i < n with both finite, 0 when none (metrics_vec.c). */
-double metrics_max_abs_diff(const double *a, const double *b, size_t n);
-/* The analytic floor's sums over a run of logprobs a[0..n): m = unit (|a| + 1) (|a| as 0 when
- * not finite) into *sm, m^2 into *sm2 (compensated), and *mx = max(*mx, m) (metrics_vec.c). */
-void metrics_floor_sums(const double *a, size_t n, double unit, parity_csum_t *sm, parity_csum_t *sm2,
-                        double *mx);
 void metrics_dist_seq_enter(parity_dist_t *d, size_t n, uint64_t nf, double lrs);
 /* One token of parity_metrics_dist_add_topk (top-1 agreement, overlap) / _add_topk_kl (value). */
 void metrics_dist_topk_one(parity_dist_t *d, int top1, double overlap);

@@ -469,7 +469,8 @@ static void qs_add_block(struct parity_qsketch *q, const double *x, size_t m, in
 
 INL void metrics_dist_block_stats_soa_impl(const metrics_soa_t *t, size_t i0, size_t m, double lo, double hi,
                                           struct parity_qsketch *q_dlp, struct parity_qsketch *q_dp,
-                                          const metrics_shist_t *h, metrics_blk_t *out)
+                                          const metrics_shist_t *h, const double *A, double unit,
+                                          metrics_blk_t *out)
 {
     const double *LR = t->lr + i0, *K3 = t->k3 + i0, *RM1 = t->rm1 + i0, *W = t->w + i0,
                  *ADP = t->adp + i0, *PA = t->pa + i0, *PB = t->pb + i0;
@@ -574,21 +575,49 @@ INL void metrics_dist_block_stats_soa_impl(const metrics_soa_t *t, size_t i0, si
     /* second pass over the block (in cache): squared deviations about the block means */
     vd vmw = splat(mw), vmx = splat(mx), vmy = splat(my);
     vd m2w = splat(0.0), m2x = splat(0.0), m2y = splat(0.0), cxy = splat(0.0);
-    for (i = 0; i + VL <= m; i += VL) {
-        vd dw = ld(W + i) - vmw, dx = ld(PA + i) - vmx, dy = ld(PB + i) - vmy;
-        m2w += dw * dw;
-        m2x += dx * dx;
-        m2y += dy * dy;
-        cxy += dx * dy;
+    /* with A: the analytic floor's m = unit (|a| + 1) in the same pass (a is finite in a fast
+     * pair); plain lane sums, the terms are non-negative */
+    vd fs = splat(0.0), fs2 = splat(0.0), fmx = splat(0.0);
+    const vd vu1 = splat(unit), one = splat(1.0);
+    if (A) {
+        for (i = 0; i + VL <= m; i += VL) {
+            vd dw = ld(W + i) - vmw, dx = ld(PA + i) - vmx, dy = ld(PB + i) - vmy;
+            m2w += dw * dw;
+            m2x += dx * dx;
+            m2y += dy * dy;
+            cxy += dx * dy;
+            vd fm = vu1 * (vabs(ld(A + i)) + one);
+            fs += fm;
+            fs2 += fm * fm;
+            fmx = vmax(fmx, fm);
+        }
+    } else {
+        for (i = 0; i + VL <= m; i += VL) {
+            vd dw = ld(W + i) - vmw, dx = ld(PA + i) - vmx, dy = ld(PB + i) - vmy;
+            m2w += dw * dw;
+            m2x += dx * dx;
+            m2y += dy * dy;
+            cxy += dx * dy;
+        }
     }
-    double tw = 0.0, tx = 0.0, ty = 0.0, txy = 0.0;
+    double tw = 0.0, tx = 0.0, ty = 0.0, txy = 0.0, tfs = 0.0, tfs2 = 0.0, tfmx = 0.0;
     for (; i < m; i++) {
         double dw = W[i] - mw, dx = PA[i] - mx, dy = PB[i] - my;
         tw += dw * dw;
         tx += dx * dx;
         ty += dy * dy;
         txy += dx * dy;
+        if (A) {
+            double fm = unit * (fabs(A[i]) + 1.0);
+            tfs += fm;
+            tfs2 += fm * fm;
+            tfmx = fm > tfmx ? fm : tfmx;
+        }
     }
+    for (int l = 0; l < VL; l++) tfmx = fmx[l] > tfmx ? fmx[l] : tfmx;
+    out->fs = hsum(fs) + tfs;
+    out->fs2 = hsum(fs2) + tfs2;
+    out->fmx = tfmx;
     out->m = m;
     out->mk3 = tmk3;
     out->mdl = tmdl;
@@ -609,111 +638,11 @@ INL void metrics_dist_block_stats_soa_impl(const metrics_soa_t *t, size_t i0, si
     qs_add_block(q_dp, ADP, m, 0, tmndp, tmdp, NULL);
 }
 
-/* ---- sums over a run of records -------------------------------------------------------------
- * Compensated sums in four TwoSum lanes combined in lane order, as in the block statistics:
- * the pair (s, c) carries the sum with an error of O(n u^2) sum|x| before its final rounding,
- * the bound of Neumaier's loop (Higham, sec. 4.3). A non-finite sum keeps the IEEE naive value
- * and a zero compensation (parity_csum_t's convention). */
-
-INL parity_csum_t lanes_combine(vd s, vd c)
-{
-    double ss = s[0], cc = c[0];
-    for (int l = 1; l < VL; l++) {
-        two_sum1(&ss, &cc, s[l]);
-        cc += c[l];
-    }
-    parity_csum_t r = {ss, isfinite(ss) ? cc : 0.0};
-    return r;
-}
-
-INL void metrics_floor_sums_impl(const double *a, size_t n, double unit, parity_csum_t *sm, parity_csum_t *sm2,
-                                double *mx)
-{
-    vd s = splat(0.0), c = splat(0.0), s2 = splat(0.0), c2 = splat(0.0), vmx = splat(*mx);
-    const vd u = splat(unit), one = splat(1.0);
-    size_t i = 0;
-    for (; i + VL <= n; i += VL) {
-        vd x = ld(a + i);
-        vi f = vfinite(x);
-        vd m = u * ((vd)((vu)vabs(x) & (vu)f) + one);
-        two_sum(&s, &c, m);
-        two_sum(&s2, &c2, m * m);
-        vmx = vmax(vmx, m);
-    }
-    if (i < n) {
-        double t[VL] = {0};
-        vi tail = {0};
-        for (size_t l = 0; i + l < n; l++) {
-            t[l] = a[i + l];
-            tail[l] = -1;
-        }
-        vd x = ld(t);
-        vd m = (vd)((vu)(u * ((vd)((vu)vabs(x) & (vu)vfinite(x)) + one)) & (vu)tail);
-        two_sum(&s, &c, m);
-        two_sum(&s2, &c2, m * m);
-        vmx = vmax(vmx, m);
-    }
-    *sm = lanes_combine(s, c);
-    *sm2 = lanes_combine(s2, c2);
-    double r = vmx[0];
-    for (int l = 1; l < VL; l++) r = vmx[l] > r ? vmx[l] : r;
-    *mx = r;
-}
-
-INL double metrics_dist_seq_lr_soa_impl(const metrics_soa_t *t, size_t n, uint64_t *nf_out)
-{
-    /* records that are not finite pairs hold lr = 0, which adds nothing */
-    const double *lr = t->lr;
-    vd s = splat(0.0), c = splat(0.0);
-    size_t i = 0;
-    for (; i + VL <= n; i += VL) two_sum(&s, &c, ld(lr + i));
-    double ts[VL], tc[VL];
-    memcpy(ts, &s, sizeof ts);
-    memcpy(tc, &c, sizeof tc);
-    for (size_t l = 0; i + l < n; l++) two_sum1(&ts[l], &tc[l], lr[i + l]);
-    memcpy(&s, ts, sizeof ts);
-    memcpy(&c, tc, sizeof tc);
-    uint64_t nf = 0;
-    for (size_t j = 0; j < n; j++) nf += t->cls[j] == 0;
-    *nf_out = nf;
-    parity_csum_t r = lanes_combine(s, c);
-    if (!isfinite(r.sum)) {
-        /* an overflowed log r: the scalar loop's IEEE conventions */
-        parity_csum_t q = {0, 0};
-        for (size_t j = 0; j < n; j++)
-            if (t->cls[j] == 0) metrics_csum_add(&q, lr[j]);
-        return metrics_csum_value(&q);
-    }
-    return r.sum + r.comp;
-}
-
-/* max |b - a| over the pairs with both finite (0 when none): a pair whose maximum does not
- * beat the current worst-token threshold needs no per-token look (logprob_compare.c) */
-INL double metrics_max_abs_diff_impl(const double *a, const double *b, size_t n)
-{
-    vd mx = splat(0.0);
-    size_t i = 0;
-    for (; i + VL <= n; i += VL) {
-        vd x = ld(a + i), y = ld(b + i);
-        vi f = vfinite(x) & vfinite(y);
-        mx = vmax(mx, (vd)((vu)vabs(y - x) & (vu)f));
-    }
-    double r = mx[0];
-    for (int l = 1; l < VL; l++) r = mx[l] > r ? mx[l] : r;
-    for (; i < n; i++)
-        if (isfinite(a[i]) && isfinite(b[i]) && fabs(b[i] - a[i]) > r) r = fabs(b[i] - a[i]);
-    return r;
-}
-
 /* ---- the exported entry points, one copy per instruction set (see DISPATCH) ---------------- */
 
 DISPATCH_V(metrics_prep_soa, (const double *a, const double *b, size_t n, const metrics_soa_t *o), (a, b, n, o))
 DISPATCH_V(metrics_dist_block_stats_soa,
            (const metrics_soa_t *t, size_t i0, size_t m, double lo, double hi, struct parity_qsketch *q_dlp,
-            struct parity_qsketch *q_dp, const metrics_shist_t *h, metrics_blk_t *out),
-           (t, i0, m, lo, hi, q_dlp, q_dp, h, out))
-DISPATCH_V(metrics_floor_sums,
-           (const double *a, size_t n, double unit, parity_csum_t *sm, parity_csum_t *sm2, double *mx),
-           (a, n, unit, sm, sm2, mx))
-DISPATCH(double, metrics_dist_seq_lr_soa, (const metrics_soa_t *t, size_t n, uint64_t *nf_out), (t, n, nf_out))
-DISPATCH(double, metrics_max_abs_diff, (const double *a, const double *b, size_t n), (a, b, n))
+            struct parity_qsketch *q_dp, const metrics_shist_t *h, const double *A, double unit,
+            metrics_blk_t *out),
+           (t, i0, m, lo, hi, q_dlp, q_dp, h, A, unit, out))
