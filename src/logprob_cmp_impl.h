@@ -81,6 +81,7 @@ typedef struct {
     uint8_t *hastop, *ph;
     int32_t *ida, *idb;
     double *sa, *sb;
+    parity_lp_seq_t da, db;       /* the rows being compared (run_direct) */
 } thr_t;
 
 /* What a pair contributes to the order-dependent state of one slice, computed in parallel and
@@ -120,6 +121,8 @@ typedef struct {
     double *ov, *tkl;   /* per gathered token with top-k: overlap, truncated KL */
     uint8_t *t1;        /* top-1 agreement */
     size_t tcap;
+    uint64_t n_a, n_b;  /* the sequences' lengths */
+    parity_lp_divergence_t dv; /* when div: what the report says of it */
 } pair_t;
 
 typedef struct node {

@@ -485,6 +485,20 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
     pr->unkeyed += unkeyed;
     if (!pr->div && sa->n != sb->n) pr->div = 1;
     pr->divpos = lim;
+    pr->n_a = sa->n;
+    pr->n_b = sb->n;
+    if (pr->div) {
+        parity_lp_divergence_t *v = &pr->dv;
+        memset(v, 0, sizeof *v);
+        snprintf(v->id, sizeof v->id, "%s", sa->id);
+        v->position = lim;
+        v->key_a = lim < sa->n ? sa->key[lim] : INT64_MIN;
+        v->key_b = lim < sb->n ? sb->key[lim] : INT64_MIN;
+        esc(v->text_a, sizeof v->text_a, parity_lp_seq_text(sa, lim));
+        esc(v->text_b, sizeof v->text_b, parity_lp_seq_text(sb, lim));
+        v->n_a = sa->n;
+        v->n_b = sb->n;
+    }
     size_t K = sa->k > sb->k ? sa->k : sb->k;
     if (grow_thr(T, lim + 1, K)) {
         T->nomem = 1;
@@ -837,8 +851,126 @@ static void set_pair(pair_t *p, parity_lp_seq_t *a, parity_lp_seq_t *b)
     p->ne = 0;
 }
 
+/* A compared pair into the counts and the divergence list (serial, in pair order). */
+static void account_pair(cmp_t *c, const pair_t *p)
+{
+    parity_lp_result_t *R = c->res;
+    R->counts.n_pairs++;
+    R->counts.n_tokens_compared += p->compared;
+    R->counts.n_tokens_absent += p->absent;
+    R->counts.n_unkeyed += p->unkeyed;
+    if (p->div) {
+        uint64_t mx = p->n_a > p->n_b ? p->n_a : p->n_b;
+        R->counts.n_diverged++;
+        R->counts.n_tokens_after_divergence += mx - p->divpos;
+        if (R->ndiv < MAX_DIV) R->div[R->ndiv++] = p->dv;
+    }
+}
+
+static void free_pairs(pair_t *pairs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(pairs[i].e);
+        free(pairs[i].ov);
+        free(pairs[i].tkl);
+        free(pairs[i].t1);
+    }
+    free(pairs);
+}
+
+/* Two plain dense dumps (npy/safetensors without mask, modality, phase or top-k) with the same
+ * number of rows: row i pairs with row i, so each thread reads its rows of both files and
+ * compares them at once, in its own buffers (no batch of sequences, no pairing map). The
+ * result is what run() gives: the same pairs in the same order, the same entries applied in
+ * the same order; a bad value is reported as run() reports it (A's batch before B's). */
+typedef struct {
+    cmp_t *c;
+    pair_t *pairs;
+    uint64_t row0, ord0;
+    parity_status_t *st[2];
+    uint64_t *bad[2];
+    int *why[2];
+} djob_t;
+
+static void djob_fn(void *ctx, int64_t b, int64_t e, int t)
+{
+    djob_t *j = ctx;
+    cmp_t *c = j->c;
+    thr_t *T = &c->th[t];
+    for (int64_t i = b; i < e; i++) {
+        uint64_t row = j->row0 + (uint64_t)i;
+        j->st[0][i] = lp_dense_row(c->ra, row, &T->da, &j->bad[0][i], &j->why[0][i]);
+        j->st[1][i] = lp_dense_row(c->rb, row, &T->db, &j->bad[1][i], &j->why[1][i]);
+        if (j->st[0][i] || j->st[1][i]) continue;
+        pair_t *p = &j->pairs[i];
+        set_pair(p, &T->da, &T->db);
+        p->ord = j->ord0 + (uint64_t)i;
+        do_pair(c, t, p);
+        p->a = p->b = NULL; /* the buffers are the thread's, reused for its next row */
+    }
+}
+
+static int direct_ok(const cmp_t *c)
+{
+    return c->ordinal && !c->o.by_field && lp_dense_direct_ok(c->ra) && lp_dense_direct_ok(c->rb) &&
+           c->ra->nrows == c->rb->nrows && c->ra->ncols == c->rb->ncols && c->ra->ordinal == 0 &&
+           c->rb->ordinal == 0;
+}
+
+static parity_status_t run_direct(cmp_t *c, parity_diag_t *d)
+{
+    parity_lp_reader_t *ra = c->ra, *rb = c->rb;
+    size_t M = c->o.batch_tokens / (size_t)ra->ncols;
+    if (M < 2 * (size_t)c->nthreads) M = 2 * (size_t)c->nthreads;
+    if (M > 65536) M = 65536;
+    pair_t *pairs = calloc(M, sizeof *pairs);
+    parity_status_t *st = calloc(2 * M, sizeof *st);
+    uint64_t *bad = calloc(2 * M, sizeof *bad);
+    int *why = calloc(2 * M, sizeof *why);
+    parity_status_t out = PARITY_OK;
+    if (!pairs || !st || !bad || !why) {
+        out = parity_diag_set(d, PARITY_E_NOMEM, "out of memory");
+        goto done;
+    }
+    while (ra->ordinal < ra->nrows) {
+        uint64_t left = ra->nrows - ra->ordinal;
+        size_t n = left < M ? (size_t)left : M;
+        djob_t job = {c, pairs, ra->ordinal, c->npair_seen, {st, st + M}, {bad, bad + M}, {why, why + M}};
+        parity_parallel_for((int64_t)n, n * ra->ncols < 65536 ? 1 : c->nthreads, djob_fn, &job);
+        for (int side = 0; side < 2 && !out; side++)
+            for (size_t i = 0; i < n; i++)
+                if (job.st[side][i]) {
+                    out = lp_dense_row_error(side ? rb : ra, ra->ordinal + i, job.bad[side][i], job.why[side][i], d);
+                    break;
+                }
+        if (out) break;
+        int nomem = 0;
+        for (size_t i = 0; i < n && !nomem; i++) apply_pair(c, &pairs[i], &nomem);
+        for (int t = 0; t < c->nthreads; t++)
+            if (c->th[t].nomem) nomem = 1;
+        if (nomem) {
+            out = parity_diag_set(d, PARITY_E_NOMEM, "out of memory");
+            break;
+        }
+        for (size_t i = 0; i < n; i++) account_pair(c, &pairs[i]);
+        c->npair_seen += n;
+        c->res->counts.n_seq_a += n;
+        c->res->counts.n_seq_b += n;
+        lp_dense_consume(ra, n);
+        lp_dense_consume(rb, n);
+    }
+    c->eof[0] = c->eof[1] = 1;
+done:
+    free_pairs(pairs, pairs ? M : 0);
+    free(st);
+    free(bad);
+    free(why);
+    return out;
+}
+
 static parity_status_t run(cmp_t *c, parity_diag_t *d)
 {
+    if (direct_ok(c)) return run_direct(c, d);
     parity_status_t st = PARITY_OK;
     pair_t *pairs = NULL;
     size_t npairs = 0, pcap = 0;
@@ -896,42 +1028,15 @@ static parity_status_t run(cmp_t *c, parity_diag_t *d)
         for (int t = 0; t < c->nthreads; t++)
             if (c->th[t].nomem) nomem = 1;
         if (nomem) st = parity_diag_set(d, PARITY_E_NOMEM, "out of memory");
-        parity_lp_result_t *R = c->res;
         for (size_t i = 0; i < npairs; i++) {
             pair_t *p = &pairs[i];
-            R->counts.n_pairs++;
-            R->counts.n_tokens_compared += p->compared;
-            R->counts.n_tokens_absent += p->absent;
-            R->counts.n_unkeyed += p->unkeyed;
-            if (p->div) {
-                size_t mx = p->a->n > p->b->n ? p->a->n : p->b->n;
-                R->counts.n_diverged++;
-                R->counts.n_tokens_after_divergence += mx - p->divpos;
-                if (R->ndiv < MAX_DIV) {
-                    parity_lp_divergence_t *v = &R->div[R->ndiv++];
-                    memset(v, 0, sizeof *v);
-                    snprintf(v->id, sizeof v->id, "%s", p->a->id);
-                    v->position = p->divpos;
-                    v->key_a = p->divpos < p->a->n ? p->a->key[p->divpos] : INT64_MIN;
-                    v->key_b = p->divpos < p->b->n ? p->b->key[p->divpos] : INT64_MIN;
-                    esc(v->text_a, sizeof v->text_a, parity_lp_seq_text(p->a, p->divpos));
-                    esc(v->text_b, sizeof v->text_b, parity_lp_seq_text(p->b, p->divpos));
-                    v->n_a = p->a->n;
-                    v->n_b = p->b->n;
-                }
-            }
+            account_pair(c, p);
             seq_recycle(c, p->a);
             seq_recycle(c, p->b);
         }
         if (st) break;
     }
-    for (size_t i = 0; i < pcap; i++) {
-        free(pairs[i].e);
-        free(pairs[i].ov);
-        free(pairs[i].tkl);
-        free(pairs[i].t1);
-    }
-    free(pairs);
+    free_pairs(pairs, pcap);
     c->res->counts.n_only_a = c->pend[0].n;
     c->res->counts.n_only_b = c->pend[1].n;
     return st;
@@ -1123,6 +1228,8 @@ parity_status_t parity_lp_compare(parity_lp_reader_t *a, parity_lp_reader_t *b, 
         free(T->worstp);
         free(T->a);
         free(T->b);
+        parity_lp_seq_free(&T->da);
+        parity_lp_seq_free(&T->db);
         free(T->rec.lr);
         free(T->rec.k3);
         free(T->rec.rm1);

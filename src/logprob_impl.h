@@ -67,6 +67,16 @@ parity_status_t lp_npy_open(parity_lp_reader_t *r, parity_diag_t *d);
 parity_status_t lp_st_open(parity_lp_reader_t *r, parity_diag_t *d);
 parity_status_t lp_dense_next(parity_lp_reader_t *r, parity_lp_seq_t *seqs, size_t max, size_t *got,
                               parity_diag_t *d);
+/* Reading dense rows directly (the comparison's path for two plain dense dumps, which reads
+ * and compares a row in the same thread): whether every row of r can be read so; row `row` into
+ * s as lp_dense_next returns it (PARITY_OK, or an error with *bad, *why); the message of such an
+ * error; and marking n more rows consumed (their pages are given back). */
+int lp_dense_direct_ok(const parity_lp_reader_t *r);
+parity_status_t lp_dense_row(const parity_lp_reader_t *r, uint64_t row, parity_lp_seq_t *s, uint64_t *bad,
+                             int *why);
+parity_status_t lp_dense_row_error(const parity_lp_reader_t *r, uint64_t row, uint64_t bad, int why,
+                                   parity_diag_t *d);
+void lp_dense_consume(parity_lp_reader_t *r, uint64_t n);
 parity_status_t lp_jsonl_open(parity_lp_reader_t *r, parity_diag_t *d);
 parity_status_t lp_jsonl_next(parity_lp_reader_t *r, parity_lp_seq_t *seqs, size_t max, size_t *got,
                               parity_diag_t *d);

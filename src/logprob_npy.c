@@ -410,83 +410,100 @@ static void dense_row_fast(const parity_lp_reader_t *r, uint64_t row, parity_lp_
     s->plain = 1; /* no modality, no text: mod[] and text[] stay unwritten */
 }
 
+/* Row `row` into s, as lp_dense_next returns it; *st is PARITY_OK or the error with *bad, *why
+ * (see lp_dense_row_error). */
+static void dense_one(const parity_lp_reader_t *r, uint64_t row, parity_lp_seq_t *s, parity_status_t *st,
+                      uint64_t *bad, int *why, int fast)
+{
+    lp_seq_reset(s);
+    *st = PARITY_OK;
+    char idb[32];
+    snprintf(idb, sizeof idb, "%llu", (unsigned long long)row);
+    if (lp_seq_set_str(&s->id, idb) || lp_seq_reserve(s, (size_t)r->ncols, (size_t)r->topk)) {
+        *st = PARITY_E_NOMEM;
+        *why = 4;
+        return;
+    }
+    s->ordinal = row;
+    s->n = (size_t)r->ncols;
+    if (fast) {
+        dense_row_fast(r, row, s, st, bad, why);
+        return;
+    }
+    for (uint64_t p = 0; p < r->ncols; p++) {
+        uint64_t idx = row * r->lp.rs + p * r->lp.cs;
+        uint8_t fl = PARITY_LP_PRESENT;
+        if (r->mask.present && dense_f64(&r->mask, row * r->mask.rs + p * r->mask.cs) == 0) fl = 0;
+        double v = dense_f64(&r->lp, idx);
+        if (fl && (isnan(v) || v == INFINITY)) {
+            *st = PARITY_E_FORMAT;
+            *bad = idx;
+            *why = 1;
+            return;
+        }
+        s->lp[p] = v;
+        if (r->tok.present) {
+            s->key[p] = dense_i64(&r->tok, row * r->tok.rs + p * r->tok.cs);
+        } else {
+            s->key[p] = -1;
+            fl |= PARITY_LP_KEY_NONE;
+        }
+        s->mod[p] = 0;
+        if (r->mod.present) {
+            int64_t m = dense_i64(&r->mod, row * r->mod.rs + p * r->mod.cs);
+            if (m < 0 || m >= (int64_t)r->nmods) {
+                *st = PARITY_E_FORMAT;
+                *bad = row * r->mod.rs + p * r->mod.cs;
+                *why = 2;
+                return;
+            }
+            s->mod[p] = (uint16_t)(m + 1);
+        }
+        if (r->phase.present) {
+            int64_t ph = dense_i64(&r->phase, row * r->phase.rs + p * r->phase.cs);
+            fl |= ph == 1 ? PARITY_LP_PREFILL : ph == 2 ? PARITY_LP_DECODE : 0;
+        }
+        s->flags[p] = fl;
+        s->text[p] = UINT32_MAX;
+        for (uint64_t k = 0; k < r->topk; k++) {
+            uint64_t ti = row * r->top_id.rs + p * r->top_id.cs + k * r->top_id.ks;
+            int64_t id = dense_i64(&r->top_id, ti);
+            double tv = dense_f64(&r->top_lp, ti);
+            if (id >= 0 && (isnan(tv) || tv == INFINITY)) {
+                *st = PARITY_E_FORMAT;
+                *bad = ti;
+                *why = 3;
+                return;
+            }
+            s->top_id[p * r->topk + k] = id >= 0 && id <= INT32_MAX ? (int32_t)id : -1;
+            s->top_lp[p * r->topk + k] = tv;
+        }
+    }
+    /* trailing masked positions are padding, not part of the sequence */
+    while (s->n > 0 && !(s->flags[s->n - 1] & PARITY_LP_PRESENT)) s->n--;
+}
+
 static void dense_rows(void *ctx, int64_t b, int64_t e, int thread)
 {
     (void)thread;
     dense_job_t *j = ctx;
-    parity_lp_reader_t *r = j->r;
+    const parity_lp_reader_t *r = j->r;
     int fast = dense_fast_ok(r);
-    for (int64_t i = b; i < e; i++) {
-        parity_lp_seq_t *s = &j->seqs[i];
-        uint64_t row = j->row0 + (uint64_t)i;
-        lp_seq_reset(s);
-        j->st[i] = PARITY_OK;
-        char idb[32];
-        snprintf(idb, sizeof idb, "%llu", (unsigned long long)row);
-        if (lp_seq_set_str(&s->id, idb) || lp_seq_reserve(s, (size_t)r->ncols, (size_t)r->topk)) {
-            j->st[i] = PARITY_E_NOMEM;
-            j->why[i] = 4;
-            continue;
-        }
-        s->ordinal = row;
-        s->n = (size_t)r->ncols;
-        if (fast) {
-            dense_row_fast(r, row, s, &j->st[i], &j->bad[i], &j->why[i]);
-            continue;
-        }
-        for (uint64_t p = 0; p < r->ncols; p++) {
-            uint64_t idx = row * r->lp.rs + p * r->lp.cs;
-            uint8_t fl = PARITY_LP_PRESENT;
-            if (r->mask.present && dense_f64(&r->mask, row * r->mask.rs + p * r->mask.cs) == 0) fl = 0;
-            double v = dense_f64(&r->lp, idx);
-            if (fl && (isnan(v) || v == INFINITY)) {
-                j->st[i] = PARITY_E_FORMAT;
-                j->bad[i] = idx;
-                j->why[i] = 1;
-                break;
-            }
-            s->lp[p] = v;
-            if (r->tok.present) {
-                s->key[p] = dense_i64(&r->tok, row * r->tok.rs + p * r->tok.cs);
-            } else {
-                s->key[p] = -1;
-                fl |= PARITY_LP_KEY_NONE;
-            }
-            s->mod[p] = 0;
-            if (r->mod.present) {
-                int64_t m = dense_i64(&r->mod, row * r->mod.rs + p * r->mod.cs);
-                if (m < 0 || m >= (int64_t)r->nmods) {
-                    j->st[i] = PARITY_E_FORMAT;
-                    j->bad[i] = row * r->mod.rs + p * r->mod.cs;
-                    j->why[i] = 2;
-                    break;
-                }
-                s->mod[p] = (uint16_t)(m + 1);
-            }
-            if (r->phase.present) {
-                int64_t ph = dense_i64(&r->phase, row * r->phase.rs + p * r->phase.cs);
-                fl |= ph == 1 ? PARITY_LP_PREFILL : ph == 2 ? PARITY_LP_DECODE : 0;
-            }
-            s->flags[p] = fl;
-            s->text[p] = UINT32_MAX;
-            for (uint64_t k = 0; k < r->topk; k++) {
-                uint64_t ti = row * r->top_id.rs + p * r->top_id.cs + k * r->top_id.ks;
-                int64_t id = dense_i64(&r->top_id, ti);
-                double tv = dense_f64(&r->top_lp, ti);
-                if (id >= 0 && (isnan(tv) || tv == INFINITY)) {
-                    j->st[i] = PARITY_E_FORMAT;
-                    j->bad[i] = ti;
-                    j->why[i] = 3;
-                    break;
-                }
-                s->top_id[p * r->topk + k] = id >= 0 && id <= INT32_MAX ? (int32_t)id : -1;
-                s->top_lp[p * r->topk + k] = tv;
-            }
-            if (j->st[i]) break;
-        }
-        /* trailing masked positions are padding, not part of the sequence */
-        while (s->n > 0 && !(s->flags[s->n - 1] & PARITY_LP_PRESENT)) s->n--;
-    }
+    for (int64_t i = b; i < e; i++)
+        dense_one(r, j->row0 + (uint64_t)i, &j->seqs[i], &j->st[i], &j->bad[i], &j->why[i], fast);
+}
+
+int lp_dense_direct_ok(const parity_lp_reader_t *r)
+{
+    return (r->fmt == PARITY_LP_NPY || r->fmt == PARITY_LP_SAFETENSORS) && r->ncols > 0 && dense_fast_ok(r);
+}
+
+parity_status_t lp_dense_row(const parity_lp_reader_t *r, uint64_t row, parity_lp_seq_t *s, uint64_t *bad,
+                             int *why)
+{
+    parity_status_t st;
+    dense_one(r, row, s, &st, bad, why, 1);
+    return st;
 }
 
 parity_status_t lp_dense_next(parity_lp_reader_t *r, parity_lp_seq_t *seqs, size_t max, size_t *got,
@@ -525,23 +542,34 @@ parity_status_t lp_dense_next(parity_lp_reader_t *r, parity_lp_seq_t *seqs, size
     for (size_t i = 0; i < n; i++)
         if (st[i]) {
             ok = i;
-            const lp_dense_t *a = why[i] == 2 ? &r->mod : why[i] == 3 ? &r->top_lp : &r->lp;
-            uint64_t off = a->file_off + bad[i] * a->es;
-            uint64_t row = r->ordinal + i;
-            if (why[i] == 4) out = parity_diag_set(d, PARITY_E_NOMEM, "%s: out of memory", r->name);
-            else if (why[i] == 2)
-                out = parity_diag_set(d, PARITY_E_FORMAT,
-                                      "%s: offset %llu: modality value out of range 0..%zu in sequence %llu",
-                                      r->name, (unsigned long long)off, r->nmods ? r->nmods - 1 : 0,
-                                      (unsigned long long)row);
-            else
-                out = parity_diag_set(d, PARITY_E_FORMAT,
-                                      "%s: offset %llu: %s is NaN or +inf in sequence %llu (a logprob must be "
-                                      "finite or -inf)",
-                                      r->name, (unsigned long long)off, why[i] == 3 ? "top logprob" : "logprob",
-                                      (unsigned long long)row);
+            out = lp_dense_row_error(r, r->ordinal + i, bad[i], why[i], d);
             break;
         }
+    lp_dense_consume(r, ok);
+    *got = ok;
+    free(st);
+    free(bad);
+    free(why);
+    return out;
+}
+
+parity_status_t lp_dense_row_error(const parity_lp_reader_t *r, uint64_t row, uint64_t bad, int why,
+                                   parity_diag_t *d)
+{
+    const lp_dense_t *a = why == 2 ? &r->mod : why == 3 ? &r->top_lp : &r->lp;
+    uint64_t off = a->file_off + bad * a->es;
+    if (why == 4) return parity_diag_set(d, PARITY_E_NOMEM, "%s: out of memory", r->name);
+    if (why == 2)
+        return parity_diag_set(d, PARITY_E_FORMAT, "%s: offset %llu: modality value out of range 0..%zu in sequence %llu",
+                               r->name, (unsigned long long)off, r->nmods ? r->nmods - 1 : 0, (unsigned long long)row);
+    return parity_diag_set(d, PARITY_E_FORMAT,
+                           "%s: offset %llu: %s is NaN or +inf in sequence %llu (a logprob must be finite or -inf)",
+                           r->name, (unsigned long long)off, why == 3 ? "top logprob" : "logprob",
+                           (unsigned long long)row);
+}
+
+void lp_dense_consume(parity_lp_reader_t *r, uint64_t n)
+{
     /* Give back the pages of the rows consumed (C order only; they are contiguous). */
     if (r->mapped && r->lp.ks == 1) {
         lp_dense_t *arrs[] = {&r->lp, &r->tok, &r->mask, &r->mod, &r->phase, &r->top_id, &r->top_lp};
@@ -549,7 +577,7 @@ parity_status_t lp_dense_next(parity_lp_reader_t *r, parity_lp_seq_t *seqs, size
             lp_dense_t *x = arrs[a];
             if (!x->present || x->base < r->base || x->base >= r->base + r->len) continue;
             uint64_t b = x->file_off + r->ordinal * x->rs * x->es;
-            uint64_t e = x->file_off + (r->ordinal + ok) * x->rs * x->es;
+            uint64_t e = x->file_off + (r->ordinal + n) * x->rs * x->es;
             long pg = sysconf(_SC_PAGESIZE);
             if (pg > 0) {
                 b = (b + (uint64_t)pg - 1) / (uint64_t)pg * (uint64_t)pg;
@@ -558,10 +586,5 @@ parity_status_t lp_dense_next(parity_lp_reader_t *r, parity_lp_seq_t *seqs, size
             }
         }
     }
-    r->ordinal += ok;
-    *got = ok;
-    free(st);
-    free(bad);
-    free(why);
-    return out;
+    r->ordinal += n;
 }
