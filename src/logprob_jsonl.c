@@ -531,6 +531,50 @@ static const double fp_pow10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e
  * exact in binary64), m * 10^q or m / 10^q is one correctly rounded operation (Clinger 1990,
  * "How to read floating point numbers accurately"); otherwise strtod converts the validated
  * token. *is_int: no fraction and no exponent. */
+/* Digits eight at a time (SWAR, on a little-endian load of 8 bytes): the number of leading
+ * ASCII digits of w, and their value. A byte b is a digit when b - '0' and b + (0x7f - '9')
+ * both leave its top bit clear; a borrow out of a non-digit byte only disturbs bytes after the
+ * first non-digit, which are not used. The value: the k digits moved to the top bytes (the low
+ * bytes become leading zeros), then pairs, quads and the two halves combined by multiplies. */
+static inline int swar_ndigits(uint64_t w)
+{
+    uint64_t x = w - 0x3030303030303030ull, y = w + 0x4646464646464646ull;
+    uint64_t bad = (x | y) & 0x8080808080808080ull;
+    return bad ? __builtin_ctzll(bad) >> 3 : 8;
+}
+
+static inline uint64_t swar_value(uint64_t w, int k)
+{
+    uint64_t t = (w - 0x3030303030303030ull) << (8 * (8 - k)); /* k >= 1 */
+    t = (t * 10 + (t >> 8)) & 0x00ff00ff00ff00ffull;             /* 2-digit groups */
+    t = (t * 100 + (t >> 16)) & 0x0000ffff0000ffffull;           /* 4-digit groups */
+    return (t * 10000 + (t >> 32)) & 0xffffffffull;                /* 8 digits */
+}
+
+/* Digits at p (up to e) appended to m (at most 19 kept, the rest counted in *extra): returns
+ * the position after them, *nd the number read. */
+static inline const char *fp_digits(const char *p, const char *e, uint64_t *m, int *nd, int *extra)
+{
+    while (e - p >= 8 && *nd <= 11) { /* 11 + 8 = 19 digits fit in m */
+        uint64_t w;
+        memcpy(&w, p, 8);
+        int k = swar_ndigits(w);
+        if (k == 0) return p;
+        static const uint64_t pw[9] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
+        *m = *m * pw[k] + swar_value(w, k);
+        *nd += k;
+        p += k;
+        if (k < 8) return p;
+    }
+    while (p < e && *p >= '0' && *p <= '9') {
+        if (*nd < 19) *m = *m * 10 + (uint64_t)(*p - '0');
+        else (*extra)++;
+        (*nd)++;
+        p++;
+    }
+    return p;
+}
+
 static int fp_num(fp_cur_t *c, double *v, int *is_int, int64_t *iv)
 {
     const char *b = c->p, *p = c->p, *e = c->e;
@@ -542,27 +586,23 @@ static int fp_num(fp_cur_t *c, double *v, int *is_int, int64_t *iv)
     if (*p == '0') {
         p++;
     } else {
-        while (p < e && *p >= '0' && *p <= '9') {
-            if (nd < 19) m = m * 10 + (uint64_t)(*p - '0');
-            else q++;
-            nd++;
-            p++;
-        }
+        int extra = 0;
+        p = fp_digits(p, e, &m, &nd, &extra);
+        q += extra;
     }
     *is_int = 1;
     if (p < e && *p == '.') {
         *is_int = 0;
         p++;
         if (p >= e || *p < '0' || *p > '9') return 0;
-        while (p < e && *p >= '0' && *p <= '9') {
-            if (nd == 0 && *p == '0') {
-                q--; /* leading zeros of 0.000123 do not count as digits */
-            } else {
-                if (nd < 19) m = m * 10 + (uint64_t)(*p - '0'), q--;
-                nd++;
+        if (nd == 0)
+            while (p < e && *p == '0') { /* leading zeros of 0.000123 do not count as digits */
+                q--;
+                p++;
             }
-            p++;
-        }
+        int nd0 = nd, extra = 0;
+        p = fp_digits(p, e, &m, &nd, &extra);
+        q -= (nd - nd0) - extra; /* each kept fraction digit scales by 1/10 */
     }
     if (p < e && (*p == 'e' || *p == 'E')) {
         *is_int = 0;
@@ -676,10 +716,16 @@ static int fast_parity(parity_lp_reader_t *r, const char *line, size_t len, pari
     fp_ws(&c);
     if (c.p != c.e || !have_lp || !have_ids || nids != nlp) return 0;
     s->n = nlp;
-    for (size_t i = 0; i < nlp; i++) {
-        s->mod[i] = 0;
-        s->text[i] = UINT32_MAX;
-    }
+    /* no modality or text; when no logprob is null every token has the same flags: a plain
+     * sequence, whose mod[] and text[] are not written */
+    uint8_t fand = PARITY_LP_PRESENT;
+    for (size_t i = 0; i < nlp; i++) fand &= s->flags[i];
+    s->plain = nlp > 0 && fand;
+    if (!s->plain)
+        for (size_t i = 0; i < nlp; i++) {
+            s->mod[i] = 0;
+            s->text[i] = UINT32_MAX;
+        }
     char ob[32];
     const char *sid = NULL;
     char *tmp = NULL;

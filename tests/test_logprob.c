@@ -29,6 +29,70 @@ static parity_lp_reader_t *open_str(const char *s, const char *name)
     return r;
 }
 
+/* The JSONL fast path's number parser (8 digits at a time) against strtod, bit for bit, over
+ * the spellings engines print: %.7g/%.9g/%.17g of random logprobs, %e forms, long digit strings
+ * (more than 19 digits), leading zeros in the fraction, exponents, integers, zeros. */
+static void numbers(void **state)
+{
+    (void)state;
+    enum { N = 4000 };
+    char *nums[N];
+    uint64_t x = 88172645463325252ull;
+    for (int i = 0; i < N; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        double u = (double)(x >> 11) / 9007199254740992.0; /* [0, 1) */
+        double v = -u * 30.0 * (double)(1 + (i % 7)) / pow(10.0, (double)(i % 13));
+        char b[96];
+        switch (i % 10) {
+        case 0: snprintf(b, sizeof b, "%.7g", v); break;
+        case 1: snprintf(b, sizeof b, "%.9g", v); break;
+        case 2: snprintf(b, sizeof b, "%.17g", v); break;
+        case 3: snprintf(b, sizeof b, "%.3e", v); break;
+        case 4: snprintf(b, sizeof b, "%.12f", v); break;
+        case 5: snprintf(b, sizeof b, "-0.%020llu%llu", (unsigned long long)(x % 1000), (unsigned long long)x); break;
+        case 6: snprintf(b, sizeof b, "-%llu%llu.5", (unsigned long long)x, (unsigned long long)(x >> 3)); break;
+        case 7: snprintf(b, sizeof b, "%lld", -(long long)(x % 100000000000ull)); break;
+        case 8: snprintf(b, sizeof b, "%.20fE-3", v); break;
+        default: snprintf(b, sizeof b, "%s", i % 3 ? "-0.0" : "0"); break;
+        }
+        nums[i] = strdup(b);
+        assert_non_null(nums[i]);
+    }
+    size_t cap = 64 + (size_t)N * 120;
+    char *line = malloc(cap);
+    assert_non_null(line);
+    size_t o = (size_t)snprintf(line, cap, "{\"id\":\"n\",\"token_ids\":[");
+    for (int i = 0; i < N; i++) o += (size_t)snprintf(line + o, cap - o, "%s%d", i ? "," : "", i);
+    o += (size_t)snprintf(line + o, cap - o, "],\"logprobs\":[");
+    for (int i = 0; i < N; i++) o += (size_t)snprintf(line + o, cap - o, "%s%s", i ? "," : "", nums[i]);
+    snprintf(line + o, cap - o, "]}\n");
+    /* without --slice-by, so that the fast path reads the line (it marks it plain) */
+    parity_lp_reader_t *r = NULL;
+    parity_diag_t d;
+    parity_lp_read_opts_t ro = {0};
+    ro.n_threads = 1;
+    assert_int_equal(parity_lp_open_mem(line, strlen(line), "n.jsonl", &ro, &r, &d), PARITY_OK);
+    parity_lp_seq_t s;
+    parity_lp_seq_init(&s);
+    size_t got;
+    assert_int_equal(parity_lp_next_batch(r, &s, 1, &got, &d), PARITY_OK);
+    assert_int_equal(got, 1);
+    assert_int_equal(s.n, N);
+    assert_int_equal(s.plain, 1);
+    for (int i = 0; i < N; i++) {
+        double want = strtod(nums[i], NULL);
+        if (memcmp(&s.lp[i], &want, sizeof want) != 0) {
+            print_error("%s: parsed %.17g, strtod %.17g\n", nums[i], s.lp[i], want);
+            fail();
+        }
+        assert_int_equal(s.key[i], i);
+        free(nums[i]);
+    }
+    parity_lp_seq_free(&s);
+    parity_lp_close(r);
+    free(line);
+}
+
 static void shapes(void **state)
 {
     (void)state;
@@ -210,7 +274,7 @@ static void corpus_replay(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(shapes), cmocka_unit_test(errors), cmocka_unit_test(divergence),
+    const struct CMUnitTest tests[] = {cmocka_unit_test(numbers), cmocka_unit_test(shapes), cmocka_unit_test(errors), cmocka_unit_test(divergence),
                                        cmocka_unit_test(corpus_replay)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
