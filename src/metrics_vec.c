@@ -579,25 +579,17 @@ INL void metrics_dist_block_stats_soa_impl(const metrics_soa_t *t, size_t i0, si
      * pair); plain lane sums, the terms are non-negative */
     vd fs = splat(0.0), fs2 = splat(0.0), fmx = splat(0.0);
     const vd vu1 = splat(unit), one = splat(1.0);
-    if (A) {
-        for (i = 0; i + VL <= m; i += VL) {
-            vd dw = ld(W + i) - vmw, dx = ld(PA + i) - vmx, dy = ld(PB + i) - vmy;
-            m2w += dw * dw;
-            m2x += dx * dx;
-            m2y += dy * dy;
-            cxy += dx * dy;
+    for (i = 0; i + VL <= m; i += VL) {
+        vd dw = ld(W + i) - vmw, dx = ld(PA + i) - vmx, dy = ld(PB + i) - vmy;
+        m2w += dw * dw;
+        m2x += dx * dx;
+        m2y += dy * dy;
+        cxy += dx * dy;
+        if (A) { /* the same for every iteration: the compiler hoists it out of the loop */
             vd fm = vu1 * (vabs(ld(A + i)) + one);
             fs += fm;
             fs2 += fm * fm;
             fmx = vmax(fmx, fm);
-        }
-    } else {
-        for (i = 0; i + VL <= m; i += VL) {
-            vd dw = ld(W + i) - vmw, dx = ld(PA + i) - vmx, dy = ld(PB + i) - vmy;
-            m2w += dw * dw;
-            m2x += dx * dx;
-            m2y += dy * dy;
-            cxy += dx * dy;
         }
     }
     double tw = 0.0, tx = 0.0, ty = 0.0, txy = 0.0, tfs = 0.0, tfs2 = 0.0, tfmx = 0.0;
