@@ -121,19 +121,19 @@ INL double hsum(vd v)
 {
     return (v[0] + v[1]) + (v[2] + v[3]);
 }
-/* whether every / some lane of a comparison's result is set */
-INL int all_lanes(vi m)
+/* A comparison's result (lanes all ones or all zeros) narrowed to one byte per lane, 0xff
+ * where set, as a 32-bit word: one narrowing (vpmovqb with AVX-512, a shuffle otherwise) instead
+ * of a lane-by-lane extraction. */
+typedef uint8_t vb __attribute__((vector_size(VL)));
+INL uint32_t lane_bytes(vi m)
 {
-    int64_t r = -1;
-    for (int l = 0; l < VL; l++) r &= m[l];
-    return r != 0;
+    vb b = __builtin_convertvector(m, vb);
+    uint32_t u;
+    memcpy(&u, &b, sizeof u);
+    return u;
 }
-INL int any_lane(vi m)
-{
-    int64_t r = 0;
-    for (int l = 0; l < VL; l++) r |= m[l];
-    return r != 0;
-}
+INL int all_lanes(vi m) { return lane_bytes(m) == 0xffffffffu; }
+INL int any_lane(vi m) { return lane_bytes(m) != 0; }
 
 INL vd vmin(vd a, vd b) { return sel(b < a, b, a); }
 INL vd vmax(vd a, vd b) { return sel(b > a, b, a); }
@@ -350,11 +350,12 @@ INL void metrics_prep_soa_impl(const double *a, const double *b, size_t n, const
     size_t i = 0;
     for (; i + VL <= n; i += VL) {
         vi f = prep4(o, i, ld(a + i), ld(b + i));
-        uint8_t fb[VL];
-        for (int l = 0; l < VL; l++) fb[l] = (uint8_t)(f[l] & 1);
-        memcpy(o->fast + i, fb, VL);
+        /* the fast flags as one 4-byte store (byte stores read back as a word would stall) */
+        uint32_t fb = lane_bytes(f);
+        uint32_t f01 = fb & 0x01010101u;
+        memcpy(o->fast + i, &f01, VL);
         memset(o->cls + i, 0, VL); /* PAIR_FINITE; the slow path writes its own */
-        if (!all_lanes(f))
+        if (fb != 0xffffffffu)
             for (int l = 0; l < VL; l++)
                 if (!f[l]) metrics_prep_slow(a[i + l], b[i + l], o, i + l);
     }
@@ -403,7 +404,7 @@ INL void two_sum1(double *s, double *c, double x)
 /* Quantile-sketch inserts of one block (values finite; with absval their magnitudes, else
  * values >= 0): the exact buffer takes what fits while the sketch is exact (as one insert at a
  * time would), then the bins; with h, the signed histogram of -x too (absval only). */
-static void qs_add_block(struct parity_qsketch *q, const double *x, size_t m, int absval, double mn,
+INL void qs_add_block(struct parity_qsketch *q, const double *x, size_t m, int absval, double mn,
                          double mx, const metrics_shist_t *h)
 {
     if (m == 0) return;
