@@ -925,6 +925,7 @@ static parity_status_t run_direct(cmp_t *c, parity_diag_t *d)
     size_t M = 4 * c->o.batch_tokens / (size_t)ra->ncols;
     if (M < 2 * (size_t)c->nthreads) M = 2 * (size_t)c->nthreads;
     if (M > 65536) M = 65536;
+    if (M > ra->nrows) M = ra->nrows > 0 ? (size_t)ra->nrows : 1;
     pair_t *pairs = calloc(M, sizeof *pairs);
     parity_status_t *st = calloc(2 * M, sizeof *st);
     uint64_t *bad = calloc(2 * M, sizeof *bad);
