@@ -318,6 +318,24 @@ with tempfile.TemporaryDirectory() as td:
     np.save(os.path.join(td, "da.npy"), da.astype("<f4"))
     np.save(os.path.join(td, "db.npy"), db.astype("<f4"))
     thread_check("npy", os.path.join(td, "da.npy"), os.path.join(td, "db.npy"))
+    # Two plain dense dumps take the direct path (rows read and compared in one thread); with an
+    # all-ones mask the same data takes the general one (sequence batches, pairing map): the
+    # numbers must be the same, byte for byte.
+    for name, x in (("da", da), ("db", db)):
+        write_st(os.path.join(td, name + "m.safetensors"),
+                 {"logprobs": ("F32", x.astype("<f4")), "mask": ("I8", np.ones(x.shape, np.int8))})
+    reps = []
+    for sfx in (".npy", "m.safetensors"):
+        out = os.path.join(td, "path" + sfx + ".json")
+        subprocess.run([P, "logprobs", os.path.join(td, "da" + sfx), os.path.join(td, "db" + sfx), "--json", out,
+                        "--worst", "20"], capture_output=True)
+        r = json.load(open(out))
+        reps.append({k: r[k] for k in ("overall", "slices", "worst_tokens", "counts") if k in r})
+    nchecks[0] += 1
+    for rr in reps:
+        rr["counts"] = {k: v for k, v in rr["counts"].items() if not k.startswith("bytes")}
+    if json.dumps(reps[0], sort_keys=True) != json.dumps(reps[1], sort_keys=True):
+        fails.append("direct path (plain npy) and general path (masked safetensors) give different reports")
     thread_check("jsonl", os.path.join(td, "ta.jsonl"), os.path.join(td, "tb.jsonl"), "--slice-by", "domain",
                  "--floor", os.path.join(td, "ta.jsonl"))
 

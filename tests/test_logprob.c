@@ -79,6 +79,9 @@ static void numbers(void **state)
     assert_int_equal(got, 1);
     assert_int_equal(s.n, N);
     assert_int_equal(s.plain, 1);
+    /* a plain sequence's mod[] and text[] are not written: the accessors answer */
+    assert_int_equal(parity_lp_seq_mod(&s, 0), 0);
+    assert_null(parity_lp_seq_text(&s, 0));
     for (int i = 0; i < N; i++) {
         double want = strtod(nums[i], NULL);
         if (memcmp(&s.lp[i], &want, sizeof want) != 0) {
@@ -113,6 +116,7 @@ static void shapes(void **state)
     assert_true(s.lp[1] == -0.5 && (s.flags[1] & PARITY_LP_PREFILL));
     assert_true(s.lp[2] == -INFINITY && (s.flags[2] & PARITY_LP_DECODE));
     assert_string_equal(parity_lp_reader_modality(r, s.mod[1]), "image");
+    assert_int_equal(parity_lp_seq_mod(&s, 1), s.mod[1]);
     assert_int_equal(parity_lp_next_batch(r, &s, 1, &got, &d), PARITY_OK);
     assert_int_equal(got, 0);
     parity_lp_close(r);
