@@ -4,10 +4,11 @@
 Pearson, per-sequence log-ppl difference) on the same files, in the same run. Prints MB/s of
 input (both dumps counted) and the CPU time (user + sys) per GB of input of both, the ratios,
 and parity's peak resident set (ru_maxrss). Wall-clock figures on a shared machine are noisy;
-the CPU seconds per GB are the steadier measure of work.
+the CPU seconds per GB are the steadier measure of work. Each figure is the best of --runs runs
+(default 3), parity's and numpy's alternating, so both see the same drift of a shared machine.
 
 usage: bench/bench_logprobs.py [--parity build/parity] [--seqs 2048] [--positions 2048]
-                               [--jsonl-seqs 1000] [--threads N] [--keep DIR]
+                               [--jsonl-seqs 600] [--threads N] [--runs 3] [--keep DIR]
                                [--big-gb G [--big-dir DIR]]
 --big-gb G: instead, the memory bound: write two safetensors dumps of G GB each (fp32 logprobs
 and int32 token ids, a 64 MiB block of synthetic data repeated; B = A + noise), run parity on
@@ -172,6 +173,7 @@ def main():
     ap.add_argument("--positions", type=int, default=2048)
     ap.add_argument("--jsonl-seqs", type=int, default=600)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--keep", default=None)
     ap.add_argument("--big-gb", type=float, default=0)
     ap.add_argument("--big-dir", default=None)
@@ -198,19 +200,24 @@ def main():
     write_jsonl(os.path.join(d, "b.jsonl"), lpb[:J], ids[:J])
     files["jsonl"] = (os.path.join(d, "a.jsonl"), os.path.join(d, "b.jsonl"))
     print(f"parity logprobs vs numpy, same files, same run ({os.cpu_count()} CPUs, threads "
-          f"{o.threads or 'all'}); MB/s counts both input files; CPU = user + sys seconds per GB of input")
+          f"{o.threads or 'all'}; best of {o.runs} alternating runs each); MB/s counts both input files; "
+          f"CPU = user + sys seconds per GB of input")
     print(f"{'format':12} {'MB':>7} {'tokens':>9} {'parity s':>9} {'MB/s':>7} {'CPU s/GB':>9} {'numpy s':>8} "
           f"{'MB/s':>6} {'CPU s/GB':>9} {'ratio':>6} {'CPU ratio':>9}")
     peak = 0.0
     for kind, (pa, pb) in files.items():
         mb = (os.path.getsize(pa) + os.path.getsize(pb)) / 1e6
         ntok = (J if kind == "jsonl" else S) * P
-        runs = [parity_run(o.parity, pa, pb, o.threads) for _ in range(2)]
+        # best of --runs for both, alternating, so that both see the same drift of a shared machine
+        runs, nruns = [], []
+        for _ in range(o.runs):
+            runs.append(parity_run(o.parity, pa, pb, o.threads))
+            c0 = time.process_time()
+            w = numpy_run(kind, pa, pb, lp.shape)
+            nruns.append((w, time.process_time() - c0))
         tp, cp = min(r[0] for r in runs), min(r[1] for r in runs)
         peak = max(peak, max(r[2] for r in runs))
-        c0 = time.process_time()
-        tn = numpy_run(kind, pa, pb, lp.shape)
-        cn = time.process_time() - c0
+        tn, cn = min(r[0] for r in nruns), min(r[1] for r in nruns)
         gb = mb / 1e3
         print(f"{kind:12} {mb:7.1f} {ntok:9d} {tp:9.3f} {mb / tp:7.1f} {cp / gb:9.2f} {tn:8.3f} {mb / tn:6.1f} "
               f"{cn / gb:9.2f} {tn / tp:5.1f}x {cn / cp:8.1f}x")
