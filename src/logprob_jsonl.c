@@ -500,8 +500,10 @@ typedef struct {
     const char *p, *e;
 } fp_cur_t;
 
-static void fp_ws(fp_cur_t *c)
+static inline void fp_ws(fp_cur_t *c)
 {
+    /* compact JSON has none: one comparison in the common case */
+    if (c->p < c->e && (unsigned char)*c->p > ' ') return;
     while (c->p < c->e && (*c->p == ' ' || *c->p == '\t' || *c->p == '\r' || *c->p == '\n')) c->p++;
 }
 
