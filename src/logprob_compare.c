@@ -149,14 +149,29 @@ static tslot_t *tslot(cmp_t *c, int t, int i)
 static uint8_t hist_map[QS_NBINS];
 static pthread_once_t hist_once = PTHREAD_ONCE_INIT;
 
+static int hist_of_sketch_bin(size_t i)
+{
+    uint64_t u = ((uint64_t)i + ((uint64_t)QS_EXP_LO << QS_BITS)) << (52 - QS_BITS);
+    double L;
+    memcpy(&L, &u, sizeof L);
+    double l = (log10(L) + 9.0) * 4.0;
+    return l < 0 ? 0 : l >= HBINS ? HBINS - 1 : (int)l;
+}
+
+/* The bin is non-decreasing in the sketch bin (L grows with it): the first sketch bin of each
+ * histogram bin by bisection (~600 log10 calls, not one per sketch bin), then fill. */
 static void hist_init(void)
 {
-    for (size_t i = 0; i < QS_NBINS; i++) {
-        uint64_t u = ((uint64_t)i + ((uint64_t)QS_EXP_LO << QS_BITS)) << (52 - QS_BITS);
-        double L;
-        memcpy(&L, &u, sizeof L);
-        double l = (log10(L) + 9.0) * 4.0;
-        hist_map[i] = (uint8_t)(l < 0 ? 0 : l >= HBINS ? HBINS - 1 : (int)l);
+    size_t start = 0;
+    for (int b = 0; b < HBINS; b++) {
+        size_t lo = start, hi = QS_NBINS; /* first sketch bin whose histogram bin is > b */
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (hist_of_sketch_bin(mid) > b) hi = mid;
+            else lo = mid + 1;
+        }
+        for (size_t i = start; i < lo; i++) hist_map[i] = (uint8_t)b;
+        start = lo;
     }
 }
 
