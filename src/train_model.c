@@ -15,7 +15,8 @@
 
 /* Hot loops: -O3 vectorization (no reassociation: results are those of the scalar loops) and,
  * on x86-64 GCC, an AVX2 clone picked at load time. -ffp-contract=off still forbids FMA. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__)
 #define HOT __attribute__((optimize("O3"), target_clones("avx2", "default")))
 #elif defined(__GNUC__) && !defined(__clang__)
 #define HOT __attribute__((optimize("O3")))
