@@ -467,7 +467,8 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
     uint8_t fand = 0xff, forr = 0;
     unsigned mor = 0;
     const uint8_t *fla = sa->flags, *flb = sb->flags;
-    const uint16_t *ma = sa->mod, *mb = sb->mod;
+    /* a plain sequence's mod[] is not written (no modality anywhere in it) */
+    const uint16_t *ma = sa->plain ? NULL : sa->mod, *mb = sb->plain ? NULL : sb->mod;
     const int64_t *ka = sa->key, *kb = sb->key;
     if (n > 0 && sa->plain && sb->plain) {
         /* every token alike on each side (dense readers): one comparability test, and the keys
@@ -495,7 +496,7 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
         unkeyed += (uint64_t)!comparable;
         fand &= fa & fb;
         forr |= fa | fb;
-        mor |= (unsigned)ma[i] | mb[i];
+        mor |= (ma ? (unsigned)ma[i] : 0u) | (mb ? (unsigned)mb[i] : 0u);
     }
     pr->unkeyed += unkeyed;
     if (!pr->div && sa->n != sb->n) pr->div = 1;
