@@ -913,6 +913,8 @@ static void djob_fn(void *ctx, int64_t b, int64_t e, int t)
     djob_t *j = ctx;
     cmp_t *c = j->c;
     thr_t *T = &c->th[t];
+    lp_dense_populate(c->ra, j->row0 + (uint64_t)b, (uint64_t)(e - b));
+    lp_dense_populate(c->rb, j->row0 + (uint64_t)b, (uint64_t)(e - b));
     for (int64_t i = b; i < e; i++) {
         uint64_t row = j->row0 + (uint64_t)i;
         j->st[0][i] = lp_dense_row(c->ra, row, &T->da, &j->bad[0][i], &j->why[0][i]);

@@ -77,6 +77,8 @@ parity_status_t lp_dense_row(const parity_lp_reader_t *r, uint64_t row, parity_l
 parity_status_t lp_dense_row_error(const parity_lp_reader_t *r, uint64_t row, uint64_t bad, int why,
                                    parity_diag_t *d);
 void lp_dense_consume(parity_lp_reader_t *r, uint64_t n);
+/* Map the pages of rows [row0, row0 + n) ahead of reading them (advisory). */
+void lp_dense_populate(const parity_lp_reader_t *r, uint64_t row0, uint64_t n);
 parity_status_t lp_jsonl_open(parity_lp_reader_t *r, parity_diag_t *d);
 parity_status_t lp_jsonl_next(parity_lp_reader_t *r, parity_lp_seq_t *seqs, size_t max, size_t *got,
                               parity_diag_t *d);
