@@ -4,6 +4,7 @@
  * parallel. Shapes and field names: docs/logprobs.md. */
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,77 @@
 #include "parallel.h"
 
 #define BATCH_BYTES ((size_t)2 << 20) /* small enough that the batch buffers stay in cache */
+
+/* cJSON allocates every node and string of a parsed line separately (about fifteen per token of
+ * an OpenAI chat line with top-5), and malloc/free were half of the time of those shapes. While
+ * a thread parses a line, cJSON's allocations come from that thread's arena instead, and the
+ * whole tree is dropped at once by resetting it (jl_arena_reset; no cJSON_Delete walk). Outside
+ * a line parse (any other use of cJSON in the process) the hooks are malloc and free; jl_free
+ * tells the arena's blocks apart by address. The hooks are installed once, by the first JSONL
+ * open (cJSON_InitHooks is process-wide; nothing else in parity sets them). */
+typedef struct jl_chunk {
+    struct jl_chunk *next;
+    size_t cap, used;
+    _Alignas(16) unsigned char data[];
+} jl_chunk_t;
+
+static _Thread_local jl_chunk_t *jl_arena; /* newest first */
+static _Thread_local int jl_arena_on;
+
+static void *jl_malloc(size_t n)
+{
+    if (!jl_arena_on) return malloc(n);
+    n = (n + 15) & ~(size_t)15;
+    jl_chunk_t *c = jl_arena;
+    if (!c || c->cap - c->used < n) {
+        size_t cap = c ? 2 * c->cap : (size_t)1 << 20;
+        while (cap < n) cap *= 2;
+        jl_chunk_t *nc = malloc(sizeof *nc + cap);
+        if (!nc) return NULL;
+        nc->next = c;
+        nc->cap = cap;
+        nc->used = 0;
+        jl_arena = c = nc;
+    }
+    void *p = c->data + c->used;
+    c->used += n;
+    return p;
+}
+
+static void jl_free(void *p)
+{
+    if (!p) return;
+    for (const jl_chunk_t *c = jl_arena; c; c = c->next)
+        if ((const unsigned char *)p >= c->data && (const unsigned char *)p < c->data + c->cap) return;
+    free(p);
+}
+
+static pthread_once_t jl_hooks_once = PTHREAD_ONCE_INIT;
+static void jl_hooks_init(void)
+{
+    cJSON_Hooks h = {jl_malloc, jl_free};
+    cJSON_InitHooks(&h);
+}
+
+/* After a line: the tree is gone. One chunk is kept (the newest, the largest) unless it grew
+ * past 16 MiB, so that a huge line does not pin its memory. */
+static void jl_arena_reset(void)
+{
+    jl_arena_on = 0;
+    jl_chunk_t *c = jl_arena;
+    if (!c) return;
+    for (jl_chunk_t *o = c->next; o;) {
+        jl_chunk_t *nx = o->next;
+        free(o);
+        o = nx;
+    }
+    c->next = NULL;
+    c->used = 0;
+    if (c->cap > ((size_t)16 << 20)) {
+        free(c);
+        jl_arena = NULL;
+    }
+}
 
 typedef struct {
     parity_status_t st;
@@ -754,9 +826,11 @@ static int parse_line(parity_lp_reader_t *r, const char *line, size_t len, parit
     if (r->fmt == PARITY_LP_JSONL && !r->slice_field && fast_parity(r, line, len, s, ordinal)) return 0;
     lp_seq_reset(s);
     s->ordinal = ordinal;
+    jl_arena_on = 1;
     cJSON *root = cJSON_ParseWithLength(line, len);
+    jl_arena_on = 0; /* reading the tree allocates nothing; parity's own allocations are malloc's */
     if (!root || !cJSON_IsObject(root)) {
-        cJSON_Delete(root);
+        jl_arena_reset();
         return LERR(e, "not a JSON object%s", root ? "" : " (invalid JSON)");
     }
     int rc = 0;
@@ -788,7 +862,7 @@ static int parse_line(parity_lp_reader_t *r, const char *line, size_t len, parit
             if (lp_seq_set_str(&s->field, val)) rc = e->st = PARITY_E_NOMEM;
         }
     }
-    cJSON_Delete(root);
+    jl_arena_reset(); /* the whole tree (instead of cJSON_Delete) */
     return rc;
 }
 
@@ -815,6 +889,7 @@ static int next_line(parity_lp_reader_t *r, const char **b, size_t *len, uint64_
 
 parity_status_t lp_jsonl_open(parity_lp_reader_t *r, parity_diag_t *d)
 {
+    pthread_once(&jl_hooks_once, jl_hooks_init);
     r->dtype = "text";
     size_t save = r->pos;
     uint64_t sl = r->line;
@@ -926,7 +1001,9 @@ parity_status_t lp_jsonl_next(parity_lp_reader_t *r, parity_lp_seq_t *seqs, size
     }
     jl_job_t job = {r, seqs, lines, lens, errs, r->ordinal};
     size_t nmods0 = r->nmods;
-    parity_parallel_for((int64_t)n, n < 8 ? 1 : r->opts.n_threads, jl_parse, &job);
+    /* in parallel unless the batch is tiny: a batch of a few long lines (engine output with
+     * top-k: ~0.5 MB per 2048-token line) is as much work as thousands of short ones */
+    parity_parallel_for((int64_t)n, n < 2 || bytes < ((size_t)64 << 10) ? 1 : r->opts.n_threads, jl_parse, &job);
     size_t ok = n;
     for (size_t i = 0; i < n; i++) {
         seqs[i].line = lnos[i];

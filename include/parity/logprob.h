@@ -90,6 +90,9 @@ typedef struct parity_lp_reader parity_lp_reader_t;
  * not detected), PARITY_E_NOMEM. Free with parity_lp_close. */
 parity_status_t parity_lp_open(const char *path, const parity_lp_read_opts_t *opts,
                                parity_lp_reader_t **out, parity_diag_t *diag);
+/* Note for programs that link libcjson themselves: the first JSONL open installs cJSON
+ * allocation hooks (cJSON_InitHooks; malloc/free outside parity's own line parses, a per-thread
+ * arena inside them). Do not replace them while readers are in use. */
 /* The same over a caller's buffer (kept, not copied; must outlive the reader). `name` is used
  * in messages and, with PARITY_LP_AUTO, for detection by extension (".npy", ".safetensors"). */
 parity_status_t parity_lp_open_mem(const void *buf, size_t len, const char *name,
