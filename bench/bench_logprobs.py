@@ -8,15 +8,18 @@ the CPU seconds per GB are the steadier measure of work. Each figure is the best
 (default 3), parity's and numpy's alternating, so both see the same drift of a shared machine.
 
 usage: bench/bench_logprobs.py [--parity build/parity] [--seqs 2048] [--positions 2048]
-                               [--jsonl-seqs 600] [--threads N] [--runs 3] [--keep DIR]
+                               [--jsonl-seqs 600] [--chat-seqs 100] [--threads N] [--runs 3]
+                               [--keep DIR]
                                [--big-gb G [--big-dir DIR]]
 --big-gb G: instead, the memory bound: write two safetensors dumps of G GB each (fp32 logprobs
 and int32 token ids, a 64 MiB block of synthetic data repeated; B = A + noise), run parity on
 them once, print wall time, CPU time and the peak resident set of that one process (/usr/bin/time's
 %M, the maximum resident set size of /usr/bin/time -v), then delete them. Needs 2G GB of free disk.
 Synthetic data: float32 logprobs of a softmax over N(0, 3) logits-like values, with B = A plus
-N(0, 1e-3) noise; token ids 0..50k. npy and safetensors hold [seqs, positions]; JSONL holds
-parity's own schema with token ids and logprobs per record.
+N(0, 1e-3) noise; token ids 0..50k. npy and safetensors hold [seqs, positions]; "jsonl" holds
+parity's own schema with token ids and logprobs per record; "jsonl-chat" the OpenAI chat
+completions shape servers return (token, logprob and top-5 top_logprobs per token), for which
+numpy's script extracts the logprobs with json.loads.
 """
 import argparse
 import json
@@ -53,6 +56,22 @@ def write_jsonl(path, lp, ids):
                 s, ",".join(map(str, ids[s].tolist())), ",".join("%.7g" % v for v in lp[s].tolist())))
 
 
+def write_chat(path, lp, ids, k=5):
+    """OpenAI chat completions shape, one response per line: choices[0].logprobs.content[] with
+    token, logprob and top_logprobs (k alternatives), the shape servers return."""
+    with open(path, "w") as f:
+        for s in range(lp.shape[0]):
+            content = []
+            for p in range(lp.shape[1]):
+                t = int(ids[s, p])
+                v = float("%.7g" % lp[s, p])
+                content.append({"token": "t%d" % t, "logprob": v,
+                                "top_logprobs": [{"token": "t%d" % ((t + j) % 50000), "logprob": float("%.7g" % (v - 0.5 * j))}
+                                                 for j in range(k)]})
+            f.write(json.dumps({"id": "chatcmpl-%d" % s, "object": "chat.completion",
+                                "choices": [{"index": 0, "logprobs": {"content": content}}]}) + "\n")
+
+
 def numpy_metrics(a, b):
     """The same overall metrics, in float64 with numpy (the peer)."""
     a = a.astype(np.float64).ravel()
@@ -81,6 +100,12 @@ def numpy_run(kind, pa, pb, shape):
                 buf = f.read()
             o = h["logprobs"]["data_offsets"]
             return np.frombuffer(buf[o[0]:o[1]], dtype="<f4").reshape(h["logprobs"]["shape"])
+        a, b = load(pa), load(pb)
+    elif kind == "jsonl-chat":
+        def load(p):
+            rows = [json.loads(line) for line in open(p)]
+            return np.array([[t["logprob"] for t in r["choices"][0]["logprobs"]["content"]] for r in rows],
+                            dtype=np.float64)
         a, b = load(pa), load(pb)
     else:
         def load(p):
@@ -174,6 +199,7 @@ def main():
     ap.add_argument("--jsonl-seqs", type=int, default=600)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--chat-seqs", type=int, default=100)
     ap.add_argument("--keep", default=None)
     ap.add_argument("--big-gb", type=float, default=0)
     ap.add_argument("--big-dir", default=None)
@@ -199,6 +225,10 @@ def main():
     write_jsonl(os.path.join(d, "a.jsonl"), lp[:J], ids[:J])
     write_jsonl(os.path.join(d, "b.jsonl"), lpb[:J], ids[:J])
     files["jsonl"] = (os.path.join(d, "a.jsonl"), os.path.join(d, "b.jsonl"))
+    C = o.chat_seqs
+    write_chat(os.path.join(d, "a.chat.jsonl"), lp[:C], ids[:C])
+    write_chat(os.path.join(d, "b.chat.jsonl"), lpb[:C], ids[:C])
+    files["jsonl-chat"] = (os.path.join(d, "a.chat.jsonl"), os.path.join(d, "b.chat.jsonl"))
     print(f"parity logprobs vs numpy, same files, same run ({os.cpu_count()} CPUs, threads "
           f"{o.threads or 'all'}; best of {o.runs} alternating runs each); MB/s counts both input files; "
           f"CPU = user + sys seconds per GB of input")
@@ -207,7 +237,7 @@ def main():
     peak = 0.0
     for kind, (pa, pb) in files.items():
         mb = (os.path.getsize(pa) + os.path.getsize(pb)) / 1e6
-        ntok = (J if kind == "jsonl" else S) * P
+        ntok = (J if kind == "jsonl" else C if kind == "jsonl-chat" else S) * P
         # best of --runs for both, alternating, so that both see the same drift of a shared machine
         runs, nruns = [], []
         for _ in range(o.runs):
