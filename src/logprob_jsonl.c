@@ -27,6 +27,18 @@ typedef struct jl_chunk {
     _Alignas(16) unsigned char data[];
 } jl_chunk_t;
 
+/* A thread's arena and fast-path scratch are freed when it exits (pool workers live until the
+ * process ends; a thread started outside the pool does not). */
+static pthread_key_t jl_key;
+static pthread_once_t jl_key_once = PTHREAD_ONCE_INIT;
+static void jl_tls_free(void *unused);
+static void jl_key_init(void) { (void)pthread_key_create(&jl_key, jl_tls_free); }
+static void jl_tls_register(void)
+{
+    pthread_once(&jl_key_once, jl_key_init);
+    (void)pthread_setspecific(jl_key, (void *)1);
+}
+
 static _Thread_local jl_chunk_t *jl_arena; /* newest first */
 static _Thread_local int jl_arena_on;
 
@@ -40,6 +52,7 @@ static void *jl_malloc(size_t n)
         while (cap < n) cap *= 2;
         jl_chunk_t *nc = malloc(sizeof *nc + cap);
         if (!nc) return NULL;
+        if (!c) jl_tls_register();
         nc->next = c;
         nc->cap = cap;
         nc->used = 0;
@@ -818,12 +831,448 @@ static int fast_parity(parity_lp_reader_t *r, const char *line, size_t len, pari
     return ok;
 }
 
+/* --- fast path for the OpenAI chat shape -------------------------------------------------- */
+
+/* The same idea as fast_parity for what servers return: {..., "choices": [{..., "logprobs":
+ * {"content": [{"token", "logprob", "top_logprobs": [{"token", "logprob"}...], ...}...]}}...]}
+ * with fields in any order and any others (bytes, message, usage...) skipped. It fills s as
+ * parse_chat (and parse_line's id) would, or returns 0 and the caller takes the cJSON path,
+ * which also gives every error message: on anything it does not take exactly as cJSON would
+ * (a logprob that is not a finite number, a duplicate key it reads, a batch wrapper, a string
+ * escape it does not decode the way cJSON does, more top entries than the first token had,
+ * nesting deeper than 256, any syntax error). The skipping is strict JSON, so nothing cJSON
+ * rejects is accepted here. */
+typedef struct {
+    char *b;
+    size_t cap;
+} fc_buf_t;
+
+static int fc_put(fc_buf_t *o, size_t *n, const char *src, size_t k)
+{
+    if (*n + k + 1 > o->cap) {
+        size_t c = o->cap ? o->cap : 256;
+        while (c < *n + k + 1) c *= 2;
+        char *q = realloc(o->b, c);
+        if (!q) return 0;
+        o->b = q;
+        o->cap = c;
+    }
+    memcpy(o->b + *n, src, k);
+    *n += k;
+    return 1;
+}
+
+static int fc_hex4(const char *p, unsigned *v)
+{
+    unsigned x = 0;
+    for (int i = 0; i < 4; i++) {
+        char ch = p[i];
+        unsigned d = ch >= '0' && ch <= '9' ? (unsigned)(ch - '0') : ch >= 'a' && ch <= 'f' ? (unsigned)(ch - 'a' + 10)
+                   : ch >= 'A' && ch <= 'F' ? (unsigned)(ch - 'A' + 10) : 16u;
+        if (d > 15) return 0;
+        x = x * 16 + d;
+    }
+    *v = x;
+    return 1;
+}
+
+/* A string at c->p: decoded into o (NUL-terminated) when o is not NULL, else only validated.
+ * Escapes as cJSON decodes them: the short ones, \uXXXX to UTF-8, a high surrogate followed by
+ * \u and a low one to a 4-byte sequence; 0 for a lone surrogate or \u0000 (cJSON fails, or ends
+ * the C string there) and for control characters (left to cJSON). */
+static int fc_string(fp_cur_t *c, fc_buf_t *o)
+{
+    if (c->p >= c->e || *c->p != '"') return 0;
+    const char *p = c->p + 1, *e = c->e;
+    size_t n = 0;
+    for (;;) {
+        const char *q = p;
+        while (q < e && *q != '"' && *q != '\\' && (unsigned char)*q >= 0x20) q++;
+        if (q >= e || (unsigned char)*q < 0x20) return 0;
+        if (o && !fc_put(o, &n, p, (size_t)(q - p))) return 0;
+        p = q;
+        if (*p == '"') break;
+        if (e - p < 2) return 0;
+        char es = p[1], out[4];
+        size_t k = 1;
+        switch (es) {
+        case '"': out[0] = '"'; break;
+        case '\\': out[0] = '\\'; break;
+        case '/': out[0] = '/'; break;
+        case 'b': out[0] = '\b'; break;
+        case 'f': out[0] = '\f'; break;
+        case 'n': out[0] = '\n'; break;
+        case 'r': out[0] = '\r'; break;
+        case 't': out[0] = '\t'; break;
+        case 'u': {
+            unsigned u;
+            if (e - p < 6 || !fc_hex4(p + 2, &u) || u == 0 || (u >= 0xDC00 && u <= 0xDFFF)) return 0;
+            if (u >= 0xD800 && u <= 0xDBFF) {
+                unsigned l;
+                if (e - p < 12 || p[6] != '\\' || p[7] != 'u' || !fc_hex4(p + 8, &l) || l < 0xDC00 || l > 0xDFFF)
+                    return 0;
+                u = 0x10000 + ((u - 0xD800) << 10) + (l - 0xDC00);
+                p += 6;
+            }
+            if (u < 0x80) {
+                out[0] = (char)u;
+            } else if (u < 0x800) {
+                out[0] = (char)(0xC0 | (u >> 6));
+                out[1] = (char)(0x80 | (u & 0x3F));
+                k = 2;
+            } else if (u < 0x10000) {
+                out[0] = (char)(0xE0 | (u >> 12));
+                out[1] = (char)(0x80 | ((u >> 6) & 0x3F));
+                out[2] = (char)(0x80 | (u & 0x3F));
+                k = 3;
+            } else {
+                out[0] = (char)(0xF0 | (u >> 18));
+                out[1] = (char)(0x80 | ((u >> 12) & 0x3F));
+                out[2] = (char)(0x80 | ((u >> 6) & 0x3F));
+                out[3] = (char)(0x80 | (u & 0x3F));
+                k = 4;
+            }
+            p += 4;
+            break;
+        }
+        default: return 0;
+        }
+        if (o && !fc_put(o, &n, out, k)) return 0;
+        p += 2;
+    }
+    if (o) {
+        if (!fc_put(o, &n, "", 0)) return 0;
+        o->b[n] = 0;
+    }
+    c->p = p + 1;
+    return 1;
+}
+
+/* Skip one value (strictly valid JSON). */
+static int fc_skip(fp_cur_t *c, int depth)
+{
+    fp_ws(c);
+    if (c->p >= c->e || depth > 256) return 0;
+    char ch = *c->p;
+    if (ch == '"') return fc_string(c, NULL);
+    if (ch == '{' || ch == '[') {
+        char close = ch == '{' ? '}' : ']';
+        c->p++;
+        fp_ws(c);
+        if (c->p < c->e && *c->p == close) {
+            c->p++;
+            return 1;
+        }
+        for (;;) {
+            if (ch == '{') {
+                fp_ws(c);
+                if (!fc_string(c, NULL)) return 0;
+                fp_ws(c);
+                if (c->p >= c->e || *c->p++ != ':') return 0;
+            }
+            if (!fc_skip(c, depth + 1)) return 0;
+            fp_ws(c);
+            if (c->p >= c->e) return 0;
+            if (*c->p == ',') {
+                c->p++;
+                continue;
+            }
+            if (*c->p++ != close) return 0;
+            return 1;
+        }
+    }
+    static const char *const lit[] = {"true", "false", "null"};
+    for (int i = 0; i < 3; i++) {
+        size_t k = strlen(lit[i]);
+        if ((size_t)(c->e - c->p) >= k && !memcmp(c->p, lit[i], k)) {
+            c->p += k;
+            return 1;
+        }
+    }
+    double v;
+    int is_int;
+    int64_t iv;
+    const char *b = c->p;
+    if (fp_num(c, &v, &is_int, &iv)) return 1;
+    /* fp_num declines finite numbers it cannot convert exactly only after validating them; a
+     * number that overflows is still a value to skip, but leave such lines to cJSON */
+    (void)b;
+    return 0;
+}
+
+/* The members of an object at c->p: for each key, fn(ctx, key, keylen, c) reads the value
+ * (returns 0 to give up) or, when it returns -1, the value is skipped. */
+typedef int (*fc_member_fn)(void *ctx, const char *k, size_t kn, fp_cur_t *c);
+
+static int fc_object(fp_cur_t *c, fc_member_fn fn, void *ctx)
+{
+    fp_ws(c);
+    if (c->p >= c->e || *c->p++ != '{') return 0;
+    fp_ws(c);
+    if (c->p < c->e && *c->p == '}') {
+        c->p++;
+        return 1;
+    }
+    for (;;) {
+        const char *k;
+        size_t kn;
+        fp_ws(c);
+        if (!fp_str(c, &k, &kn)) return 0; /* keys with escapes: left to cJSON */
+        fp_ws(c);
+        if (c->p >= c->e || *c->p++ != ':') return 0;
+        fp_ws(c);
+        int r = fn(ctx, k, kn, c);
+        if (r == 0) return 0;
+        if (r < 0 && !fc_skip(c, 1)) return 0;
+        fp_ws(c);
+        if (c->p >= c->e) return 0;
+        if (*c->p == ',') {
+            c->p++;
+            continue;
+        }
+        return *c->p++ == '}';
+    }
+}
+
+#define FC_KEY(k, kn, lit) ((kn) == sizeof(lit) - 1 && !memcmp((k), (lit), sizeof(lit) - 1))
+
+typedef struct {
+    parity_lp_seq_t *s;
+    fc_buf_t txt, ttxt;  /* the token's text, a top entry's text */
+    int32_t top_id[4096];
+    double top_lp[4096];
+    size_t ntop, K;
+    int have_K;
+    /* the token being read */
+    int have_tok, have_lp, have_top;
+    double lp;
+    /* a top entry being read */
+    int e_tok, e_lp;
+    double e_v;
+    /* the root and the first choice */
+    int seen_choices, seen_logprobs, seen_content, have_custom, have_request, in_first;
+    const char *custom_id, *request_id;
+    size_t custom_n, request_n;
+} fc_t;
+
+static int fc_top_entry(void *ctx, const char *k, size_t kn, fp_cur_t *c)
+{
+    fc_t *f = ctx;
+    if (FC_KEY(k, kn, "token")) {
+        if (f->e_tok++ || !fc_string(c, &f->ttxt)) return 0;
+        return 1;
+    }
+    if (FC_KEY(k, kn, "logprob")) {
+        int is_int;
+        int64_t iv;
+        if (f->e_lp++ || !fp_num(c, &f->e_v, &is_int, &iv)) return 0;
+        return 1;
+    }
+    return -1;
+}
+
+static int fc_token(void *ctx, const char *k, size_t kn, fp_cur_t *c)
+{
+    fc_t *f = ctx;
+    if (FC_KEY(k, kn, "token")) {
+        if (f->have_tok++ || !fc_string(c, &f->txt)) return 0;
+        return 1;
+    }
+    if (FC_KEY(k, kn, "logprob")) {
+        int is_int;
+        int64_t iv;
+        if (f->have_lp++ || !fp_num(c, &f->lp, &is_int, &iv)) return 0;
+        return 1;
+    }
+    if (FC_KEY(k, kn, "top_logprobs")) {
+        if (f->have_top++) return 0;
+        fp_ws(c);
+        if (c->p < c->e && *c->p == 'n') return -1; /* null: no top entries (cJSON: not an array) */
+        if (c->p >= c->e || *c->p++ != '[') return 0;
+        fp_ws(c);
+        if (c->p < c->e && *c->p == ']') {
+            c->p++;
+            return 1;
+        }
+        for (;;) {
+            f->e_tok = f->e_lp = 0;
+            if (!fc_object(c, fc_top_entry, f) || !f->e_tok || !f->e_lp) return 0;
+            if (f->ntop >= 4096) return 0;
+            f->top_id[f->ntop] = text_top_id(f->ttxt.b);
+            f->top_lp[f->ntop] = f->e_v;
+            f->ntop++;
+            fp_ws(c);
+            if (c->p >= c->e) return 0;
+            if (*c->p == ',') {
+                c->p++;
+                fp_ws(c);
+                continue;
+            }
+            return *c->p++ == ']';
+        }
+    }
+    return -1;
+}
+
+static int fc_content(fc_t *f, fp_cur_t *c)
+{
+    parity_lp_seq_t *s = f->s;
+    fp_ws(c);
+    if (c->p >= c->e || *c->p++ != '[') return 0;
+    fp_ws(c);
+    if (c->p < c->e && *c->p == ']') {
+        c->p++;
+        return 1;
+    }
+    for (;;) {
+        f->have_tok = f->have_lp = f->have_top = 0;
+        f->ntop = 0;
+        if (!fc_object(c, fc_token, f) || !f->have_tok || !f->have_lp) return 0;
+        if (!f->have_K) { /* the first token's top count is K; a later token with more: cJSON */
+            f->K = f->ntop;
+            f->have_K = 1;
+        }
+        if (f->ntop > f->K) return 0;
+        if (s->n >= s->cap || !s->k != !f->K) {
+            size_t want = s->cap > s->n ? s->cap : (s->cap ? 2 * s->cap : 256);
+            if (lp_seq_reserve(s, want, f->K)) return 0;
+        }
+        uint8_t fl = PARITY_LP_DECODE;
+        int64_t key = text_key(f->txt.b, &fl);
+        push(s, key, f->lp, 1, fl, 0, f->txt.b);
+        for (size_t j = 0; j < f->ntop; j++) {
+            s->top_id[(s->n - 1) * f->K + j] = f->top_id[j];
+            s->top_lp[(s->n - 1) * f->K + j] = f->top_lp[j];
+        }
+        fp_ws(c);
+        if (c->p >= c->e) return 0;
+        if (*c->p == ',') {
+            c->p++;
+            continue;
+        }
+        return *c->p++ == ']';
+    }
+}
+
+static int fc_logprobs(void *ctx, const char *k, size_t kn, fp_cur_t *c)
+{
+    fc_t *f = ctx;
+    if (FC_KEY(k, kn, "content")) return !f->seen_content++ && fc_content(f, c);
+    return -1;
+}
+
+static int fc_choice(void *ctx, const char *k, size_t kn, fp_cur_t *c)
+{
+    fc_t *f = ctx;
+    if (FC_KEY(k, kn, "logprobs")) return !f->seen_logprobs++ && fc_object(c, fc_logprobs, f);
+    return -1;
+}
+
+static int fc_root(void *ctx, const char *k, size_t kn, fp_cur_t *c)
+{
+    fc_t *f = ctx;
+    if (FC_KEY(k, kn, "response")) return 0; /* an OpenAI Batch line: unwrap() in cJSON */
+    if (FC_KEY(k, kn, "custom_id") || FC_KEY(k, kn, "request_id")) {
+        int cu = kn == 9;
+        const char *b;
+        size_t n;
+        fp_ws(c);
+        if (c->p < c->e && *c->p != '"') return -1; /* not a string: not an id */
+        if ((cu ? f->have_custom++ : f->have_request++) || !fp_str(c, &b, &n)) return 0;
+        if (cu) f->custom_id = b, f->custom_n = n;
+        else f->request_id = b, f->request_n = n;
+        return 1;
+    }
+    if (FC_KEY(k, kn, "choices")) {
+        if (f->seen_choices++) return 0;
+        fp_ws(c);
+        if (c->p >= c->e || *c->p++ != '[') return 0;
+        fp_ws(c);
+        if (c->p < c->e && *c->p == ']') return 0; /* no choice: cJSON reports it */
+        if (!fc_object(c, fc_choice, f)) return 0;
+        for (;;) { /* the other choices: skipped */
+            fp_ws(c);
+            if (c->p >= c->e) return 0;
+            if (*c->p == ',') {
+                c->p++;
+                if (!fc_skip(c, 2)) return 0;
+                continue;
+            }
+            return *c->p++ == ']';
+        }
+    }
+    return -1;
+}
+
+static _Thread_local fc_t *fc_tls;
+
+static fc_t *fc_state(void)
+{
+    if (!fc_tls && (fc_tls = calloc(1, sizeof *fc_tls))) jl_tls_register();
+    return fc_tls;
+}
+
+static void jl_tls_free(void *unused)
+{
+    (void)unused;
+    for (jl_chunk_t *c = jl_arena; c;) {
+        jl_chunk_t *nx = c->next;
+        free(c);
+        c = nx;
+    }
+    jl_arena = NULL;
+    if (fc_tls) {
+        free(fc_tls->txt.b);
+        free(fc_tls->ttxt.b);
+        free(fc_tls);
+        fc_tls = NULL;
+    }
+}
+
+static int fast_chat(parity_lp_reader_t *r, const char *line, size_t len, parity_lp_seq_t *s, uint64_t ordinal)
+{
+    fc_t *f = fc_state();
+    if (!f) return 0;
+    fc_buf_t txt = f->txt, ttxt = f->ttxt; /* keep the scratch buffers */
+    memset(f, 0, sizeof *f);
+    f->txt = txt;
+    f->ttxt = ttxt;
+    f->s = s;
+    fp_cur_t c = {line, line + len};
+    if (!fc_object(&c, fc_root, f) || !f->seen_content) return 0;
+    fp_ws(&c);
+    if (c.p != c.e) return 0;
+    if (s->n == 0 && lp_seq_reserve(s, 0, 0)) return 0;
+    char ob[32], *tmp = NULL;
+    const char *sid = NULL;
+    if (!r->ordinal_ids && (f->have_custom || f->have_request)) {
+        const char *b = f->have_custom ? f->custom_id : f->request_id;
+        size_t n = f->have_custom ? f->custom_n : f->request_n;
+        if (!(tmp = malloc(n + 1))) return 0;
+        memcpy(tmp, b, n);
+        tmp[n] = 0;
+        sid = tmp;
+    }
+    if (!sid) {
+        snprintf(ob, sizeof ob, "#%llu", (unsigned long long)ordinal);
+        sid = ob;
+    }
+    int ok = lp_seq_set_str(&s->id, sid) == PARITY_OK;
+    free(tmp);
+    return ok;
+}
+
 static int parse_line(parity_lp_reader_t *r, const char *line, size_t len, parity_lp_seq_t *s, uint64_t ordinal,
                       line_err_t *e)
 {
     lp_seq_reset(s);
     s->ordinal = ordinal;
     if (r->fmt == PARITY_LP_JSONL && !r->slice_field && fast_parity(r, line, len, s, ordinal)) return 0;
+    if (r->fmt == PARITY_LP_OPENAI_CHAT && !r->slice_field) {
+        if (fast_chat(r, line, len, s, ordinal)) return 0;
+        lp_seq_reset(s);
+        s->ordinal = ordinal;
+    }
     lp_seq_reset(s);
     s->ordinal = ordinal;
     jl_arena_on = 1;

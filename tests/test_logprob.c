@@ -29,6 +29,127 @@ static parity_lp_reader_t *open_str(const char *s, const char *name)
     return r;
 }
 
+/* The OpenAI chat fast path against the cJSON path on the same lines: every field of every
+ * sequence equal (ids, keys, logprob bits, flags, texts, top-k), for lines with fields in any
+ * order, fields to skip (bytes, message, usage, nested objects, escaped strings), token texts with
+ * every escape cJSON decodes (surrogate pairs included), top-k lists shorter than the first,
+ * custom_id of both types; and lines the fast path must leave to cJSON give the same status. */
+static const char *const chat_toks[] = {"the", " cat", "\\n", "\\\"q\\\"", "caf\\u00e9", "\\ud83d\\ude00x",
+                                        "\\u0120the", "a\\/b", "\\t\\r\\b\\f", "\\\\", "token_id:42", "\\u4e2d"};
+
+static size_t chat_line(char *b, size_t cap, unsigned seed, int n)
+{
+    size_t o = 0;
+    unsigned x = seed * 2654435761u + 1;
+#define RND() (x = x * 1103515245u + 12345u, (x >> 8) & 0xffff)
+#define PUT(...) (o += (size_t)snprintf(b + o, cap - o, __VA_ARGS__))
+    PUT("{");
+    if (seed % 3 == 0) PUT("\"custom_id\":\"req-%u\",", seed);
+    if (seed % 3 == 1) PUT("\"custom_id\":%u,\"request_id\":\"r\\u0041%u\",", seed, seed);
+    PUT("\"id\":\"chatcmpl-%u\",\"object\":\"chat.completion\",\"created\":1.7e9,\"model\":\"m\",", seed);
+    if (seed % 2) PUT("\"usage\":{\"prompt_tokens\":3,\"details\":{\"cached\":[1,2,{\"x\":null}]},\"ok\":true},");
+    PUT("\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"hi \\\"there\\\"\\n\"},"
+        "\"logprobs\":{\"refusal\":null,\"content\":[");
+    int K = 1 + (int)(seed % 5);
+    for (int t = 0; t < n; t++) {
+        const char *tok = chat_toks[RND() % (sizeof chat_toks / sizeof *chat_toks)];
+        char lp[40];
+        snprintf(lp, sizeof lp, "%.7g", -(double)(RND() % 10000) / 997.0);
+        int k = t == 0 ? K : (int)(RND() % (unsigned)(K + 1));
+        char top[2048];
+        size_t to = 0;
+        to += (size_t)snprintf(top + to, sizeof top - to, "[");
+        for (int j = 0; j < k; j++)
+            to += (size_t)snprintf(top + to, sizeof top - to, "%s{\"bytes\":[1,2],\"token\":\"%s%d\",\"logprob\":%.9g}",
+                                   j ? "," : "", chat_toks[(t + j) % 12], j, -0.5 * j - 0.25);
+        snprintf(top + to, sizeof top - to, "]");
+        switch (RND() % 3) {
+        case 0: PUT("%s{\"token\":\"%s\",\"logprob\":%s,\"bytes\":[116,104],\"top_logprobs\":%s}", t ? "," : "", tok, lp, top); break;
+        case 1: PUT("%s{\"top_logprobs\":%s,\"logprob\":%s,\"token\":\"%s\"}", t ? "," : "", top, lp, tok); break;
+        default: PUT("%s{ \"logprob\" : %s , \"token\" : \"%s\", \"bytes\": null, \"top_logprobs\" : %s }", t ? "," : "", lp, tok, top);
+        }
+    }
+    PUT("]},\"finish_reason\":\"stop\"}%s]}\n", seed % 4 == 0 ? ",{\"index\":1,\"logprobs\":null}" : "");
+#undef RND
+#undef PUT
+    return o;
+}
+
+static parity_status_t read_one(const char *line, const char *slice, parity_lp_seq_t *s, parity_diag_t *d)
+{
+    parity_lp_reader_t *r = NULL;
+    parity_lp_read_opts_t ro = {0};
+    ro.n_threads = 1;
+    ro.slice_field = slice;
+    ro.format = PARITY_LP_OPENAI_CHAT;
+    parity_status_t st = parity_lp_open_mem(line, strlen(line), "c.jsonl", &ro, &r, d);
+    size_t got = 0;
+    if (!st) st = parity_lp_next_batch(r, s, 1, &got, d);
+    parity_lp_close(r);
+    return st ? st : got == 1 ? PARITY_OK : PARITY_E_FORMAT;
+}
+
+static void chat_fast_path(void **state)
+{
+    (void)state;
+    char *line = malloc(1 << 20);
+    assert_non_null(line);
+    for (unsigned seed = 0; seed < 60; seed++) {
+        chat_line(line, 1 << 20, seed, 1 + (int)(seed * 7 % 40));
+        parity_lp_seq_t a, b;
+        parity_lp_seq_init(&a);
+        parity_lp_seq_init(&b);
+        parity_diag_t d;
+        assert_int_equal(read_one(line, NULL, &a, &d), PARITY_OK);            /* fast path */
+        assert_int_equal(read_one(line, "no_such_field", &b, &d), PARITY_OK); /* cJSON path */
+        assert_string_equal(a.id, b.id);
+        assert_int_equal(a.n, b.n);
+        assert_int_equal(a.k, b.k);
+        for (size_t i = 0; i < a.n; i++) {
+            assert_true(a.key[i] == b.key[i]);
+            assert_memory_equal(&a.lp[i], &b.lp[i], sizeof a.lp[i]);
+            assert_int_equal(a.flags[i], b.flags[i]);
+            assert_string_equal(parity_lp_seq_text(&a, i), parity_lp_seq_text(&b, i));
+            for (size_t j = 0; j < a.k; j++) {
+                assert_int_equal(a.top_id[i * a.k + j], b.top_id[i * b.k + j]);
+                assert_memory_equal(&a.top_lp[i * a.k + j], &b.top_lp[i * b.k + j], sizeof(double));
+            }
+        }
+        parity_lp_seq_free(&a);
+        parity_lp_seq_free(&b);
+    }
+    /* lines the fast path leaves to cJSON: the same status (and sequence) either way */
+    const char *odd[] = {
+        "{\"choices\":[{\"logprobs\":{\"content\":[{\"token\":\"a\",\"logprob\":\"-inf\"}]}}]}\n",
+        "{\"choices\":[{\"logprobs\":{\"content\":[{\"token\":\"\\ud800\",\"logprob\":-1}]}}]}\n",
+        "{\"choices\":[{\"logprobs\":{\"content\":[{\"token\":\"a\",\"logprob\":null}]}}]}\n",
+        "{\"choices\":[{\"logprobs\":{\"content\":[{\"token\":\"a\",\"logprob\":-1,\"top_logprobs\":[]},"
+        "{\"token\":\"b\",\"logprob\":-2,\"top_logprobs\":[{\"token\":\"x\",\"logprob\":-3}]}]}}]}\n",
+        "{\"custom_id\":\"c\",\"response\":{\"status_code\":200,\"body\":{\"choices\":[{\"logprobs\":{\"content\":"
+        "[{\"token\":\"a\",\"logprob\":-1}]}}]}}}\n",
+        "{\"choices\":[{\"logprobs\":{\"content\":[{\"token\":\"a\",\"logprob\":-1}]}}],\"x\":tru}\n",
+        "{\"choices\":[{\"logprobs\":{\"content\":[{\"token\":\"a\",\"logprob\":-1,}]}}]}\n",
+        "{\"choices\":[{\"logprobs\":{\"content\":[]}}]}\n",
+    };
+    for (size_t i = 0; i < sizeof odd / sizeof *odd; i++) {
+        parity_lp_seq_t a, b;
+        parity_lp_seq_init(&a);
+        parity_lp_seq_init(&b);
+        parity_diag_t d;
+        parity_status_t sa = read_one(odd[i], NULL, &a, &d), sb = read_one(odd[i], "no_such_field", &b, &d);
+        if (sa != sb) print_error("line %zu: %d vs %d\n", i, (int)sa, (int)sb);
+        assert_int_equal(sa, sb);
+        if (!sa) {
+            assert_int_equal(a.n, b.n);
+            assert_int_equal(a.k, b.k);
+            for (size_t t = 0; t < a.n; t++) assert_memory_equal(&a.lp[t], &b.lp[t], sizeof(double));
+        }
+        parity_lp_seq_free(&a);
+        parity_lp_seq_free(&b);
+    }
+    free(line);
+}
+
 /* The JSONL fast path's number parser (8 digits at a time) against strtod, bit for bit, over
  * the spellings engines print: %.7g/%.9g/%.17g of random logprobs, %e forms, long digit strings
  * (more than 19 digits), leading zeros in the fraction, exponents, integers, zeros. */
@@ -278,7 +399,7 @@ static void corpus_replay(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(numbers), cmocka_unit_test(shapes), cmocka_unit_test(errors), cmocka_unit_test(divergence),
+    const struct CMUnitTest tests[] = {cmocka_unit_test(chat_fast_path), cmocka_unit_test(numbers), cmocka_unit_test(shapes), cmocka_unit_test(errors), cmocka_unit_test(divergence),
                                        cmocka_unit_test(corpus_replay)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
