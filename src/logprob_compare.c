@@ -244,8 +244,10 @@ static void add_run(cmp_t *c, int t, pair_t *pr, int si, size_t i0, size_t i1, i
     parity_csum_t fls = {0, 0}, flq = {0, 0};
     double flmx = s->fl_max;
     for (size_t i = i0; i < i1;) {
-        size_t j = i;
-        while (j < i1 && j - i < 256 && fast[j]) j++;
+        /* the block: up to 256 fast tokens, to the first slow one (memchr scans 32+ bytes at once) */
+        size_t lim = i1 - i < 256 ? i1 - i : 256;
+        const uint8_t *z = memchr(fast + i, 0, lim);
+        size_t j = z ? (size_t)(z - fast) : i + lim;
         if (!(e = new_entry(pr, si, j > i ? E_BLK : E_TOK))) goto nomem;
         if (j > i) {
             metrics_blk_t *b = &e->u.blk;
