@@ -49,6 +49,23 @@ parity_status_t parity_metrics_qsketch_add(parity_qsketch_t *q, double x)
     return PARITY_OK;
 }
 
+/* The bins that can be non-zero: those of [min, max] (values outside the binned range have
+ * their own counters). Loops over the bins stop there, so that the untouched pages of a sketch
+ * (most of its 128 KiB) are never mapped. */
+static void qs_bin_range(const parity_qsketch_t *q, size_t *lo, size_t *hi)
+{
+    *lo = 0;
+    *hi = 0;
+    if (q->n == 0) return;
+    double mn = q->min < 0x1p-64 ? 0x1p-64 : q->min, mx = q->max >= 0x1p64 ? 0x1.fffffffffffffp63 : q->max;
+    if (!(mx >= mn)) return;
+    uint64_t u, v;
+    memcpy(&u, &mn, sizeof u);
+    memcpy(&v, &mx, sizeof v);
+    *lo = (size_t)((u >> (52 - QS_BITS)) - ((uint64_t)QS_EXP_LO << QS_BITS));
+    *hi = (size_t)((v >> (52 - QS_BITS)) - ((uint64_t)QS_EXP_LO << QS_BITS)) + 1;
+}
+
 parity_status_t parity_metrics_qsketch_merge(parity_qsketch_t *a, const parity_qsketch_t *b)
 {
     if (!a || !b) return PARITY_E_INVALID;
@@ -66,7 +83,9 @@ parity_status_t parity_metrics_qsketch_merge(parity_qsketch_t *a, const parity_q
     a->n_zero += b->n_zero;
     a->n_under += b->n_under;
     a->n_over += b->n_over;
-    for (size_t i = 0; i < QS_NBINS; i++) a->bins[i] += b->bins[i];
+    size_t lo, hi;
+    qs_bin_range(b, &lo, &hi);
+    for (size_t i = lo; i < hi; i++) a->bins[i] += b->bins[i];
     return PARITY_OK;
 }
 
@@ -121,7 +140,9 @@ static double qs_rank_value(const parity_qsketch_t *q, uint64_t k)
     } else {
         k -= q->n_under;
         v = q->max; /* the overflow bin [2^64, max] is represented by max */
-        for (size_t i = 0; i < QS_NBINS; i++) {
+        size_t lo, hi;
+        qs_bin_range(q, &lo, &hi);
+        for (size_t i = lo; i < hi; i++) {
             if (k < q->bins[i]) {
                 v = 0.5 * (qs_edge(i) + qs_edge(i + 1));
                 break;
