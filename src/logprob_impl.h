@@ -46,6 +46,7 @@ struct parity_lp_reader {
     parity_st_file_t *st;
     lp_dense_t lp, tok, mask, mod, phase, top_id, top_lp;
     uint64_t nrows, ncols, topk;
+    uint64_t rel_row;    /* rows whose pages have been given back */
     /* sidecar npy mappings (path-based npy only) */
     const unsigned char *side_base[2];
     size_t side_len[2];

@@ -595,21 +595,24 @@ void lp_dense_populate(const parity_lp_reader_t *r, uint64_t row0, uint64_t n)
 
 void lp_dense_consume(parity_lp_reader_t *r, uint64_t n)
 {
-    /* Give back the pages of the rows consumed (C order only; they are contiguous). */
-    if (r->mapped && r->lp.ks == 1) {
-        lp_dense_t *arrs[] = {&r->lp, &r->tok, &r->mask, &r->mod, &r->phase, &r->top_id, &r->top_lp};
-        for (size_t a = 0; a < sizeof arrs / sizeof *arrs; a++) {
-            lp_dense_t *x = arrs[a];
-            if (!x->present || x->base < r->base || x->base >= r->base + r->len) continue;
-            uint64_t b = x->file_off + r->ordinal * x->rs * x->es;
-            uint64_t e = x->file_off + (r->ordinal + n) * x->rs * x->es;
-            long pg = sysconf(_SC_PAGESIZE);
-            if (pg > 0) {
-                b = (b + (uint64_t)pg - 1) / (uint64_t)pg * (uint64_t)pg;
-                e = e / (uint64_t)pg * (uint64_t)pg;
-                if (e > b && e <= r->len) madvise((void *)(r->base + b), (size_t)(e - b), MADV_DONTNEED);
-            }
-        }
-    }
     r->ordinal += n;
+    /* Give back the pages of the rows consumed (C order only; they are contiguous), 1 MiB of
+     * logprobs at a time (fewer calls: each takes the address-space lock the reading threads'
+     * page faults need) and from the page the previous release stopped in, so no page is kept. */
+    if (!r->mapped || r->lp.ks != 1) return;
+    uint64_t row_bytes = r->lp.rs * r->lp.es, eof = r->ordinal >= r->nrows;
+    if (!eof && (r->ordinal - r->rel_row) * row_bytes < ((uint64_t)1 << 20)) return;
+    long pg = sysconf(_SC_PAGESIZE);
+    if (pg <= 0) return;
+    lp_dense_t *arrs[] = {&r->lp, &r->tok, &r->mask, &r->mod, &r->phase, &r->top_id, &r->top_lp};
+    for (size_t k = 0; k < sizeof arrs / sizeof *arrs; k++) {
+        lp_dense_t *x = arrs[k];
+        if (!x->present || x->base < r->base || x->base >= r->base + r->len) continue;
+        uint64_t b = x->file_off + r->rel_row * x->rs * x->es, e = x->file_off + r->ordinal * x->rs * x->es;
+        b = b / (uint64_t)pg * (uint64_t)pg;
+        e = eof ? (e + (uint64_t)pg - 1) / (uint64_t)pg * (uint64_t)pg : e / (uint64_t)pg * (uint64_t)pg;
+        if (e > r->len) e = r->len;
+        if (e > b) madvise((void *)(r->base + b), (size_t)(e - b), MADV_DONTNEED);
+    }
+    r->rel_row = r->ordinal;
 }
