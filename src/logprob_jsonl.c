@@ -992,12 +992,8 @@ static int fc_skip(fp_cur_t *c, int depth)
     double v;
     int is_int;
     int64_t iv;
-    const char *b = c->p;
-    if (fp_num(c, &v, &is_int, &iv)) return 1;
-    /* fp_num declines finite numbers it cannot convert exactly only after validating them; a
-     * number that overflows is still a value to skip, but leave such lines to cJSON */
-    (void)b;
-    return 0;
+    /* a number fp_num declines (one that overflows, say) leaves the line to cJSON */
+    return fp_num(c, &v, &is_int, &iv);
 }
 
 /* The members of an object at c->p: for each key, fn(ctx, key, keylen, c) reads the value
@@ -1050,7 +1046,7 @@ typedef struct {
     int e_tok, e_lp;
     double e_v;
     /* the root and the first choice */
-    int seen_choices, seen_logprobs, seen_content, have_custom, have_request, in_first;
+    int seen_choices, seen_logprobs, seen_content, seen_custom, seen_request, have_custom, have_request;
     const char *custom_id, *request_id;
     size_t custom_n, request_n;
 } fc_t;
@@ -1176,11 +1172,12 @@ static int fc_root(void *ctx, const char *k, size_t kn, fp_cur_t *c)
         int cu = kn == 9;
         const char *b;
         size_t n;
+        if (cu ? f->seen_custom++ : f->seen_request++) return 0; /* cJSON would take the first */
         fp_ws(c);
         if (c->p < c->e && *c->p != '"') return -1; /* not a string: not an id */
-        if ((cu ? f->have_custom++ : f->have_request++) || !fp_str(c, &b, &n)) return 0;
-        if (cu) f->custom_id = b, f->custom_n = n;
-        else f->request_id = b, f->request_n = n;
+        if (!fp_str(c, &b, &n)) return 0;
+        if (cu) f->custom_id = b, f->custom_n = n, f->have_custom = 1;
+        else f->request_id = b, f->request_n = n, f->have_request = 1;
         return 1;
     }
     if (FC_KEY(k, kn, "choices")) {

@@ -130,6 +130,8 @@ static void chat_fast_path(void **state)
         "{\"choices\":[{\"logprobs\":{\"content\":[{\"token\":\"a\",\"logprob\":-1}]}}],\"x\":tru}\n",
         "{\"choices\":[{\"logprobs\":{\"content\":[{\"token\":\"a\",\"logprob\":-1,}]}}]}\n",
         "{\"choices\":[{\"logprobs\":{\"content\":[]}}]}\n",
+        "{\"custom_id\":5,\"custom_id\":\"x\",\"choices\":[{\"logprobs\":{\"content\":[{\"token\":\"a\",\"logprob\":-1}]}}]}\n",
+        "{\"request_id\":\"r\\u00e9\",\"choices\":[{\"logprobs\":{\"content\":[{\"token\":\"a\",\"logprob\":-1}]}}]}\n",
     };
     for (size_t i = 0; i < sizeof odd / sizeof *odd; i++) {
         parity_lp_seq_t a, b;
@@ -140,6 +142,7 @@ static void chat_fast_path(void **state)
         if (sa != sb) print_error("line %zu: %d vs %d\n", i, (int)sa, (int)sb);
         assert_int_equal(sa, sb);
         if (!sa) {
+            assert_string_equal(a.id, b.id);
             assert_int_equal(a.n, b.n);
             assert_int_equal(a.k, b.k);
             for (size_t t = 0; t < a.n; t++) assert_memory_equal(&a.lp[t], &b.lp[t], sizeof(double));
