@@ -726,6 +726,24 @@ static int fp_num(fp_cur_t *c, double *v, int *is_int, int64_t *iv)
     return *end == 0 && isfinite(*v);
 }
 
+/* The sequence's id: the n bytes at id, or "#ordinal" when id is NULL (as parse_line). */
+static int fp_set_id(parity_lp_seq_t *s, const char *id, size_t n, uint64_t ordinal)
+{
+    char ob[32], *tmp = NULL;
+    const char *sid = ob;
+    if (id) {
+        if (!(tmp = malloc(n + 1))) return 0;
+        memcpy(tmp, id, n);
+        tmp[n] = 0;
+        sid = tmp;
+    } else {
+        snprintf(ob, sizeof ob, "#%llu", (unsigned long long)ordinal);
+    }
+    int ok = lp_seq_set_str(&s->id, sid) == PARITY_OK;
+    free(tmp);
+    return ok;
+}
+
 static int fast_parity(parity_lp_reader_t *r, const char *line, size_t len, parity_lp_seq_t *s, uint64_t ordinal)
 {
     fp_cur_t c = {line, line + len};
@@ -813,22 +831,7 @@ static int fast_parity(parity_lp_reader_t *r, const char *line, size_t len, pari
             s->mod[i] = 0;
             s->text[i] = UINT32_MAX;
         }
-    char ob[32];
-    const char *sid = NULL;
-    char *tmp = NULL;
-    if (!r->ordinal_ids && have_id) {
-        if (!(tmp = malloc(idn + 1))) return 0;
-        memcpy(tmp, id, idn);
-        tmp[idn] = 0;
-        sid = tmp;
-    }
-    if (!sid) {
-        snprintf(ob, sizeof ob, "#%llu", (unsigned long long)ordinal);
-        sid = ob;
-    }
-    int ok = lp_seq_set_str(&s->id, sid) == PARITY_OK;
-    free(tmp);
-    return ok;
+    return fp_set_id(s, !r->ordinal_ids && have_id ? id : NULL, idn, ordinal);
 }
 
 /* --- fast path for the OpenAI chat shape -------------------------------------------------- */
@@ -948,6 +951,21 @@ static int fc_string(fp_cur_t *c, fc_buf_t *o)
     return 1;
 }
 
+/* The opening bracket `open` and, when the next non-blank is `close`, that too: 1 when the
+ * container is empty, 0 when members follow, -1 when the bracket is missing. */
+static int fc_open(fp_cur_t *c, char open, char close)
+{
+    fp_ws(c);
+    if (c->p >= c->e || *c->p != open) return -1;
+    c->p++;
+    fp_ws(c);
+    if (c->p < c->e && *c->p == close) {
+        c->p++;
+        return 1;
+    }
+    return 0;
+}
+
 /* Skip one value (strictly valid JSON). */
 static int fc_skip(fp_cur_t *c, int depth)
 {
@@ -957,12 +975,7 @@ static int fc_skip(fp_cur_t *c, int depth)
     if (ch == '"') return fc_string(c, NULL);
     if (ch == '{' || ch == '[') {
         char close = ch == '{' ? '}' : ']';
-        c->p++;
-        fp_ws(c);
-        if (c->p < c->e && *c->p == close) {
-            c->p++;
-            return 1;
-        }
+        if (fc_open(c, ch, close)) return 1; /* empty (the bracket is there) */
         for (;;) {
             if (ch == '{') {
                 fp_ws(c);
@@ -1002,13 +1015,8 @@ typedef int (*fc_member_fn)(void *ctx, const char *k, size_t kn, fp_cur_t *c);
 
 static int fc_object(fp_cur_t *c, fc_member_fn fn, void *ctx)
 {
-    fp_ws(c);
-    if (c->p >= c->e || *c->p++ != '{') return 0;
-    fp_ws(c);
-    if (c->p < c->e && *c->p == '}') {
-        c->p++;
-        return 1;
-    }
+    int o = fc_open(c, '{', '}');
+    if (o) return o > 0;
     for (;;) {
         const char *k;
         size_t kn;
@@ -1051,45 +1059,36 @@ typedef struct {
     size_t custom_n, request_n;
 } fc_t;
 
-static int fc_top_entry(void *ctx, const char *k, size_t kn, fp_cur_t *c)
+/* The "token" (a string, into txt) and "logprob" (a number, into *v) members of a token or a
+ * top entry, each at most once: 1 read, 0 give up, -1 another key. */
+static int fc_tok_lp(const char *k, size_t kn, fp_cur_t *c, int *seen_tok, fc_buf_t *txt, int *seen_lp, double *v)
 {
-    fc_t *f = ctx;
-    if (FC_KEY(k, kn, "token")) {
-        if (f->e_tok++ || !fc_string(c, &f->ttxt)) return 0;
-        return 1;
-    }
+    if (FC_KEY(k, kn, "token")) return !(*seen_tok)++ && fc_string(c, txt);
     if (FC_KEY(k, kn, "logprob")) {
         int is_int;
         int64_t iv;
-        if (f->e_lp++ || !fp_num(c, &f->e_v, &is_int, &iv)) return 0;
-        return 1;
+        return !(*seen_lp)++ && fp_num(c, v, &is_int, &iv);
     }
     return -1;
+}
+
+static int fc_top_entry(void *ctx, const char *k, size_t kn, fp_cur_t *c)
+{
+    fc_t *f = ctx;
+    return fc_tok_lp(k, kn, c, &f->e_tok, &f->ttxt, &f->e_lp, &f->e_v);
 }
 
 static int fc_token(void *ctx, const char *k, size_t kn, fp_cur_t *c)
 {
     fc_t *f = ctx;
-    if (FC_KEY(k, kn, "token")) {
-        if (f->have_tok++ || !fc_string(c, &f->txt)) return 0;
-        return 1;
-    }
-    if (FC_KEY(k, kn, "logprob")) {
-        int is_int;
-        int64_t iv;
-        if (f->have_lp++ || !fp_num(c, &f->lp, &is_int, &iv)) return 0;
-        return 1;
-    }
+    int r = fc_tok_lp(k, kn, c, &f->have_tok, &f->txt, &f->have_lp, &f->lp);
+    if (r >= 0) return r;
     if (FC_KEY(k, kn, "top_logprobs")) {
         if (f->have_top++) return 0;
         fp_ws(c);
         if (c->p < c->e && *c->p == 'n') return -1; /* null: no top entries (cJSON: not an array) */
-        if (c->p >= c->e || *c->p++ != '[') return 0;
-        fp_ws(c);
-        if (c->p < c->e && *c->p == ']') {
-            c->p++;
-            return 1;
-        }
+        int o = fc_open(c, '[', ']');
+        if (o) return o > 0;
         for (;;) {
             f->e_tok = f->e_lp = 0;
             if (!fc_object(c, fc_top_entry, f) || !f->e_tok || !f->e_lp) return 0;
@@ -1113,13 +1112,8 @@ static int fc_token(void *ctx, const char *k, size_t kn, fp_cur_t *c)
 static int fc_content(fc_t *f, fp_cur_t *c)
 {
     parity_lp_seq_t *s = f->s;
-    fp_ws(c);
-    if (c->p >= c->e || *c->p++ != '[') return 0;
-    fp_ws(c);
-    if (c->p < c->e && *c->p == ']') {
-        c->p++;
-        return 1;
-    }
+    int o = fc_open(c, '[', ']');
+    if (o) return o > 0;
     for (;;) {
         f->have_tok = f->have_lp = f->have_top = 0;
         f->ntop = 0;
@@ -1181,11 +1175,7 @@ static int fc_root(void *ctx, const char *k, size_t kn, fp_cur_t *c)
         return 1;
     }
     if (FC_KEY(k, kn, "choices")) {
-        if (f->seen_choices++) return 0;
-        fp_ws(c);
-        if (c->p >= c->e || *c->p++ != '[') return 0;
-        fp_ws(c);
-        if (c->p < c->e && *c->p == ']') return 0; /* no choice: cJSON reports it */
+        if (f->seen_choices++ || fc_open(c, '[', ']') != 0) return 0; /* none: cJSON reports it */
         if (!fc_object(c, fc_choice, f)) return 0;
         for (;;) { /* the other choices: skipped */
             fp_ws(c);
@@ -1240,23 +1230,9 @@ static int fast_chat(parity_lp_reader_t *r, const char *line, size_t len, parity
     fp_ws(&c);
     if (c.p != c.e) return 0;
     if (s->n == 0 && lp_seq_reserve(s, 0, 0)) return 0;
-    char ob[32], *tmp = NULL;
-    const char *sid = NULL;
-    if (!r->ordinal_ids && (f->have_custom || f->have_request)) {
-        const char *b = f->have_custom ? f->custom_id : f->request_id;
-        size_t n = f->have_custom ? f->custom_n : f->request_n;
-        if (!(tmp = malloc(n + 1))) return 0;
-        memcpy(tmp, b, n);
-        tmp[n] = 0;
-        sid = tmp;
-    }
-    if (!sid) {
-        snprintf(ob, sizeof ob, "#%llu", (unsigned long long)ordinal);
-        sid = ob;
-    }
-    int ok = lp_seq_set_str(&s->id, sid) == PARITY_OK;
-    free(tmp);
-    return ok;
+    int have = !r->ordinal_ids && (f->have_custom || f->have_request);
+    return fp_set_id(s, !have ? NULL : f->have_custom ? f->custom_id : f->request_id,
+                     f->have_custom ? f->custom_n : f->request_n, ordinal);
 }
 
 static int parse_line(parity_lp_reader_t *r, const char *line, size_t len, parity_lp_seq_t *s, uint64_t ordinal,
