@@ -53,7 +53,8 @@ void parity_help_logprobs(FILE *out)
             "requests present on one side only); 2 usage error; 3 malformed or unreadable input.\n\n"
             "The report is the same, byte for byte, whatever --threads is and whichever SIMD copy\n"
             "of the hot loops the CPU gets (AVX-512, AVX2, SSE2; $PARITY_SIMD=avx2|sse2 forces a\n"
-            "lower one, to check). Memory stays bounded by the batch, not the file (docs/logprobs.md).\n");
+            "lower one, to check). Memory is bounded by the batch, not the file, unless the two\n"
+            "files list their requests in different orders (docs/logprobs.md).\n");
 }
 
 static int opt_is(const char *a, const char *name, const char **val, int *i, int argc, char **argv, int *need)
