@@ -39,12 +39,6 @@ typedef struct {
     int failed;
 } att_t;
 
-static void put(parity_abi_tensor_t *o, int64_t i, float v)
-{
-    if (o->dtype == PARITY_DT_BF16) ((uint16_t *)o->data)[i] = parity_fp32_to_bf16_1(v);
-    else ((float *)o->data)[i] = v;
-}
-
 /* fp32 dot product with four interleaved partial sums (the order a vectorised kernel uses). */
 HOT static float dot(const float *a, const float *b, int64_t n)
 {
@@ -104,7 +98,7 @@ HOT static void rows(void *p, int64_t b, int64_t e, int thread)
                 const float *restrict vj = V + j * dh;
                 for (int64_t c = 0; c < dh; c++) acc[c] += pj * vj[c];
             }
-            for (int64_t c = 0; c < dh; c++) put(O, r * dh + c, acc[c]);
+            for (int64_t c = 0; c < dh; c++) parity_put_f32(O, r * dh + c, acc[c]);
         } else { /* online softmax over key blocks of bk (the last one partial) */
             for (int64_t j0 = 0, blk = 0; j0 < kend; j0 += g->cfg.bk, blk++) {
                 int64_t j1 = j0 + g->cfg.bk < kend ? j0 + g->cfg.bk : kend;
@@ -134,10 +128,10 @@ HOT static void rows(void *p, int64_t b, int64_t e, int thread)
                     for (int64_t c = 0; c < dh; c++) acc[c] = parity_round_bf16(acc[c]);
                 m = mn;
             }
-            for (int64_t c = 0; c < dh; c++) put(O, r * dh + c, acc[c] / l);
+            for (int64_t c = 0; c < dh; c++) parity_put_f32(O, r * dh + c, acc[c] / l);
         }
         float lse = g->cfg.exp2_domain ? (m + log2f(l)) * 0.69314718055994530942f : m + logf(l);
-        put(LSE, r, lse);
+        parity_put_f32(LSE, r, lse);
     }
     free(s);
 }
@@ -258,9 +252,9 @@ HOT static void bwd_heads(void *p, int64_t b, int64_t e, int thread)
         parity_abi_tensor_t *oq = &g->call->outputs[0], *ok = &g->call->outputs[1], *ov = &g->call->outputs[2];
         float sk = g->cfg.dk_no_scale ? 1.0f : g->scale;
         for (int64_t x = 0; x < T * dh; x++) {
-            put(oq, h * T * dh + x, dq[x] * g->scale);
-            put(ok, h * T * dh + x, dk[x] * sk);
-            put(ov, h * T * dh + x, dv[x]);
+            parity_put_f32(oq, h * T * dh + x, dq[x] * g->scale);
+            parity_put_f32(ok, h * T * dh + x, dk[x] * sk);
+            parity_put_f32(ov, h * T * dh + x, dv[x]);
         }
     }
     free(buf);

@@ -66,20 +66,6 @@ static inline float acc_add(const cfg_t *cfg, float a, float t, uint64_t *rs)
 }
 
 /* Pairwise fp32 sum of t[0..n) (leaves of one element). */
-static float pairwise(const float *t, int64_t n)
-{
-    if (n == 0) return 0.0f;
-    if (n == 1) return t[0];
-    int64_t h = n / 2;
-    return pairwise(t, h) + pairwise(t + h, n - h);
-}
-
-static void store_out(parity_abi_tensor_t *o, int64_t i, float v)
-{
-    if (o->dtype == PARITY_DT_BF16) ((uint16_t *)o->data)[i] = parity_fp32_to_bf16_1(v);
-    else ((float *)o->data)[i] = v;
-}
-
 static float load_out(const parity_abi_tensor_t *o, int64_t i)
 {
     if (o->dtype == PARITY_DT_BF16) return parity_bf16_to_fp32_1(((const uint16_t *)o->data)[i]);
@@ -160,7 +146,7 @@ static int scatter_kernel(const parity_abi_call_t *call, const cfg_t *cfg, int f
             float *dst = acc + (int64_t)ids[perm[s0]] * d;
             for (int64_t j = 0; j < dlim; j++) {
                 for (int64_t t = 0; t < h; t++) col[t] = seg[t * d + j];
-                dst[j] += pairwise(col, h);
+                dst[j] += parity_pairwise_f32(col, h);
             }
             s0 = s1;
         }
@@ -201,9 +187,9 @@ static int scatter_kernel(const parity_abi_call_t *call, const cfg_t *cfg, int f
             }
         }
         free(part);
-        for (int64_t j = 0; j < d; j++) store_out(dg, j, dgacc[j]);
+        for (int64_t j = 0; j < d; j++) parity_put_f32(dg, j, dgacc[j]);
     }
-    for (int64_t i = 0; i < v * d; i++) store_out(dE, i, acc[i]);
+    for (int64_t i = 0; i < v * d; i++) parity_put_f32(dE, i, acc[i]);
     free(acc); free(row); free(dgacc); free(perm);
     return PARITY_KERNEL_OK;
 }

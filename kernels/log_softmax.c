@@ -9,12 +9,6 @@
 #include "kernel_impl.h"
 #include "op_impl.h"
 
-static void put(parity_abi_tensor_t *o, int64_t i, float v)
-{
-    if (o->dtype == PARITY_DT_BF16) ((uint16_t *)o->data)[i] = parity_fp32_to_bf16_1(v);
-    else ((float *)o->data)[i] = v;
-}
-
 static float bf(float x) { return parity_round_bf16(x); }
 
 typedef enum {
@@ -74,7 +68,7 @@ static int lsm(const parity_abi_call_t *call, mode_t_ mode)
             if (mode == M_ONLINE || mode == M_NO_MAX) y = x[j] - lse;
             else if (mode == M_BF16_STEPS) y = bf(bf(x[j] - m) - L);
             else y = (x[j] - m) - L;
-            put(Y, i * v + j, y);
+            parity_put_f32(Y, i * v + j, y);
         }
     }
     free(x);
@@ -101,16 +95,16 @@ static int ce(const parity_abi_call_t *call, mode_t_ mode)
         if (mode == M_ONLINE) {
             /* Liger-style: lse once, loss = lse - x_t, dlogits = expf(x - lse) - onehot. */
             float lse = m + logf(s);
-            put(LO, i, lse - x[t]);
-            for (int64_t j = 0; j < v; j++) put(G, i * v + j, expf(x[j] - lse) - (j == t ? 1.0f : 0.0f));
+            parity_put_f32(LO, i, lse - x[t]);
+            for (int64_t j = 0; j < v; j++) parity_put_f32(G, i * v + j, expf(x[j] - lse) - (j == t ? 1.0f : 0.0f));
             continue;
         }
         float inv = 1.0f / s, L = logf(s);
-        if (mode == M_LOG_SOFTMAX) put(LO, i, -logf(expf(x[t] - m) * inv));
-        else put(LO, i, L - (x[t] - m));
+        if (mode == M_LOG_SOFTMAX) parity_put_f32(LO, i, -logf(expf(x[t] - m) * inv));
+        else parity_put_f32(LO, i, L - (x[t] - m));
         for (int64_t j = 0; j < v; j++) {
             float p = expf(x[j] - m) / s;
-            put(G, i * v + j, (j == t && mode != M_NO_ONEHOT) ? p - 1.0f : p);
+            parity_put_f32(G, i * v + j, (j == t && mode != M_NO_ONEHOT) ? p - 1.0f : p);
         }
     }
     free(x);

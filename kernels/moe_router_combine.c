@@ -24,20 +24,7 @@ typedef enum {
     M_RENORM_ALWAYS  /* softmax over the selected logits whatever `renorm` says */
 } mode_t_;
 
-static void put(parity_abi_tensor_t *o, int64_t i, float v)
-{
-    if (o->dtype == PARITY_DT_BF16) ((uint16_t *)o->data)[i] = parity_fp32_to_bf16_1(v);
-    else ((float *)o->data)[i] = v;
-}
-
 /* Pairwise fp32 sum (a warp's butterfly reduction has this shape). */
-static float pairwise(const float *v, int64_t n)
-{
-    if (n == 1) return v[0];
-    int64_t h = n / 2;
-    return pairwise(v, h) + pairwise(v + h, n - h);
-}
-
 /* Route one token as a Mixtral-style kernel: top-k on the logits (lower id first), then
  * weights = expf(x - m) over the selected divided by their sum (renorm) or by the pairwise sum
  * over all E (no renorm). */
@@ -52,7 +39,7 @@ static void route_logits(const float *x, int64_t e, int k, int renorm, int32_t *
         for (int q = 0; q < k; q++) s += expf(x[ids[q]] - m);
     } else {
         for (int64_t j = 0; j < e; j++) ex[j] = expf(x[j] - m);
-        s = pairwise(ex, e);
+        s = parity_pairwise_f32(ex, e);
     }
     for (int q = 0; q < k; q++) w[q] = expf(x[ids[q]] - m) / s;
 }
@@ -94,9 +81,9 @@ static int mrc(const parity_abi_call_t *call, mode_t_ mode)
             parity_moe_route(&spec, xd, (size_t)e, (size_t)k, ids, wd);
             for (int q = 0; q < k; q++) w[q] = (float)wd[q]; /* fp32 (or bf16) values: exact */
         }
-        for (int64_t j = 0; j < e; j++) put(G, i * e + j, 0.0f);
+        for (int64_t j = 0; j < e; j++) parity_put_f32(G, i * e + j, 0.0f);
         for (int q = 0; q < k; q++) {
-            put(G, i * e + ids[q], w[q]);
+            parity_put_f32(G, i * e + ids[q], w[q]);
             parity_row_to_f32(Y, i * e + ids[q], y + (int64_t)q * d);
         }
         if (mode == M_BF16_COMBINE) {
@@ -105,7 +92,7 @@ static int mrc(const parity_abi_call_t *call, mode_t_ mode)
                 for (int64_t c = 0; c < d; c++) yd[(int64_t)q * d + c] = y[(int64_t)q * d + c];
             }
             parity_moe_combine(&spec, ids, wd, (size_t)k, yd, NULL, (size_t)d, od);
-            for (int64_t c = 0; c < d; c++) put(O, i * d + c, (float)od[c]);
+            for (int64_t c = 0; c < d; c++) parity_put_f32(O, i * d + c, (float)od[c]);
             continue;
         }
         for (int64_t c = 0; c < d; c++) acc[c] = 0.0f;
@@ -122,7 +109,7 @@ static int mrc(const parity_abi_call_t *call, mode_t_ mode)
                     acc[c] += t;
                 }
         }
-        for (int64_t c = 0; c < d; c++) put(O, i * d + c, acc[c]);
+        for (int64_t c = 0; c < d; c++) parity_put_f32(O, i * d + c, acc[c]);
     }
     free(x);
     free(xd);

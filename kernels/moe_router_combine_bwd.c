@@ -27,19 +27,6 @@ typedef enum {
                          `renorm` says: a Switch / Qwen2-MoE backward reused for Mixtral */
 } mode_t_;
 
-static void put(parity_abi_tensor_t *o, int64_t i, float v)
-{
-    if (o->dtype == PARITY_DT_BF16) ((uint16_t *)o->data)[i] = parity_fp32_to_bf16_1(v);
-    else ((float *)o->data)[i] = v;
-}
-
-static float pairwise(const float *v, int64_t n)
-{
-    if (n == 1) return v[0];
-    int64_t h = n / 2;
-    return pairwise(v, h) + pairwise(v + h, n - h);
-}
-
 static float bf16r(float v) { return parity_bf16_to_fp32_1(parity_fp32_to_bf16_1(v)); }
 
 static int mrb(const parity_abi_call_t *call, mode_t_ mode)
@@ -80,7 +67,7 @@ static int mrb(const parity_abi_call_t *call, mode_t_ mode)
             for (int r = 0; r < k; r++) s += ex[ids[r]];
             for (int r = 0; r < k; r++) q[ids[r]] = ex[ids[r]] / s;
         } else {
-            if (mode == M_FMA) s = pairwise(ex, e);
+            if (mode == M_FMA) s = parity_pairwise_f32(ex, e);
             else
                 for (int64_t j = 0; j < e; j++) s += ex[j];
             for (int64_t j = 0; j < e; j++) q[j] = ex[j] / s;
@@ -93,7 +80,7 @@ static int mrb(const parity_abi_call_t *call, mode_t_ mode)
             int selj = 0;
             for (int r = 0; r < k; r++) selj |= ids[r] == (int32_t)j;
             float wj = selj ? q[j] : mode == M_DENSE_DEXP ? ex[j] / sall : 0.0f;
-            for (int64_t c = 0; c < d; c++) put(DE, (i * e + j) * d + c, wj * dout[c]);
+            for (int64_t c = 0; c < d; c++) parity_put_f32(DE, (i * e + j) * d + c, wj * dout[c]);
         }
         /* g_e = dout·y_e for the selected, and G = Σ w_f g_f. */
         float G = 0.0f;
@@ -117,7 +104,7 @@ static int mrb(const parity_abi_call_t *call, mode_t_ mode)
         }
         for (int64_t j = 0; j < e; j++) {
             float v = q[j] == 0.0f ? 0.0f : mode == M_NO_JACOBIAN ? q[j] * g[j] : q[j] * (g[j] - G);
-            put(DL, i * e + j, v);
+            parity_put_f32(DL, i * e + j, v);
         }
     }
     free(x);

@@ -7,12 +7,6 @@
 #include "kernel_impl.h"
 #include "op_impl.h"
 
-static void put(parity_abi_tensor_t *o, int64_t i, float v)
-{
-    if (o->dtype == PARITY_DT_BF16) ((uint16_t *)o->data)[i] = parity_fp32_to_bf16_1(v);
-    else ((float *)o->data)[i] = v;
-}
-
 /* embedding_fwd */
 static int efwd(const parity_abi_call_t *call, int off_by_one)
 {
@@ -27,7 +21,7 @@ static int efwd(const parity_abi_call_t *call, int off_by_one)
          * logical end, wrapped to stay in memory. */
         if (off_by_one) id = (id + 1) % v;
         parity_row_to_f32(E, id, row);
-        for (int64_t j = 0; j < d; j++) put(Y, i * d + j, row[j]);
+        for (int64_t j = 0; j < d; j++) parity_put_f32(Y, i * d + j, row[j]);
     }
     free(row);
     return PARITY_KERNEL_OK;
@@ -52,7 +46,7 @@ static int rfwd(const parity_abi_call_t *call, int mode)
         for (int64_t k = 0; k < d; k++) ss = mode == 2 ? parity_round_bf16(ss + x[k] * x[k]) : ss + x[k] * x[k];
         float ms = ss / (float)d;
         float r = mode == 1 ? 1.0f / (sqrtf(ms) + eps) : 1.0f / sqrtf(ms + eps);
-        for (int64_t j = 0; j < d; j++) put(Y, i * d + j, x[j] * r * g[j]);
+        for (int64_t j = 0; j < d; j++) parity_put_f32(Y, i * d + j, x[j] * r * g[j]);
     }
     free(x);
     return PARITY_KERNEL_OK;
@@ -78,11 +72,11 @@ static int rbwd(const parity_abi_call_t *call, int mode)
         parity_row_to_f32(DY, i, dy);
         parity_rms_bwd_row_f32(x, dy, g, d, eps, dx, xdy, mode == 2, mode == 1);
         for (int64_t j = 0; j < d; j++) {
-            put(DX, i * d + j, dx[j]);
+            parity_put_f32(DX, i * d + j, dx[j]);
             dg[j] = mode == 3 ? parity_round_bf16(dg[j] + xdy[j]) : dg[j] + xdy[j];
         }
     }
-    for (int64_t j = 0; j < d; j++) put(DG, j, dg[j]);
+    for (int64_t j = 0; j < d; j++) parity_put_f32(DG, j, dg[j]);
     free(buf);
     return PARITY_KERNEL_OK;
 }

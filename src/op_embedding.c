@@ -32,6 +32,20 @@ void parity_row_to_f32(const parity_abi_tensor_t *t, int64_t i, float *out)
     }
 }
 
+void parity_put_f32(parity_abi_tensor_t *o, int64_t i, float v)
+{
+    if (o->dtype == PARITY_DT_BF16) ((uint16_t *)o->data)[i] = parity_fp32_to_bf16_1(v);
+    else ((float *)o->data)[i] = v;
+}
+
+float parity_pairwise_f32(const float *v, int64_t n)
+{
+    if (n == 0) return 0.0f;
+    if (n == 1) return v[0];
+    int64_t h = n / 2;
+    return parity_pairwise_f32(v, h) + parity_pairwise_f32(v + h, n - h);
+}
+
 void parity_rms_bwd_row_f32(const float *x, const float *dy, const float *g, int64_t d, float eps,
                             float *dx, float *xhat_dy, int ignore_gamma, int eps_outside)
 {

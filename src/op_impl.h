@@ -37,6 +37,11 @@ void parity_ref_attention_row(const double *q, const double *K, const double *V,
 
 /* Read row i of a (rows, D) float tensor (f32 or bf16 or f16) into fp32 (exact). */
 void parity_row_to_f32(const parity_abi_tensor_t *t, int64_t i, float *out);
+/* The catalog kernels' output store: element i of a bf16 output gets v rounded to nearest-even,
+ * of an f32 one v itself. */
+void parity_put_f32(parity_abi_tensor_t *o, int64_t i, float v);
+/* Pairwise (tree) fp32 sum of v[0..n): halves split at n/2, 0 for n = 0. */
+float parity_pairwise_f32(const float *v, int64_t n);
 
 /* The textbook fp32 RMSNorm backward of one row, as a faithful kernel computes it:
  * sequential fp32 sums, r = 1/sqrtf(mean(x^2) + eps), c = mean(g*dy*xhat),
