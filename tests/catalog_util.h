@@ -64,4 +64,28 @@ static inline double cu_judge_kernel(const parity_abi_kernel_t *k, const parity_
     return res.max_q;
 }
 
+/* Every catalog kernel of op_name judged on the cases of nw workloads (cb[w] with bf16 inputs,
+ * cf[w] with fp32 ones, whichever the kernel takes): a "faithful" kernel within tolerance on all
+ * of them, any other over it on at least one; at least min_seen kernels. */
+static inline void cu_check_catalog(const char *op_name, parity_case_t *const *cb, parity_case_t *const *cf, int nw,
+                                    int min_seen)
+{
+    int seen = 0;
+    for (int i = 0; i < parity_catalog_count(); i++) {
+        const parity_abi_kernel_t *k = parity_catalog_at(i);
+        if (strcmp(k->op, op_name) != 0) continue;
+        int any_fail = 0;
+        double worst = 0;
+        for (int w = 0; w < nw; w++) {
+            double q = cu_judge_kernel(k, k->in_dtype == PARITY_DT_F32 ? cf[w] : cb[w]);
+            any_fail |= !(q <= 1);
+            worst = q > worst ? q : worst;
+        }
+        if (any_fail == (strcmp(k->expected, "faithful") == 0))
+            fail_msg("%s: worst err/tol %g, expected %s (seed 1)", k->name, worst, k->expected);
+        seen++;
+    }
+    assert_true(seen >= min_seen);
+}
+
 #endif
