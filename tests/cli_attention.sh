@@ -4,14 +4,7 @@
 # no_softcap passes where the op has no softcap (it is only wrong where a cap applies) and fails
 # on the softcap workload, and a malformed shape is a usage error. Small shapes keep it to
 # a few seconds.
-set -u
-P=${PARITY:?}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
+. "$(dirname "$0")/lib_cli.sh"
 CAP=softcap@192x64x1
 ODD=odd-t1031@131x32x2
 

@@ -2,16 +2,9 @@
 # parity bench: usage errors, the ceilings alone, a small bench whose faithful kernels are scored
 # and whose incident kernel is timed but unscored with a pointer to the check, and the JSON keys.
 # Small probe arrays (--probe-mib) and a small workload keep it to seconds; no timing asserted.
-set -u
-P=${PARITY:?}
+. "$(dirname "$0")/lib_cli.sh"
 PY=${PARITY_PYTHON:-python3}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 export XDG_CACHE_HOME="$tmp/cache"
-fail=0
-pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
 expect_rc() { # expected-rc description cmd...
   local want=$1 what=$2; shift 2
   "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?

@@ -2,15 +2,8 @@
 # parity check: exit codes, usage errors, the catalog's verdicts on a real-text workload, the
 # diagnosis of the incident kernel, JSON keys, byte-identical JSON for the same seed, and that the
 # printed reproducer reproduces.
-set -u
-P=${PARITY:?}
+. "$(dirname "$0")/lib_cli.sh"
 PY=${PARITY_PYTHON:-python3}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
 expect_rc() { # expected-rc description cmd...
   local want=$1 what=$2; shift 2
   "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?

@@ -3,14 +3,7 @@
 # cross_entropy, attention_fwd, rmsnorm_fwd, rmsnorm_bwd): the bf16-accumulating mutants read as
 # ~8 bits closest to a bf16 emulation, the faithful fp32 kernels as ~24 bits closest to an fp32
 # one (docs/ops/*.md, "Diagnosis"). Small shapes keep it to a few seconds.
-set -u
-P=${PARITY:?}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
+. "$(dirname "$0")/lib_cli.sh"
 
 # op workload kernel expected-closest-emulation-prefix expected-bits
 expect() {

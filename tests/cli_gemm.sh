@@ -4,14 +4,7 @@
 # mutants pass when K is a multiple of their tile (the limitation the odd-K workloads exist
 # for, docs/ops/gemm.md), the split-K bf16 workspace is diagnosed as a narrow accumulator,
 # the baseline matrix is printed, exit codes. Small shapes keep it to a few seconds.
-set -u
-P=${PARITY:?}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
+. "$(dirname "$0")/lib_cli.sh"
 ODD=odd-k1000@64x1000x32
 EVEN=llm-fwd@64x1024x32
 

@@ -4,14 +4,7 @@
 # log_of_softmax fail), the two mutants that only fail there stay faithful at realistic
 # magnitudes (measured, documented in docs/ops/log_softmax.md), exit codes, and the workload
 # list. Small shapes (V <= 4000) keep it to about a second.
-set -u
-P=${PARITY:?}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
+. "$(dirname "$0")/lib_cli.sh"
 OUT=outlier-rows@64x1x4000
 SMALL=small-v@256x1x1000
 

@@ -1,11 +1,7 @@
 #!/usr/bin/env bash
 # The `parity` dispatcher: help on stdout with exit 0, usage errors on stderr with exit 2 and a
 # hint of what to type instead, --version, `parity help COMMAND` for every command.
-set -u
-P=${PARITY:?}
-fail=0; pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
+. "$(dirname "$0")/lib_cli.sh"
 t() { # want-rc stream(out|err) pattern cmd...
   local want=$1 stream=$2 pat=$3; shift 3
   "$@" >/tmp/parity_main_out.$$ 2>/tmp/parity_main_err.$$; local rc=$?

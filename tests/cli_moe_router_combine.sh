@@ -4,14 +4,7 @@
 # many-experts workload (raw probabilities), renorm_always is faithful where the model does
 # renormalise (it is the same computation there) and caught where it does not, exit codes, and
 # a bad shape is a usage error. Small shapes keep it to a few seconds.
-set -u
-P=${PARITY:?}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
+. "$(dirname "$0")/lib_cli.sh"
 OP=moe_router_combine
 TIES=bf16-ties@256x16x128
 MANY=e256-top8@128x16x256

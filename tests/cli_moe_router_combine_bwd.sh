@@ -4,14 +4,7 @@
 # many-experts raw-probability workload, renorm_ignored is faithful where the model does not
 # renormalise (the same computation there) and caught where it does, exit codes, a bad shape is a
 # usage error. Small shapes keep it to a few seconds.
-set -u
-P=${PARITY:?}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
+. "$(dirname "$0")/lib_cli.sh"
 OP=moe_router_combine_bwd
 TIES=bf16-ties@64x32x128
 MANY=e256-top8@32x32x256

@@ -4,19 +4,13 @@
 # lower id) is judged faithful on two workloads; torch.topk, whose tie order is
 # implementation-defined, fails on the tied tokens of bf16-ties on this CPU build (a selection
 # error, checked when it fails). Skips (77) without torch.
-set -u
-P=${PARITY:?}
 PY=${PARITY_PYTHON:-python3}
 SRC=${PARITY_SRC:?}
 if ! "$PY" -c 'import torch, safetensors' 2>/dev/null; then
   echo "skip: $PY cannot import torch and safetensors"
   exit 77
 fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0; pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
+. "$(dirname "$0")/lib_cli.sh"
 OP=moe_router_combine
 for wl in bf16-ties@512x32x128 e256-top8@128x16x256; do
   "$P" gen $OP --workload $wl --out "$tmp/in.st" >/dev/null 2>&1 && ok || bad "gen $wl"

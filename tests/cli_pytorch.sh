@@ -3,19 +3,13 @@
 # of the fused op (examples/pytorch/fused_bwd.py) -> parity compare. The faithful variant must
 # pass and the bf16-accumulating one fail; `parity compare` must agree with `parity check` on the
 # same kernel and inputs (a catalog kernel run through `parity run`). Skips (77) without torch.
-set -u
-P=${PARITY:?}
 PY=${PARITY_PYTHON:-python3}
 SRC=${PARITY_SRC:?}
 if ! "$PY" -c 'import torch, safetensors' 2>/dev/null; then
   echo "skip: $PY cannot import torch and safetensors (make deps prepares .venv with them)"
   exit 77
 fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0; pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
+. "$(dirname "$0")/lib_cli.sh"
 OP=embedding_rmsnorm_bwd
 
 "$P" gen $OP --workload text --seed 2 --out "$tmp/in.st" 2>/dev/null && ok || bad "gen failed"

@@ -2,14 +2,7 @@
 # parity train: exit codes, usage errors, a faithful kernel within noise on tiny runs, failing
 # plugin kernels as verdicts, byte-identical JSON for the same seed, the text corpus's remap and
 # hit counts, and exit 3 when the text data is missing. Tiny models only: a few seconds.
-set -u
-P=${PARITY:?}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
+. "$(dirname "$0")/lib_cli.sh"
 expect_rc() { # expected-rc description cmd...
   local want=$1 what=$2; shift 2
   "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?
