@@ -137,30 +137,12 @@ void parity_metrics_dist_free(parity_dist_t *d) { free(d); }
  * (Typical logprob differences are ~1e-3: 7 coefficients instead of 16, the cost of k3 in a
  * report.) Beyond 1/2 the cancellation costs at most about 2.2 bits (at x = -1/2:
  * 0.5 - 0.393 = 0.107). */
-static const double k3_c[] = {
-    1.0 / 2,
-    1.0 / 6,
-    1.0 / 24,
-    1.0 / 120,
-    1.0 / 720,
-    1.0 / 5040,
-    1.0 / 40320, /* 1/8! */
-    1.0 / 362880,
-    1.0 / 3628800,
-    1.0 / 39916800, /* 1/11! */
-    1.0 / 479001600,
-    1.0 / 6227020800.0,
-    1.0 / 87178291200.0,
-    1.0 / 1307674368000.0,
-    1.0 / 20922789888000.0,
-    1.0 / 355687428096000.0, /* 1/17! */
-};
 
 /* x^2 (1/2 + x/6 + ... + x^(N-2)/N!) with the first nc coefficients (N = nc + 1). */
 static inline double k3_series(double x, int nc)
 {
-    double s = k3_c[nc - 1];
-    for (int i = nc - 2; i >= 0; i--) s = k3_c[i] + x * s;
+    double s = metrics_inv_fact2[nc - 1];
+    for (int i = nc - 2; i >= 0; i--) s = metrics_inv_fact2[i] + x * s;
     return x * x * s;
 }
 

@@ -9,6 +9,29 @@
 
 #include "parity/metrics.h"
 
+/* 1/(n+2)! for n = 0..15 (1/2! .. 1/17!): the coefficients of q(x) = (e^x - 1 - x) / x^2 =
+ * sum_n x^n / (n+2)!, which the k3 series (metrics_dist.c) and the SIMD expm1 and k3
+ * (metrics_vec.c) evaluate by Horner. Each entry is the quotient rounded once (the factorials
+ * are exact in binary64 up to 18!). Static so that each file's loops see constants. */
+static const double metrics_inv_fact2[16] __attribute__((unused)) = {
+    1.0 / 2,
+    1.0 / 6,
+    1.0 / 24,
+    1.0 / 120,
+    1.0 / 720,
+    1.0 / 5040,
+    1.0 / 40320,
+    1.0 / 362880,
+    1.0 / 3628800,
+    1.0 / 39916800,
+    1.0 / 479001600,
+    1.0 / 6227020800.0,
+    1.0 / 87178291200.0,
+    1.0 / 1307674368000.0,
+    1.0 / 20922789888000.0,
+    1.0 / 355687428096000.0,
+};
+
 /* Neumaier's variant of Kahan summation: t = s + x rounds; the exact rounding error is
  * (s - t) + x when |s| >= |x| and (x - t) + s otherwise (Fast2Sum with the larger operand
  * first, exact by Dekker's lemma), and is collected in comp. The error of sum + comp is about

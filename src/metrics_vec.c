@@ -160,22 +160,6 @@ INL vd vmax(vd a, vd b) { return sel(b > a, b, a); }
 #define LN2_LO 1.90821492927058770002e-10 /* 0x3dea39ef35793c76 */
 #define SHIFTER 0x1.8p52                  /* y + SHIFTER rounds y to an integer held in the low bits */
 
-static const double q_c[13] = {
-    1.0 / 2,
-    1.0 / 6,
-    1.0 / 24,
-    1.0 / 120,
-    1.0 / 720,
-    1.0 / 5040,
-    1.0 / 40320,
-    1.0 / 362880,
-    1.0 / 3628800,
-    1.0 / 39916800,
-    1.0 / 479001600,
-    1.0 / 6227020800.0,
-    1.0 / 87178291200.0, /* 1/14! */
-};
-
 /* k and em1(r) = e^r - 1 for x within [-1100, 1100] (the caller clamps). */
 INL vd reduce_em1(vd x, vi *k_out)
 {
@@ -187,18 +171,18 @@ INL vd reduce_em1(vd x, vi *k_out)
     vd r = hi - lo;
     vd rl = (hi - r) - lo;
     /* Horner, written out (a loop over the table keeps q in memory at -O2) */
-    vd q = splat(q_c[11]) + r * splat(q_c[12]);
-    q = splat(q_c[10]) + r * q;
-    q = splat(q_c[9]) + r * q;
-    q = splat(q_c[8]) + r * q;
-    q = splat(q_c[7]) + r * q;
-    q = splat(q_c[6]) + r * q;
-    q = splat(q_c[5]) + r * q;
-    q = splat(q_c[4]) + r * q;
-    q = splat(q_c[3]) + r * q;
-    q = splat(q_c[2]) + r * q;
-    q = splat(q_c[1]) + r * q;
-    q = splat(q_c[0]) + r * q;
+    vd q = splat(metrics_inv_fact2[11]) + r * splat(metrics_inv_fact2[12]);
+    q = splat(metrics_inv_fact2[10]) + r * q;
+    q = splat(metrics_inv_fact2[9]) + r * q;
+    q = splat(metrics_inv_fact2[8]) + r * q;
+    q = splat(metrics_inv_fact2[7]) + r * q;
+    q = splat(metrics_inv_fact2[6]) + r * q;
+    q = splat(metrics_inv_fact2[5]) + r * q;
+    q = splat(metrics_inv_fact2[4]) + r * q;
+    q = splat(metrics_inv_fact2[3]) + r * q;
+    q = splat(metrics_inv_fact2[2]) + r * q;
+    q = splat(metrics_inv_fact2[1]) + r * q;
+    q = splat(metrics_inv_fact2[0]) + r * q;
     *k_out = k;
     return r + (rl + (r * r) * q);
 }
@@ -226,12 +210,12 @@ INL vd vexp(vd x)
 INL vd vexpm1(vd x, vd *ex)
 {
     vi small = vabs(x) <= splat(0x1p-7);
-    vd q = splat(q_c[5]) + x * splat(q_c[6]);
-    q = splat(q_c[4]) + x * q;
-    q = splat(q_c[3]) + x * q;
-    q = splat(q_c[2]) + x * q;
-    q = splat(q_c[1]) + x * q;
-    q = splat(q_c[0]) + x * q;
+    vd q = splat(metrics_inv_fact2[5]) + x * splat(metrics_inv_fact2[6]);
+    q = splat(metrics_inv_fact2[4]) + x * q;
+    q = splat(metrics_inv_fact2[3]) + x * q;
+    q = splat(metrics_inv_fact2[2]) + x * q;
+    q = splat(metrics_inv_fact2[1]) + x * q;
+    q = splat(metrics_inv_fact2[0]) + x * q;
     vd em1 = x + (x * x) * q;
     vd e = splat(1.0) + em1;
     if (!all_lanes(small)) {
@@ -282,36 +266,30 @@ void metrics_vexpm1(const double *x, size_t n, double *out, double *ex)
  * of terms metrics_dist.c derives, chosen by the largest |x| of the four lanes (more terms than
  * a lane needs only shrink its truncation error). */
 
-static const double k3_c[16] = {
-    1.0 / 2,           1.0 / 6,          1.0 / 24,         1.0 / 120,
-    1.0 / 720,         1.0 / 5040,       1.0 / 40320,      1.0 / 362880,
-    1.0 / 3628800,     1.0 / 39916800,   1.0 / 479001600,  1.0 / 6227020800.0,
-    1.0 / 87178291200.0, 1.0 / 1307674368000.0, 1.0 / 20922789888000.0, 1.0 / 355687428096000.0,
-};
 
 INL vd k3_vec(vd x, vd rm1)
 {
     vd ax = vabs(x);
     /* each lane with the number of terms its own |x| needs (as parity_metrics_k3): the 7-term
      * sum, and the 10- and 16-term ones only when a lane of the vector needs them */
-    vd s7 = splat(k3_c[6]);
+    vd s7 = splat(metrics_inv_fact2[6]);
     vd s = s7;
     vi big = ax > splat(0x1p-7);
     if (any_lane(big)) {
-        vd s10 = splat(k3_c[9]), s16 = splat(k3_c[15]);
-        for (int i = 14; i >= 9; i--) s16 = splat(k3_c[i]) + x * s16;
+        vd s10 = splat(metrics_inv_fact2[9]), s16 = splat(metrics_inv_fact2[15]);
+        for (int i = 14; i >= 9; i--) s16 = splat(metrics_inv_fact2[i]) + x * s16;
         s10 = sel(ax > splat(0x1p-4), s16, s10);
-        s10 = splat(k3_c[8]) + x * s10;
-        s10 = splat(k3_c[7]) + x * s10;
-        s10 = splat(k3_c[6]) + x * s10;
+        s10 = splat(metrics_inv_fact2[8]) + x * s10;
+        s10 = splat(metrics_inv_fact2[7]) + x * s10;
+        s10 = splat(metrics_inv_fact2[6]) + x * s10;
         s = sel(big, s10, s7);
     }
-    s = splat(k3_c[5]) + x * s;
-    s = splat(k3_c[4]) + x * s;
-    s = splat(k3_c[3]) + x * s;
-    s = splat(k3_c[2]) + x * s;
-    s = splat(k3_c[1]) + x * s;
-    s = splat(k3_c[0]) + x * s;
+    s = splat(metrics_inv_fact2[5]) + x * s;
+    s = splat(metrics_inv_fact2[4]) + x * s;
+    s = splat(metrics_inv_fact2[3]) + x * s;
+    s = splat(metrics_inv_fact2[2]) + x * s;
+    s = splat(metrics_inv_fact2[1]) + x * s;
+    s = splat(metrics_inv_fact2[0]) + x * s;
     return sel(ax <= splat(0.5), x * x * s, rm1 - x);
 }
 
