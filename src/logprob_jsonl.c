@@ -4,6 +4,7 @@
  * parallel. Shapes and field names: docs/logprobs.md. */
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1041,10 +1042,12 @@ static int fc_object(fp_cur_t *c, fc_member_fn fn, void *ctx)
 #define FC_KEY(k, kn, lit) ((kn) == sizeof(lit) - 1 && !memcmp((k), (lit), sizeof(lit) - 1))
 
 typedef struct {
-    parity_lp_seq_t *s;
+    /* scratch kept from line to line */
     fc_buf_t txt, ttxt;  /* the token's text, a top entry's text */
     int32_t top_id[4096];
     double top_lp[4096];
+    /* the line's state, from here on cleared for each line */
+    parity_lp_seq_t *s;
     size_t ntop, K;
     int have_K;
     /* the token being read */
@@ -1220,10 +1223,7 @@ static int fast_chat(parity_lp_reader_t *r, const char *line, size_t len, parity
 {
     fc_t *f = fc_state();
     if (!f) return 0;
-    fc_buf_t txt = f->txt, ttxt = f->ttxt; /* keep the scratch buffers */
-    memset(f, 0, sizeof *f);
-    f->txt = txt;
-    f->ttxt = ttxt;
+    memset(&f->s, 0, sizeof *f - offsetof(fc_t, s));
     f->s = s;
     fp_cur_t c = {line, line + len};
     if (!fc_object(&c, fc_root, f) || !f->seen_content) return 0;
