@@ -142,7 +142,7 @@ void parity_metrics_dist_free(parity_dist_t *d) { free(d); }
 static inline double k3_series(double x, int nc)
 {
     double s = metrics_inv_fact2[nc - 1];
-    for (int i = nc - 2; i >= 0; i--) s = metrics_inv_fact2[i] + x * s;
+    for (int i = nc - 2; i >= 0; i--) s = fma(x, s, metrics_inv_fact2[i]); /* as metrics_vec.c */
     return x * x * s;
 }
 

@@ -26,8 +26,11 @@
  * three times and one copy is chosen at the first call (DISPATCH below): AVX-512 (F + VL: the
  * same 4-lane vectors, but 32 registers instead of 16, so the block statistics keep their
  * accumulators in registers), AVX2 (one instruction per vector) and plain x86-64 (two SSE2
- * instructions per vector). No FMA (-ffp-contract=off): the same bits from all three, which
- * tests/oracle_logprobs.py checks by forcing each with PARITY_SIMD=avx512|avx2|sse2. */
+ * instructions per vector). No contraction (-ffp-contract=off): a fused multiply-add only
+ * where the code asks for one (fmav below), and an FMA is correctly rounded wherever it runs
+ * (the FMA unit of the AVX copies; glibc's fma(), exact in software where the CPU has none,
+ * in the baseline copy), so the three give the same bits, which tests/oracle_logprobs.py
+ * checks by forcing each with PARITY_SIMD=avx512|avx2|sse2. */
 #define VL 4
 /* helpers taking or returning vectors are always inlined: a call between an AVX2 copy and a
  * plain function would pass vectors in different registers */
@@ -37,7 +40,7 @@
 #endif
 
 #ifdef MULTI
-/* 2: AVX-512 F+VL, 1: AVX2, 0: baseline x86-64; PARITY_SIMD=avx512|avx2|sse2 lowers it (for
+/* 2: AVX-512 F+VL (with FMA), 1: AVX2 + FMA, 0: baseline x86-64; PARITY_SIMD=avx512|avx2|sse2 lowers it (for
  * tests; asking for more than the CPU has gives what it has) */
 static int simd_level;
 static pthread_once_t simd_once = PTHREAD_ONCE_INIT;
@@ -45,9 +48,10 @@ static pthread_once_t simd_once = PTHREAD_ONCE_INIT;
 static void simd_init(void)
 {
     __builtin_cpu_init();
-    int l = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") ? 2
-            : __builtin_cpu_supports("avx2")                                        ? 1
-                                                                                    : 0;
+    int fma = __builtin_cpu_supports("fma");
+    int l = fma && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") ? 2
+            : fma && __builtin_cpu_supports("avx2")                                        ? 1
+                                                                                           : 0;
     const char *e = getenv("PARITY_SIMD");
     if (e) {
         int want = !strcmp(e, "avx512") ? 2 : !strcmp(e, "avx2") ? 1 : !strcmp(e, "sse2") ? 0 : l;
@@ -64,11 +68,11 @@ static int simd(void)
 
 /* name(params) calls name_impl(args), inlined into a copy per instruction set */
 #define DISPATCH(ret, name, params, args)                                                            \
-    __attribute__((target("avx512f,avx512vl,avx2"))) static ret name##_512 params                   \
+    __attribute__((target("avx512f,avx512vl,avx2,fma"))) static ret name##_512 params                   \
     {                                                                                                \
         return name##_impl args;                                                                     \
     }                                                                                                \
-    __attribute__((target("avx2"))) static ret name##_avx2 params { return name##_impl args; }      \
+    __attribute__((target("avx2,fma"))) static ret name##_avx2 params { return name##_impl args; }      \
     static ret name##_sse2 params { return name##_impl args; }                                       \
     ret name params                                                                                  \
     {                                                                                                \
@@ -77,8 +81,8 @@ static int simd(void)
     }
 /* the same for functions returning void */
 #define DISPATCH_V(name, params, args)                                                               \
-    __attribute__((target("avx512f,avx512vl,avx2"))) static void name##_512 params { name##_impl args; } \
-    __attribute__((target("avx2"))) static void name##_avx2 params { name##_impl args; }            \
+    __attribute__((target("avx512f,avx512vl,avx2,fma"))) static void name##_512 params { name##_impl args; } \
+    __attribute__((target("avx2,fma"))) static void name##_avx2 params { name##_impl args; }            \
     static void name##_sse2 params { name##_impl args; }                                             \
     void name params                                                                                 \
     {                                                                                                \
@@ -113,6 +117,14 @@ INL vd splat(double x) { return (vd){0} + x; }
 INL vd sel(vi mask, vd x, vd y)
 {
     return (vd)(((vu)mask & (vu)x) | (~(vu)mask & (vu)y));
+}
+
+/* a * b + c rounded once, lane by lane: the compiler makes one vector FMA of the four in the
+ * AVX copies and calls glibc's correctly rounded fma() per lane in the baseline one */
+INL vd fmav(vd a, vd b, vd c)
+{
+    return (vd){__builtin_fma(a[0], b[0], c[0]), __builtin_fma(a[1], b[1], c[1]), __builtin_fma(a[2], b[2], c[2]),
+                __builtin_fma(a[3], b[3], c[3])};
 }
 
 INL vd vabs(vd x) { return (vd)((vu)x & (~0ull >> 1)); }
@@ -163,28 +175,28 @@ INL vd vmax(vd a, vd b) { return sel(b > a, b, a); }
 /* k and em1(r) = e^r - 1 for x within [-1100, 1100] (the caller clamps). */
 INL vd reduce_em1(vd x, vi *k_out)
 {
-    vd y = x * splat(LOG2E) + splat(SHIFTER);
+    vd y = fmav(x, splat(LOG2E), splat(SHIFTER));
     vi k = (vi)((vu)y - (vu)splat(SHIFTER));
     vd kd = y - splat(SHIFTER);
-    vd hi = x - kd * splat(LN2_HI);
+    vd hi = fmav(-kd, splat(LN2_HI), x); /* exact either way; one operation */
     vd lo = kd * splat(LN2_LO);
     vd r = hi - lo;
     vd rl = (hi - r) - lo;
     /* Horner, written out (a loop over the table keeps q in memory at -O2) */
-    vd q = splat(metrics_inv_fact2[11]) + r * splat(metrics_inv_fact2[12]);
-    q = splat(metrics_inv_fact2[10]) + r * q;
-    q = splat(metrics_inv_fact2[9]) + r * q;
-    q = splat(metrics_inv_fact2[8]) + r * q;
-    q = splat(metrics_inv_fact2[7]) + r * q;
-    q = splat(metrics_inv_fact2[6]) + r * q;
-    q = splat(metrics_inv_fact2[5]) + r * q;
-    q = splat(metrics_inv_fact2[4]) + r * q;
-    q = splat(metrics_inv_fact2[3]) + r * q;
-    q = splat(metrics_inv_fact2[2]) + r * q;
-    q = splat(metrics_inv_fact2[1]) + r * q;
-    q = splat(metrics_inv_fact2[0]) + r * q;
+    vd q = fmav(r, splat(metrics_inv_fact2[12]), splat(metrics_inv_fact2[11]));
+    q = fmav(r, q, splat(metrics_inv_fact2[10]));
+    q = fmav(r, q, splat(metrics_inv_fact2[9]));
+    q = fmav(r, q, splat(metrics_inv_fact2[8]));
+    q = fmav(r, q, splat(metrics_inv_fact2[7]));
+    q = fmav(r, q, splat(metrics_inv_fact2[6]));
+    q = fmav(r, q, splat(metrics_inv_fact2[5]));
+    q = fmav(r, q, splat(metrics_inv_fact2[4]));
+    q = fmav(r, q, splat(metrics_inv_fact2[3]));
+    q = fmav(r, q, splat(metrics_inv_fact2[2]));
+    q = fmav(r, q, splat(metrics_inv_fact2[1]));
+    q = fmav(r, q, splat(metrics_inv_fact2[0]));
     *k_out = k;
-    return r + (rl + (r * r) * q);
+    return r + fmav(r * r, q, rl);
 }
 
 /* 2^k as a double for -1022 <= k <= 1023 */
@@ -195,8 +207,14 @@ INL vd pow2(vi k) { return (vd)(((vu)k + 1023) << 52); }
  * 0 or inf as the true value does. */
 INL vd vexp(vd x)
 {
-    x = vmax(vmin(x, splat(1100.0)), splat(-1100.0));
     vi k;
+    if (all_lanes(vabs(x) <= splat(700.0))) {
+        /* the usual case (logprobs): |k| <= 1010, so 2^k is normal and so is the result; one
+         * exact scaling gives the same bits as the two below */
+        vd em1 = reduce_em1(x, &k);
+        return (splat(1.0) + em1) * pow2(k);
+    }
+    x = vmax(vmin(x, splat(1100.0)), splat(-1100.0));
     vd em1 = reduce_em1(x, &k);
     vi k1 = k >> 1;
     return ((splat(1.0) + em1) * pow2(k1)) * pow2(k - k1);
@@ -210,13 +228,13 @@ INL vd vexp(vd x)
 INL vd vexpm1(vd x, vd *ex)
 {
     vi small = vabs(x) <= splat(0x1p-7);
-    vd q = splat(metrics_inv_fact2[5]) + x * splat(metrics_inv_fact2[6]);
-    q = splat(metrics_inv_fact2[4]) + x * q;
-    q = splat(metrics_inv_fact2[3]) + x * q;
-    q = splat(metrics_inv_fact2[2]) + x * q;
-    q = splat(metrics_inv_fact2[1]) + x * q;
-    q = splat(metrics_inv_fact2[0]) + x * q;
-    vd em1 = x + (x * x) * q;
+    vd q = fmav(x, splat(metrics_inv_fact2[6]), splat(metrics_inv_fact2[5]));
+    q = fmav(x, q, splat(metrics_inv_fact2[4]));
+    q = fmav(x, q, splat(metrics_inv_fact2[3]));
+    q = fmav(x, q, splat(metrics_inv_fact2[2]));
+    q = fmav(x, q, splat(metrics_inv_fact2[1]));
+    q = fmav(x, q, splat(metrics_inv_fact2[0]));
+    vd em1 = fmav(x * x, q, x);
     vd e = splat(1.0) + em1;
     if (!all_lanes(small)) {
         vd xc = vmax(vmin(x, splat(40.0)), splat(-40.0));
@@ -224,7 +242,7 @@ INL vd vexpm1(vd x, vd *ex)
         vd r = reduce_em1(xc, &k);
         vd p2 = pow2(k);
         e = sel(small, e, (splat(1.0) + r) * p2);
-        em1 = sel(small, em1, (p2 - splat(1.0)) + p2 * r);
+        em1 = sel(small, em1, fmav(p2, r, p2 - splat(1.0)));
     }
     *ex = e;
     return em1;
@@ -277,19 +295,19 @@ INL vd k3_vec(vd x, vd rm1)
     vi big = ax > splat(0x1p-7);
     if (any_lane(big)) {
         vd s10 = splat(metrics_inv_fact2[9]), s16 = splat(metrics_inv_fact2[15]);
-        for (int i = 14; i >= 9; i--) s16 = splat(metrics_inv_fact2[i]) + x * s16;
+        for (int i = 14; i >= 9; i--) s16 = fmav(x, s16, splat(metrics_inv_fact2[i]));
         s10 = sel(ax > splat(0x1p-4), s16, s10);
-        s10 = splat(metrics_inv_fact2[8]) + x * s10;
-        s10 = splat(metrics_inv_fact2[7]) + x * s10;
-        s10 = splat(metrics_inv_fact2[6]) + x * s10;
+        s10 = fmav(x, s10, splat(metrics_inv_fact2[8]));
+        s10 = fmav(x, s10, splat(metrics_inv_fact2[7]));
+        s10 = fmav(x, s10, splat(metrics_inv_fact2[6]));
         s = sel(big, s10, s7);
     }
-    s = splat(metrics_inv_fact2[5]) + x * s;
-    s = splat(metrics_inv_fact2[4]) + x * s;
-    s = splat(metrics_inv_fact2[3]) + x * s;
-    s = splat(metrics_inv_fact2[2]) + x * s;
-    s = splat(metrics_inv_fact2[1]) + x * s;
-    s = splat(metrics_inv_fact2[0]) + x * s;
+    s = fmav(x, s, splat(metrics_inv_fact2[5]));
+    s = fmav(x, s, splat(metrics_inv_fact2[4]));
+    s = fmav(x, s, splat(metrics_inv_fact2[3]));
+    s = fmav(x, s, splat(metrics_inv_fact2[2]));
+    s = fmav(x, s, splat(metrics_inv_fact2[1]));
+    s = fmav(x, s, splat(metrics_inv_fact2[0]));
     return sel(ax <= splat(0.5), x * x * s, rm1 - x);
 }
 
@@ -469,13 +487,13 @@ INL void metrics_dist_block_stats_soa_impl(const metrics_soa_t *t, size_t i0, si
          * 63u of the exact sum relative to the sum itself (no cancellation; see
          * docs/logprob-metrics.md "Sums") */
         two_sum(&s[S_K1], &c[S_K1], -lr);
-        s[S_K2] += splat(0.5) * lr * lr;
+        s[S_K2] = fmav(splat(0.5) * lr, lr, s[S_K2]);
         s[S_K3] += k3;
         s[S_ADL] += adl;
         s[S_ADP] += adp;
         s[S_CHI2] += chi2;
         s[S_W] += w;
-        s[S_W2] += w * w;
+        s[S_W2] = fmav(w, w, s[S_W2]);
         mk3 = vmax(mk3, k3);
         mdl = vmax(mdl, adl);
         mndl = vmin(mndl, adl);
@@ -503,13 +521,13 @@ INL void metrics_dist_block_stats_soa_impl(const metrics_soa_t *t, size_t i0, si
         double lr = LR[j], k3 = K3[j], rm1 = RM1[j], w = W[j], adp = ADP[j], adl = fabs(lr),
                chi2 = rm1 * rm1;
         two_sum1(&S[S_K1][l], &C[S_K1][l], -lr);
-        S[S_K2][l] += 0.5 * lr * lr;
+        S[S_K2][l] = __builtin_fma(0.5 * lr, lr, S[S_K2][l]);
         S[S_K3][l] += k3;
         S[S_ADL][l] += adl;
         S[S_ADP][l] += adp;
         S[S_CHI2][l] += chi2;
         S[S_W][l] += w;
-        S[S_W2][l] += w * w;
+        S[S_W2][l] = __builtin_fma(w, w, S[S_W2][l]);
         tmk3 = k3 > tmk3 ? k3 : tmk3;
         tmdl = adl > tmdl ? adl : tmdl;
         tmndl = adl < tmndl ? adl : tmndl;
@@ -560,28 +578,28 @@ INL void metrics_dist_block_stats_soa_impl(const metrics_soa_t *t, size_t i0, si
     const vd vu1 = splat(unit), one = splat(1.0);
     for (i = 0; i + VL <= m; i += VL) {
         vd dw = ld(W + i) - vmw, dx = ld(PA + i) - vmx, dy = ld(PB + i) - vmy;
-        m2w += dw * dw;
-        m2x += dx * dx;
-        m2y += dy * dy;
-        cxy += dx * dy;
+        m2w = fmav(dw, dw, m2w);
+        m2x = fmav(dx, dx, m2x);
+        m2y = fmav(dy, dy, m2y);
+        cxy = fmav(dx, dy, cxy);
         if (A) { /* the same for every iteration: the compiler hoists it out of the loop */
             vd fm = vu1 * (vabs(ld(A + i)) + one);
             fs += fm;
-            fs2 += fm * fm;
+            fs2 = fmav(fm, fm, fs2);
             fmx = vmax(fmx, fm);
         }
     }
     double tw = 0.0, tx = 0.0, ty = 0.0, txy = 0.0, tfs = 0.0, tfs2 = 0.0, tfmx = 0.0;
     for (; i < m; i++) {
         double dw = W[i] - mw, dx = PA[i] - mx, dy = PB[i] - my;
-        tw += dw * dw;
-        tx += dx * dx;
-        ty += dy * dy;
-        txy += dx * dy;
+        tw = __builtin_fma(dw, dw, tw);
+        tx = __builtin_fma(dx, dx, tx);
+        ty = __builtin_fma(dy, dy, ty);
+        txy = __builtin_fma(dx, dy, txy);
         if (A) {
             double fm = unit * (fabs(A[i]) + 1.0);
             tfs += fm;
-            tfs2 += fm * fm;
+            tfs2 = __builtin_fma(fm, fm, tfs2);
             tfmx = fm > tfmx ? fm : tfmx;
         }
     }
