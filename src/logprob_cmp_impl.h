@@ -58,6 +58,7 @@ typedef struct {
     struct parity_qsketch *q_dlp, *q_dp;
     parity_dist_t *own; /* threads > 0: holds the sketches */
     uint64_t hc[4 * (2 * HBINS + 1)]; /* histogram counts, metrics_shist_t's layout */
+    uint64_t *sb;                     /* its signed sketch bins (2 QS_NBINS) */
     double fl_max;
 } tslot_t;
 

@@ -129,9 +129,12 @@ static tslot_t *tslot(cmp_t *c, int t, int i)
             if (parity_metrics_dist_new(&c->dopts, &s->own) != PARITY_OK) goto fail;
             metrics_dist_sketches(s->own, &s->q_dlp, &s->q_dp);
         }
+        /* 256 KiB, of which only the pages the values reach get mapped (calloc) */
+        if (!(s->sb = calloc(2 * (size_t)QS_NBINS, sizeof *s->sb))) goto fail;
         *sp = s;
         return s;
     fail:
+        if (s) parity_metrics_dist_free(s->own);
         free(s);
         c->th[t].nomem = 1;
         return NULL;
@@ -239,7 +242,7 @@ static void add_run(cmp_t *c, int t, pair_t *pr, int si, size_t i0, size_t i1, i
     const metrics_soa_t *rec = &T->rec;
     const uint8_t *fast = rec->fast;
     const double *ga = T->ga, *gb = T->gb;
-    const metrics_shist_t h = {hist_map, HBINS, s->hc};
+    const metrics_shist_t h = {hist_map, HBINS, s->hc, s->sb};
     runsum_t rs = {{0, 0}, 0, 0.0};
     parity_csum_t fls = {0, 0}, flq = {0, 0};
     double flmx = s->fl_max;
@@ -1106,6 +1109,8 @@ static void finish(cmp_t *c)
         for (int t = 0; t < c->nthreads; t++) {
             tslot_t *ts = c->th[t].slots[i];
             if (!ts) continue;
+            /* the blocks' signed bins into the thread's |log r| sketch and counts first */
+            metrics_shist_fold(ts->q_dlp, &(metrics_shist_t){hist_map, HBINS, ts->hc, ts->sb});
             if (ts->own) {
                 struct parity_qsketch *q_dlp, *q_dp;
                 metrics_dist_sketches(g->d, &q_dlp, &q_dp);
@@ -1244,6 +1249,7 @@ parity_status_t parity_lp_compare(parity_lp_reader_t *a, parity_lp_reader_t *b, 
             for (int i = 0; i < MAX_SLICES; i++)
                 if (T->slots[i]) {
                     parity_metrics_dist_free(T->slots[i]->own);
+                    free(T->slots[i]->sb);
                     free(T->slots[i]);
                 }
         free(T->slots);

@@ -159,12 +159,21 @@ void metrics_vexpm1(const double *x, size_t n, double *out, double *ex);
  * nb - 1; counts in cnt[lane * (2 nb + 1) + s * nb + bin] with s = 1 when delta > 0 and
  * lane = the token's index in the block mod 4 (four interleaved tables: consecutive tokens
  * often share a bin, and one table would chain each increment on the previous store), zeros
- * at cnt[lane * (2 nb + 1) + 2 nb]. */
+ * at cnt[lane * (2 nb + 1) + 2 nb].
+ * A block whose values are all in the binned range counts each value once, in the signed
+ * sketch bins sb[s * QS_NBINS + sketch bin] (s = its sign bit, 1 when delta > 0), instead of
+ * in the sketch's bins and in cnt (one increment instead of two and the map lookup);
+ * metrics_shist_fold moves them into both before the sketch is read. */
 typedef struct {
     const uint8_t *map; /* QS_NBINS entries */
     size_t nb;
     uint64_t *cnt;      /* 4 (2 nb + 1) counts */
+    uint64_t *sb;       /* 2 QS_NBINS signed sketch bins, zero after each fold */
 } metrics_shist_t;
+
+/* The signed sketch bins into q's bins (which must be the sketch the blocks were inserted
+ * into: its [min, max] covers them) and into cnt (lane 0); sb is left zero. */
+void metrics_shist_fold(struct parity_qsketch *q, const metrics_shist_t *h);
 
 /* Block of records i0..i0+m (1 <= m <= 256), all with fast = 1: stats into out, |dlp| and |dp|
  * into the sketches, delta into h when not NULL, and when a is not NULL the floor sums of the

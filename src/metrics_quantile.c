@@ -66,6 +66,20 @@ static void qs_bin_range(const parity_qsketch_t *q, size_t *lo, size_t *hi)
     *hi = (size_t)((v >> (52 - QS_BITS)) - ((uint64_t)QS_EXP_LO << QS_BITS)) + 1;
 }
 
+void metrics_shist_fold(struct parity_qsketch *q, const metrics_shist_t *h)
+{
+    size_t lo, hi;
+    qs_bin_range(q, &lo, &hi);
+    uint64_t *pos = h->sb, *neg = h->sb + QS_NBINS;
+    for (size_t i = lo; i < hi; i++) {
+        if (!(pos[i] | neg[i])) continue;
+        q->bins[i] += pos[i] + neg[i];
+        h->cnt[h->map[i]] += pos[i];
+        h->cnt[h->nb + h->map[i]] += neg[i];
+        pos[i] = neg[i] = 0;
+    }
+}
+
 parity_status_t parity_metrics_qsketch_merge(parity_qsketch_t *a, const parity_qsketch_t *b)
 {
     if (!a || !b) return PARITY_E_INVALID;

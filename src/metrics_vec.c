@@ -421,16 +421,13 @@ INL void qs_add_block(struct parity_qsketch *q, const double *x, size_t m, int a
     if (mn >= 0x1p-64 && mx < 0x1p64) {
         /* all in the binned range: the bin is the top 11 + 7 bits less the offset of 2^-64 */
         if (h) {
-            const uint8_t *map = h->map;
-            const size_t nb = h->nb, stride = 2 * nb + 1;
-            uint64_t *cnt = h->cnt;
+            /* signed bins (metrics_shist_t); delta = -x > 0 exactly when x's sign bit is set
+             * (x != 0 here) */
+            uint64_t *sb = h->sb;
             for (size_t i = 0; i < m; i++) {
                 uint64_t u;
                 memcpy(&u, &x[i], sizeof u);
-                uint64_t idx = ((u & (~0ull >> 1)) >> (52 - QS_BITS)) - off;
-                bins[idx]++;
-                /* delta = -x > 0 exactly when x's sign bit is set (x != 0 here) */
-                cnt[(i & 3) * stride + (u >> 63) * nb + map[idx]]++;
+                sb[(u >> 63) * QS_NBINS + (((u << 1) >> (53 - QS_BITS)) - off)]++;
             }
         } else {
             for (size_t i = 0; i < m; i++) {
