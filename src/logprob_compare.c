@@ -414,6 +414,12 @@ static void esc(char *dst, size_t cap, const char *s)
     dst[o] = 0;
 }
 
+/* Token i's key: -1 for a token without id or text (the direct path leaves those unwritten). */
+static int64_t seq_key(const parity_lp_seq_t *s, size_t i)
+{
+    return (s->flags[i] & PARITY_LP_KEY_NONE) ? -1 : s->key[i];
+}
+
 /* Keep the thread's W largest |delta| (ties: the earlier token in the stream; a thread sees its
  * pairs in stream order). */
 static void worst_add(cmp_t *c, thr_t *T, const parity_lp_seq_t *sa, const parity_lp_seq_t *sb, size_t i,
@@ -437,8 +443,8 @@ static void worst_add(cmp_t *c, thr_t *T, const parity_lp_seq_t *sa, const parit
     memset(w, 0, sizeof *w);
     snprintf(w->id, sizeof w->id, "%s", sa->id);
     w->position = i;
-    w->key_a = sa->key[i];
-    w->key_b = sb->key[i];
+    w->key_a = seq_key(sa, i);
+    w->key_b = seq_key(sb, i);
     w->lp_a = sa->lp[i];
     w->lp_b = sb->lp[i];
     const parity_lp_seq_t *ts = parity_lp_seq_text(sa, i) ? sa : sb;
@@ -513,8 +519,8 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
         memset(v, 0, sizeof *v);
         snprintf(v->id, sizeof v->id, "%s", sa->id);
         v->position = lim;
-        v->key_a = lim < sa->n ? sa->key[lim] : INT64_MIN;
-        v->key_b = lim < sb->n ? sb->key[lim] : INT64_MIN;
+        v->key_a = lim < sa->n ? seq_key(sa, lim) : INT64_MIN;
+        v->key_b = lim < sb->n ? seq_key(sb, lim) : INT64_MIN;
         esc(v->text_a, sizeof v->text_a, parity_lp_seq_text(sa, lim));
         esc(v->text_b, sizeof v->text_b, parity_lp_seq_text(sb, lim));
         v->n_a = sa->n;
@@ -903,33 +909,54 @@ static void free_pairs(pair_t *pairs, size_t n)
  * number of rows: row i pairs with row i, so each thread reads its rows of both files and
  * compares them at once, in its own buffers (no batch of sequences, no pairing map). The
  * result is what run() gives: the same pairs in the same order, the same entries applied in
- * the same order; a bad value is reported as run() reports it (A's batch before B's). */
+ * the same order; a bad value is reported as run() reports it (A's batch before B's).
+ * The threads claim rows a few at a time (a slow or interrupted thread does not hold the
+ * others up at the end of a batch), and thread 0 first applies the previous batch's pairs, in
+ * order, while the others start on this one: the serial part overlaps the parallel one. Which
+ * thread compares a row does not matter: a pair's entries are its own, the threads' sketches
+ * and counts are order-free. */
 typedef struct {
     cmp_t *c;
     pair_t *pairs;
     uint64_t row0, ord0;
+    size_t n, grain;
+    size_t next; /* the first unclaimed row (atomic) */
     parity_status_t *st[2];
     uint64_t *bad[2];
     int *why[2];
+    const pair_t *prev; /* the previous batch, applied by thread 0 */
+    size_t nprev;
+    int nomem;
 } djob_t;
 
 static void djob_fn(void *ctx, int64_t b, int64_t e, int t)
 {
+    (void)b;
+    (void)e;
     djob_t *j = ctx;
     cmp_t *c = j->c;
     thr_t *T = &c->th[t];
-    lp_dense_populate(c->ra, j->row0 + (uint64_t)b, (uint64_t)(e - b));
-    lp_dense_populate(c->rb, j->row0 + (uint64_t)b, (uint64_t)(e - b));
-    for (int64_t i = b; i < e; i++) {
-        uint64_t row = j->row0 + (uint64_t)i;
-        j->st[0][i] = lp_dense_row(c->ra, row, &T->da, &j->bad[0][i], &j->why[0][i]);
-        j->st[1][i] = lp_dense_row(c->rb, row, &T->db, &j->bad[1][i], &j->why[1][i]);
-        if (j->st[0][i] || j->st[1][i]) continue;
-        pair_t *p = &j->pairs[i];
-        set_pair(p, &T->da, &T->db);
-        p->ord = j->ord0 + (uint64_t)i;
-        do_pair(c, t, p);
-        p->a = p->b = NULL; /* the buffers are the thread's, reused for its next row */
+    if (t == 0 && j->nprev) {
+        for (size_t i = 0; i < j->nprev && !j->nomem; i++) apply_pair(c, &j->prev[i], &j->nomem);
+        for (size_t i = 0; i < j->nprev; i++) account_pair(c, &j->prev[i]);
+    }
+    for (;;) {
+        size_t i0 = __atomic_fetch_add(&j->next, j->grain, __ATOMIC_RELAXED);
+        if (i0 >= j->n) break;
+        size_t i1 = i0 + j->grain < j->n ? i0 + j->grain : j->n;
+        lp_dense_populate(c->ra, j->row0 + i0, i1 - i0);
+        lp_dense_populate(c->rb, j->row0 + i0, i1 - i0);
+        for (size_t i = i0; i < i1; i++) {
+            uint64_t row = j->row0 + i;
+            j->st[0][i] = lp_dense_row(c->ra, row, &T->da, &j->bad[0][i], &j->why[0][i]);
+            j->st[1][i] = lp_dense_row(c->rb, row, &T->db, &j->bad[1][i], &j->why[1][i]);
+            if (j->st[0][i] || j->st[1][i]) continue;
+            pair_t *p = &j->pairs[i];
+            set_pair(p, &T->da, &T->db);
+            p->ord = j->ord0 + i;
+            do_pair(c, t, p);
+            p->a = p->b = NULL; /* the buffers are the thread's, reused for its next row */
+        }
     }
 }
 
@@ -949,20 +976,28 @@ static parity_status_t run_direct(cmp_t *c, parity_diag_t *d)
     if (M < 2 * (size_t)c->nthreads) M = 2 * (size_t)c->nthreads;
     if (M > 65536) M = 65536;
     if (M > ra->nrows) M = ra->nrows > 0 ? (size_t)ra->nrows : 1;
-    pair_t *pairs = calloc(M, sizeof *pairs);
+    /* rows claimed ~16k tokens at a time: 16 claims per batch of 4 x 64k tokens */
+    size_t grain = ((size_t)1 << 14) / (size_t)ra->ncols;
+    if (grain < 1) grain = 1;
+    pair_t *pairs[2] = {calloc(M, sizeof(pair_t)), calloc(M, sizeof(pair_t))};
     parity_status_t *st = calloc(2 * M, sizeof *st);
     uint64_t *bad = calloc(2 * M, sizeof *bad);
     int *why = calloc(2 * M, sizeof *why);
     parity_status_t out = PARITY_OK;
-    if (!pairs || !st || !bad || !why) {
+    size_t nprev = 0;
+    int cur = 0, nomem = 0;
+    if (!pairs[0] || !pairs[1] || !st || !bad || !why) {
         out = parity_diag_set(d, PARITY_E_NOMEM, "out of memory");
         goto done;
     }
     while (ra->ordinal < ra->nrows) {
         uint64_t left = ra->nrows - ra->ordinal;
         size_t n = left < M ? (size_t)left : M;
-        djob_t job = {c, pairs, ra->ordinal, c->npair_seen, {st, st + M}, {bad, bad + M}, {why, why + M}};
-        parity_parallel_for((int64_t)n, n * ra->ncols < 65536 ? 1 : c->nthreads, djob_fn, &job);
+        djob_t job = {c,   pairs[cur], ra->ordinal,      c->npair_seen, n,          grain, 0,
+                      {st, st + M},    {bad, bad + M},   {why, why + M}, pairs[!cur], nprev, 0};
+        int nt = n * ra->ncols < 65536 ? 1 : c->nthreads;
+        parity_parallel_for(nt, nt, djob_fn, &job);
+        nprev = 0; /* applied */
         for (int side = 0; side < 2 && !out; side++)
             for (size_t i = 0; i < n; i++)
                 if (job.st[side][i]) {
@@ -970,24 +1005,27 @@ static parity_status_t run_direct(cmp_t *c, parity_diag_t *d)
                     break;
                 }
         if (out) break;
-        int nomem = 0;
-        for (size_t i = 0; i < n && !nomem; i++) apply_pair(c, &pairs[i], &nomem);
+        nomem = job.nomem;
         for (int t = 0; t < c->nthreads; t++)
             if (c->th[t].nomem) nomem = 1;
-        if (nomem) {
-            out = parity_diag_set(d, PARITY_E_NOMEM, "out of memory");
-            break;
-        }
-        for (size_t i = 0; i < n; i++) account_pair(c, &pairs[i]);
+        if (nomem) break;
         c->npair_seen += n;
         c->res->counts.n_seq_a += n;
         c->res->counts.n_seq_b += n;
         lp_dense_consume(ra, n);
         lp_dense_consume(rb, n);
+        nprev = n;
+        cur = !cur;
     }
+    /* the last batch */
+    for (size_t i = 0; i < nprev && !nomem; i++) apply_pair(c, &pairs[!cur][i], &nomem);
+    if (!nomem)
+        for (size_t i = 0; i < nprev; i++) account_pair(c, &pairs[!cur][i]);
+    if (nomem && !out) out = parity_diag_set(d, PARITY_E_NOMEM, "out of memory");
     c->eof[0] = c->eof[1] = 1;
 done:
-    free_pairs(pairs, pairs ? M : 0);
+    free_pairs(pairs[0], pairs[0] ? M : 0);
+    free_pairs(pairs[1], pairs[1] ? M : 0);
     free(st);
     free(bad);
     free(why);

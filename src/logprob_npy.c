@@ -351,7 +351,7 @@ static int dense_fast_ok(const parity_lp_reader_t *r)
 __attribute__((optimize("O3")))
 #endif
 static void dense_row_fast(const parity_lp_reader_t *r, uint64_t row, parity_lp_seq_t *s, parity_status_t *st,
-                           uint64_t *bad, int *why)
+                           uint64_t *bad, int *why, int nokeys)
 {
     size_t n = (size_t)r->ncols;
     const unsigned char *lp = r->lp.base + row * r->lp.rs * r->lp.es;
@@ -404,7 +404,8 @@ static void dense_row_fast(const parity_lp_reader_t *r, uint64_t row, parity_lp_
             memcpy(s->key, tk, n * 8);
         memset(s->flags, PARITY_LP_PRESENT, n);
     } else {
-        for (p = 0; p < n; p++) s->key[p] = -1;
+        if (!nokeys) /* (lp_dense_row leaves them: its caller reads no key of a KEY_NONE token) */
+            for (p = 0; p < n; p++) s->key[p] = -1;
         memset(s->flags, PARITY_LP_PRESENT | PARITY_LP_KEY_NONE, n);
     }
     s->plain = 1; /* no modality, no text: mod[] and text[] stay unwritten */
@@ -427,7 +428,7 @@ static void dense_one(const parity_lp_reader_t *r, uint64_t row, parity_lp_seq_t
     s->ordinal = row;
     s->n = (size_t)r->ncols;
     if (fast) {
-        dense_row_fast(r, row, s, st, bad, why);
+        dense_row_fast(r, row, s, st, bad, why, fast == 2);
         return;
     }
     for (uint64_t p = 0; p < r->ncols; p++) {
@@ -502,7 +503,7 @@ parity_status_t lp_dense_row(const parity_lp_reader_t *r, uint64_t row, parity_l
                              int *why)
 {
     parity_status_t st;
-    dense_one(r, row, s, &st, bad, why, 1);
+    dense_one(r, row, s, &st, bad, why, 2);
     return st;
 }
 

@@ -308,8 +308,9 @@ with tempfile.TemporaryDirectory() as td:
                                     "modality": ["text", "image"][s % 2], "prefill_len": 100}) + "\n")
     thread_check("st", os.path.join(td, "ta.safetensors"), os.path.join(td, "tb.safetensors"), "--worst", "30")
     # dense dumps (the in-place path): no mask, modality, phase or top-k; with -inf on one and on
-    # both sides, |log r| > 30 (the scalar path) and exact ties (zero delta)
-    da = np.minimum(-np.abs(rng.normal(0, 3, (200, 700))), 0)
+    # both sides, |log r| > 30 (the scalar path) and exact ties (zero delta); 1000 rows of 700
+    # are three batches of the direct path (each applied while the next is compared)
+    da = np.minimum(-np.abs(rng.normal(0, 3, (1000, 700))), 0)
     db = np.minimum(da + rng.normal(0, 1e-3, da.shape), 0)
     db[::7, 3] = da[::7, 3]
     da[1, 10] = db[1, 10] = -np.inf
