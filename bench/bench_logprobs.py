@@ -19,7 +19,9 @@ Synthetic data: float32 logprobs of a softmax over N(0, 3) logits-like values, w
 N(0, 1e-3) noise; token ids 0..50k. npy and safetensors hold [seqs, positions]; "jsonl" holds
 parity's own schema with token ids and logprobs per record; "jsonl-chat" the OpenAI chat
 completions shape servers return (token, logprob and top-5 top_logprobs per token), for which
-numpy's script extracts the logprobs with json.loads.
+numpy's script extracts the logprobs with json.loads. JSON numbers are spelled as engines and
+examples/logprobs/dump_torch.py spell them: the float32 value widened to a Python float and
+printed by repr (16-17 digits, -0.4887298047542572), not a short %.7g.
 """
 import argparse
 import json
@@ -53,7 +55,7 @@ def write_jsonl(path, lp, ids):
     with open(path, "w") as f:
         for s in range(lp.shape[0]):
             f.write('{"id":"r%d","token_ids":[%s],"logprobs":[%s]}\n' % (
-                s, ",".join(map(str, ids[s].tolist())), ",".join("%.7g" % v for v in lp[s].tolist())))
+                s, ",".join(map(str, ids[s].tolist())), ",".join(map(repr, lp[s].tolist()))))
 
 
 def write_chat(path, lp, ids, k=5):
@@ -64,10 +66,10 @@ def write_chat(path, lp, ids, k=5):
             content = []
             for p in range(lp.shape[1]):
                 t = int(ids[s, p])
-                v = float("%.7g" % lp[s, p])
+                v = float(lp[s, p])
                 content.append({"token": "t%d" % t, "logprob": v,
-                                "top_logprobs": [{"token": "t%d" % ((t + j) % 50000), "logprob": float("%.7g" % (v - 0.5 * j))}
-                                                 for j in range(k)]})
+                                "top_logprobs": [{"token": "t%d" % ((t + j) % 50000),
+                                                  "logprob": float(np.float32(v - 0.5 * j))} for j in range(k)]})
             f.write(json.dumps({"id": "chatcmpl-%d" % s, "object": "chat.completion",
                                 "choices": [{"index": 0, "logprobs": {"content": content}}]}) + "\n")
 

@@ -614,11 +614,55 @@ static const double fp_pow10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e
                                     1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
                                     1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
-/* A strict JSON number. Correctly rounded like strtod: when the decimal significand m has at
- * most 15 digits (m < 2^53, exact) and the decimal exponent q satisfies |q| <= 22 (10^|q| is
+/* m * 10^q (|q| <= 22, 2^53 <= m < 2^63), correctly rounded, into *v; 0 when it cannot tell
+ * (then strtod decides). The decimals engines print for a float32 logprob widened to double
+ * (Python's repr: -0.4887298047542572) have 16-17 digits, beyond Clinger's exact case, and
+ * strtod on them was 5x the whole parse.
+ * m = xh + xl exactly (xh = m rounded, xl = the remainder, |xl| <= 2^10, both doubles), and
+ * P = 10^|q| is exact. For q < 0: vh = RN(xh / P), whose remainder r = xh - vh P is exact and
+ * computed exactly by an FMA (Boldo & Daumas; no underflow here), so m / P = vh + y with
+ * y = (r + xl) / P exactly; vl = RN(RN(r + xl) / P) is y within 2.0001u |y|, and
+ * |y| <= |xl| / P + ulp(vh) / 2 <= 2^-52 |m / P|. For q > 0: vh = RN(xh P), e = xh P - vh
+ * exactly (FMA), m P = vh + e + xl P, vl = RN(e + RN(xl P)), within 3u 2^-52 |m P|. Either way
+ * vh + vl is within delta = 2^-102 |t| of the true value t. s = RN(vh + vl) and its error
+ * err = (vh + vl) - s exactly (Fast2Sum, |vh| >= |vl|); s is t correctly rounded unless
+ * vh + vl is within delta of a midpoint between s and a neighbour, i.e. unless |err| is
+ * within delta of ulp(s)/2 (ulp(s)/4 below a power of two). delta < 2^-48 ulp(s); the
+ * margin taken is 2^-40 ulp(s), so strtod is called for about one number in 2^39. The result
+ * is in [1e-22, 2^63 1e22]: normal, finite. */
+static int fp_exact(uint64_t m, int q, double *v)
+{
+    double xh = (double)m;
+    double xl = (double)(int64_t)(m - (uint64_t)xh);
+    double P = fp_pow10[q < 0 ? -q : q], vh, vl;
+    if (q < 0) {
+        vh = xh / P;
+        double r = fma(-vh, P, xh);
+        vl = (r + xl) / P;
+    } else {
+        vh = xh * P;
+        vl = fma(xh, P, -vh) + xl * P;
+    }
+    double sum = vh + vl;
+    double err = vl - (sum - vh);
+    uint64_t u;
+    memcpy(&u, &sum, sizeof u);
+    double ulp;
+    uint64_t ue = (u & 0x7ff0000000000000ull) - (52ull << 52); /* 2^(exponent - 52) */
+    memcpy(&ulp, &ue, sizeof ulp);
+    double half = (err < 0 && (u & 0x000fffffffffffffull) == 0) ? 0.25 * ulp : 0.5 * ulp;
+    if (half - fabs(err) <= 0x1p-40 * ulp) return 0;
+    *v = sum;
+    return 1;
+}
+
+/* A strict JSON number. Correctly rounded like strtod: when the decimal significand m (all
+ * its digits kept) is below 2^53 (exact) and the decimal exponent q satisfies |q| <= 22 (10^|q| is
  * exact in binary64), m * 10^q or m / 10^q is one correctly rounded operation (Clinger 1990,
- * "How to read floating point numbers accurately"); otherwise strtod converts the validated
- * token. *is_int: no fraction and no exponent. */
+ * "How to read floating point numbers accurately"); up to 19 digits (m < 2^63) fp_exact
+ * decides in double-double; otherwise, or when fp_exact cannot tell, strtod converts the
+ * validated token. *is_int: no fraction, no exponent and at most 15 digits (*iv holds it: an
+ * id as cJSON would read it; longer integers are left to cJSON as ids, not as values). */
 /* Digits eight at a time (SWAR, on a little-endian load of 8 bytes): the number of leading
  * ASCII digits of w, and their value. A byte b is a digit when b - '0' and b + (0x7f - '9')
  * both leave its top bit clear; a borrow out of a non-digit byte only disturbs bytes after the
@@ -708,14 +752,21 @@ static int fp_num(fp_cur_t *c, double *v, int *is_int, int64_t *iv)
     c->p = p;
     if (p - b > 63) return 0; /* cJSON reads at most 63 characters of a number */
     if (*is_int) {
-        if (nd > 15) return 0;
-        *iv = neg ? -(int64_t)m : (int64_t)m;
+        if (nd <= 15) *iv = neg ? -(int64_t)m : (int64_t)m;
+        else *is_int = 0; /* not an id the fast path takes (cJSON decides); still a value */
     }
-    if (nd <= 15 && q >= -22 && q <= 22) {
-        double d = (double)m; /* exact: m < 10^15 < 2^53 */
-        d = q < 0 ? d / fp_pow10[-q] : d * fp_pow10[q];
-        *v = neg ? -d : d;
-        return 1;
+    if (nd <= 19 && q >= -22 && q <= 22) { /* no digit dropped: m 10^q is the value */
+        if (m < (1ull << 53)) {
+            double d = (double)m; /* exact */
+            d = q < 0 ? d / fp_pow10[-q] : d * fp_pow10[q];
+            *v = neg ? -d : d;
+            return 1;
+        }
+        double d;
+        if (m < (1ull << 63) && fp_exact(m, q, &d)) {
+            *v = neg ? -d : d;
+            return 1;
+        }
     }
     char buf[64];
     size_t len = (size_t)(p - b);

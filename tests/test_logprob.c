@@ -155,11 +155,14 @@ static void chat_fast_path(void **state)
 
 /* The JSONL fast path's number parser (8 digits at a time) against strtod, bit for bit, over
  * the spellings engines print: %.7g/%.9g/%.17g of random logprobs, %e forms, long digit strings
- * (more than 19 digits), leading zeros in the fraction, exponents, integers, zeros. */
+ * (more than 19 digits), leading zeros in the fraction, exponents, integers, zeros; and the
+ * 16-19 digit decimals that its double-double path (fp_exact) decides: float32 values widened
+ * to double as Python prints them, decimals exactly halfway between two doubles (integers and
+ * .5/.25/.75 fractions, which strtod rounds to even) and within 1% of an ulp of halfway. */
 static void numbers(void **state)
 {
     (void)state;
-    enum { N = 4000 };
+    enum { N = 14000 };
     char *nums[N];
     uint64_t x = 88172645463325252ull;
     for (int i = 0; i < N; i++) {
@@ -167,7 +170,19 @@ static void numbers(void **state)
         double u = (double)(x >> 11) / 9007199254740992.0; /* [0, 1) */
         double v = -u * 30.0 * (double)(1 + (i % 7)) / pow(10.0, (double)(i % 13));
         char b[96];
-        switch (i % 10) {
+        unsigned long long h53 = (1ull << 53) + 2 * ((x >> 12) & ((1ull << 51) - 1)) + 1; /* odd: a midpoint */
+        unsigned long long h63 = (1ull << 62) + (((x >> 2) & ((1ull << 51) - 1)) << 10) + 512;
+        unsigned long long n52 = (1ull << 52) + (x >> 13), n51 = (1ull << 51) + (x >> 14);
+        const char *sg = (x >> 1) & 1 ? "-" : "";
+        switch (i % 14) {
+        case 10: snprintf(b, sizeof b, "%.17g", (double)(float)v); break;
+        case 11: snprintf(b, sizeof b, "%s%llu", sg, (x & 1) ? h53 : h63); break;
+        case 12:
+            snprintf(b, sizeof b, "%s%llu.%s", sg, (x & 1) ? n52 : n51, (x & 1) ? "5" : (x >> 2) & 1 ? "25" : "75");
+            break;
+        case 13:
+            snprintf(b, sizeof b, "%s%llu.%s", sg, n52, (x >> 2) % 3 == 0 ? "49" : (x >> 2) % 3 == 1 ? "51" : "4999");
+            break;
         case 0: snprintf(b, sizeof b, "%.7g", v); break;
         case 1: snprintf(b, sizeof b, "%.9g", v); break;
         case 2: snprintf(b, sizeof b, "%.17g", v); break;
