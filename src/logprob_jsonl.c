@@ -707,7 +707,7 @@ static inline const char *fp_digits(const char *p, const char *e, uint64_t *m, i
     return p;
 }
 
-static int fp_num(fp_cur_t *c, double *v, int *is_int, int64_t *iv)
+static inline __attribute__((always_inline)) int fp_num(fp_cur_t *c, double *v, int *is_int, int64_t *iv)
 {
     const char *b = c->p, *p = c->p, *e = c->e;
     int neg = 0;
