@@ -684,15 +684,22 @@ static void do_pair(cmp_t *c, int t, pair_t *pr)
         }
 }
 
+/* The pairs of a batch: thread t's share is pairs [n t / T, n (t + 1) / T), which it parsed
+ * (JSONL) when the files list requests alike; then it helps with the others' (a pair's result
+ * does not depend on the thread). */
 typedef struct {
     cmp_t *c;
     pair_t *pairs;
+    parity_steal_t st;
 } job_t;
 
 static void job_fn(void *ctx, int64_t b, int64_t e, int t)
 {
+    (void)b;
+    (void)e;
     job_t *j = ctx;
-    for (int64_t i = b; i < e; i++) do_pair(j->c, t, &j->pairs[i]);
+    int64_t i;
+    while ((i = parity_steal_next(&j->st, t)) >= 0) do_pair(j->c, t, &j->pairs[i]);
 }
 
 /* ---- pairing ------------------------------------------------------------------------------ */
@@ -815,11 +822,10 @@ static const char *coarser(const char *x, const char *y)
     return lp_unit_roundoff(x) >= lp_unit_roundoff(y) ? x : y;
 }
 
-static parity_status_t read_batch(cmp_t *c, int side, parity_lp_seq_t ***out, size_t *n, parity_diag_t *d)
+/* The batch buffer of one side, for up to *M sequences. */
+static parity_status_t batch_prep(cmp_t *c, int side, size_t *Mout, parity_diag_t *d)
 {
     parity_lp_reader_t *r = side ? c->rb : c->ra;
-    *n = 0;
-    if (c->eof[side]) return PARITY_OK;
     size_t M = 1024;
     if (r->fmt == PARITY_LP_NPY || r->fmt == PARITY_LP_SAFETENSORS)
         M = r->ncols ? c->o.batch_tokens / (size_t)r->ncols : 1024;
@@ -834,9 +840,14 @@ static parity_status_t read_batch(cmp_t *c, int side, parity_lp_seq_t ***out, si
         c->buf[side] = b;
         c->bufn[side] = M;
     }
-    size_t got = 0;
-    parity_status_t st = parity_lp_next_batch(r, c->buf[side], M, &got, d);
-    if (st) return st;
+    *Mout = M;
+    return PARITY_OK;
+}
+
+/* The got sequences read into the side's buffer, taken out as individually owned sequences. */
+static parity_status_t batch_take(cmp_t *c, int side, size_t got, parity_lp_seq_t ***out, size_t *n,
+                                  parity_diag_t *d)
+{
     if (got == 0) {
         c->eof[side] = 1;
         return PARITY_OK;
@@ -864,6 +875,53 @@ static parity_status_t read_batch(cmp_t *c, int side, parity_lp_seq_t ***out, si
     *out = v;
     *n = got;
     return PARITY_OK;
+}
+
+static parity_status_t read_batch(cmp_t *c, int side, parity_lp_seq_t ***out, size_t *n, parity_diag_t *d)
+{
+    parity_lp_reader_t *r = side ? c->rb : c->ra;
+    *n = 0;
+    if (c->eof[side]) return PARITY_OK;
+    size_t M, got = 0;
+    parity_status_t st = batch_prep(c, side, &M, d);
+    if (!st) st = parity_lp_next_batch(r, c->buf[side], M, &got, d);
+    return st ? st : batch_take(c, side, got, out, n, d);
+}
+
+static int is_jsonl(const parity_lp_reader_t *r)
+{
+    return r->fmt != PARITY_LP_NPY && r->fmt != PARITY_LP_SAFETENSORS;
+}
+
+/* A batch of each side; two JSONL dumps have their lines parsed in one parallel section. On an
+ * error nothing is returned (*va and *vb stay NULL). */
+static parity_status_t read_batches(cmp_t *c, parity_lp_seq_t ***va, size_t *na, parity_lp_seq_t ***vb, size_t *nb,
+                                    parity_diag_t *d)
+{
+    parity_status_t st;
+    *va = *vb = NULL;
+    *na = *nb = 0;
+    if (c->eof[0] || c->eof[1] || !is_jsonl(c->ra) || !is_jsonl(c->rb)) {
+        if ((st = read_batch(c, 0, va, na, d))) return st;
+        if ((st = read_batch(c, 1, vb, nb, d))) {
+            for (size_t i = 0; i < *na; i++) seq_destroy((*va)[i]);
+            free(*va);
+            *va = NULL;
+            *na = 0;
+        }
+        return st;
+    }
+    size_t Ma, Mb, ga = 0, gb = 0;
+    if ((st = batch_prep(c, 0, &Ma, d)) || (st = batch_prep(c, 1, &Mb, d))) return st;
+    if ((st = lp_jsonl_next2(c->ra, c->buf[0], Ma, &ga, c->rb, c->buf[1], Mb, &gb, d))) return st;
+    if ((st = batch_take(c, 0, ga, va, na, d))) return st;
+    if ((st = batch_take(c, 1, gb, vb, nb, d))) {
+        for (size_t i = 0; i < *na; i++) seq_destroy((*va)[i]);
+        free(*va);
+        *va = NULL;
+        *na = 0;
+    }
+    return st;
 }
 
 /* A pair in a reused slot: its entry and top-k buffers are kept. */
@@ -1041,12 +1099,7 @@ static parity_status_t run(cmp_t *c, parity_diag_t *d)
     while (!c->eof[0] || !c->eof[1]) {
         parity_lp_seq_t **va = NULL, **vb = NULL;
         size_t na = 0, nb = 0;
-        if ((st = read_batch(c, 0, &va, &na, d))) break;
-        if ((st = read_batch(c, 1, &vb, &nb, d))) {
-            for (size_t i = 0; i < na; i++) seq_destroy(va[i]);
-            free(va);
-            break;
-        }
+        if ((st = read_batches(c, &va, &na, &vb, &nb, d))) break;
         map_mods(c);
         npairs = 0;
         if (pcap < na + nb) {
@@ -1083,11 +1136,16 @@ static parity_status_t run(cmp_t *c, parity_diag_t *d)
         for (size_t i = 0; i < npairs; i++)
             pairs[i].field_slice = field_slice(c, pairs[i].a->field ? pairs[i].a->field : pairs[i].b->field);
         for (size_t i = 0; i < npairs; i++) pairs[i].ord = c->npair_seen++;
-        job_t job = {c, pairs};
+        job_t job;
+        job.c = c;
+        job.pairs = pairs;
         size_t toks = 0;
         for (size_t i = 0; i < npairs; i++) toks += pairs[i].a->n;
         /* in parallel from 8192 tokens (~0.4 ms of work; a section costs ~10 us with the pool) */
-        parity_parallel_for((int64_t)npairs, toks < 8192 ? 1 : c->nthreads, job_fn, &job);
+        int nt = toks < 8192 ? 1 : c->nthreads;
+        if ((size_t)nt > npairs) nt = npairs > 0 ? (int)npairs : 1;
+        parity_steal_init_even(&job.st, nt, (int64_t)npairs);
+        parity_parallel_for(nt, nt, job_fn, &job);
         int nomem = 0;
         for (size_t i = 0; i < npairs && !nomem; i++) apply_pair(c, &pairs[i], &nomem);
         for (int t = 0; t < c->nthreads; t++)

@@ -85,6 +85,11 @@ void lp_dense_populate(const parity_lp_reader_t *r, uint64_t row0, uint64_t n);
 parity_status_t lp_jsonl_open(parity_lp_reader_t *r, parity_diag_t *d);
 parity_status_t lp_jsonl_next(parity_lp_reader_t *r, parity_lp_seq_t *seqs, size_t max, size_t *got,
                               parity_diag_t *d);
+/* A batch of each of two JSONL readers, their lines parsed in one parallel section; as
+ * lp_jsonl_next on ra then on rb (B is not read when A's batch fails; A's error first). */
+parity_status_t lp_jsonl_next2(parity_lp_reader_t *ra, parity_lp_seq_t *sa, size_t maxa, size_t *gota,
+                               parity_lp_reader_t *rb, parity_lp_seq_t *sb, size_t maxb, size_t *gotb,
+                               parity_diag_t *d);
 void lp_release(parity_lp_reader_t *r, size_t upto);
 
 #endif

@@ -1401,22 +1401,50 @@ parity_status_t lp_jsonl_open(parity_lp_reader_t *r, parity_diag_t *d)
     return PARITY_OK;
 }
 
+/* A batch of lines of one reader: collected serially (line boundaries), parsed in parallel,
+ * then finished serially in line order (errors, modality renumbering, pages released). */
 typedef struct {
     parity_lp_reader_t *r;
     parity_lp_seq_t *seqs;
     const char **lines;
     size_t *lens;
+    uint64_t *lnos;
     line_err_t *errs;
     uint64_t ord0;
+    size_t n, bytes, nmods0;
+} jl_batch_t;
+
+static void jl_parse_one(jl_batch_t *j, size_t i)
+{
+    j->errs[i].st = PARITY_OK;
+    parse_line(j->r, j->lines[i], j->lens[i], &j->seqs[i], j->ord0 + (uint64_t)i, &j->errs[i]);
+}
+
+/* One or two batches in one parallel section (a section costs a wake-up of every worker). Thread
+ * t's share is lines [n t / T, n (t + 1) / T) of each batch, the same share of both files,
+ * which the comparison's pairs (in line order when the files list requests alike) then find in
+ * its cache; a thread done with its share takes lines of the others' (parity_steal_t). A
+ * line's result does not depend on the thread (modality names are renumbered afterwards). */
+typedef struct {
+    jl_batch_t *b[2];
+    int nt;
+    parity_steal_t st; /* items: share t is its A lines then its B lines */
 } jl_job_t;
 
 static void jl_parse(void *ctx, int64_t b, int64_t e, int thread)
 {
-    (void)thread;
+    (void)b;
+    (void)e;
     jl_job_t *j = ctx;
-    for (int64_t i = b; i < e; i++) {
-        j->errs[i].st = PARITY_OK;
-        parse_line(j->r, j->lines[i], j->lens[i], &j->seqs[i], j->ord0 + (uint64_t)i, &j->errs[i]);
+    size_t na = j->b[0]->n, nb = j->b[1] ? j->b[1]->n : 0, T = (size_t)j->nt;
+    int64_t g;
+    while ((g = parity_steal_next(&j->st, thread)) >= 0) {
+        /* the share t holding item g, and g's place in it */
+        size_t t = 0;
+        while (t + 1 < T && (size_t)g >= na * (t + 1) / T + nb * (t + 1) / T) t++;
+        size_t a0 = na * t / T, a1 = na * (t + 1) / T, o = (size_t)g - a0 - nb * t / T;
+        if (o < a1 - a0) jl_parse_one(j->b[0], a0 + o);
+        else jl_parse_one(j->b[1], nb * t / T + (o - (a1 - a0)));
     }
 }
 
@@ -1443,59 +1471,132 @@ static void canon_mods(parity_lp_reader_t *r, size_t n0, parity_lp_seq_t *seqs, 
             if (seqs[i].mod[p] > n0) seqs[i].mod[p] = map[seqs[i].mod[p]];
 }
 
-parity_status_t lp_jsonl_next(parity_lp_reader_t *r, parity_lp_seq_t *seqs, size_t max, size_t *got,
-                              parity_diag_t *d)
+static void jl_batch_free(jl_batch_t *b)
 {
-    const char **lines = malloc(max * sizeof *lines);
-    size_t *lens = malloc(max * sizeof *lens);
-    uint64_t *lnos = malloc(max * sizeof *lnos);
-    line_err_t *errs = calloc(max, sizeof *errs);
-    parity_status_t st = PARITY_OK;
-    size_t n = 0, bytes = 0;
-    if (!lines || !lens || !lnos || !errs) {
-        st = parity_diag_set(d, PARITY_E_NOMEM, "out of memory");
-        goto out;
-    }
-    while (n < max && bytes < BATCH_BYTES) {
-        const char *b;
+    free(b->lines);
+    free(b->lens);
+    free(b->lnos);
+    free(b->errs);
+}
+
+/* Up to max lines (and about BATCH_BYTES) of r into b. */
+static parity_status_t jl_collect(parity_lp_reader_t *r, parity_lp_seq_t *seqs, size_t max, jl_batch_t *b,
+                                  parity_diag_t *d)
+{
+    memset(b, 0, sizeof *b);
+    b->r = r;
+    b->seqs = seqs;
+    b->ord0 = r->ordinal;
+    b->nmods0 = r->nmods;
+    b->lines = malloc(max * sizeof *b->lines);
+    b->lens = malloc(max * sizeof *b->lens);
+    b->lnos = malloc(max * sizeof *b->lnos);
+    b->errs = calloc(max, sizeof *b->errs);
+    if (!b->lines || !b->lens || !b->lnos || !b->errs) return parity_diag_set(d, PARITY_E_NOMEM, "out of memory");
+    while (b->n < max && b->bytes < BATCH_BYTES) {
+        const char *l;
         size_t len;
         uint64_t ln;
-        if (!next_line(r, &b, &len, &ln)) break;
-        if (len > r->opts.max_line) {
-            st = parity_diag_set(d, PARITY_E_FORMAT, "%s:%llu: line of %zu bytes exceeds the limit of %zu", r->name,
-                                 (unsigned long long)ln, len, r->opts.max_line);
-            break;
-        }
-        lines[n] = b;
-        lens[n] = len;
-        lnos[n] = ln;
-        bytes += len;
-        n++;
+        if (!next_line(r, &l, &len, &ln)) break;
+        if (len > r->opts.max_line)
+            return parity_diag_set(d, PARITY_E_FORMAT, "%s:%llu: line of %zu bytes exceeds the limit of %zu", r->name,
+                                   (unsigned long long)ln, len, r->opts.max_line);
+        b->lines[b->n] = l;
+        b->lens[b->n] = len;
+        b->lnos[b->n] = ln;
+        b->bytes += len;
+        b->n++;
     }
-    jl_job_t job = {r, seqs, lines, lens, errs, r->ordinal};
-    size_t nmods0 = r->nmods;
-    /* in parallel unless the batch is tiny: a batch of a few long lines (engine output with
-     * top-k: ~0.5 MB per 2048-token line) is as much work as thousands of short ones */
-    parity_parallel_for((int64_t)n, n < 2 || bytes < ((size_t)64 << 10) ? 1 : r->opts.n_threads, jl_parse, &job);
-    size_t ok = n;
-    for (size_t i = 0; i < n; i++) {
-        seqs[i].line = lnos[i];
-        if (errs[i].st) {
+    return PARITY_OK;
+}
+
+/* The parsed batch in line order: the first failed line's error, the lines before it read. */
+static parity_status_t jl_finish(jl_batch_t *b, size_t *got, parity_diag_t *d)
+{
+    parity_lp_reader_t *r = b->r;
+    parity_status_t st = PARITY_OK;
+    size_t ok = b->n;
+    for (size_t i = 0; i < b->n; i++) {
+        b->seqs[i].line = b->lnos[i];
+        if (b->errs[i].st) {
             ok = i;
-            st = parity_diag_set(d, errs[i].st, "%s:%llu: %s", r->name, (unsigned long long)lnos[i],
-                                 errs[i].st == PARITY_E_NOMEM ? "out of memory" : errs[i].msg);
+            st = parity_diag_set(d, b->errs[i].st, "%s:%llu: %s", r->name, (unsigned long long)b->lnos[i],
+                                 b->errs[i].st == PARITY_E_NOMEM ? "out of memory" : b->errs[i].msg);
             break;
         }
     }
     /* only the lines parsed without error are read (a failed line's sequence may be partial) */
-    if (r->nmods > nmods0) canon_mods(r, nmods0, seqs, ok);
+    if (r->nmods > b->nmods0) canon_mods(r, b->nmods0, b->seqs, ok);
     r->ordinal += ok;
     *got = ok;
-    if (ok) lp_release(r, (size_t)(lines[ok - 1] - (const char *)r->base));
-out:
-    free(lines);
-    free(lens);
-    free(lnos);
-    free(errs);
+    if (ok) lp_release(r, (size_t)(b->lines[ok - 1] - (const char *)r->base));
     return st;
+}
+
+/* in parallel unless the batches are tiny: a batch of a few long lines (engine output with
+ * top-k: ~0.5 MB per 2048-token line) is as much work as thousands of short ones */
+static void jl_parse_all(jl_batch_t *a, jl_batch_t *b)
+{
+    size_t nbl = b ? b->n : 0, n = a->n > nbl ? a->n : nbl, bytes = a->bytes + (b ? b->bytes : 0);
+    int nt = n < 2 || bytes < ((size_t)64 << 10) ? 1 : a->r->opts.n_threads;
+    if (nt <= 0) nt = parity_num_threads();
+    if (nt > 64) nt = 64;
+    if ((size_t)nt > n) nt = n > 0 ? (int)n : 1;
+    jl_job_t job;
+    job.b[0] = a;
+    job.b[1] = b;
+    job.nt = nt;
+    int64_t bound[65];
+    size_t na = a->n, nb = b ? b->n : 0;
+    for (int t = 0; t <= nt; t++) bound[t] = (int64_t)(na * (size_t)t / (size_t)nt + nb * (size_t)t / (size_t)nt);
+    parity_steal_init(&job.st, nt, bound);
+    parity_parallel_for(nt, nt, jl_parse, &job);
+}
+
+/* An over-long line ends the batch with its error (in d), the lines before it are still parsed
+ * and an error among them, earlier in the file, is the one reported (as one line at a time
+ * would); only a failed allocation (the batch has no arrays) stops at once. */
+static int jl_usable(const jl_batch_t *b) { return b->lines && b->lens && b->lnos && b->errs; }
+
+parity_status_t lp_jsonl_next(parity_lp_reader_t *r, parity_lp_seq_t *seqs, size_t max, size_t *got,
+                              parity_diag_t *d)
+{
+    jl_batch_t b;
+    parity_status_t st = jl_collect(r, seqs, max, &b, d);
+    if (jl_usable(&b)) {
+        jl_parse_all(&b, NULL);
+        parity_status_t fs = jl_finish(&b, got, d);
+        if (fs) st = fs;
+    }
+    jl_batch_free(&b);
+    return st;
+}
+
+parity_status_t lp_jsonl_next2(parity_lp_reader_t *ra, parity_lp_seq_t *sa, size_t maxa, size_t *gota,
+                               parity_lp_reader_t *rb, parity_lp_seq_t *sb, size_t maxb, size_t *gotb,
+                               parity_diag_t *d)
+{
+    jl_batch_t a, b;
+    memset(&b, 0, sizeof b);
+    *gota = *gotb = 0;
+    /* B is not read when A's batch already ends in an error (as reading A, then B, would) */
+    parity_status_t sta = jl_collect(ra, sa, maxa, &a, d), stb = PARITY_OK;
+    if (!sta) stb = jl_collect(rb, sb, maxb, &b, d);
+    int two = !sta && jl_usable(&b);
+    if (jl_usable(&a)) {
+        jl_parse_all(&a, two ? &b : NULL);
+        parity_status_t fs = jl_finish(&a, gota, d);
+        if (fs || sta) {
+            jl_batch_free(&a);
+            jl_batch_free(&b);
+            return fs ? fs : sta;
+        }
+        if (two) {
+            fs = jl_finish(&b, gotb, d);
+            if (fs) stb = fs;
+        }
+    }
+    jl_batch_free(&a);
+    jl_batch_free(&b);
+    return sta ? sta : stb;
 }

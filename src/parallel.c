@@ -143,3 +143,32 @@ int parity_parallel_for(int64_t n, int n_threads, parity_range_fn fn, void *ctx)
         if (started[t]) pthread_join(th[t], NULL);
     return n_threads;
 }
+
+void parity_steal_init(parity_steal_t *st, int nt, const int64_t *bound)
+{
+    st->nt = nt;
+    for (int t = 0; t < nt; t++) {
+        st->s[t].next = bound[t];
+        st->s[t].end = bound[t + 1];
+    }
+}
+
+void parity_steal_init_even(parity_steal_t *st, int nt, int64_t n)
+{
+    st->nt = nt;
+    for (int t = 0; t < nt; t++) {
+        st->s[t].next = n * t / nt;
+        st->s[t].end = n * (t + 1) / nt;
+    }
+}
+
+int64_t parity_steal_next(parity_steal_t *st, int t)
+{
+    for (int k = 0; k < st->nt; k++) {
+        int u = (t + k) % st->nt;
+        if (__atomic_load_n(&st->s[u].next, __ATOMIC_RELAXED) >= st->s[u].end) continue;
+        int64_t i = __atomic_fetch_add(&st->s[u].next, 1, __ATOMIC_RELAXED);
+        if (i < st->s[u].end) return i;
+    }
+    return -1;
+}

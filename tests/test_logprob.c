@@ -323,6 +323,63 @@ static void errors(void **state)
     }
 }
 
+/* A line over the reader's limit ends the batch with its error, but a bad line before it, earlier
+ * in the file, is the one reported (as reading one line at a time would); through the
+ * comparison, whose two JSONL batches are parsed in one section, A's error comes first and B's
+ * is found when A is clean. */
+static void overlong(void **state)
+{
+    (void)state;
+    const char *ok = "{\"id\":\"a\",\"token_ids\":[1],\"logprobs\":[-1]}\n";
+    const char *brk = "{broken\n";
+    char lng[200];
+    snprintf(lng, sizeof lng, "{\"id\":\"z\",\"token_ids\":[1],\"logprobs\":[-1],\"pad\":\"%0120d\"}\n", 0);
+    char t1[400], t2[400];
+    snprintf(t1, sizeof t1, "%s%s%s", ok, brk, lng);
+    snprintf(t2, sizeof t2, "%s%s", ok, lng);
+    static const struct {
+        int which; /* 0: read t1, 1: read t2, 2: compare t2 vs t1, 3: compare ok vs t1 */
+        const char *needle;
+    } cases[] = {{0, "x.jsonl:2: not a JSON object"},
+                 {1, "x.jsonl:2: line of"},
+                 {2, "a.jsonl:2: line of"},
+                 {3, "b.jsonl:2: not a JSON object"}};
+    parity_lp_read_opts_t o = {0};
+    o.n_threads = 2;
+    o.max_line = 100;
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        parity_diag_t d = {{0}};
+        parity_status_t st;
+        if (cases[i].which < 2) {
+            const char *t = cases[i].which ? t2 : t1;
+            parity_lp_reader_t *r = NULL;
+            assert_int_equal(parity_lp_open_mem(t, strlen(t), "x.jsonl", &o, &r, &d), PARITY_OK);
+            parity_lp_seq_t sq[4];
+            for (int k = 0; k < 4; k++) parity_lp_seq_init(&sq[k]);
+            size_t got;
+            st = parity_lp_next_batch(r, sq, 4, &got, &d);
+            for (int k = 0; k < 4; k++) parity_lp_seq_free(&sq[k]);
+            parity_lp_close(r);
+        } else {
+            const char *ta = cases[i].which == 2 ? t2 : ok;
+            parity_lp_reader_t *ra = NULL, *rb = NULL;
+            assert_int_equal(parity_lp_open_mem(ta, strlen(ta), "a.jsonl", &o, &ra, &d), PARITY_OK);
+            assert_int_equal(parity_lp_open_mem(t1, strlen(t1), "b.jsonl", &o, &rb, &d), PARITY_OK);
+            parity_lp_cmp_opts_t co = parity_lp_cmp_default_opts();
+            co.n_threads = 2;
+            parity_lp_result_t *res = NULL;
+            st = parity_lp_compare(ra, rb, &co, &res, &d);
+            parity_lp_result_free(res);
+            parity_lp_close(ra);
+            parity_lp_close(rb);
+        }
+        if (st != PARITY_E_FORMAT || !strstr(d.msg, cases[i].needle)) {
+            print_error("case %zu: status %d, '%s', wanted '%s'\n", i, st, d.msg, cases[i].needle);
+            fail();
+        }
+    }
+}
+
 static void divergence(void **state)
 {
     (void)state;
@@ -417,7 +474,7 @@ static void corpus_replay(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(chat_fast_path), cmocka_unit_test(numbers), cmocka_unit_test(shapes), cmocka_unit_test(errors), cmocka_unit_test(divergence),
+    const struct CMUnitTest tests[] = {cmocka_unit_test(chat_fast_path), cmocka_unit_test(numbers), cmocka_unit_test(shapes), cmocka_unit_test(errors), cmocka_unit_test(overlong), cmocka_unit_test(divergence),
                                        cmocka_unit_test(corpus_replay)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
