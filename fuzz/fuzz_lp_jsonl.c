@@ -1,8 +1,21 @@
-/* libFuzzer target: the JSONL reader (all JSON shapes, detected from the first record). */
+/* libFuzzer target: the JSONL reader (all JSON shapes, detected from the first record); and,
+ * on each line of the input, the reader's own tree builder against cJSON's parser (they must
+ * build the same tree whenever the builder takes the line). */
+#include <stdlib.h>
+#include <string.h>
+
 #include "fuzz_lp_common.h"
+#include "logprob_impl.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    const char *p = (const char *)data, *e = p + size;
+    while (p < e) {
+        const char *nl = memchr(p, '\n', (size_t)(e - p));
+        size_t n = nl ? (size_t)(nl - p) : (size_t)(e - p);
+        if (n && lp_jsonl_tree_check(p, n) == 1) abort();
+        p += n + 1;
+    }
     return fuzz_lp_drain(data, size, "fuzz.jsonl", PARITY_LP_AUTO);
 }

@@ -91,5 +91,9 @@ parity_status_t lp_jsonl_next2(parity_lp_reader_t *ra, parity_lp_seq_t *sa, size
                                parity_lp_reader_t *rb, parity_lp_seq_t *sb, size_t maxb, size_t *gotb,
                                parity_diag_t *d);
 void lp_release(parity_lp_reader_t *r, size_t upto);
+/* The JSONL reader's own tree builder against cJSON's parser on one line (for tests and the
+ * fuzzer): -1 when the builder leaves the line to cJSON, 0 when both trees are the same, 1 when
+ * they differ (a bug). */
+int lp_jsonl_tree_check(const char *line, size_t len);
 
 #endif

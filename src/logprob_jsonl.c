@@ -3,6 +3,7 @@
  * vLLM offline RequestOutput, SGLang /generate. Lines are found serially and parsed with cJSON in
  * parallel. Shapes and field names: docs/logprobs.md. */
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <pthread.h>
@@ -1246,6 +1247,7 @@ static int fc_root(void *ctx, const char *k, size_t kn, fp_cur_t *c)
 }
 
 static _Thread_local fc_t *fc_tls;
+static _Thread_local fc_buf_t tb_buf; /* jl_tree's string scratch */
 
 static fc_t *fc_state(void)
 {
@@ -1268,6 +1270,9 @@ static void jl_tls_free(void *unused)
         free(fc_tls);
         fc_tls = NULL;
     }
+    free(tb_buf.b);
+    tb_buf.b = NULL;
+    tb_buf.cap = 0;
 }
 
 static int fast_chat(parity_lp_reader_t *r, const char *line, size_t len, parity_lp_seq_t *s, uint64_t ordinal)
@@ -1286,6 +1291,148 @@ static int fast_chat(parity_lp_reader_t *r, const char *line, size_t len, parity
                      f->have_custom ? f->custom_n : f->request_n, ordinal);
 }
 
+/* --- the cJSON tree of a line, built without cJSON's parser ----------------------------------
+ * For the shapes read through cJSON trees (completions, vLLM, SGLang, and any line the fast
+ * paths leave), cJSON's parser spent most of its time in strtod (and a localeconv() per
+ * number): the 16-17 digit numbers engines print went through glibc's multi-precision path.
+ * jl_tree builds the same tree (the same node types, values, keys, strings, child/next/prev
+ * links and valueint saturation as cJSON 1.7's parse_value) from the arena, with fp_num for the
+ * numbers and fc_string for the strings and keys, in strict JSON; it returns NULL, and
+ * cJSON_ParseWithLength decides, on anything it does not take exactly as cJSON would: a number
+ * fp_num declines, an escape fc_string leaves to cJSON, blanks other than JSON's four (cJSON
+ * skips any byte <= 32), a byte-order mark, nesting deeper than 256, trailing bytes after the
+ * value (cJSON ignores them), and every syntax error. lp_jsonl_tree_check compares the two
+ * trees (tests/test_logprob.c and the JSONL fuzz target call it). */
+static cJSON *tb_new(void)
+{
+    cJSON *n = jl_malloc(sizeof *n);
+    if (n) memset(n, 0, sizeof *n);
+    return n;
+}
+
+/* the string at c->p, decoded, copied into the arena */
+static char *tb_string(fp_cur_t *c)
+{
+    if (!fc_string(c, &tb_buf)) return NULL;
+    size_t n = strlen(tb_buf.b);
+    char *q = jl_malloc(n + 1);
+    if (q) memcpy(q, tb_buf.b, n + 1);
+    return q;
+}
+
+static int tb_value(fp_cur_t *c, cJSON *it, int depth);
+
+/* an array or object at c->p ('[' or '{') into it */
+static int tb_container(fp_cur_t *c, cJSON *it, int depth)
+{
+    char open = *c->p, close = open == '[' ? ']' : '}';
+    if (depth > 256) return 0;
+    int o = fc_open(c, open, close);
+    cJSON *head = NULL, *cur = NULL;
+    if (o < 0) return 0;
+    if (o == 0)
+        for (;;) {
+            cJSON *n = tb_new();
+            if (!n) return 0;
+            if (!head) head = n;
+            else {
+                cur->next = n;
+                n->prev = cur;
+            }
+            cur = n;
+            fp_ws(c);
+            if (open == '{') {
+                if (!(n->string = tb_string(c))) return 0;
+                fp_ws(c);
+                if (c->p >= c->e || *c->p++ != ':') return 0;
+                fp_ws(c);
+            }
+            if (!tb_value(c, n, depth)) return 0;
+            fp_ws(c);
+            if (c->p >= c->e) return 0;
+            if (*c->p == ',') {
+                c->p++;
+                continue;
+            }
+            if (*c->p++ != close) return 0;
+            break;
+        }
+    if (head) head->prev = cur;
+    it->type = open == '[' ? cJSON_Array : cJSON_Object;
+    it->child = head;
+    return 1;
+}
+
+static int tb_value(fp_cur_t *c, cJSON *it, int depth)
+{
+    if (c->p >= c->e) return 0;
+    char ch = *c->p;
+    if (ch == '"') {
+        it->type = cJSON_String;
+        return (it->valuestring = tb_string(c)) != NULL;
+    }
+    if (ch == '[' || ch == '{') return tb_container(c, it, depth + 1);
+    size_t left = (size_t)(c->e - c->p);
+    if (ch == 'n' && left >= 4 && !memcmp(c->p, "null", 4)) {
+        it->type = cJSON_NULL;
+        c->p += 4;
+        return 1;
+    }
+    if (ch == 't' && left >= 4 && !memcmp(c->p, "true", 4)) {
+        it->type = cJSON_True;
+        it->valueint = 1;
+        c->p += 4;
+        return 1;
+    }
+    if (ch == 'f' && left >= 5 && !memcmp(c->p, "false", 5)) {
+        it->type = cJSON_False;
+        c->p += 5;
+        return 1;
+    }
+    double v;
+    int is_int;
+    int64_t iv;
+    if (!fp_num(c, &v, &is_int, &iv)) return 0;
+    it->type = cJSON_Number;
+    it->valuedouble = v;
+    it->valueint = v >= INT_MAX ? INT_MAX : v <= (double)INT_MIN ? INT_MIN : (int)v;
+    return 1;
+}
+
+/* The line's tree (arena memory: jl_arena_on must be set), or NULL: cJSON decides. */
+static cJSON *jl_tree(const char *line, size_t len)
+{
+    fp_cur_t c = {line, line + len};
+    cJSON *root = tb_new();
+    fp_ws(&c);
+    if (!root || !tb_value(&c, root, 0)) return NULL;
+    fp_ws(&c);
+    return c.p == c.e ? root : NULL;
+}
+
+static int tb_same(const cJSON *a, const cJSON *b)
+{
+    for (; a || b; a = a->next, b = b->next) {
+        if (!a || !b || a->type != b->type || a->valueint != b->valueint ||
+            memcmp(&a->valuedouble, &b->valuedouble, sizeof a->valuedouble) || !a->string != !b->string ||
+            (a->string && strcmp(a->string, b->string)) || !a->valuestring != !b->valuestring ||
+            (a->valuestring && strcmp(a->valuestring, b->valuestring)) || !a->child != !b->child)
+            return 0;
+        if (a->child && (!tb_same(a->child, b->child) || !a->child->prev != !b->child->prev)) return 0;
+    }
+    return 1;
+}
+
+int lp_jsonl_tree_check(const char *line, size_t len)
+{
+    pthread_once(&jl_hooks_once, jl_hooks_init);
+    jl_arena_on = 1;
+    cJSON *t = jl_tree(line, len), *ref = t ? cJSON_ParseWithLength(line, len) : NULL;
+    int r = !t ? -1 : ref && tb_same(t, ref) ? 0 : 1;
+    jl_arena_reset();
+    return r;
+}
+
 static int parse_line(parity_lp_reader_t *r, const char *line, size_t len, parity_lp_seq_t *s, uint64_t ordinal,
                       line_err_t *e)
 {
@@ -1300,7 +1447,8 @@ static int parse_line(parity_lp_reader_t *r, const char *line, size_t len, parit
     lp_seq_reset(s);
     s->ordinal = ordinal;
     jl_arena_on = 1;
-    cJSON *root = cJSON_ParseWithLength(line, len);
+    cJSON *root = jl_tree(line, len);
+    if (!root) root = cJSON_ParseWithLength(line, len);
     jl_arena_on = 0; /* reading the tree allocates nothing; parity's own allocations are malloc's */
     if (!root || !cJSON_IsObject(root)) {
         jl_arena_reset();

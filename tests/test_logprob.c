@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "logprob_impl.h"
 #include "parity/logprob.h"
 
 static parity_lp_reader_t *open_str(const char *s, const char *name)
@@ -422,6 +423,98 @@ static void drain(const unsigned char *buf, size_t n, const char *name)
     parity_lp_close(r);
 }
 
+/* Every line of a file through lp_jsonl_tree_check: never a different tree; with strict, 1
+ * when every line must be taken by the builder. */
+static void tree_file(const char *path, int strict)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return;
+    char *buf = malloc(4 << 20);
+    assert_non_null(buf);
+    size_t n = fread(buf, 1, 4 << 20, f);
+    fclose(f);
+    for (size_t i = 0; i < n;) {
+        const char *nl = memchr(buf + i, '\n', n - i);
+        size_t len = nl ? (size_t)(nl - (buf + i)) : n - i;
+        int r = len ? lp_jsonl_tree_check(buf + i, len) : -1;
+        if (r == 1 || (strict && len && r != 0)) {
+            print_error("%s at byte %zu: tree check %d\n", path, i, r);
+            fail();
+        }
+        i += len + 1;
+    }
+    free(buf);
+}
+
+static const char *src_dir(char *b, size_t n)
+{
+    const char *src = getenv("PARITY_SRC");
+    if (src) {
+        snprintf(b, n, "%s/tests", src);
+    } else { /* this source file's folder */
+        snprintf(b, n, "%s", __FILE__);
+        char *sl = strrchr(b, '/');
+        if (sl) *sl = 0;
+    }
+    return b;
+}
+
+/* The JSONL reader's own tree builder (jl_tree) builds cJSON's tree, node for node, for every
+ * line it takes, and leaves to cJSON what it does not take exactly as cJSON would. */
+static void tree_builder(void **state)
+{
+    (void)state;
+    static const char *const same[] = {
+        "{}", "[]", "{\"a\":[]}", "{\"a\":{}}", " { \"a\" : 1 , \"b\" : [ true , false , null ] } ",
+        "{\"x\":-0,\"y\":0,\"z\":-0.0,\"w\":1E5,\"v\":1e-5,\"u\":-2.5e+3,\"t\":2147483648,\"s\":-2147483649}",
+        "{\"big\":123456789012345678901234567890,\"repr\":[-0.4887298047542572,-2.139599084854126,-5.4930877685546875]}",
+        "{\"half\":[4503599627370496.5,-9007199254740993,2251799813685248.25,1e22,1e-22,12345678901234567e-30]}",
+        "{\"s\":\"\\\"\\\\\\/\\b\\f\\n\\r\\t\",\"u\":\"\\u00e9\\u4e2d\\ud83d\\ude00\",\"raw\":\"\xc3\xa9\"}",
+        "{\"dup\":1,\"dup\":2,\"\":\"\",\"k\\u00e9y\":[[[[1]]]]}",
+        "[1,[2,[3,{\"a\":[4,{\"b\":null}]}]]]", "\"just a string\"", "-1.5", "true",
+    };
+    for (size_t i = 0; i < sizeof same / sizeof *same; i++)
+        if (lp_jsonl_tree_check(same[i], strlen(same[i])) != 0) {
+            print_error("not the same tree (or declined): %s\n", same[i]);
+            fail();
+        }
+    /* left to cJSON (which may accept them: it skips any byte <= 32, a BOM, trailing bytes,
+     * reads "01" as 1 and "1e999" as inf) */
+    static const char *const declined[] = {
+        "{\"a\":01}", "{\"a\":1e999}", "{\"a\":1.}", "{\"a\":.5}", "{\"a\":+1}", "{\"a\":\x01 1}",
+        "\xef\xbb\xbf{}", "{} x", "{\"a\":\"\\u0000\"}", "{\"a\":\"\\ud800\"}", "{\"a\":\"tab\there\"}",
+        "{\"a\":1,}", "[1 2]", "{\"a\" 1}", "{\"a\":nul}", "{\"a\":tru}", "", "{",
+    };
+    for (size_t i = 0; i < sizeof declined / sizeof *declined; i++)
+        if (lp_jsonl_tree_check(declined[i], strlen(declined[i])) != -1) {
+            print_error("taken, but should be left to cJSON: %s\n", declined[i]);
+            fail();
+        }
+    char deep[1200];
+    size_t o = 0;
+    for (int k = 0; k < 300; k++) deep[o++] = '[';
+    for (int k = 0; k < 300; k++) deep[o++] = ']';
+    assert_int_equal(lp_jsonl_tree_check(deep, o), -1); /* deeper than 256: cJSON (limit 1000) */
+    o = 0;
+    for (int k = 0; k < 200; k++) deep[o++] = '[';
+    for (int k = 0; k < 200; k++) deep[o++] = ']';
+    assert_int_equal(lp_jsonl_tree_check(deep, o), 0);
+    /* the sample dumps in every engine shape (written by Python's json) and the seed corpus */
+    char d[4096], path[8192];
+    static const char *const data[] = {"a.jsonl", "b.jsonl", "a2.jsonl", "openai_chat.jsonl",
+                                       "openai_completions.jsonl", "vllm.jsonl", "sglang.jsonl"};
+    for (size_t i = 0; i < sizeof data / sizeof *data; i++) {
+        snprintf(path, sizeof path, "%s/data/logprobs/%s", src_dir(d, sizeof d), data[i]);
+        tree_file(path, 1);
+    }
+    static const char *const corp[] = {"parity.jsonl", "openai_chat.jsonl", "openai_completions.jsonl", "vllm.jsonl",
+                                       "sglang.jsonl", "bad_inf.jsonl", "bad_nan.jsonl", "bad_lengths.jsonl"};
+    for (size_t i = 0; i < sizeof corp / sizeof *corp; i++) {
+        snprintf(path, sizeof path, "%s/corpus/logprobs/%s", src_dir(d, sizeof d), corp[i]);
+        tree_file(path, 0);
+    }
+}
+
 static void corpus_replay(void **state)
 {
     (void)state;
@@ -456,6 +549,7 @@ static void corpus_replay(void **state)
             unsigned char *c = malloc(cut ? cut : 1);
             memcpy(c, buf, cut);
             drain(c, cut, e->d_name);
+            assert_int_not_equal(lp_jsonl_tree_check((const char *)c, cut), 1);
             free(c);
         }
         for (size_t i = 0; i < n && i < 512; i += 13) {
@@ -463,6 +557,7 @@ static void corpus_replay(void **state)
             memcpy(c, buf, n);
             c[i] ^= 0x5a;
             drain(c, n, e->d_name);
+            assert_int_not_equal(lp_jsonl_tree_check((const char *)c, n), 1);
             free(c);
         }
         free(buf);
@@ -474,7 +569,7 @@ static void corpus_replay(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(chat_fast_path), cmocka_unit_test(numbers), cmocka_unit_test(shapes), cmocka_unit_test(errors), cmocka_unit_test(overlong), cmocka_unit_test(divergence),
+    const struct CMUnitTest tests[] = {cmocka_unit_test(chat_fast_path), cmocka_unit_test(numbers), cmocka_unit_test(shapes), cmocka_unit_test(errors), cmocka_unit_test(overlong), cmocka_unit_test(tree_builder), cmocka_unit_test(divergence),
                                        cmocka_unit_test(corpus_replay)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
