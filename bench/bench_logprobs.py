@@ -8,7 +8,8 @@ the CPU seconds per GB are the steadier measure of work. Each figure is the best
 (default 3), parity's and numpy's alternating, so both see the same drift of a shared machine.
 
 usage: bench/bench_logprobs.py [--parity build/parity] [--seqs 2048] [--positions 2048]
-                               [--jsonl-seqs 600] [--chat-seqs 100] [--threads N] [--runs 3]
+                               [--jsonl-seqs 600] [--chat-seqs 100] [--shape-seqs 100]
+                               [--threads N] [--runs 3]
                                [--keep DIR]
                                [--big-gb G [--big-dir DIR]]
 --big-gb G: instead, the memory bound: write two safetensors dumps of G GB each (fp32 logprobs
@@ -19,7 +20,10 @@ Synthetic data: float32 logprobs of a softmax over N(0, 3) logits-like values, w
 N(0, 1e-3) noise; token ids 0..50k. npy and safetensors hold [seqs, positions]; "jsonl" holds
 parity's own schema with token ids and logprobs per record; "jsonl-chat" the OpenAI chat
 completions shape servers return (token, logprob and top-5 top_logprobs per token), for which
-numpy's script extracts the logprobs with json.loads. JSON numbers are spelled as engines and
+numpy's script extracts the logprobs with json.loads; "jsonl-compl", "jsonl-vllm" and
+"jsonl-sglang" the OpenAI completions, vLLM offline (prompt logprobs) and SGLang
+(meta_info.input_token_logprobs) shapes, each with five top logprobs per token (the first
+position of the last two has none and is not compared). JSON numbers are spelled as engines and
 examples/logprobs/dump_torch.py spell them: the float32 value widened to a Python float and
 printed by repr (16-17 digits, -0.4887298047542572), not a short %.7g.
 """
@@ -74,6 +78,52 @@ def write_chat(path, lp, ids, k=5):
                                 "choices": [{"index": 0, "logprobs": {"content": content}}]}) + "\n")
 
 
+def write_compl(path, lp, ids, k=5):
+    """OpenAI completions shape (echo of a prompt): choices[0].logprobs with tokens,
+    token_logprobs and top_logprobs ({token: logprob}, k entries)."""
+    with open(path, "w") as f:
+        for s in range(lp.shape[0]):
+            t = ids[s].tolist()
+            v = lp[s].tolist()
+            top = [{"t%d" % ((t[p] + j) % 50000): float(np.float32(v[p] - 0.5 * j)) for j in range(k)}
+                   for p in range(len(t))]
+            f.write(json.dumps({"id": "cmpl-%d" % s, "object": "text_completion",
+                                "choices": [{"text": "", "index": 0, "finish_reason": "length",
+                                             "logprobs": {"tokens": ["t%d" % x for x in t], "token_logprobs": v,
+                                                          "top_logprobs": top, "text_offset": list(range(len(t)))}}]})
+                    + "\n")
+
+
+def write_vllm(path, lp, ids, k=5):
+    """vLLM offline output with prompt logprobs: prompt_token_ids and prompt_logprobs, a
+    {token id: {logprob, rank, decoded_token}} dict per position (k entries, the first position
+    null)."""
+    with open(path, "w") as f:
+        for s in range(lp.shape[0]):
+            t = ids[s].tolist()
+            v = lp[s].tolist()
+            pl = [None] + [{str((t[p] + j) % 50000): {"logprob": v[p] if j == 0 else float(np.float32(v[p] - 0.5 * j)),
+                                                       "rank": j + 1, "decoded_token": "w%d" % ((t[p] + j) % 50000)}
+                            for j in range(k)} for p in range(1, len(t))]
+            f.write(json.dumps({"request_id": str(s), "prompt": "p", "prompt_token_ids": t, "prompt_logprobs": pl,
+                                "outputs": []}) + "\n")
+
+
+def write_sglang(path, lp, ids, k=5):
+    """SGLang with return_logprob and top_logprobs_num: meta_info.input_token_logprobs as
+    [logprob, token id, text] (the first logprob null) and input_top_logprobs (k per position)."""
+    with open(path, "w") as f:
+        for s in range(lp.shape[0]):
+            t = ids[s].tolist()
+            v = lp[s].tolist()
+            inp = [[None, t[0], "w%d" % t[0]]] + [[v[p], t[p], "w%d" % t[p]] for p in range(1, len(t))]
+            top = [None] + [[[v[p] if j == 0 else float(np.float32(v[p] - 0.5 * j)), (t[p] + j) % 50000, None]
+                             for j in range(k)] for p in range(1, len(t))]
+            f.write(json.dumps({"text": "", "meta_info": {"id": "r%d" % s, "input_token_logprobs": inp,
+                                                          "output_token_logprobs": [], "input_top_logprobs": top,
+                                                          "output_top_logprobs": []}}) + "\n")
+
+
 def numpy_metrics(a, b):
     """The same overall metrics, in float64 with numpy (the peer)."""
     a = a.astype(np.float64).ravel()
@@ -90,6 +140,28 @@ def numpy_metrics(a, b):
     return out
 
 
+def numpy_topk(ia, la, ib, lb):
+    """What parity computes from top-k lists ([tokens, k] ids and logprobs of A and B): top-1
+    agreement, top-k overlap |A n B| / k, and the truncated KL(B_S || A_S) over the ids in both
+    lists plus one tail bucket (mean and max)."""
+    k = ia.shape[1]
+    m = ia[:, :, None] == ib[:, None, :]  # A's j-th id is B's q-th
+    has = m.any(axis=2)
+    top1 = (ia[:, 0] == ib[:, 0]).mean()
+    overlap = (has.sum(axis=1) / k).mean()
+    lb_at = np.take_along_axis(lb, m.argmax(axis=2), axis=1)
+    pa = np.where(has, np.exp(la), 0.0)
+    pb = np.where(has, np.exp(lb_at), 0.0)
+    terms = np.where(has, pb * (lb_at - la), 0.0).sum(axis=1)
+    # tail masses (0 when the listed mass reaches 1); B's tail against none of A's: infinite,
+    # counted apart from the mean as parity counts it
+    ta, tb = np.maximum(1.0 - pa.sum(axis=1), 0.0), np.maximum(1.0 - pb.sum(axis=1), 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tail = np.where(tb > 0, np.where(ta > 0, tb * (np.log(tb) - np.log(ta)), np.inf), 0.0)
+    tkl = terms + tail
+    return top1, overlap, tkl[np.isfinite(tkl)].mean(), tkl.max()
+
+
 def numpy_run(kind, pa, pb, shape):
     t = time.perf_counter()
     if kind == "npy":
@@ -103,12 +175,44 @@ def numpy_run(kind, pa, pb, shape):
             o = h["logprobs"]["data_offsets"]
             return np.frombuffer(buf[o[0]:o[1]], dtype="<f4").reshape(h["logprobs"]["shape"])
         a, b = load(pa), load(pb)
-    elif kind == "jsonl-chat":
+    elif kind != "jsonl":
+        # the engine shapes carry top-k: its metrics too, as parity computes them. Token texts are
+        # interned to ids (parity hashes them); vLLM's entries are ordered by rank.
+        names = {}
+
+        def tid(t):
+            return names.setdefault(t, len(names))
+
         def load(p):
-            rows = [json.loads(line) for line in open(p)]
-            return np.array([[t["logprob"] for t in r["choices"][0]["logprobs"]["content"]] for r in rows],
-                            dtype=np.float64)
-        a, b = load(pa), load(pb)
+            lps, ids, tls = [], [], []
+            for line in open(p):
+                r = json.loads(line)
+                if kind == "jsonl-chat":
+                    toks = r["choices"][0]["logprobs"]["content"]
+                    lps.append([t["logprob"] for t in toks])
+                    ids.append([[tid(e["token"]) for e in t["top_logprobs"]] for t in toks])
+                    tls.append([[e["logprob"] for e in t["top_logprobs"]] for t in toks])
+                elif kind == "jsonl-compl":
+                    lo = r["choices"][0]["logprobs"]
+                    lps.append(lo["token_logprobs"])
+                    ids.append([[tid(k) for k in d] for d in lo["top_logprobs"]])
+                    tls.append([list(d.values()) for d in lo["top_logprobs"]])
+                elif kind == "jsonl-vllm":
+                    pl = r["prompt_logprobs"][1:]
+                    lps.append([d[str(t)]["logprob"] for t, d in zip(r["prompt_token_ids"][1:], pl)])
+                    srt = [sorted(d.items(), key=lambda kv: kv[1]["rank"]) for d in pl]
+                    ids.append([[int(k) for k, _ in e] for e in srt])
+                    tls.append([[v["logprob"] for _, v in e] for e in srt])
+                else:  # jsonl-sglang
+                    mi = r["meta_info"]
+                    lps.append([e[0] for e in mi["input_token_logprobs"][1:]])
+                    ids.append([[e[1] for e in t] for t in mi["input_top_logprobs"][1:]])
+                    tls.append([[e[0] for e in t] for t in mi["input_top_logprobs"][1:]])
+            k = len(ids[0][0])
+            return (np.array(lps, dtype=np.float64), np.array(ids, dtype=np.int64).reshape(-1, k),
+                    np.array(tls, dtype=np.float64).reshape(-1, k))
+        (a, ia, la), (b, ib, lb) = load(pa), load(pb)
+        numpy_topk(ia, la, ib, lb)
     else:
         def load(p):
             rows = [json.loads(line) for line in open(p)]
@@ -202,6 +306,7 @@ def main():
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--chat-seqs", type=int, default=100)
+    ap.add_argument("--shape-seqs", type=int, default=100)
     ap.add_argument("--keep", default=None)
     ap.add_argument("--big-gb", type=float, default=0)
     ap.add_argument("--big-dir", default=None)
@@ -231,6 +336,11 @@ def main():
     write_chat(os.path.join(d, "a.chat.jsonl"), lp[:C], ids[:C])
     write_chat(os.path.join(d, "b.chat.jsonl"), lpb[:C], ids[:C])
     files["jsonl-chat"] = (os.path.join(d, "a.chat.jsonl"), os.path.join(d, "b.chat.jsonl"))
+    E = o.shape_seqs
+    for kind, writer in (("compl", write_compl), ("vllm", write_vllm), ("sglang", write_sglang)):
+        writer(os.path.join(d, "a.%s.jsonl" % kind), lp[:E], ids[:E])
+        writer(os.path.join(d, "b.%s.jsonl" % kind), lpb[:E], ids[:E])
+        files["jsonl-" + kind] = (os.path.join(d, "a.%s.jsonl" % kind), os.path.join(d, "b.%s.jsonl" % kind))
     print(f"parity logprobs vs numpy, same files, same run ({os.cpu_count()} CPUs, threads "
           f"{o.threads or 'all'}; best of {o.runs} alternating runs each); MB/s counts both input files; "
           f"CPU = user + sys seconds per GB of input")
@@ -239,7 +349,8 @@ def main():
     peak = 0.0
     for kind, (pa, pb) in files.items():
         mb = (os.path.getsize(pa) + os.path.getsize(pb)) / 1e6
-        ntok = (J if kind == "jsonl" else C if kind == "jsonl-chat" else S) * P
+        ntok = {"jsonl": J * P, "jsonl-chat": C * P, "jsonl-compl": E * P, "jsonl-vllm": E * (P - 1),
+                "jsonl-sglang": E * (P - 1)}.get(kind, S * P)
         # best of --runs for both, alternating, so that both see the same drift of a shared machine
         runs, nruns = [], []
         for _ in range(o.runs):
