@@ -1313,11 +1313,23 @@ static cJSON *tb_new(void)
 /* the string at c->p, decoded, copied into the arena */
 static char *tb_string(fp_cur_t *c)
 {
+    if (c->p >= c->e || *c->p != '"') return NULL;
+    const char *q = c->p + 1;
+    while (q < c->e && *q != '"' && *q != '\\' && (unsigned char)*q >= 0x20) q++;
+    if (q < c->e && *q == '"') { /* no escape: the bytes themselves */
+        size_t n = (size_t)(q - (c->p + 1));
+        char *o = jl_malloc(n + 1);
+        if (!o) return NULL;
+        memcpy(o, c->p + 1, n);
+        o[n] = 0;
+        c->p = q + 1;
+        return o;
+    }
     if (!fc_string(c, &tb_buf)) return NULL;
     size_t n = strlen(tb_buf.b);
-    char *q = jl_malloc(n + 1);
-    if (q) memcpy(q, tb_buf.b, n + 1);
-    return q;
+    char *o = jl_malloc(n + 1);
+    if (o) memcpy(o, tb_buf.b, n + 1);
+    return o;
 }
 
 static int tb_value(fp_cur_t *c, cJSON *it, int depth);
