@@ -1033,6 +1033,19 @@ static int fc_open(fp_cur_t *c, char open, char close)
     return 0;
 }
 
+/* After a member or element: 1 at a ',' (consumed: another follows), 0 at `close` (consumed: the
+ * container ends), -1 otherwise. */
+static int fc_next(fp_cur_t *c, char close)
+{
+    fp_ws(c);
+    if (c->p >= c->e) return -1;
+    if (*c->p == ',') {
+        c->p++;
+        return 1;
+    }
+    return *c->p++ == close ? 0 : -1;
+}
+
 /* Skip one value (strictly valid JSON). */
 static int fc_skip(fp_cur_t *c, int depth)
 {
@@ -1051,14 +1064,8 @@ static int fc_skip(fp_cur_t *c, int depth)
                 if (c->p >= c->e || *c->p++ != ':') return 0;
             }
             if (!fc_skip(c, depth + 1)) return 0;
-            fp_ws(c);
-            if (c->p >= c->e) return 0;
-            if (*c->p == ',') {
-                c->p++;
-                continue;
-            }
-            if (*c->p++ != close) return 0;
-            return 1;
+            int nx = fc_next(c, close);
+            if (nx <= 0) return nx == 0;
         }
     }
     static const char *const lit[] = {"true", "false", "null"};
@@ -1095,13 +1102,8 @@ static int fc_object(fp_cur_t *c, fc_member_fn fn, void *ctx)
         int r = fn(ctx, k, kn, c);
         if (r == 0) return 0;
         if (r < 0 && !fc_skip(c, 1)) return 0;
-        fp_ws(c);
-        if (c->p >= c->e) return 0;
-        if (*c->p == ',') {
-            c->p++;
-            continue;
-        }
-        return *c->p++ == '}';
+        int nx = fc_next(c, '}');
+        if (nx <= 0) return nx == 0;
     }
 }
 
@@ -1165,14 +1167,8 @@ static int fc_token(void *ctx, const char *k, size_t kn, fp_cur_t *c)
             f->top_id[f->ntop] = text_top_id(f->ttxt.b);
             f->top_lp[f->ntop] = f->e_v;
             f->ntop++;
-            fp_ws(c);
-            if (c->p >= c->e) return 0;
-            if (*c->p == ',') {
-                c->p++;
-                fp_ws(c);
-                continue;
-            }
-            return *c->p++ == ']';
+            int nx = fc_next(c, ']');
+            if (nx <= 0) return nx == 0;
         }
     }
     return -1;
@@ -1203,13 +1199,8 @@ static int fc_content(fc_t *f, fp_cur_t *c)
             s->top_id[(s->n - 1) * f->K + j] = f->top_id[j];
             s->top_lp[(s->n - 1) * f->K + j] = f->top_lp[j];
         }
-        fp_ws(c);
-        if (c->p >= c->e) return 0;
-        if (*c->p == ',') {
-            c->p++;
-            continue;
-        }
-        return *c->p++ == ']';
+        int nx = fc_next(c, ']');
+        if (nx <= 0) return nx == 0;
     }
 }
 
@@ -1247,14 +1238,9 @@ static int fc_root(void *ctx, const char *k, size_t kn, fp_cur_t *c)
         if (f->seen_choices++ || fc_open(c, '[', ']') != 0) return 0; /* none: cJSON reports it */
         if (!fc_object(c, fc_choice, f)) return 0;
         for (;;) { /* the other choices: skipped */
-            fp_ws(c);
-            if (c->p >= c->e) return 0;
-            if (*c->p == ',') {
-                c->p++;
-                if (!fc_skip(c, 2)) return 0;
-                continue;
-            }
-            return *c->p++ == ']';
+            int nx = fc_next(c, ']');
+            if (nx <= 0) return nx == 0;
+            if (!fc_skip(c, 2)) return 0;
         }
     }
     return -1;
@@ -1374,14 +1360,9 @@ static int tb_container(fp_cur_t *c, cJSON *it, int depth)
                 fp_ws(c);
             }
             if (!tb_value(c, n, depth)) return 0;
-            fp_ws(c);
-            if (c->p >= c->e) return 0;
-            if (*c->p == ',') {
-                c->p++;
-                continue;
-            }
-            if (*c->p++ != close) return 0;
-            break;
+            int nx = fc_next(c, close);
+            if (nx < 0) return 0;
+            if (nx == 0) break;
         }
     if (head) head->prev = cur;
     it->type = open == '[' ? cJSON_Array : cJSON_Object;
