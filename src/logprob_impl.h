@@ -70,10 +70,10 @@ parity_status_t lp_dense_next(parity_lp_reader_t *r, parity_lp_seq_t *seqs, size
                               parity_diag_t *d);
 /* Reading dense rows directly (the comparison's path for two plain dense dumps, which reads
  * and compares a row in the same thread): whether every row of r can be read so; row `row` into
- * s as lp_dense_next returns it, but for the keys of a dump without token ids, which are left
- * unwritten (each token is flagged PARITY_LP_KEY_NONE, whose key is -1) (PARITY_OK, or an error
- * with *bad, *why); the message of such an
- * error; and marking n more rows consumed (their pages are given back). */
+ * s as lp_dense_next returns it (PARITY_OK, or an error with *bad, *why), except that the keys
+ * of a dump without token ids are left unwritten (every token is flagged PARITY_LP_KEY_NONE,
+ * whose key reads as -1); the message of such an error; and marking n more rows consumed
+ * (their pages are given back). */
 int lp_dense_direct_ok(const parity_lp_reader_t *r);
 parity_status_t lp_dense_row(const parity_lp_reader_t *r, uint64_t row, parity_lp_seq_t *s, uint64_t *bad,
                              int *why);
