@@ -1191,15 +1191,13 @@ static int wcand_cmp(const void *x, const void *y)
     return (a->w->position > b->w->position) - (a->w->position < b->w->position);
 }
 
-static void finish(cmp_t *c)
+/* Slice i's stream-order accumulator completed with the threads' order-free parts (the
+ * histogram counts are integers, exact in any order). */
+static void finish_merge(void *ctx, int64_t b, int64_t e, int thread)
 {
-    parity_lp_result_t *R = c->res;
-    R->slices = calloc((size_t)c->nnames, sizeof *R->slices);
-    R->fl = calloc((size_t)c->nnames, sizeof *R->fl);
-    if (!R->slices || !R->fl) return;
-    /* complete each slice's stream-order accumulator with the threads' order-free parts (the
-     * histogram counts are integers, exact in any order) */
-    for (int i = 0; i < c->nnames; i++) {
+    (void)thread;
+    cmp_t *c = ctx;
+    for (int64_t i = b; i < e; i++) {
         slot_t *g = c->gs[i];
         if (!g) continue;
         for (int t = 0; t < c->nthreads; t++) {
@@ -1216,47 +1214,78 @@ static void finish(cmp_t *c)
             for (int l = 0; l < 4; l++) {
                 const uint64_t *hc = ts->hc + l * (2 * HBINS + 1);
                 for (int sg = 0; sg < 2; sg++)
-                    for (int b = 0; b < HBINS; b++) g->hist[sg][b] += (double)hc[sg * HBINS + b];
+                    for (int k = 0; k < HBINS; k++) g->hist[sg][k] += (double)hc[sg * HBINS + k];
                 g->hist_zero += (double)hc[2 * HBINS];
             }
             if (ts->fl_max > g->fl_max) g->fl_max = ts->fl_max;
         }
     }
+}
+
+/* Slice i's summary into report slice at[i] (-1: none). */
+typedef struct {
+    cmp_t *c;
+    const int *at;
+} fin_job_t;
+
+static void finish_summary(void *ctx, int64_t b, int64_t e, int thread)
+{
+    (void)thread;
+    fin_job_t *j = ctx;
+    cmp_t *c = j->c;
+    parity_lp_result_t *R = c->res;
+    for (int64_t i = b; i < e; i++) {
+        if (j->at[i] < 0) continue;
+        slot_t *acc = c->gs[i];
+        parity_lp_slice_t *S = &R->slices[j->at[i]];
+        snprintf(S->name, sizeof S->name, "%s", c->names[i]);
+        double *F = R->fl[j->at[i]].v;
+        for (int k = 0; k < LP_NF; k++) F[k] = NAN;
+        if (!acc) continue;
+        parity_metrics_dist_summary(acc->d, &S->m);
+        memcpy(S->hist, acc->hist, sizeof S->hist);
+        S->hist_zero = acc->hist_zero;
+        /* Analytic floor (docs/logprob-metrics.md): independent roundings to the dtype,
+         * each uniform within +-u*m, m = |a| + 1; delta is triangular on [-2um, 2um]. */
+        double n = (double)acc->fl_n;
+        if (n > 0) {
+            double ms = parity_metrics_csum_value(&acc->fl_s) / n;
+            double m2 = parity_metrics_csum_value(&acc->fl_s2) / n;
+            F[LP_F_MAX_ABS] = 2.0 * acc->fl_max;
+            F[LP_F_MEAN_ABS] = (2.0 / 3.0) * ms;
+            F[LP_F_P50] = (2.0 - sqrt(2.0)) * ms;
+            F[LP_F_P99] = 1.8 * sqrt(m2);
+            F[LP_F_P999] = (2.0 - 2.0 * sqrt(0.001)) * sqrt(m2);
+            F[LP_F_K1] = sqrt((2.0 / 3.0) * m2 / n);
+            F[LP_F_K2] = m2 / 3.0;
+            F[LP_F_K3] = m2 / 3.0;
+            F[LP_F_CHI2] = (2.0 / 3.0) * m2;
+        }
+    }
+}
+
+static void finish(cmp_t *c)
+{
+    parity_lp_result_t *R = c->res;
+    R->slices = calloc((size_t)c->nnames, sizeof *R->slices);
+    R->fl = calloc((size_t)c->nnames, sizeof *R->fl);
+    int *at = malloc((size_t)(c->nnames > 0 ? c->nnames : 1) * sizeof *at);
+    if (!R->slices || !R->fl || !at) {
+        free(at);
+        return;
+    }
+    /* the slices are independent: in parallel (a few hundred KiB of sketch bins each) */
+    int nt = c->nnames > 1 ? c->nthreads : 1;
+    parity_parallel_for(c->nnames, nt, finish_merge, c);
     if (c->overall_from_pos && c->gs[0])
         for (int b = 0; b < NPOS; b++) {
             slot_t *s = c->gs[c->sl_pos[b]];
             if (s) slot_merge(c->gs[0], s);
         }
-    for (int i = 0; i < c->nnames; i++) {
-        slot_t *acc = c->gs[i];
-        if (!acc && i != 0) continue;
-        parity_lp_slice_t *S = &R->slices[R->nslices];
-        snprintf(S->name, sizeof S->name, "%s", c->names[i]);
-        double *F = R->fl[R->nslices].v;
-        for (int k = 0; k < LP_NF; k++) F[k] = NAN;
-        if (acc) {
-            parity_metrics_dist_summary(acc->d, &S->m);
-            memcpy(S->hist, acc->hist, sizeof S->hist);
-            S->hist_zero = acc->hist_zero;
-            /* Analytic floor (docs/logprob-metrics.md): independent roundings to the dtype,
-             * each uniform within +-u*m, m = |a| + 1; delta is triangular on [-2um, 2um]. */
-            double n = (double)acc->fl_n;
-            if (n > 0) {
-                double ms = parity_metrics_csum_value(&acc->fl_s) / n;
-                double m2 = parity_metrics_csum_value(&acc->fl_s2) / n;
-                F[LP_F_MAX_ABS] = 2.0 * acc->fl_max;
-                F[LP_F_MEAN_ABS] = (2.0 / 3.0) * ms;
-                F[LP_F_P50] = (2.0 - sqrt(2.0)) * ms;
-                F[LP_F_P99] = 1.8 * sqrt(m2);
-                F[LP_F_P999] = (2.0 - 2.0 * sqrt(0.001)) * sqrt(m2);
-                F[LP_F_K1] = sqrt((2.0 / 3.0) * m2 / n);
-                F[LP_F_K2] = m2 / 3.0;
-                F[LP_F_K3] = m2 / 3.0;
-                F[LP_F_CHI2] = (2.0 / 3.0) * m2;
-            }
-        }
-        R->nslices++;
-    }
+    for (int i = 0; i < c->nnames; i++) at[i] = c->gs[i] || i == 0 ? (int)R->nslices++ : -1;
+    fin_job_t fj = {c, at};
+    parity_parallel_for(c->nnames, nt, finish_summary, &fj);
+    free(at);
     R->floor_kind = 1;
     /* worst tokens: the W largest |delta| of the whole stream (ties: the earlier token), from
      * the threads' lists, then ordered by |delta| desc and id (stably) */
