@@ -999,9 +999,15 @@ static void djob_fn(void *ctx, int64_t b, int64_t e, int t)
         for (size_t i = 0; i < j->nprev; i++) account_pair(c, &j->prev[i]);
     }
     for (;;) {
-        size_t i0 = __atomic_fetch_add(&j->next, j->grain, __ATOMIC_RELAXED);
-        if (i0 >= j->n) break;
-        size_t i1 = i0 + j->grain < j->n ? i0 + j->grain : j->n;
+        /* guided: the claim shrinks with what is left (a quarter of a thread's share, at most
+         * grain rows), so that the threads finish a batch close together */
+        size_t i0 = __atomic_load_n(&j->next, __ATOMIC_RELAXED), g;
+        do {
+            if (i0 >= j->n) return;
+            g = (j->n - i0) / (4 * (size_t)c->nthreads);
+            g = g < 1 ? 1 : g > j->grain ? j->grain : g;
+        } while (!__atomic_compare_exchange_n(&j->next, &i0, i0 + g, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+        size_t i1 = i0 + g;
         lp_dense_populate(c->ra, j->row0 + i0, i1 - i0);
         lp_dense_populate(c->rb, j->row0 + i0, i1 - i0);
         for (size_t i = i0; i < i1; i++) {
