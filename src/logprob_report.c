@@ -130,11 +130,26 @@ parity_status_t parity_lp_report_text(const parity_lp_result_t *r, FILE *out)
 
 /* ---- JSON --------------------------------------------------------------------------------- */
 
+/* A finite number in the shortest of %.15g, %.16g, %.17g that reads back as exactly v (cJSON's
+ * own printer takes %1.15g when it reads back within DBL_EPSILON relative, so a value could be
+ * off by an ulp in the file); integers in int range as %d. */
 static void num(cJSON *o, const char *k, double v)
 {
     if (v == 0) v = 0.0; /* no negative zero in the report */
-    if (isnan(v) || isinf(v)) cJSON_AddNullToObject(o, k);
-    else cJSON_AddNumberToObject(o, k, v);
+    if (isnan(v) || isinf(v)) {
+        cJSON_AddNullToObject(o, k);
+        return;
+    }
+    char b[32];
+    if (fabs(v) < 2147483647.0 && v == (double)(int)v) {
+        snprintf(b, sizeof b, "%d", (int)v);
+    } else {
+        for (int prec = 15; prec <= 17; prec++) {
+            snprintf(b, sizeof b, "%.*g", prec, v);
+            if (strtod(b, NULL) == v) break; /* %.17g always does */
+        }
+    }
+    cJSON_AddRawToObject(o, k, b);
 }
 
 static cJSON *slice_json(const parity_lp_result_t *r, size_t i)

@@ -10,8 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
+#include <cjson/cJSON.h>
 
 #include "logprob_impl.h"
 #include "parity/logprob.h"
@@ -515,6 +517,72 @@ static void tree_builder(void **state)
     }
 }
 
+/* Every number of the JSON report reads back as exactly the double it reports (the sample
+ * pair, with drift in image tokens: means, quantiles, importance weights, Pearson, sequences). */
+static void json_exact(void **state)
+{
+    (void)state;
+    char d[4096], pa[8192], pb[8192], out[] = "/tmp/parity_test_json_exact_XXXXXX";
+    snprintf(pa, sizeof pa, "%s/data/logprobs/a.jsonl", src_dir(d, sizeof d));
+    snprintf(pb, sizeof pb, "%s/data/logprobs/b.jsonl", src_dir(d, sizeof d));
+    parity_lp_read_opts_t o = {0};
+    parity_lp_reader_t *ra = NULL, *rb = NULL;
+    parity_diag_t dg;
+    if (parity_lp_open(pa, &o, &ra, &dg) != PARITY_OK || parity_lp_open(pb, &o, &rb, &dg) != PARITY_OK) {
+        print_message("no sample pair at %s: %s\n", pa, dg.msg);
+        parity_lp_close(ra);
+        skip();
+    }
+    parity_lp_cmp_opts_t co = parity_lp_cmp_default_opts();
+    parity_lp_result_t *res = NULL;
+    assert_int_equal(parity_lp_compare(ra, rb, &co, &res, &dg), PARITY_OK);
+    int fd = mkstemp(out);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(parity_lp_report_json(res, out, &dg), PARITY_OK);
+    FILE *f = fopen(out, "rb");
+    assert_non_null(f);
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    remove(out);
+    buf[n] = 0;
+    cJSON *root = cJSON_Parse(buf), *ov = cJSON_GetObjectItemCaseSensitive(root, "overall");
+    assert_non_null(ov);
+    const parity_dist_summary_t *m = &parity_lp_result_slice(res, 0)->m;
+    const struct {
+        const char *k;
+        double v;
+    } want[] = {{"k1", m->k1_mean},
+                {"k2", m->k2_mean},
+                {"k3", m->k3_mean},
+                {"max_abs_dlogprob", m->abs_dlogprob_max},
+                {"mean_abs_dlogprob", m->abs_dlogprob_mean},
+                {"p50_abs_dlogprob", m->abs_dlogprob_p50},
+                {"p99_abs_dlogprob", m->abs_dlogprob_p99},
+                {"mean_abs_dprob", m->abs_dprob_mean},
+                {"p50_abs_dprob", m->abs_dprob_p50},
+                {"chi2_mean", m->chi2_mean},
+                {"iw_min", m->iw_min},
+                {"iw_std", m->iw_std},
+                {"iw_ess", m->iw_ess},
+                {"pearson_p", m->pearson_p},
+                {"dlogppl_mean", m->dlogppl_mean},
+                {"ppl_ratio_mean", m->ppl_ratio_mean}};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(ov, want[i].k);
+        assert_true(cJSON_IsNumber(x));
+        if (memcmp(&x->valuedouble, &want[i].v, sizeof(double)) != 0) {
+            print_error("overall.%s: the file says %.17g, the result is %.17g\n", want[i].k, x->valuedouble, want[i].v);
+            fail();
+        }
+    }
+    cJSON_Delete(root);
+    parity_lp_result_free(res);
+    parity_lp_close(ra);
+    parity_lp_close(rb);
+}
+
 static void corpus_replay(void **state)
 {
     (void)state;
@@ -569,7 +637,7 @@ static void corpus_replay(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(chat_fast_path), cmocka_unit_test(numbers), cmocka_unit_test(shapes), cmocka_unit_test(errors), cmocka_unit_test(overlong), cmocka_unit_test(tree_builder), cmocka_unit_test(divergence),
+    const struct CMUnitTest tests[] = {cmocka_unit_test(chat_fast_path), cmocka_unit_test(numbers), cmocka_unit_test(shapes), cmocka_unit_test(errors), cmocka_unit_test(overlong), cmocka_unit_test(tree_builder), cmocka_unit_test(json_exact), cmocka_unit_test(divergence),
                                        cmocka_unit_test(corpus_replay)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
