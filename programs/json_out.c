@@ -1,6 +1,8 @@
 /* JSON output helpers of the CLI (see json_out.h). */
 #include "json_out.h"
 
+#include "parity/format.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,9 +11,10 @@
 
 cJSON *cli_json_num(double x)
 {
-    if (isnan(x)) return cJSON_CreateString("nan");
-    if (isinf(x)) return cJSON_CreateString(x > 0 ? "inf" : "-inf");
-    return cJSON_CreateNumber(x);
+    char b[32];
+    parity_format_decimal(x, b);
+    /* NaN and inf are strings (JSON has no literal for them); finite values read back exactly */
+    return isfinite(x) ? cJSON_CreateRaw(b) : cJSON_CreateString(b);
 }
 
 int cli_json_write(const char *path, const cJSON *root)

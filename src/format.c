@@ -6,6 +6,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -495,4 +496,20 @@ double parity_sum_exact(const double *x, size_t n)
      * the huge terms leave a residue) and scale back; the result may honestly overflow. */
     r = fsum_core(x, n, 0x1p-64, &ovf);
     return ovf ? naive : r * 0x1p64;
+}
+
+char *parity_format_decimal(double x, char *buf)
+{
+    if (isnan(x)) return strcpy(buf, "nan");
+    if (isinf(x)) return strcpy(buf, x > 0 ? "inf" : "-inf");
+    if (x == 0) return strcpy(buf, signbit(x) ? "-0" : "0");
+    if (fabs(x) < 2147483647.0 && x == (double)(int)x) {
+        snprintf(buf, 32, "%d", (int)x);
+        return buf;
+    }
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, 32, "%.*g", prec, x);
+        if (strtod(buf, NULL) == x) break; /* %.17g always does */
+    }
+    return buf;
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "logprob_cmp_impl.h"
+#include "parity/format.h"
 
 static double ratio(double v, double f)
 {
@@ -130,9 +131,8 @@ parity_status_t parity_lp_report_text(const parity_lp_result_t *r, FILE *out)
 
 /* ---- JSON --------------------------------------------------------------------------------- */
 
-/* A finite number in the shortest of %.15g, %.16g, %.17g that reads back as exactly v (cJSON's
- * own printer takes %1.15g when it reads back within DBL_EPSILON relative, so a value could be
- * off by an ulp in the file); integers in int range as %d. */
+/* Numbers that read back as exactly the double computed (parity_format_decimal); undefined
+ * ones (NaN, inf) as null. */
 static void num(cJSON *o, const char *k, double v)
 {
     if (v == 0) v = 0.0; /* no negative zero in the report */
@@ -141,15 +141,7 @@ static void num(cJSON *o, const char *k, double v)
         return;
     }
     char b[32];
-    if (fabs(v) < 2147483647.0 && v == (double)(int)v) {
-        snprintf(b, sizeof b, "%d", (int)v);
-    } else {
-        for (int prec = 15; prec <= 17; prec++) {
-            snprintf(b, sizeof b, "%.*g", prec, v);
-            if (strtod(b, NULL) == v) break; /* %.17g always does */
-        }
-    }
-    cJSON_AddRawToObject(o, k, b);
+    cJSON_AddRawToObject(o, k, parity_format_decimal(v, b));
 }
 
 static cJSON *slice_json(const parity_lp_result_t *r, size_t i)

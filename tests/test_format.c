@@ -714,6 +714,35 @@ static void fast_paths(void **state)
     end_check();
 }
 
+/* parity_format_decimal: reads back bit for bit, in the shortest of %.15g/%.16g/%.17g that
+ * does (so never longer than needed among those), over doubles of every binade. */
+static void decimal_text(void **state)
+{
+    (void)state;
+    char b[32];
+    assert_string_equal(parity_format_decimal(0.1, b), "0.1");
+    assert_string_equal(parity_format_decimal(5.0, b), "5");
+    assert_string_equal(parity_format_decimal(-0.0, b), "-0");
+    assert_string_equal(parity_format_decimal(1099511627776.0, b), "1099511627776");
+    assert_string_equal(parity_format_decimal(NAN, b), "nan");
+    assert_string_equal(parity_format_decimal(-INFINITY, b), "-inf");
+    assert_string_equal(parity_format_decimal(1.0 / 3.0, b), "0.3333333333333333");
+    uint64_t s = 0x9E3779B97F4A7C15ull;
+    for (int i = 0; i < 200000; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        uint64_t u = s & 0x7fefffffffffffffull; /* finite, any exponent */
+        if (i & 1) u |= 0x8000000000000000ull;
+        double x;
+        memcpy(&x, &u, sizeof x);
+        parity_format_decimal(x, b);
+        double y = strtod(b, NULL);
+        if (memcmp(&x, &y, sizeof x) != 0) fail_msg("%a printed as %s reads back as %a", x, b, y);
+        char c[32];
+        snprintf(c, sizeof c, "%.15g", x);
+        if (strtod(c, NULL) == x && strcmp(b, c) != 0) fail_msg("%a: %s, but %s reads back too", x, b, c);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -730,6 +759,7 @@ int main(void)
         cmocka_unit_test(reference_sums),
         cmocka_unit_test(ulp_values),
         cmocka_unit_test(fast_paths),
+        cmocka_unit_test(decimal_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

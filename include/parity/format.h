@@ -147,6 +147,12 @@ double parity_sum_neumaier(const double *x, size_t n);
  * math.fsum). Non-finite inputs give the IEEE result of naive summation. */
 double parity_sum_exact(const double *x, size_t n);
 
+/* x as decimal text that reads back (strtod) as exactly x: the shortest of %.15g, %.16g and
+ * %.17g that does, or "%d" for an integer of int range; NaN and inf as "nan", "inf", "-inf".
+ * For JSON reports (cJSON's printer takes %1.15g when it reads back within DBL_EPSILON, which
+ * can leave a value an ulp off). buf holds at least 32 bytes; returns buf. */
+char *parity_format_decimal(double x, char *buf);
+
 #ifdef __cplusplus
 }
 #endif
