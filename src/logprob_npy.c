@@ -333,15 +333,73 @@ typedef struct {
     int *why;      /* 1 NaN/+inf logprob, 2 modality out of range, 3 NaN/+inf top logprob, 4 nomem */
 } dense_job_t;
 
-/* The common layout: fp32 or fp64 logprobs contiguous along a row (C order), token ids int32 or
- * int64 contiguous or absent, no mask, modality, phase or top-k. The same values, flags and
+/* An integer dtype the fast rows read directly (a mask or phase of another dtype, a float mask
+ * say, takes the general loop). */
+static int fast_int_dt(int dt)
+{
+    return dt == PARITY_ST_U8 || dt == PARITY_ST_I8 || dt == PARITY_ST_BOOL || dt == PARITY_ST_I16 ||
+           dt == PARITY_ST_I32 || dt == PARITY_ST_I64;
+}
+
+/* The common layouts: fp32 or fp64 logprobs contiguous along a row (C order), token ids int32
+ * or int64 contiguous or absent, a mask and a phase (a trainer's dump: padding, the prompt)
+ * contiguous in an integer dtype or absent, no modality or top-k. The same values, flags and
  * first error as the general loop of dense_rows, without a dtype switch per element. */
 static int dense_fast_ok(const parity_lp_reader_t *r)
 {
-    if (r->mask.present || r->mod.present || r->phase.present || r->topk) return 0;
+    if (r->mod.present || r->topk) return 0;
     if (r->lp.cs != 1 || (r->lp.dt != PARITY_ST_F32 && r->lp.dt != PARITY_ST_F64)) return 0;
     if (r->tok.present && (r->tok.cs != 1 || (r->tok.dt != PARITY_ST_I32 && r->tok.dt != PARITY_ST_I64))) return 0;
+    if (r->mask.present && (r->mask.cs != 1 || !fast_int_dt(r->mask.dt))) return 0;
+    if (r->phase.present && (r->phase.cs != 1 || !fast_int_dt(r->phase.dt))) return 0;
     return 1;
+}
+
+/* Element q of a contiguous integer row (fast_int_dt) */
+static inline int64_t row_int(const unsigned char *b, int dt, size_t q)
+{
+    switch (dt) {
+    case PARITY_ST_U8:
+    case PARITY_ST_BOOL: return b[q];
+    case PARITY_ST_I8: return (int8_t)b[q];
+    case PARITY_ST_I16: {
+        int16_t v;
+        memcpy(&v, b + q * 2, 2);
+        return v;
+    }
+    case PARITY_ST_I32: {
+        int32_t v;
+        memcpy(&v, b + q * 4, 4);
+        return v;
+    }
+    default: {
+        int64_t v;
+        memcpy(&v, b + q * 8, 8);
+        return v;
+    }
+    }
+}
+
+/* The flags of a row with a mask and/or a phase (as the general loop sets them): present where
+ * the mask is nonzero, prefill where the phase is 1, decode where it is 2. */
+static void row_flags(const parity_lp_reader_t *r, uint64_t row, uint8_t *fl, size_t n)
+{
+    memset(fl, PARITY_LP_PRESENT, n);
+    if (r->mask.present) {
+        const unsigned char *m = r->mask.base + row * r->mask.rs * r->mask.es;
+        int dt = r->mask.dt;
+        if (dt == PARITY_ST_U8 || dt == PARITY_ST_I8 || dt == PARITY_ST_BOOL)
+            for (size_t q = 0; q < n; q++) fl[q] = m[q] ? PARITY_LP_PRESENT : 0;
+        else
+            for (size_t q = 0; q < n; q++) fl[q] = row_int(m, dt, q) ? PARITY_LP_PRESENT : 0;
+    }
+    if (r->phase.present) {
+        const unsigned char *ph = r->phase.base + row * r->phase.rs * r->phase.es;
+        for (size_t q = 0; q < n; q++) {
+            int64_t v = row_int(ph, r->phase.dt, q);
+            fl[q] |= v == 1 ? PARITY_LP_PREFILL : v == 2 ? PARITY_LP_DECODE : 0;
+        }
+    }
 }
 
 /* -O3 on top of the project's -O2 (GCC's -O2 vectorizer takes no loop that needs an epilogue):
@@ -383,13 +441,34 @@ static void dense_row_fast(const parity_lp_reader_t *r, uint64_t row, parity_lp_
         }
         badv = acc != 0;
     }
+    int flagged = r->mask.present || r->phase.present;
+    if (flagged) row_flags(r, row, s->flags, n);
+    /* the first NaN or +inf of a present position (a masked one may hold anything) */
     if (!badv) p = n;
-    else
+    else if (!flagged)
         while (p < n && out[p] < INFINITY) p++;
+    else
+        while (p < n && (!(s->flags[p] & PARITY_LP_PRESENT) || out[p] < INFINITY)) p++;
     if (p < n) {
         *st = PARITY_E_FORMAT;
         *bad = row * r->lp.rs + p;
         *why = 1;
+        return;
+    }
+    if (flagged) {
+        if (r->tok.present) {
+            const unsigned char *tk = r->tok.base + row * r->tok.rs * r->tok.es;
+            for (p = 0; p < n; p++) s->key[p] = row_int(tk, r->tok.dt, p);
+        } else {
+            for (p = 0; p < n; p++) {
+                if (!nokeys) s->key[p] = -1;
+                s->flags[p] |= PARITY_LP_KEY_NONE;
+            }
+        }
+        memset(s->mod, 0, n * sizeof *s->mod);
+        memset(s->text, 0xff, n * sizeof *s->text); /* UINT32_MAX: no text */
+        /* trailing masked positions are padding, not part of the sequence */
+        while (s->n > 0 && !(s->flags[s->n - 1] & PARITY_LP_PRESENT)) s->n--;
         return;
     }
     if (r->tok.present) {
@@ -578,7 +657,7 @@ void lp_dense_populate(const parity_lp_reader_t *r, uint64_t row0, uint64_t n)
     if (!r->mapped || r->lp.ks != 1) return;
     long pg = sysconf(_SC_PAGESIZE);
     if (pg <= 0) return;
-    const lp_dense_t *arrs[] = {&r->lp, &r->tok};
+    const lp_dense_t *arrs[] = {&r->lp, &r->tok, &r->mask, &r->phase};
     for (size_t a = 0; a < sizeof arrs / sizeof *arrs; a++) {
         const lp_dense_t *x = arrs[a];
         if (!x->present || x->base < r->base || x->base >= r->base + r->len) continue;

@@ -320,11 +320,12 @@ with tempfile.TemporaryDirectory() as td:
     np.save(os.path.join(td, "db.npy"), db.astype("<f4"))
     thread_check("npy", os.path.join(td, "da.npy"), os.path.join(td, "db.npy"))
     # Two plain dense dumps take the direct path (rows read and compared in one thread); with an
-    # all-ones mask the same data takes the general one (sequence batches, pairing map): the
-    # numbers must be the same, byte for byte.
+    # all-ones float mask (which the fast rows do not read) the same data takes the general one
+    # (sequence batches, pairing map, a dtype switch per element): the numbers must be the
+    # same, byte for byte.
     for name, x in (("da", da), ("db", db)):
         write_st(os.path.join(td, name + "m.safetensors"),
-                 {"logprobs": ("F32", x.astype("<f4")), "mask": ("I8", np.ones(x.shape, np.int8))})
+                 {"logprobs": ("F32", x.astype("<f4")), "mask": ("F32", np.ones(x.shape, np.float32))})
     reps = []
     for sfx in (".npy", "m.safetensors"):
         out = os.path.join(td, "path" + sfx + ".json")
@@ -337,6 +338,58 @@ with tempfile.TemporaryDirectory() as td:
         rr["counts"] = {k: v for k, v in rr["counts"].items() if not k.startswith("bytes")}
     if json.dumps(reps[0], sort_keys=True) != json.dumps(reps[1], sort_keys=True):
         fails.append("direct path (plain npy) and general path (masked safetensors) give different reports")
+    # A trainer's dump: padding masks (prefix, holes, NaN and inf under the mask), a phase, int64
+    # ids with one divergence. The fast rows read integer masks and phases (u8/i32, i16/i8) and
+    # take the direct path; a float mask sends the same data through the general loop; npy's
+    # mask sidecar likewise in C order (fast) and Fortran order (general). Byte-identical
+    # reports, and across thread counts and SIMD copies.
+    ma, mb = da.copy(), db.copy()
+    S2, P2 = ma.shape
+    ids2 = rng.integers(0, 50000, (S2, P2))
+    idb2 = ids2.copy()
+    idb2[9, 50] += 1
+    lens = rng.integers(P2 // 2, P2 + 1, S2)
+    mk = (np.arange(P2)[None, :] < lens[:, None]).astype(np.uint8)
+    mk[::5, 7] = 0
+    mk[:, 0] = 0
+    ma[3, 0], mb[4, 0] = np.nan, np.inf
+    ph = np.full((S2, P2), 2, np.int32)
+    ph[:, :256] = 1
+    ph[::3, 300] = 0
+    reps = []
+    for tag, mdt, mcast, pdt, pcast, idt, icast in (("f", "U8", np.uint8, "I32", np.int32, "I64", "<i8"),
+                                                    ("h", "I16", "<i2", "I8", np.int8, "I32", "<i4"),
+                                                    ("g", "F32", "<f4", "I32", np.int32, "I64", "<i8")):
+        for name, x, ii in (("ma", ma, ids2), ("mb", mb, idb2)):
+            write_st(os.path.join(td, f"{name}{tag}.safetensors"),
+                     {"logprobs": ("F32", x.astype("<f4")), "token_ids": (idt, ii.astype(icast)),
+                      "mask": (mdt, mk.astype(mcast)), "phase": (pdt, ph.astype(pcast))})
+        pa, pb = os.path.join(td, f"ma{tag}.safetensors"), os.path.join(td, f"mb{tag}.safetensors")
+        if tag == "f":
+            thread_check("masked", pa, pb, "--worst", "20")
+        out = os.path.join(td, f"mask{tag}.json")
+        subprocess.run([P, "logprobs", pa, pb, "--json", out, "--worst", "20"], capture_output=True)
+        r = json.load(open(out))
+        reps.append({k: r[k] for k in ("overall", "slices", "worst_tokens", "divergences", "counts")})
+    for order in ("C", "F"):
+        for name, x in (("ma", ma), ("mb", mb)):
+            np.save(os.path.join(td, f"{name}{order}.npy"), np.asarray(x.astype("<f4"), order=order))
+            np.save(os.path.join(td, f"{name}{order}.mask.npy"), mk.astype(np.int8))
+        out = os.path.join(td, f"npymask{order}.json")
+        subprocess.run([P, "logprobs", os.path.join(td, f"ma{order}.npy"), os.path.join(td, f"mb{order}.npy"),
+                        "--json", out, "--worst", "20"], capture_output=True)
+        r = json.load(open(out))
+        reps.append({k: r[k] for k in ("overall", "slices", "worst_tokens", "divergences", "counts")})
+    for rr in reps:
+        rr["counts"] = {k: v for k, v in rr["counts"].items() if not k.startswith("bytes")}
+    nchecks[0] += 1
+    if reps[0]["counts"]["n_tokens_compared"] < 100000 or not reps[0]["divergences"]:
+        fails.append("masked dumps: fewer tokens than intended, or the divergence was not found")
+    for k, what in ((1, "i16 mask, i8 phase, i32 ids"), (2, "a float mask (general rows)")):
+        if json.dumps(reps[k], sort_keys=True) != json.dumps(reps[0], sort_keys=True):
+            fails.append(f"masked safetensors: {what} gives another report than u8 mask, i32 phase, i64 ids")
+    if json.dumps(reps[3], sort_keys=True) != json.dumps(reps[4], sort_keys=True):
+        fails.append("masked npy: Fortran order (general rows) and C order (fast rows) give different reports")
     thread_check("jsonl", os.path.join(td, "ta.jsonl"), os.path.join(td, "tb.jsonl"), "--slice-by", "domain",
                  "--floor", os.path.join(td, "ta.jsonl"))
 
