@@ -18,7 +18,9 @@ them once, print wall time, CPU time and the peak resident set of that one proce
 %M, the maximum resident set size of /usr/bin/time -v), then delete them. Needs 2G GB of free disk.
 Synthetic data: float32 logprobs of a softmax over N(0, 3) logits-like values, with B = A plus
 N(0, 1e-3) noise; token ids 0..50k. npy and safetensors hold [seqs, positions]; "jsonl" holds
-parity's own schema with token ids and logprobs per record; "jsonl-chat" the OpenAI chat
+parity's own schema with token ids and logprobs per record; "safetensors-train" the layout a
+trainer dumps (examples/logprobs/dump_torch.py): int64 ids, a u8 mask (the first position and
+right padding) and an int32 phase, compared over the masked tokens; "jsonl-chat" the OpenAI chat
 completions shape servers return (token, logprob and top-5 top_logprobs per token), for which
 numpy's script extracts the logprobs with json.loads; "jsonl-compl", "jsonl-vllm" and
 "jsonl-sglang" the OpenAI completions, vLLM offline (prompt logprobs) and SGLang
@@ -40,9 +42,9 @@ import time
 import numpy as np
 
 
-def write_st(path, lp, ids):
+def write_st(path, lp, ids, extra=(), idt=("I32", "<i4")):
     hdr, off, blobs = {}, 0, []
-    for k, dt, a in (("logprobs", "F32", lp.astype("<f4")), ("token_ids", "I32", ids.astype("<i4"))):
+    for k, dt, a in (("logprobs", "F32", lp.astype("<f4")), ("token_ids", idt[0], ids.astype(idt[1]))) + tuple(extra):
         b = a.tobytes()
         hdr[k] = {"dtype": dt, "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
         off += len(b)
@@ -166,15 +168,21 @@ def numpy_run(kind, pa, pb, shape):
     t = time.perf_counter()
     if kind == "npy":
         a, b = np.load(pa), np.load(pb)
-    elif kind == "safetensors":
-        def load(p):
+    elif kind in ("safetensors", "safetensors-train"):
+        def load(p, name="logprobs", dt="<f4"):
             with open(p, "rb") as f:
                 n = struct.unpack("<Q", f.read(8))[0]
                 h = json.loads(f.read(n))
                 buf = f.read()
-            o = h["logprobs"]["data_offsets"]
-            return np.frombuffer(buf[o[0]:o[1]], dtype="<f4").reshape(h["logprobs"]["shape"])
+            o = h[name]["data_offsets"]
+            return np.frombuffer(buf[o[0]:o[1]], dtype=dt).reshape(h[name]["shape"])
         a, b = load(pa), load(pb)
+        if kind == "safetensors-train":  # the masked tokens only
+            m = load(pa, "mask", "u1").astype(bool)
+            numpy_metrics(a[m], b[m])
+            d = np.where(m, b.astype(np.float64) - a.astype(np.float64), 0.0)
+            (-(d.sum(axis=1) / m.sum(axis=1))).max()
+            return time.perf_counter() - t
     elif kind != "jsonl":
         # the engine shapes carry top-k: its metrics too, as parity computes them. Token texts are
         # interned to ids (parity hashes them); vLLM's entries are ordered by rank.
@@ -328,6 +336,17 @@ def main():
     write_st(os.path.join(d, "a.safetensors"), lp, ids)
     write_st(os.path.join(d, "b.safetensors"), lpb, ids)
     files["safetensors"] = (os.path.join(d, "a.safetensors"), os.path.join(d, "b.safetensors"))
+    # a trainer's dump (examples/logprobs/dump_torch.py's layout): int64 ids, a u8 mask (the first
+    # position, which has no logprob, and right padding) and an int32 phase (a 256-token prompt)
+    lens = rng.integers(P // 2, P + 1, size=S)
+    mask = (np.arange(P)[None, :] < lens[:, None]).astype(np.uint8)
+    mask[:, 0] = 0
+    phase = np.full((S, P), 2, np.int32)
+    phase[:, :256] = 1
+    extra = (("mask", "U8", mask), ("phase", "I32", phase))
+    write_st(os.path.join(d, "a.train.safetensors"), lp, ids, extra, ("I64", "<i8"))
+    write_st(os.path.join(d, "b.train.safetensors"), lpb, ids, extra, ("I64", "<i8"))
+    files["safetensors-train"] = (os.path.join(d, "a.train.safetensors"), os.path.join(d, "b.train.safetensors"))
     J = o.jsonl_seqs
     write_jsonl(os.path.join(d, "a.jsonl"), lp[:J], ids[:J])
     write_jsonl(os.path.join(d, "b.jsonl"), lpb[:J], ids[:J])
@@ -344,13 +363,13 @@ def main():
     print(f"parity logprobs vs numpy, same files, same run ({os.cpu_count()} CPUs, threads "
           f"{o.threads or 'all'}; best of {o.runs} alternating runs each); MB/s counts both input files; "
           f"CPU = user + sys seconds per GB of input")
-    print(f"{'format':12} {'MB':>7} {'tokens':>9} {'parity s':>9} {'MB/s':>7} {'CPU s/GB':>9} {'numpy s':>8} "
+    print(f"{'format':17} {'MB':>7} {'tokens':>9} {'parity s':>9} {'MB/s':>7} {'CPU s/GB':>9} {'numpy s':>8} "
           f"{'MB/s':>6} {'CPU s/GB':>9} {'ratio':>6} {'CPU ratio':>9}")
     peak = 0.0
     for kind, (pa, pb) in files.items():
         mb = (os.path.getsize(pa) + os.path.getsize(pb)) / 1e6
         ntok = {"jsonl": J * P, "jsonl-chat": C * P, "jsonl-compl": E * P, "jsonl-vllm": E * (P - 1),
-                "jsonl-sglang": E * (P - 1)}.get(kind, S * P)
+                "jsonl-sglang": E * (P - 1), "safetensors-train": int(mask.sum())}.get(kind, S * P)
         # best of --runs for both, alternating, so that both see the same drift of a shared machine
         runs, nruns = [], []
         for _ in range(o.runs):
@@ -362,7 +381,7 @@ def main():
         peak = max(peak, max(r[2] for r in runs))
         tn, cn = min(r[0] for r in nruns), min(r[1] for r in nruns)
         gb = mb / 1e3
-        print(f"{kind:12} {mb:7.1f} {ntok:9d} {tp:9.3f} {mb / tp:7.1f} {cp / gb:9.2f} {tn:8.3f} {mb / tn:6.1f} "
+        print(f"{kind:17} {mb:7.1f} {ntok:9d} {tp:9.3f} {mb / tp:7.1f} {cp / gb:9.2f} {tn:8.3f} {mb / tn:6.1f} "
               f"{cn / gb:9.2f} {tn / tp:5.1f}x {cn / cp:8.1f}x")
     print(f"peak RSS of parity (/usr/bin/time %M): {peak:.0f} MiB (inputs up to "
           f"{max(os.path.getsize(f[0]) for f in files.values()) / 1e6:.0f} MB each)")

@@ -355,31 +355,6 @@ static int dense_fast_ok(const parity_lp_reader_t *r)
     return 1;
 }
 
-/* Element q of a contiguous integer row (fast_int_dt) */
-static inline int64_t row_int(const unsigned char *b, int dt, size_t q)
-{
-    switch (dt) {
-    case PARITY_ST_U8:
-    case PARITY_ST_BOOL: return b[q];
-    case PARITY_ST_I8: return (int8_t)b[q];
-    case PARITY_ST_I16: {
-        int16_t v;
-        memcpy(&v, b + q * 2, 2);
-        return v;
-    }
-    case PARITY_ST_I32: {
-        int32_t v;
-        memcpy(&v, b + q * 4, 4);
-        return v;
-    }
-    default: {
-        int64_t v;
-        memcpy(&v, b + q * 8, 8);
-        return v;
-    }
-    }
-}
-
 /* The flags of a row with a mask and/or a phase (as the general loop sets them): present where
  * the mask is nonzero, prefill where the phase is 1, decode where it is 2. */
 static void row_flags(const parity_lp_reader_t *r, uint64_t row, uint8_t *fl, size_t n)
@@ -387,18 +362,36 @@ static void row_flags(const parity_lp_reader_t *r, uint64_t row, uint8_t *fl, si
     memset(fl, PARITY_LP_PRESENT, n);
     if (r->mask.present) {
         const unsigned char *m = r->mask.base + row * r->mask.rs * r->mask.es;
-        int dt = r->mask.dt;
-        if (dt == PARITY_ST_U8 || dt == PARITY_ST_I8 || dt == PARITY_ST_BOOL)
-            for (size_t q = 0; q < n; q++) fl[q] = m[q] ? PARITY_LP_PRESENT : 0;
-        else
-            for (size_t q = 0; q < n; q++) fl[q] = row_int(m, dt, q) ? PARITY_LP_PRESENT : 0;
+#define MASK_LOOP(T)                                                                                    \
+    for (size_t q = 0; q < n; q++) {                                                                   \
+        T v;                                                                                           \
+        memcpy(&v, m + q * sizeof v, sizeof v);                                                        \
+        fl[q] = (uint8_t)((v != 0) * PARITY_LP_PRESENT);                                               \
+    }
+        switch (r->mask.dt) { /* one loop per dtype (HF attention masks are int64) */
+        case PARITY_ST_I64: MASK_LOOP(int64_t) break;
+        case PARITY_ST_I32: MASK_LOOP(int32_t) break;
+        case PARITY_ST_I16: MASK_LOOP(int16_t) break;
+        default: MASK_LOOP(uint8_t) break;
+        }
+#undef MASK_LOOP
     }
     if (r->phase.present) {
         const unsigned char *ph = r->phase.base + row * r->phase.rs * r->phase.es;
-        for (size_t q = 0; q < n; q++) {
-            int64_t v = row_int(ph, r->phase.dt, q);
-            fl[q] |= v == 1 ? PARITY_LP_PREFILL : v == 2 ? PARITY_LP_DECODE : 0;
+#define PHASE_LOOP(T)                                                                                   \
+    for (size_t q = 0; q < n; q++) {                                                                   \
+        T v;                                                                                           \
+        memcpy(&v, ph + q * sizeof v, sizeof v);                                                       \
+        fl[q] |= (uint8_t)((v == 1) * PARITY_LP_PREFILL | (v == 2) * PARITY_LP_DECODE);                \
+    }
+        switch (r->phase.dt) { /* one loop per dtype: each vectorises */
+        case PARITY_ST_I32: PHASE_LOOP(int32_t) break;
+        case PARITY_ST_I64: PHASE_LOOP(int64_t) break;
+        case PARITY_ST_I16: PHASE_LOOP(int16_t) break;
+        case PARITY_ST_I8: PHASE_LOOP(int8_t) break;
+        default: PHASE_LOOP(uint8_t) break;
         }
+#undef PHASE_LOOP
     }
 }
 
@@ -458,7 +451,13 @@ static void dense_row_fast(const parity_lp_reader_t *r, uint64_t row, parity_lp_
     if (flagged) {
         if (r->tok.present) {
             const unsigned char *tk = r->tok.base + row * r->tok.rs * r->tok.es;
-            for (p = 0; p < n; p++) s->key[p] = row_int(tk, r->tok.dt, p);
+            if (r->tok.dt == PARITY_ST_I64) memcpy(s->key, tk, n * 8);
+            else
+                for (p = 0; p < n; p++) {
+                    int32_t v;
+                    memcpy(&v, tk + p * 4, 4);
+                    s->key[p] = v;
+                }
         } else {
             for (p = 0; p < n; p++) {
                 if (!nokeys) s->key[p] = -1;

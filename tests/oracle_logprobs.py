@@ -357,9 +357,10 @@ with tempfile.TemporaryDirectory() as td:
     ph[:, :256] = 1
     ph[::3, 300] = 0
     reps = []
-    for tag, mdt, mcast, pdt, pcast, idt, icast in (("f", "U8", np.uint8, "I32", np.int32, "I64", "<i8"),
-                                                    ("h", "I16", "<i2", "I8", np.int8, "I32", "<i4"),
-                                                    ("g", "F32", "<f4", "I32", np.int32, "I64", "<i8")):
+    variants = (("f", "U8", np.uint8, "I32", np.int32, "I64", "<i8"), ("h", "I16", "<i2", "I8", np.int8, "I32", "<i4"),
+                ("i", "I64", "<i8", "I16", "<i2", "I64", "<i8"), ("b", "BOOL", np.bool_, "U8", np.uint8, "I32", "<i4"),
+                ("g", "F32", "<f4", "I32", np.int32, "I64", "<i8"))
+    for tag, mdt, mcast, pdt, pcast, idt, icast in variants:
         for name, x, ii in (("ma", ma, ids2), ("mb", mb, idb2)):
             write_st(os.path.join(td, f"{name}{tag}.safetensors"),
                      {"logprobs": ("F32", x.astype("<f4")), "token_ids": (idt, ii.astype(icast)),
@@ -385,10 +386,12 @@ with tempfile.TemporaryDirectory() as td:
     nchecks[0] += 1
     if reps[0]["counts"]["n_tokens_compared"] < 100000 or not reps[0]["divergences"]:
         fails.append("masked dumps: fewer tokens than intended, or the divergence was not found")
-    for k, what in ((1, "i16 mask, i8 phase, i32 ids"), (2, "a float mask (general rows)")):
+    for k, (tag, mdt, _, pdt, _, idt, _) in enumerate(variants):
         if json.dumps(reps[k], sort_keys=True) != json.dumps(reps[0], sort_keys=True):
-            fails.append(f"masked safetensors: {what} gives another report than u8 mask, i32 phase, i64 ids")
-    if json.dumps(reps[3], sort_keys=True) != json.dumps(reps[4], sort_keys=True):
+            fails.append(f"masked safetensors: {mdt} mask, {pdt} phase, {idt} ids give another report than "
+                         "U8, I32, I64" + (" (the general rows)" if tag == "g" else ""))
+    nv = len(variants)
+    if json.dumps(reps[nv], sort_keys=True) != json.dumps(reps[nv + 1], sort_keys=True):
         fails.append("masked npy: Fortran order (general rows) and C order (fast rows) give different reports")
     thread_check("jsonl", os.path.join(td, "ta.jsonl"), os.path.join(td, "tb.jsonl"), "--slice-by", "domain",
                  "--floor", os.path.join(td, "ta.jsonl"))
