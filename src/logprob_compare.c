@@ -1040,7 +1040,8 @@ static parity_status_t run_direct(cmp_t *c, parity_diag_t *d)
     if (M < 2 * (size_t)c->nthreads) M = 2 * (size_t)c->nthreads;
     if (M > 65536) M = 65536;
     if (M > ra->nrows) M = ra->nrows > 0 ? (size_t)ra->nrows : 1;
-    /* rows claimed ~16k tokens at a time: 16 claims per batch of 4 x 64k tokens */
+    /* claims of at most ~16k tokens (a batch of 4 x 64k tokens is at least 16 claims), fewer
+     * rows as the batch runs out (djob_fn) */
     size_t grain = ((size_t)1 << 14) / (size_t)ra->ncols;
     if (grain < 1) grain = 1;
     pair_t *pairs[2] = {calloc(M, sizeof(pair_t)), calloc(M, sizeof(pair_t))};

@@ -359,40 +359,33 @@ static int dense_fast_ok(const parity_lp_reader_t *r)
  * the mask is nonzero, prefill where the phase is 1, decode where it is 2. */
 static void row_flags(const parity_lp_reader_t *r, uint64_t row, uint8_t *fl, size_t n)
 {
+    /* one loop per dtype, each of which vectorises (HF attention masks are int64): element q of
+     * row `base` as v, then `stmt` */
+#define ROW_LOOP(T, base, stmt)                                                                         \
+    for (size_t q = 0; q < n; q++) {                                                                   \
+        T v;                                                                                           \
+        memcpy(&v, (base) + q * sizeof v, sizeof v);                                                   \
+        stmt;                                                                                          \
+    }
+#define ROW_BY_DTYPE(dt, base, stmt)                                                                    \
+    switch (dt) {                                                                                      \
+    case PARITY_ST_I64: ROW_LOOP(int64_t, base, stmt) break;                                           \
+    case PARITY_ST_I32: ROW_LOOP(int32_t, base, stmt) break;                                           \
+    case PARITY_ST_I16: ROW_LOOP(int16_t, base, stmt) break;                                           \
+    case PARITY_ST_I8: ROW_LOOP(int8_t, base, stmt) break;                                             \
+    default: ROW_LOOP(uint8_t, base, stmt) break; /* u8, bool */                                       \
+    }
     memset(fl, PARITY_LP_PRESENT, n);
     if (r->mask.present) {
         const unsigned char *m = r->mask.base + row * r->mask.rs * r->mask.es;
-#define MASK_LOOP(T)                                                                                    \
-    for (size_t q = 0; q < n; q++) {                                                                   \
-        T v;                                                                                           \
-        memcpy(&v, m + q * sizeof v, sizeof v);                                                        \
-        fl[q] = (uint8_t)((v != 0) * PARITY_LP_PRESENT);                                               \
-    }
-        switch (r->mask.dt) { /* one loop per dtype (HF attention masks are int64) */
-        case PARITY_ST_I64: MASK_LOOP(int64_t) break;
-        case PARITY_ST_I32: MASK_LOOP(int32_t) break;
-        case PARITY_ST_I16: MASK_LOOP(int16_t) break;
-        default: MASK_LOOP(uint8_t) break;
-        }
-#undef MASK_LOOP
+        ROW_BY_DTYPE(r->mask.dt, m, fl[q] = (uint8_t)((v != 0) * PARITY_LP_PRESENT))
     }
     if (r->phase.present) {
         const unsigned char *ph = r->phase.base + row * r->phase.rs * r->phase.es;
-#define PHASE_LOOP(T)                                                                                   \
-    for (size_t q = 0; q < n; q++) {                                                                   \
-        T v;                                                                                           \
-        memcpy(&v, ph + q * sizeof v, sizeof v);                                                       \
-        fl[q] |= (uint8_t)((v == 1) * PARITY_LP_PREFILL | (v == 2) * PARITY_LP_DECODE);                \
+        ROW_BY_DTYPE(r->phase.dt, ph, fl[q] |= (uint8_t)((v == 1) * PARITY_LP_PREFILL | (v == 2) * PARITY_LP_DECODE))
     }
-        switch (r->phase.dt) { /* one loop per dtype: each vectorises */
-        case PARITY_ST_I32: PHASE_LOOP(int32_t) break;
-        case PARITY_ST_I64: PHASE_LOOP(int64_t) break;
-        case PARITY_ST_I16: PHASE_LOOP(int16_t) break;
-        case PARITY_ST_I8: PHASE_LOOP(int8_t) break;
-        default: PHASE_LOOP(uint8_t) break;
-        }
-#undef PHASE_LOOP
-    }
+#undef ROW_BY_DTYPE
+#undef ROW_LOOP
 }
 
 /* -O3 on top of the project's -O2 (GCC's -O2 vectorizer takes no loop that needs an epilogue):
