@@ -154,10 +154,13 @@ typedef struct {
 static int load_all(const char *cmd, const opts_t *o, loaded_t *L)
 {
     parity_diag_t d;
-    parity_model_default_files(L->model_path, sizeof L->model_path, L->tok_path, sizeof L->tok_path);
+    /* Only the files not named on the command line are looked up in the data folders. */
+    parity_status_t st = parity_model_default_files(o->model ? NULL : L->model_path, sizeof L->model_path,
+                                                    o->tok ? NULL : L->tok_path, sizeof L->tok_path, &d);
+    if (st != PARITY_OK) return cli_input_error(cmd, "%s", d.msg);
     if (o->model) snprintf(L->model_path, sizeof L->model_path, "%s", o->model);
     if (o->tok) snprintf(L->tok_path, sizeof L->tok_path, "%s", o->tok);
-    parity_status_t st = parity_model_load(L->model_path, &L->m, &d);
+    st = parity_model_load(L->model_path, &L->m, &d);
     if (st != PARITY_OK) return st == PARITY_E_INVALID ? cli_usage_error(cmd, NULL, "%s", d.msg)
                                                        : cli_input_error(cmd, "%s", d.msg);
     st = parity_llama_tok_load(L->tok_path, parity_model_config(L->m)->vocab_size, &L->tok, &d);

@@ -18,11 +18,13 @@
 /* Loading                                                                                    */
 /* ------------------------------------------------------------------------------------------ */
 
-void parity_model_default_files(char *model_path, size_t model_cap, char *tok_path,
-                                size_t tok_cap)
+parity_status_t parity_model_default_files(char *model_path, size_t model_cap, char *tok_path,
+                                           size_t tok_cap, parity_diag_t *diag)
 {
-    if (model_path && model_cap) snprintf(model_path, model_cap, "%s/stories260K.bin", parity_data_dir());
-    if (tok_path && tok_cap) snprintf(tok_path, tok_cap, "%s/tok512.bin", parity_data_dir());
+    parity_status_t st = PARITY_OK;
+    if (model_path && model_cap) st = parity_data_path("stories260K.bin", model_path, model_cap, diag);
+    if (st == PARITY_OK && tok_path && tok_cap) st = parity_data_path("tok512.bin", tok_path, tok_cap, diag);
+    return st;
 }
 
 const parity_model_config_t *parity_model_config(const parity_model_t *m)

@@ -407,19 +407,10 @@ parity_status_t parity_gpt2_load(const char *encoder_json, const char *vocab_bpe
 
 parity_status_t parity_gpt2_load_default(parity_gpt2_t **out, parity_diag_t *diag)
 {
-    const char *dir = parity_data_dir();
-    size_t n = strlen(dir) + 32;
-    char *enc = malloc(n), *bpe = malloc(n);
-    parity_status_t st;
-    if (!enc || !bpe) {
-        st = parity_diag_set(diag, PARITY_E_NOMEM, "parity_gpt2_load_default: out of memory");
-    } else {
-        snprintf(enc, n, "%s/gpt2_encoder.json", dir);
-        snprintf(bpe, n, "%s/gpt2_vocab.bpe", dir);
-        st = parity_gpt2_load(enc, bpe, out, diag);
-    }
-    free(enc);
-    free(bpe);
+    char enc[4096], bpe[4096];
+    parity_status_t st = parity_data_path("gpt2_encoder.json", enc, sizeof enc, diag);
+    if (st == PARITY_OK) st = parity_data_path("gpt2_vocab.bpe", bpe, sizeof bpe, diag);
+    if (st == PARITY_OK) st = parity_gpt2_load(enc, bpe, out, diag);
     return st;
 }
 

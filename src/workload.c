@@ -22,18 +22,15 @@ static parity_gpt2_t *text_tok;
 
 static void load_text(void)
 {
-    char enc[4096], bpe[4096], txt[4096];
-    const char *dir = parity_data_dir();
-    snprintf(enc, sizeof enc, "%s/gpt2_encoder.json", dir);
-    snprintf(bpe, sizeof bpe, "%s/gpt2_vocab.bpe", dir);
-    snprintf(txt, sizeof txt, "%s/tinyshakespeare.txt", dir);
-    text_status = parity_gpt2_load(enc, bpe, &text_tok, &text_diag);
+    char txt[4096];
+    text_status = parity_data_path("tinyshakespeare.txt", txt, sizeof txt, &text_diag);
+    if (text_status != PARITY_OK) return;
+    text_status = parity_gpt2_load_default(&text_tok, &text_diag);
     if (text_status != PARITY_OK) return;
     FILE *f = fopen(txt, "rb");
     if (!f) {
         text_status = parity_diag_set(&text_diag, PARITY_E_IO,
-                                      "%s: cannot open (real-text workloads need the shared data; "
-                                      "set PARITY_DATA to the folder holding it)", txt);
+                                      "%s: cannot open", txt);
         return;
     }
     fseek(f, 0, SEEK_END);

@@ -1,10 +1,10 @@
 # `parity model`: greedy output byte-identical to llama2.c's (stories260K, -t 0 -n 200), exit
 # codes of usage and input errors, the dump schema (JSONL) and the parity report's sections.
-# Uses $PARITY and $PARITY_DATA.
+# Uses $PARITY and $PARITY_SRC (the shipped data in $PARITY_SRC/data).
 set -u
 P=${PARITY:?PARITY must point at the parity binary}
-D=${PARITY_DATA:?PARITY_DATA must point at the shared data folder}
-[ -f "$D/stories260K.bin" ] || { echo "SKIP: $D/stories260K.bin missing"; exit 77; }
+D=${PARITY_SRC:?PARITY_SRC must point at the source tree}/data
+[ -f "$D/stories260K.bin" ] || { echo "FAIL: $D/stories260K.bin missing (the data ships in data/)"; exit 1; }
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fails=0

@@ -50,19 +50,16 @@ if [ -f "$CHEATS" ]; then
   expect_rc 0 "control plugin" "$P" train --kernel "$CHEATS:control" --data uniform --optimizer adamw "${TINY[@]}"
 fi
 
-# real text: dense remap of the GPT-2 ids, hits per row stated; missing data is exit 3
-if [ -f "${PARITY_DATA:-/nonexistent}/tinyshakespeare.txt" ]; then
-  expect_rc 0 "text" "$P" train --kernel builtin:fp32_sorted --data text --optimizer sgd "${TINY[@]}" --json "$tmp/t.json"
-  grep -q "11706 distinct ids remapped" "$tmp/out" && ok || { bad "text remap line"; cat "$tmp/out"; }
-  grep -q '"gpt2_ids_used":	11706' "$tmp/t.json" && ok || bad "text: gpt2_ids_used"
-  # 128 tokens per step: the most frequent token (11.8% of the text) gets well above 1 hit
-  python3 - "$tmp/t.json" <<'EOF' && ok || bad "text: max hits per row"
+# real text (shipped in data/): dense remap of the GPT-2 ids, hits per row stated
+expect_rc 0 "text" "$P" train --kernel builtin:fp32_sorted --data text --optimizer sgd "${TINY[@]}" --json "$tmp/t.json"
+grep -q "11706 distinct ids remapped" "$tmp/out" && ok || { bad "text remap line"; cat "$tmp/out"; }
+grep -q '"gpt2_ids_used":	11706' "$tmp/t.json" && ok || bad "text: gpt2_ids_used"
+# 128 tokens per step: the most frequent token (11.8% of the text) gets well above 1 hit
+python3 - "$tmp/t.json" <<'EOF' && ok || bad "text: max hits per row"
 import json, sys
 c = json.load(open(sys.argv[1]))["cells"][0]
 assert c["max_hits_per_row_per_step"] >= 8, c["max_hits_per_row_per_step"]
 EOF
-fi
-PARITY_DATA=/nonexistent expect_rc 3 "text data missing" "$P" train --kernel builtin:fp32_seq --data text "${TINY[@]}"
 
 echo "cli_train: $pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -50,8 +50,11 @@ static int setup(void **state)
     (void)state;
     snprintf(g_tmp, sizeof g_tmp, "/tmp/parity_test_model_XXXXXX");
     if (!mkdtemp(g_tmp)) return -1;
-    parity_model_default_files(g_model, sizeof g_model, g_tok, sizeof g_tok);
     parity_diag_t d;
+    if (parity_model_default_files(g_model, sizeof g_model, g_tok, sizeof g_tok, &d) != PARITY_OK) {
+        fprintf(stderr, "%s\n", d.msg);
+        return -1;
+    }
     if (parity_model_load(g_model, &g_m, &d) != PARITY_OK) {
         fprintf(stderr, "cannot load %s: %s\n", g_model, d.msg);
         return -1;
@@ -270,7 +273,8 @@ static void test_greedy_expected(void **state)
     (void)state;
     char p[1100];
     size_t n;
-    snprintf(p, sizeof p, "%s/stories260K_expected_t0_n200.txt", parity_data_dir());
+    parity_diag_t d;
+    if (parity_data_path("stories260K_expected_t0_n200.txt", p, sizeof p, &d) != PARITY_OK) fail_msg("%s", d.msg);
     char *want = slurp(p, &n);
     const char *specs[] = {"ref", "fp32"};
     for (size_t i = 0; i < 2; i++) {

@@ -23,7 +23,8 @@ typedef struct {
 
 static const char *data_path(path_t *p, const char *name)
 {
-    snprintf(p->s, sizeof p->s, "%s/%s", parity_data_dir(), name);
+    parity_diag_t d;
+    if (parity_data_path(name, p->s, sizeof p->s, &d) != PARITY_OK) fail_msg("%s", d.msg);
     return p->s;
 }
 

@@ -51,9 +51,12 @@ void parity_model_free(parity_model_t *m);
 /* The model's header; NULL for NULL. Lives as long as m. */
 const parity_model_config_t *parity_model_config(const parity_model_t *m);
 
-/* Paths of the shared stories260K files: parity_data_dir()/stories260K.bin and /tok512.bin. */
-void parity_model_default_files(char *model_path, size_t model_cap, char *tok_path,
-                                size_t tok_cap);
+/* Paths of the shipped stories260K files, stories260K.bin and tok512.bin, each found by
+ * parity_data_path (status.h: $PARITY_DATA, the installed data folder, the source tree's data/).
+ * Either path pointer may be NULL (not looked up). PARITY_OK when every requested file was
+ * found; else PARITY_E_IO with diag naming the missing file and the three places looked in. */
+parity_status_t parity_model_default_files(char *model_path, size_t model_cap, char *tok_path,
+                                           size_t tok_cap, parity_diag_t *diag);
 
 /* ---------------------------------------------------------------------------------------------
  * Forward paths

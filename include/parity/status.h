@@ -44,9 +44,23 @@ enum {
 /* Map a library status to the CLI exit code: INVALID -> 2, everything else non-OK -> 3. */
 int parity_status_exit_code(parity_status_t st);
 
-/* Folder holding the shared real data (tinyshakespeare, GPT-2 BPE, stories260K):
- * $PARITY_DATA when set, else the build-time default <source>/../shared/data. Never NULL. */
-const char *parity_data_dir(void);
+/* The real data parity ships (tinyshakespeare, GPT-2 BPE files, the stories260K model and
+ * tokenizer; data/README.md says where each file comes from) is looked for in three places, in
+ * this order, file by file:
+ *   1. $PARITY_DATA, when set and non-empty;
+ *   2. the installed data folder: <prefix>/share/parity, where <prefix> is found from the file
+ *      that holds libparity's code (the `parity` executable or libparity.so), so a relocated
+ *      `cmake --install --prefix P` works; failing that, the configured install prefix's;
+ *   3. the source tree's data/ (the build-time PARITY_SOURCE_DIR/data).
+ * parity_data_dirs writes the three folders (NULL where a place does not apply, e.g. $PARITY_DATA
+ * unset) into dirs[0..3) and returns dirs. The strings are static; never NULL itself. */
+const char **parity_data_dirs(const char *dirs[3]);
+
+/* Full path of the data file `name` (a bare file name such as "tok512.bin") in the first of the
+ * three places that holds it, written into out[0..cap). PARITY_OK when found; PARITY_E_IO when no
+ * place holds it, with diag naming the file and the three places looked in; PARITY_E_INVALID
+ * when name, out or cap is unusable or the path does not fit. */
+parity_status_t parity_data_path(const char *name, char *out, size_t cap, parity_diag_t *diag);
 
 #ifdef __cplusplus
 }

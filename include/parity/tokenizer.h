@@ -40,7 +40,8 @@ enum {
 parity_status_t parity_gpt2_load(const char *encoder_json, const char *vocab_bpe,
                                  parity_gpt2_t **out, parity_diag_t *diag);
 
-/* parity_gpt2_load on parity_data_dir()/gpt2_encoder.json and parity_data_dir()/gpt2_vocab.bpe. */
+/* parity_gpt2_load on gpt2_encoder.json and gpt2_vocab.bpe, each found by parity_data_path
+ * (status.h); PARITY_E_IO naming the missing file and the places looked in. */
 parity_status_t parity_gpt2_load_default(parity_gpt2_t **out, parity_diag_t *diag);
 
 /* Frees a tokenizer; NULL is a no-op. */
@@ -68,7 +69,7 @@ const char *parity_gpt2_token_str(const parity_gpt2_t *tok, int32_t id, size_t *
 parity_status_t parity_gpt2_decode(const parity_gpt2_t *tok, const int32_t *ids, size_t n,
                                    char **text, size_t *len);
 
-/* Convenience for workloads: loads the GPT-2 tokenizer from parity_data_dir() and encodes the
+/* Convenience for workloads: loads the GPT-2 tokenizer from the data folders (parity_data_path) and encodes the
  * whole file at text_path. Ownership of *ids as in parity_gpt2_encode. Returns the statuses of
  * parity_gpt2_load_default, PARITY_E_IO (with diag) when text_path cannot be read. */
 parity_status_t parity_text_tokens_gpt2(const char *text_path, int32_t **ids, size_t *n,
