@@ -3,7 +3,7 @@
 bf16 serving path, and a peer measured in the same run: a numpy implementation of the same
 forward (fp32, KV cache, run.c's semantics, written here from the format description). The numpy
 peer also checks itself: its greedy text must equal llama2.c's expected output.
-usage: bench/bench_model.py [--parity build/parity] [--data ../shared/data] [-n 200] [--reps 3]"""
+usage: bench/bench_model.py [--parity build/parity] [--data data] [-n 200] [--reps 3]"""
 import argparse
 import os
 import re
@@ -130,7 +130,7 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--parity", default=os.path.join(here, "..", "build", "parity"))
-    ap.add_argument("--data", default=os.environ.get("PARITY_DATA", os.path.join(here, "..", "..", "shared", "data")))
+    ap.add_argument("--data", default=os.environ.get("PARITY_DATA", os.path.join(here, "..", "data")))
     ap.add_argument("-n", type=int, default=200)
     ap.add_argument("--reps", type=int, default=3)
     a = ap.parse_args()

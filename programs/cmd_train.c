@@ -43,7 +43,7 @@ void parity_help_train(FILE *out)
             "  --timing         print where the time of a step goes (forward/backward/op/optimizer)\n"
             "  -q, --quiet      no progress on stderr\n\n"
             "Exit: 0 within noise in every cell, 1 departs/crashed/diverged somewhere, 2 usage,\n"
-            "3 input error (text data missing: set PARITY_DATA).\n",
+            "3 input error (text data missing: the message names the file and the places looked in).\n",
             c.sgd_momentum, c.steps, (unsigned long long)c.seed, c.batch_seqs, c.seq_len,
             c.batch_seqs * c.seq_len, c.d_model, c.n_heads, c.n_layers, c.eval_every, c.zipf_s,
             c.sgd_lr, c.sgdm_lr, c.adamw_lr, c.jobs);

@@ -34,10 +34,19 @@ static void main_help(FILE *out)
             PARITY_VERSION_STRING);
     for (size_t i = 0; i < N_COMMANDS; i++)
         fprintf(out, "  %-10s %s\n", COMMANDS[i].name, COMMANDS[i].summary);
+    const char *dirs[3];
+    parity_data_dirs(dirs);
     fprintf(out,
             "\nexit codes: 0 all faithful / within floor, 1 a verdict failed, 2 usage error,\n"
             "            3 input or I/O error.\n"
-            "start here: parity check embedding_rmsnorm_bwd --kernel builtin:all --baselines\n");
+            "data: the real text, tokenizers and stories260K model that parity ships are looked\n"
+            "      up file by file in\n"
+            "        1. $PARITY_DATA               %s\n"
+            "        2. the installed data folder  %s\n"
+            "        3. the source tree's data/    %s\n"
+            "      a file in none of them is exit 3, naming the file and the three places.\n"
+            "start here: parity check embedding_rmsnorm_bwd --kernel builtin:all --baselines\n",
+            dirs[0] ? dirs[0] : "(unset)", dirs[1], dirs[2]);
 }
 
 void cli_progress_stderr(void *ctx, const char *msg)

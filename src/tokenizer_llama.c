@@ -1,6 +1,6 @@
 /* The llama2.c tokenizer (tokenizer.bin / tok512.bin: a sentencepiece-BPE vocabulary with scores)
  * with karpathy/llama2.c run.c's encode() and decode() semantics, written from the format
- * description in shared/data/README.md. Same results as run.c's O(n^2) merge loop, in O(n log n).
+ * description in data/README.md. Same results as run.c's O(n^2) merge loop, in O(n log n).
  * It does not parse sentencepiece .model files and knows no special tokens beyond BOS/EOS ids. */
 #include "parity/tokenizer.h"
 
