@@ -8,7 +8,8 @@
 void parity_help_gen(FILE *out)
 {
     fprintf(out,
-        "usage: parity gen OP --workload W [--seed S] [--dtype bf16|f32] --out FILE.safetensors\n\n"
+        "usage: parity gen OP --workload W [--seed S] [--dtype bf16|f32] --out FILE.safetensors\n"
+        "                  [--reference REF.safetensors]\n\n"
         "Writes OP's inputs for workload W and seed S to a safetensors file, one tensor per input\n"
         "(names as `parity ops OP` lists them), with metadata naming the op, workload, seed, dtype,\n"
         "attributes (e.g. parity.attr.eps) and the shape each output must have\n"
@@ -18,7 +19,11 @@ void parity_help_gen(FILE *out)
         "  --workload W   a workload preset of OP (default: the first, see parity ops OP)\n"
         "  --seed S       default 1\n"
         "  --dtype D      dtype of the floating-point inputs: bf16 (default) or f32\n"
-        "  --out FILE     where to write (atomically)\n\n"
+        "  --out FILE     where to write (atomically)\n"
+        "  --reference F  also write the fp64 reference (atomically): per output NAME a dense F64\n"
+        "                 tensor NAME, NAME.sum_abs (sum of |terms| per element) and NAME.sum_up\n"
+        "                 (the terms' own condition), the error model's inputs, to cross-check\n"
+        "                 parity's reference or compute your own metrics\n\n"
         "example (examples/pytorch/ does the whole round trip):\n"
         "  parity gen embedding_rmsnorm_bwd --workload text --out in.safetensors\n"
         "  python my_kernel.py in.safetensors out.safetensors\n"
@@ -27,15 +32,16 @@ void parity_help_gen(FILE *out)
 
 int parity_cmd_gen(int argc, char **argv)
 {
-    const char *opn = NULL, *wn = NULL, *outp = NULL, *dtn = "bf16";
+    const char *opn = NULL, *wn = NULL, *outp = NULL, *refp = NULL, *dtn = "bf16";
     uint64_t seed = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if ((!strcmp(a, "--workload") || !strcmp(a, "--seed") || !strcmp(a, "--dtype") ||
-             !strcmp(a, "--out")) && !v)
+             !strcmp(a, "--out") || !strcmp(a, "--reference")) && !v)
             return cli_usage_error("gen", NULL, "%s needs a value", a);
         if (!strcmp(a, "--workload")) wn = argv[++i];
         else if (!strcmp(a, "--out")) outp = argv[++i];
+        else if (!strcmp(a, "--reference")) refp = argv[++i];
         else if (!strcmp(a, "--dtype")) dtn = argv[++i];
         else if (!strcmp(a, "--seed")) {
             if (cli_parse_u64(argv[++i], &seed) != 0)
@@ -62,5 +68,15 @@ int parity_cmd_gen(int argc, char **argv)
     if (st != PARITY_OK) return cli_input_error("gen", "%s", diag.msg[0] ? diag.msg : parity_status_str(st));
     fprintf(stderr, "wrote %s: op %s, workload %s, seed %llu, %s inputs\n", outp, op->name, wl->name,
             (unsigned long long)seed, parity_dtype_name(dt));
+    if (refp) {
+        parity_case_t *c;
+        st = parity_case_build(op, wl, seed, dt, &c, &diag);
+        if (st == PARITY_OK) {
+            st = parity_case_save_reference(c, refp, &diag);
+            parity_case_free(c);
+        }
+        if (st != PARITY_OK) return cli_input_error("gen", "%s", diag.msg[0] ? diag.msg : parity_status_str(st));
+        fprintf(stderr, "wrote %s: the fp64 reference of every output\n", refp);
+    }
     return PARITY_EXIT_OK;
 }

@@ -41,8 +41,9 @@ static int dt_of(parity_st_dtype_t st, parity_dtype_t *out)
 static parity_status_t write_tensors(const char *path, parity_tensor_t *const *ts, int n,
                                      char meta[][2][256], int nmeta, parity_diag_t *diag)
 {
-    parity_st_entry_t e[PARITY_OP_MAX_ARGS];
-    uint64_t shapes[PARITY_OP_MAX_ARGS][PARITY_ABI_MAX_DIMS];
+    /* Up to three tensors per output: a reference file holds NAME, NAME.sum_abs, NAME.sum_up. */
+    parity_st_entry_t e[3 * PARITY_OP_MAX_ARGS];
+    uint64_t shapes[3 * PARITY_OP_MAX_ARGS][PARITY_ABI_MAX_DIMS];
     for (int i = 0; i < n; i++) {
         const parity_abi_tensor_t *v = &ts[i]->view;
         if (st_of((parity_dtype_t)v->dtype, &e[i].dtype) != 0)
@@ -62,14 +63,11 @@ static parity_status_t write_tensors(const char *path, parity_tensor_t *const *t
     return parity_st_write(path, e, (size_t)n, kv, (size_t)nmeta, diag);
 }
 
-parity_status_t parity_gen_inputs(const parity_op_t *op, const parity_workload_t *wl,
-                                  uint64_t seed, parity_dtype_t dt, const char *path,
-                                  parity_diag_t *diag)
+/* The metadata that identifies case c's inputs (and reference): op, workload, seed, dtype,
+ * version, attributes, output shapes. Returns the number of entries written into meta. */
+static int case_meta(const parity_case_t *c, char meta[32][2][256])
 {
-    parity_case_t *c;
-    parity_status_t st = parity_case_build(op, wl, seed, dt, &c, diag);
-    if (st != PARITY_OK) return st;
-    char meta[32][2][256];
+    const parity_op_t *op = c->op;
     int nm = 0;
 #define META(k, ...)                                                    \
     do {                                                                \
@@ -78,9 +76,9 @@ parity_status_t parity_gen_inputs(const parity_op_t *op, const parity_workload_t
         nm++;                                                           \
     } while (0)
     META("parity.op", "%s", op->name);
-    META("parity.workload", "%s", wl->name);
-    META("parity.seed", "%" PRIu64, seed);
-    META("parity.dtype", "%s", parity_dtype_name(dt));
+    META("parity.workload", "%s", c->wl->name);
+    META("parity.seed", "%" PRIu64, c->seed);
+    META("parity.dtype", "%s", parity_dtype_name(c->in_dtype));
     META("parity.version", "%s", PARITY_VERSION_STRING);
     for (int a = 0; a < c->n_attrs && nm < 24; a++) {
         char key[128];
@@ -96,8 +94,56 @@ parity_status_t parity_gen_inputs(const parity_op_t *op, const parity_workload_t
         META(key, "%s", val);
     }
 #undef META
+    return nm;
+}
+
+parity_status_t parity_gen_inputs(const parity_op_t *op, const parity_workload_t *wl,
+                                  uint64_t seed, parity_dtype_t dt, const char *path,
+                                  parity_diag_t *diag)
+{
+    parity_case_t *c;
+    parity_status_t st = parity_case_build(op, wl, seed, dt, &c, diag);
+    if (st != PARITY_OK) return st;
+    char meta[32][2][256];
+    int nm = case_meta(c, meta);
     st = write_tensors(path, c->inputs, c->n_inputs, meta, nm, diag);
     parity_case_free(c);
+    return st;
+}
+
+parity_status_t parity_case_save_reference(const parity_case_t *c, const char *path,
+                                           parity_diag_t *diag)
+{
+    parity_tensor_t *ts[3 * PARITY_OP_MAX_ARGS] = {0};
+    parity_status_t st = PARITY_OK;
+    int n = 0;
+    for (int o = 0; o < c->n_outputs && st == PARITY_OK; o++) {
+        const parity_ref_output_t *r = &c->ref[o];
+        char name[160];
+        for (int which = 0; which < 3 && st == PARITY_OK; which++) {
+            static const char *const fmt[3] = {"%s", "%s.sum_abs", "%s.sum_up"};
+            snprintf(name, sizeof name, fmt[which], c->op->output_names[o]);
+            parity_tensor_t *t = parity_tensor_new(name, PARITY_DT_F64, c->out_ndim[o], c->out_shape[o]);
+            if (!t) {
+                st = parity_diag_set(diag, PARITY_E_NOMEM, "%s: out of memory", path);
+                break;
+            }
+            ts[n++] = t;
+            double *dst = t->view.data;
+            const double *src = which == 0 ? r->ref : which == 1 ? r->s_acc : r->s_up;
+            for (int64_t row = 0; row < r->rows; row++) {
+                int64_t slot = r->slot ? r->slot[row] : row;
+                for (int64_t j = 0; j < r->cols; j++)
+                    dst[row * r->cols + j] = slot < 0 || !src ? 0.0 : src[slot * r->cols + j];
+            }
+        }
+    }
+    if (st == PARITY_OK) {
+        char meta[32][2][256];
+        int nm = case_meta(c, meta);
+        st = write_tensors(path, ts, n, meta, nm, diag);
+    }
+    for (int i = 0; i < n; i++) parity_tensor_free(ts[i]);
     return st;
 }
 

@@ -92,10 +92,24 @@ static void expert_bias(const parity_workload_t *wl, uint64_t seed, int64_t e, d
 }
 
 /* ---- the fp64 reference of one token ---------------------------------------------------------
- * Selection: the k largest LOGITS, equal logits by the lower expert id (parity_moe_topk on the
- * logits). exp is strictly increasing, so this is the top-k of the exact probabilities with the
- * tie rule of TensorRT-LLM / vLLM / SGLang's topk_softmax kernels (docs/ops/moe_router_combine.md
- * cites them); it never depends on how probabilities round. */
+ * Selection: the k largest LOGITS, equal logits by the lower expert id. exp is strictly
+ * increasing, so this is the top-k of the exact probabilities with the tie rule of TensorRT-LLM /
+ * vLLM / SGLang's topk_softmax kernels (docs/ops/moe_router_combine.md cites them); it never
+ * depends on how probabilities round. The reference computes it by its own definition (ref_topk
+ * below), sharing no code with the selection that the catalog kernels and the emulator use
+ * (parity_moe_topk in src/moe.c), so a bug there cannot hide in the reference too. */
+
+/* Expert j's rank is the number of experts before it in the order (larger logit first, equal
+ * logits by lower id); the experts of rank < k are the selection, in rank order. O(E^2) per row,
+ * the definition itself. */
+static void ref_topk(const double *x, int64_t e, int k, int32_t *sel)
+{
+    for (int64_t j = 0; j < e; j++) {
+        int64_t rank = 0;
+        for (int64_t i = 0; i < e; i++) rank += x[i] > x[j] || (x[i] == x[j] && i < j);
+        if (rank < k) sel[rank] = (int32_t)j;
+    }
+}
 
 double parity_mrc_margin(const double *x, int64_t e, double t)
 {
@@ -112,7 +126,7 @@ double parity_mrc_margin(const double *x, int64_t e, double t)
 void parity_ref_mrc_row(const double *x, const double *y, int64_t e, int64_t d, int k, int renorm,
                         int32_t *sel, double *w, double *gates, double *out, double *cond)
 {
-    parity_moe_topk(x, (size_t)e, (size_t)k, PARITY_MOE_TIE_LOWID, sel);
+    ref_topk(x, e, k, sel);
     double m = -INFINITY;
     for (int64_t j = 0; j < e; j++) m = x[j] > m ? x[j] : m;
     /* The normaliser: over all E experts, or over the k selected ones when renormalised (then

@@ -22,6 +22,15 @@ parity_status_t parity_gen_inputs(const parity_op_t *op, const parity_workload_t
                                   uint64_t seed, parity_dtype_t dt, const char *path,
                                   parity_diag_t *diag);
 
+/* Write case c's fp64 reference to `path` (safetensors, atomically), with the same metadata as its
+ * inputs file: per output NAME a dense F64 tensor NAME of the output's shape (rows without terms
+ * are 0), NAME.sum_abs, the error model's s_acc (the sum of |terms| accumulated into each
+ * element), and NAME.sum_up, its s_up (the terms' own absolute condition; 0 where terms are exact
+ * inputs). For cross-checking the reference against another implementation (tests/
+ * oracle_references.py) and for users' own metrics. PARITY_E_NOMEM, PARITY_E_IO. */
+parity_status_t parity_case_save_reference(const parity_case_t *c, const char *path,
+                                           parity_diag_t *diag);
+
 /* Rebuild the case (inputs and fp64 reference) described by an inputs file from parity_gen_inputs
  * and verify that every input tensor in the file is byte-identical to the regenerated one, so the
  * reference matches what the user's code read. expect_op may be NULL. Errors name the file and
