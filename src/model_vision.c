@@ -37,8 +37,8 @@ static void vnorm(const parity_model_runner_t *r, double *out, const double *x, 
     for (int j = 0; j < n; j++) out[j] = ST(C(inv * x[j]));
 }
 
-/* The picture of `seed`: channel c is 0.5 + 0.3 sin(a_c X + b_c Y + phi_c) plus N(0, 0.05^2)
- * noise, X, Y in [0, 1) over a 32x32 image; patch i is grid cell (i % 8, i / 8), its 48 values
+/* The picture of `seed`, normalised pixels (mean 0, as a ViT's input): channel c is
+ * 0.5 sin(a_c X + b_c Y + phi_c) plus N(0, 0.2^2) noise, X, Y in [0, 1) over a 32x32 image; patch i is grid cell (i % 8, i / 8), its 48 values
  * in (y, x, c) order. */
 static void patches(const parity_model_runner_t *r, uint64_t seed, size_t n, double *px)
 {
@@ -56,8 +56,7 @@ static void patches(const parity_model_runner_t *r, uint64_t seed, size_t n, dou
             for (int x = 0; x < 4; x++)
                 for (int c = 0; c < 3; c++) {
                     double X = (gx * 4 + x) / 32.0, Y = (gy * 4 + y) / 32.0;
-                    double v = 0.5 + 0.3 * sin(a[c] * X + b[c] * Y + ph[c]) +
-                               0.05 * parity_rng_normal(&g);
+                    double v = 0.5 * sin(a[c] * X + b[c] * Y + ph[c]) + 0.2 * parity_rng_normal(&g);
                     px[i * PATCH + (size_t)((y * 4 + x) * 3 + c)] = ST((double)(float)v);
                 }
     }
@@ -83,7 +82,7 @@ parity_status_t parity_model_runner_set_image(parity_model_runner_t *r, uint64_t
     double *hb = qkv + 2 * n * DV, *att = hb + n * HV, *tmp = att + n, *pr = tmp + DV;
     uint64_t st = 1;
     fill(r, wp, DV * PATCH, 1 / sqrt((double)PATCH), st++);
-    fill(r, pos, GRID * GRID * DV, 0.02, st++);
+    fill(r, pos, GRID * GRID * DV, 0.1, st++);
     for (int l = 0; l < NLAYER; l++) {
         double *L0 = lw + (size_t)l * (4 * DV * DV + 2 * HV * DV);
         for (int k = 0; k < 4; k++) fill(r, L0 + (size_t)k * DV * DV, DV * DV, 1 / sqrt((double)DV), st++);
@@ -182,9 +181,14 @@ parity_status_t parity_model_image_tokens(const parity_model_t *m, uint64_t seed
         for (size_t i = 0; i < n_patch; i++) {
             int32_t best = 0;
             double bv = -INFINITY;
-            for (int v = 0; v < r->V; v++) {
-                double s = 0;
-                for (size_t j = 0; j < D; j++) s += r->w.emb[(size_t)v * D + j] * r->img[i * D + j];
+            for (int v = 3; v < r->V; v++) { /* not <unk>, <s>, </s> */
+                double s = 0, nn = 0;
+                for (size_t j = 0; j < D; j++) {
+                    double e = r->w.emb[(size_t)v * D + j];
+                    s += e * r->img[i * D + j];
+                    nn += e * e;
+                }
+                s = nn > 0 ? s / sqrt(nn) : 0;
                 if (s > bv) bv = s, best = v;
             }
             ids[i] = best;

@@ -237,8 +237,9 @@ void parity_model_runner_set_run_seed(parity_model_runner_t *r, uint64_t seed);
 parity_status_t parity_model_runner_set_image(parity_model_runner_t *r, uint64_t seed,
                                               size_t n_patch, size_t pos0);
 
-/* The discrete image tokens of the image of `seed`: for each patch, the vocabulary id whose
- * embedding has the largest dot product with the patch's fp64 embedding (ties: the lower id).
+/* The discrete image tokens of the image of `seed`: for each patch, the vocabulary id (3 and
+ * above: not <unk>, <s>, </s>) whose embedding has the largest cosine with the patch's fp64
+ * embedding (ties: the lower id), as a VQ tokenizer's codebook lookup.
  * They are the realized tokens scored at image positions; path-independent. */
 parity_status_t parity_model_image_tokens(const parity_model_t *m, uint64_t seed, size_t n_patch,
                                           int32_t *ids, parity_diag_t *diag);
