@@ -4,12 +4,17 @@
 # reference, then each MoE serving option alone against the bf16 training path (stepwise gate,
 # dispatch, experts, combine), then training on 8 ranks (TP 8, EP 8) against serving on 4.
 # Every row: one `parity model parity --moe --image 16 --floor --markdown`, a line per modality.
-# usage: examples/moe/table.sh [PARITY_BINARY]   (default: build/parity; about 4 min on one core)
+# The prompts: examples/moe/prompts.sh (24 of the dense model's own stories, 2280 scored tokens
+# with the image: 384 image, 1896 text).
+# usage: examples/moe/table.sh [PARITY_BINARY]   (default: build/parity; about 6 min on one core)
 set -eu
 P=${1:-build/parity}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+"$(dirname "$0")/prompts.sh" "$P" >"$T/prompts.txt"
 echo "| path B | path A | modality | k3 mean | max \|Δlogprob\| | p99 \|Δlogprob\| | floor k3 (A rerun) | floor max \|Δ\| | router flips | hidden drift, last layer | first greedy divergence |"
 echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-row() { "$P" model parity --moe --image 16 --floor --path "$2" --path "$1" -n 200 --markdown; }
+row() { "$P" model parity --moe --image 16 --floor --prompts "$T/prompts.txt" --path "$2" --path "$1" -n 200 --markdown; }
 # Whole paths against the fp64 reference.
 for b in fp32 bf16 bf16+fusedmoe bf16+fusedmoe+ep4; do row "$b" ref; done
 # One MoE serving option at a time, against the bf16 training path.
