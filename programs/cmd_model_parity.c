@@ -324,24 +324,28 @@ int model_cli_parity(int argc, char **argv)
         printf(")\n\n");
         printf("logprobs of the realized next tokens, B vs A (r = p_A/p_B)%s:\n",
                show_mod ? ", by the modality of the predicted token" : "");
-        printf("  %-18s %12s", "", "all");
-        if (show_mod) printf(" %12s %12s", "text", "image");
-        printf("\n");
-#define ROW(label, field, fmt)                                                       \
-    do {                                                                             \
-        printf("  %-18s " fmt, label, sm[0].field);                                  \
-        if (show_mod) printf(" " fmt " " fmt, sm[1].field, sm[2].field);             \
-        printf("\n");                                                                \
-    } while (0)
-        ROW("k1 mean", k1_mean, "%+12.3e");
-        ROW("k2 mean", k2_mean, "%12.3e");
-        ROW("k3 mean", k3_mean, "%12.3e");
-        ROW("k3 max", k3_max, "%12.3e");
-        ROW("|dlogprob| max", abs_dlogprob_max, "%12.3e");
-        ROW("|dlogprob| mean", abs_dlogprob_mean, "%12.3e");
-        ROW("|dlogprob| p99", abs_dlogprob_p99, "%12.3e");
-        ROW("top-1 agreement", top1_agree, "%12.4f");
+        if (!show_mod) { /* the dense report's layout, unchanged */
+            printf("  k1 mean             %+.3e\n", sm[0].k1_mean);
+            printf("  k2 mean             %.3e\n", sm[0].k2_mean);
+            printf("  k3 mean             %.3e   (max %.3e)\n", sm[0].k3_mean, sm[0].k3_max);
+            printf("  |dlogprob| max      %.3e\n", sm[0].abs_dlogprob_max);
+            printf("  |dlogprob| mean     %.3e\n", sm[0].abs_dlogprob_mean);
+            printf("  |dlogprob| p99      %.3e\n", sm[0].abs_dlogprob_p99);
+            printf("  top-1 agreement     %.4f\n", sm[0].top1_agree);
+        } else {
+            printf("  %-18s %12s %12s %12s\n", "", "all", "text", "image");
+#define ROW(label, field, fmt) \
+    printf("  %-18s " fmt " " fmt " " fmt "\n", label, sm[0].field, sm[1].field, sm[2].field)
+            ROW("k1 mean", k1_mean, "%+12.3e");
+            ROW("k2 mean", k2_mean, "%12.3e");
+            ROW("k3 mean", k3_mean, "%12.3e");
+            ROW("k3 max", k3_max, "%12.3e");
+            ROW("|dlogprob| max", abs_dlogprob_max, "%12.3e");
+            ROW("|dlogprob| mean", abs_dlogprob_mean, "%12.3e");
+            ROW("|dlogprob| p99", abs_dlogprob_p99, "%12.3e");
+            ROW("top-1 agreement", top1_agree, "%12.4f");
 #undef ROW
+        }
         if (o.floor) {
             printf("floor: A against a repeated run of A (run seed 1; only epR:overlap draws a new "
                    "order per run):\n");
@@ -354,18 +358,19 @@ int model_cli_parity(int argc, char **argv)
             }
         }
         printf("\nper-layer drift, B vs A: relative error ||hB - hA|| / ||hA|| of the hidden state\n");
-        printf("  %-12s %-12s %-12s", "after", "all tokens", "worst token");
-        if (show_mod) printf(" %-12s %-12s", "text", "image");
-        printf("\n");
+        if (show_mod) printf("  %-12s %-12s %-12s %-12s %s\n", "after", "all tokens", "worst token", "text", "image");
+        else printf("  %-12s %-12s %s\n", "after", "all tokens", "worst token");
         for (size_t s = 0; s < NS; s++) {
             char name[32];
             if (s == 0) snprintf(name, sizeof name, "embedding");
             else if (s + 2 < NS) snprintf(name, sizeof name, "layer %zu", s - 1);
             else if (s + 2 == NS) snprintf(name, sizeof name, "final norm");
             else snprintf(name, sizeof name, "logits");
-            printf("  %-12s %-12.3e %-12.3e", name, drift_rel(&dr[s]), dr[s].max_pos);
-            if (show_mod) printf(" %-12.3e %-12.3e", drift_rel(&dr[NS + s]), drift_rel(&dr[2 * NS + s]));
-            printf("\n");
+            if (show_mod)
+                printf("  %-12s %-12.3e %-12.3e %-12.3e %.3e\n", name, drift_rel(&dr[s]), dr[s].max_pos,
+                       drift_rel(&dr[NS + s]), drift_rel(&dr[2 * NS + s]));
+            else
+                printf("  %-12s %-12.3e %.3e\n", name, drift_rel(&dr[s]), dr[s].max_pos);
         }
         if (E) {
             printf("\nrouter flips (positions whose top-%d expert set differs, B vs A):\n", K);
