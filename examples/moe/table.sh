@@ -4,8 +4,8 @@
 # reference, then each MoE serving option alone against the bf16 training path (stepwise gate,
 # dispatch, experts, combine), then training on 8 ranks (TP 8, EP 8) against serving on 4.
 # Every row: one `parity model parity --moe --image 16 --floor --markdown`, a line per modality.
-# The prompts: examples/moe/prompts.sh (24 of the dense model's own stories, 2280 scored tokens
-# with the image: 384 image, 1896 text).
+# The prompts: examples/moe/prompts.sh (24 of the dense model's own stories; 1914 scored tokens
+# with the image: 384 image, 1530 text).
 # usage: examples/moe/table.sh [PARITY_BINARY]   (default: build/parity; about 6 min on one core)
 set -eu
 P=${1:-build/parity}
