@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "parity/logprob.h"
+#include "parity/logprob_rl.h"
 
 void parity_help_logprobs(FILE *out)
 {
@@ -13,6 +14,7 @@ void parity_help_logprobs(FILE *out)
             "                       [--slice-by FIELD] [--dtype D] [--moe] [--k3-alarm X]\n"
             "                       [--dlogprob-alarm X] [--floor-factor X] [--no-slices]\n"
             "                       [--threads N] [--worst N] [--json FILE] [--html FILE]\n"
+            "                       [--rl] [--clip-eps E] [--tis-cap C] [--rl-json FILE]\n"
             "\n"
             "Compares the per-token logprobs of dump B against dump A (for example A = trainer,\n"
             "B = inference server). delta = logprob_B - logprob_A, ratio r = p_A / p_B; k1, k2, k3\n"
@@ -44,6 +46,12 @@ void parity_help_logprobs(FILE *out)
             "--worst N          worst tokens to list (default 10, at most 100)\n"
             "--json FILE        write the report as JSON (docs/logprobs.md), atomically\n"
             "--html FILE        write a self-contained HTML page with SVG plots\n"
+            "--rl               also report the mismatch's effect on a GRPO/PPO step, A being the\n"
+            "                   trainer and B the rollout that sampled the tokens: k3 with either\n"
+            "                   side as the policy, the fraction of tokens whose ratio p_A/p_B\n"
+            "                   leaves [1-E, 1+E] (--clip-eps, default 0.2), truncated importance\n"
+            "                   weights min(r, C) (--tis-cap, default 2); per modality too. The\n"
+            "                   main report and --json are unchanged; --rl-json FILE writes these.\n"
             "\n"
             "examples:\n"
             "  parity logprobs train.safetensors serve.jsonl --floor serve2.jsonl --slice-by modality\n"
@@ -80,7 +88,9 @@ int parity_cmd_logprobs(int argc, char **argv)
     const char *files[2] = {NULL, NULL}, *floorp = NULL, *json = NULL, *html = NULL, *slice = NULL;
     const char *fmt_both = NULL, *fmt_ab[2] = {NULL, NULL};
     parity_lp_cmp_opts_t o = parity_lp_cmp_default_opts();
-    int nfiles = 0, moe = 0, k3_set = 0;
+    int nfiles = 0, moe = 0, k3_set = 0, rl = 0;
+    const char *rl_json = NULL;
+    parity_lp_rl_opts_t rlo = parity_lp_rl_default_opts();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         int need = 0;
@@ -139,6 +149,19 @@ int parity_cmd_logprobs(int argc, char **argv)
         } else if (opt_is(a, "--html", &v, &i, argc, argv, &need)) {
             if (need) return cli_usage_error(cmd, "--html report.html", "--html needs a file");
             html = v;
+        } else if (opt_is(a, "--clip-eps", &v, &i, argc, argv, &need)) {
+            if (need || cli_parse_double(v, &x) || !(x > 0 && x < 1))
+                return cli_usage_error(cmd, "--clip-eps 0.2", "--clip-eps needs a number in (0, 1)");
+            rlo.clip_eps = x, rl = 1;
+        } else if (opt_is(a, "--tis-cap", &v, &i, argc, argv, &need)) {
+            if (need || cli_parse_double(v, &x) || !(x >= 1) || x > 1e300)
+                return cli_usage_error(cmd, "--tis-cap 2", "--tis-cap needs a finite number >= 1");
+            rlo.tis_cap = x, rl = 1;
+        } else if (opt_is(a, "--rl-json", &v, &i, argc, argv, &need)) {
+            if (need) return cli_usage_error(cmd, "--rl-json rl.json", "--rl-json needs a file");
+            rl_json = v, rl = 1;
+        } else if (!strcmp(a, "--rl")) {
+            rl = 1;
         } else if (!strcmp(a, "--moe")) {
             moe = 1;
         } else if (!strcmp(a, "--no-slices")) {
@@ -192,6 +215,21 @@ int parity_cmd_logprobs(int argc, char **argv)
     if (html && (st = parity_lp_report_html(res, html, &d)) != PARITY_OK) {
         rc = cli_input_error(cmd, "%s", d.msg);
         goto done;
+    }
+    if (rl) {
+        /* a second pass over fresh readers: the main comparison is untouched */
+        parity_lp_reader_t *q[2] = {NULL, NULL};
+        parity_lp_rl_result_t *rr = NULL;
+        for (int s = 0; s < 2 && st == PARITY_OK; s++) st = parity_lp_open(files[s], &ro[s], &q[s], &d);
+        if (st == PARITY_OK) st = parity_lp_rl_compute(q[0], q[1], &rlo, &rr, &d);
+        if (st == PARITY_OK) parity_lp_rl_report_text(rr, stdout);
+        if (st == PARITY_OK && rl_json) st = parity_lp_rl_report_json(rr, rl_json, &d);
+        parity_lp_rl_result_free(rr);
+        for (int s = 0; s < 2; s++) parity_lp_close(q[s]);
+        if (st != PARITY_OK) {
+            rc = cli_input_error(cmd, "rl: %s", d.msg);
+            goto done;
+        }
     }
     rc = parity_lp_result_exit_code(res);
 done:

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "cmd_model.h"
 #include "parity/metrics.h"
 #include "parity/model.h"
 #include "parity/tokenizer.h"
@@ -21,7 +22,12 @@ void parity_help_model(FILE *out)
             "       parity model dump   [MODEL] [--tokenizer TOK] --path SPEC [--prompts FILE]\n"
             "                           --out FILE [--top K]\n"
             "       parity model parity [MODEL] [--tokenizer TOK] --path A --path B [--prompts FILE]\n"
-            "                           [-n STEPS] [--max-k3 X] [--markdown]\n"
+            "                           [-n STEPS] [--max-k3 X] [--markdown] [--floor]\n"
+            "                           [--manifest PREFIX]\n"
+            "       parity model upcycle [MODEL] --out FILE [--experts 8] [--topk 4] [--shared 108]\n"
+            "every subcommand takes --moe (the MoE built from MODEL: stories260K_moe.bin in the\n"
+            "data folder) or --moe-file FILE, and dump/parity take --image N (an N-patch synthetic\n"
+            "image through a vision encoder, prefixed to every prompt; modality \"image\").\n"
             "\n"
             "MODEL is a llama2.c checkpoint (default: the shipped stories260K.bin, found as `parity\n"
             "--help` says under data), TOK its llama2.c tokenizer (default: the shipped tok512.bin).\n"
@@ -37,6 +43,10 @@ void parity_help_model(FILE *out)
             "        error of the hidden state after each layer, B vs A) and the first position where\n"
             "        greedy generation from BOS differs within STEPS (default 200).\n"
             "        --markdown prints one table row instead; --max-k3 X exits 1 when mean k3 > X.\n"
+            "        With --image or --moe: every figure per modality, router flips per layer and\n"
+            "        the routing's load balance and entropy. --floor: A against a repeated run of\n"
+            "        A (another run seed). --manifest PREFIX writes PREFIX.a.json and PREFIX.b.json.\n"
+            "upcycle builds the MoE side file from MODEL (deterministic; docs/moe-model.md).\n"
             "\n"
             "--prompts FILE   one prompt per line (empty lines skipped); default: 5 built-in\n"
             "                 TinyStories-style sentences and a tinyshakespeare line.\n"
@@ -51,7 +61,14 @@ void parity_help_model(FILE *out)
             "                 ALGO ring|tree|oneshot, each hop rounded to DT fp64|fp32|bf16|fp16\n"
             "  batchB[:padded|:packed]  GEMMs shared with B-1 companion prompts; without splitk a\n"
             "                 split-K heuristic depends on the batch's row count\n"
-            "  e.g. --path bf16+kvcache+tp4:ring:bf16+splitk2\n"
+            "  fusedmoe       (MoE) the fused gate->dispatch->experts->combine kernel: slot order,\n"
+            "                 fp32 accumulation and weights, SwiGLU product before rounding\n"
+            "  moe:KEY=VAL,.. (MoE) routing/combine over that base: softmax fp32|bf16, topk\n"
+            "                 lowid|highid, renorm 1|0, weights fp32|bf16, order expert|slot,\n"
+            "                 combine bf16buf|bf16prod|fp32acc|fp32fma, shared before|after\n"
+            "  epR[:overlap]  (MoE) R expert-parallel ranks (1,2,4,8); overlap: partials reduced\n"
+            "                 in arrival order (a different order every run: --floor shows it)\n"
+            "  e.g. --path bf16+kvcache+tp4:ring:bf16+splitk2, --moe --path bf16+fusedmoe+ep4\n"
             "\n"
             "examples:\n"
             "  parity model run -n 200                   reproduces llama2.c's run -t 0 -n 200\n"
@@ -71,18 +88,9 @@ static const char *const BUILTIN_PROMPTS[] = {
 };
 #define N_BUILTIN (sizeof BUILTIN_PROMPTS / sizeof BUILTIN_PROMPTS[0])
 
-typedef struct {
-    const char *model, *tok, *prompt, *prompts, *out;
-    const char *paths[2];
-    int npaths, top, markdown;
-    long steps;
-    double temp, max_k3;
-    uint64_t seed;
-} opts_t;
-
 /* ------------------------------------------------------------------------------------------ */
 
-static int parse_opts(const char *cmd, int argc, char **argv, opts_t *o)
+int model_cli_parse_opts(const char *cmd, int argc, char **argv, opts_t *o)
 {
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -133,6 +141,28 @@ static int parse_opts(const char *cmd, int argc, char **argv, opts_t *o)
                 return cli_usage_error(cmd, "--max-k3 1e-4", "bad --max-k3 '%s'", v);
         } else if (!strcmp(a, "--markdown")) {
             o->markdown = 1;
+        } else if (!strcmp(a, "--moe")) {
+            o->moe = 1;
+        } else if (!strcmp(a, "--moe-file")) {
+            NEED();
+            o->moe = 1, o->moe_file = v;
+        } else if (!strcmp(a, "--floor")) {
+            o->floor = 1;
+        } else if (!strcmp(a, "--manifest")) {
+            NEED();
+            o->manifest = v;
+        } else if (!strcmp(a, "--image")) {
+            NEED();
+            if (cli_parse_long(v, 0, PARITY_MODEL_MAX_PATCHES, &o->image) != 0)
+                return cli_usage_error(cmd, "--image 16 (0..64 patches)", "bad --image '%s'", v);
+        } else if (!strcmp(a, "--experts") || !strcmp(a, "--topk") || !strcmp(a, "--shared")) {
+            NEED();
+            long k;
+            if (cli_parse_long(v, 0, 4096, &k) != 0)
+                return cli_usage_error(cmd, "--experts 8 --topk 4 --shared 108", "bad %s '%s'", a, v);
+            if (a[2] == 'e') o->up.experts = (int)k;
+            else if (a[2] == 't') o->up.topk = (int)k;
+            else o->up.n_shared = (int)k;
         } else if (a[0] == '-' && a[1]) {
             return cli_usage_error(cmd, "parity model --help", "unknown option '%s'", a);
         } else if (!o->model) {
@@ -145,24 +175,26 @@ static int parse_opts(const char *cmd, int argc, char **argv, opts_t *o)
     return 0;
 }
 
-typedef struct {
-    parity_model_t *m;
-    parity_llama_tok_t *tok;
-    char model_path[1024], tok_path[1024];
-} loaded_t;
-
-static int load_all(const char *cmd, const opts_t *o, loaded_t *L)
+int model_cli_load_all(const char *cmd, const opts_t *o, loaded_t *L)
 {
     parity_diag_t d;
     /* Only the files not named on the command line are looked up in the data folders. */
     parity_status_t st = parity_model_default_files(o->model ? NULL : L->model_path, sizeof L->model_path,
                                                     o->tok ? NULL : L->tok_path, sizeof L->tok_path, &d);
+    if (st == PARITY_OK && o->moe && !o->moe_file)
+        st = parity_model_moe_default_file(L->moe_path, sizeof L->moe_path, &d);
     if (st != PARITY_OK) return cli_input_error(cmd, "%s", d.msg);
+    if (o->moe_file) snprintf(L->moe_path, sizeof L->moe_path, "%s", o->moe_file);
     if (o->model) snprintf(L->model_path, sizeof L->model_path, "%s", o->model);
     if (o->tok) snprintf(L->tok_path, sizeof L->tok_path, "%s", o->tok);
     st = parity_model_load(L->model_path, &L->m, &d);
     if (st != PARITY_OK) return st == PARITY_E_INVALID ? cli_usage_error(cmd, NULL, "%s", d.msg)
                                                        : cli_input_error(cmd, "%s", d.msg);
+    if (o->moe && (st = parity_model_moe_attach(L->m, L->moe_path, &d)) != PARITY_OK) {
+        parity_model_free(L->m);
+        L->m = NULL;
+        return cli_input_error(cmd, "%s", d.msg);
+    }
     st = parity_llama_tok_load(L->tok_path, parity_model_config(L->m)->vocab_size, &L->tok, &d);
     if (st != PARITY_OK) {
         parity_model_free(L->m);
@@ -172,13 +204,13 @@ static int load_all(const char *cmd, const opts_t *o, loaded_t *L)
     return 0;
 }
 
-static void unload(loaded_t *L)
+void model_cli_unload(loaded_t *L)
 {
     parity_llama_tok_free(L->tok);
     parity_model_free(L->m);
 }
 
-static int make_runner(const char *cmd, const loaded_t *L, const char *spec,
+int model_cli_make_runner(const char *cmd, const loaded_t *L, const char *spec,
                        parity_model_path_t *p, parity_model_runner_t **r)
 {
     parity_diag_t d;
@@ -212,15 +244,15 @@ static int cmd_run(int argc, char **argv)
     const char *cmd = "model run";
     opts_t o = {0};
     o.steps = 256;
-    int rc = parse_opts(cmd, argc, argv, &o);
+    int rc = model_cli_parse_opts(cmd, argc, argv, &o);
     if (rc) return rc;
     if (o.npaths > 1) return cli_usage_error(cmd, "--path bf16", "run takes one --path");
     loaded_t L = {0};
-    if ((rc = load_all(cmd, &o, &L))) return rc;
+    if ((rc = model_cli_load_all(cmd, &o, &L))) return rc;
     parity_model_path_t p;
     parity_model_runner_t *r = NULL;
     int32_t *prompt = NULL, *seq = NULL;
-    if ((rc = make_runner(cmd, &L, o.paths[0], &p, &r))) goto done;
+    if ((rc = model_cli_make_runner(cmd, &L, o.paths[0], &p, &r))) goto done;
     size_t np = 0;
     const char *text = o.prompt ? o.prompt : "";
     if (parity_llama_tok_encode(L.tok, text, strlen(text), 1, 0, &prompt, &np) != PARITY_OK) {
@@ -258,7 +290,7 @@ done:
     free(seq);
     free(prompt);
     parity_model_runner_free(r);
-    unload(&L);
+    model_cli_unload(&L);
     return rc;
 }
 
@@ -266,14 +298,7 @@ done:
 /* Prompts                                                                                    */
 /* ------------------------------------------------------------------------------------------ */
 
-typedef struct {
-    size_t n;
-    char **text;
-    int32_t **ids;
-    size_t *len;
-} prompts_t;
-
-static void prompts_free(prompts_t *P)
+void model_cli_prompts_free(prompts_t *P)
 {
     for (size_t i = 0; i < P->n; i++) {
         free(P->text[i]);
@@ -284,9 +309,11 @@ static void prompts_free(prompts_t *P)
     free(P->len);
 }
 
-static int prompts_load(const char *cmd, const char *file, const loaded_t *L, prompts_t *P)
+int model_cli_prompts_load(const char *cmd, const char *file, const loaded_t *L, long image,
+                           prompts_t *P)
 {
     memset(P, 0, sizeof *P);
+    P->n_img = (size_t)image;
     size_t cap = N_BUILTIN;
     char *buf = NULL;
     if (file) {
@@ -346,6 +373,21 @@ static int prompts_load(const char *cmd, const char *file, const loaded_t *L, pr
             free(buf);
             return cli_input_error(cmd, "cannot encode prompt %zu", i);
         }
+        if (image > 0 && P->len[i] > 0) {
+            /* BOS, the image's tokens (the picture of seed i + 1), then the text */
+            int32_t *ids = malloc((P->len[i] + (size_t)image) * sizeof *ids);
+            parity_diag_t d;
+            if (!ids || parity_model_image_tokens(L->m, i + 1, (size_t)image, ids + 1, &d) != PARITY_OK) {
+                free(ids);
+                free(buf);
+                return cli_input_error(cmd, "cannot build the image of prompt %zu", i);
+            }
+            ids[0] = P->ids[i][0];
+            memcpy(ids + 1 + image, P->ids[i] + 1, (P->len[i] - 1) * sizeof *ids);
+            free(P->ids[i]);
+            P->ids[i] = ids;
+            P->len[i] += (size_t)image;
+        }
         if (P->len[i] > S) P->len[i] = S; /* the model cannot see further */
     }
     free(buf);
@@ -354,9 +396,15 @@ static int prompts_load(const char *cmd, const char *file, const loaded_t *L, pr
 }
 
 /* Companions of prompt i in a batch of B: the next B-1 prompts, cyclically. */
-static int set_batch(parity_model_runner_t *r, const parity_model_path_t *p, const prompts_t *P,
-                     size_t i)
+const char *model_cli_modality(const prompts_t *P, size_t t)
 {
+    return t >= 1 && t <= P->n_img ? "image" : "text";
+}
+
+int model_cli_set_batch(parity_model_runner_t *r, const parity_model_path_t *p, const prompts_t *P,
+                        size_t i)
+{
+    if (parity_model_runner_set_image(r, i + 1, P->n_img, 1) != PARITY_OK) return -1;
     if (p->batch <= 1) return 0;
     size_t lens[64];
     for (int k = 0; k < p->batch - 1; k++) lens[k] = P->len[(i + 1 + (size_t)k) % P->n];
@@ -369,19 +417,19 @@ static int cmd_dump(int argc, char **argv)
 {
     const char *cmd = "model dump";
     opts_t o = {0};
-    int rc = parse_opts(cmd, argc, argv, &o);
+    int rc = model_cli_parse_opts(cmd, argc, argv, &o);
     if (rc) return rc;
     if (!o.out) return cli_usage_error(cmd, "parity model dump --path bf16 --out bf16.jsonl", "missing --out");
     if (o.npaths > 1) return cli_usage_error(cmd, "--path bf16", "dump takes one --path");
     loaded_t L = {0};
-    if ((rc = load_all(cmd, &o, &L))) return rc;
+    if ((rc = model_cli_load_all(cmd, &o, &L))) return rc;
     parity_model_path_t p;
     parity_model_runner_t *r = NULL;
     prompts_t P = {0};
     double *logits = NULL;
     FILE *f = NULL;
-    if ((rc = make_runner(cmd, &L, o.paths[0], &p, &r))) goto done;
-    if ((rc = prompts_load(cmd, o.prompts, &L, &P))) goto done;
+    if ((rc = model_cli_make_runner(cmd, &L, o.paths[0], &p, &r))) goto done;
+    if ((rc = model_cli_prompts_load(cmd, o.prompts, &L, o.image, &P))) goto done;
     const parity_model_config_t *c = parity_model_config(L.m);
     size_t V = (size_t)c->vocab_size;
     logits = malloc((size_t)c->seq_len * V * sizeof *logits);
@@ -394,7 +442,7 @@ static int cmd_dump(int argc, char **argv)
     parity_model_path_str(&p, spec, sizeof spec);
     for (size_t i = 0; i < P.n; i++) {
         size_t n = P.len[i];
-        set_batch(r, &p, &P, i);
+        model_cli_set_batch(r, &p, &P, i);
         parity_model_forward(r, P.ids[i], n, logits, NULL);
         fprintf(f, "{\"id\": %zu, \"text\": \"", i);
         for (const unsigned char *s = (const unsigned char *)P.text[i]; *s; s++) {
@@ -402,14 +450,20 @@ static int cmd_dump(int argc, char **argv)
             else if (*s < 0x20) fprintf(f, "\\u%04x", *s);
             else fputc(*s, f);
         }
-        fprintf(f, "\", \"model\": \"stories260K\", \"path\": \"%s\", \"context_ids\": [%d], \"token_ids\": [",
-                spec, (int)P.ids[i][0]);
+        fprintf(f, "\", \"model\": \"%s\", \"path\": \"%s\", \"context_ids\": [%d], \"token_ids\": [",
+                o.moe ? "stories260K-moe" : "stories260K", spec, (int)P.ids[i][0]);
         for (size_t t = 1; t < n; t++) fprintf(f, "%s%d", t > 1 ? ", " : "", (int)P.ids[i][t]);
         fprintf(f, "], \"logprobs\": [");
         for (size_t t = 1; t < n; t++)
             fprintf(f, "%s%.17g", t > 1 ? ", " : "",
                     parity_model_logprob(logits + (t - 1) * V, V, P.ids[i][t]));
         fprintf(f, "]");
+        if (P.n_img > 0) { /* per token, only with --image (the schema is unchanged without) */
+            fprintf(f, ", \"modality\": [");
+            for (size_t t = 1; t < n; t++)
+                fprintf(f, "%s\"%s\"", t > 1 ? ", " : "", model_cli_modality(&P, t));
+            fprintf(f, "]");
+        }
         if (o.top > 0) {
             fprintf(f, ", \"top_logprobs\": [");
             for (size_t t = 1; t < n; t++) {
@@ -440,186 +494,35 @@ static int cmd_dump(int argc, char **argv)
 done:
     if (f) fclose(f);
     free(logits);
-    prompts_free(&P);
+    model_cli_prompts_free(&P);
     parity_model_runner_free(r);
-    unload(&L);
+    model_cli_unload(&L);
     return rc;
 }
 
 /* ------------------------------------------------------------------------------------------ */
 
-/* ||b - a|| / ||a|| per hidden slice, over all positions, and the largest per-position value. */
-typedef struct {
-    double ss_diff, ss_ref, max_pos;
-} drift_t;
-
-static void drift_add(drift_t *d, const double *a, const double *b, size_t n, size_t dim)
+static int cmd_upcycle(int argc, char **argv)
 {
-    for (size_t t = 0; t < n; t++) {
-        double sd = 0, sr = 0;
-        for (size_t j = 0; j < dim; j++) {
-            double e = b[t * dim + j] - a[t * dim + j];
-            sd += e * e;
-            sr += a[t * dim + j] * a[t * dim + j];
-        }
-        d->ss_diff += sd, d->ss_ref += sr;
-        double rel = sr > 0 ? sqrt(sd / sr) : (sd > 0 ? INFINITY : 0);
-        if (rel > d->max_pos) d->max_pos = rel;
-    }
-}
-
-static double drift_rel(const drift_t *d)
-{
-    return d->ss_ref > 0 ? sqrt(d->ss_diff / d->ss_ref) : (d->ss_diff > 0 ? INFINITY : 0);
-}
-
-static int cmd_parity(int argc, char **argv)
-{
-    const char *cmd = "model parity";
+    const char *cmd = "model upcycle";
     opts_t o = {0};
-    o.steps = 200;
-    o.max_k3 = -1;
-    int rc = parse_opts(cmd, argc, argv, &o);
+    parity_model_moe_opts_default(&o.up);
+    int rc = model_cli_parse_opts(cmd, argc, argv, &o);
     if (rc) return rc;
-    if (o.npaths != 2)
-        return cli_usage_error(cmd, "parity model parity --path ref --path bf16", "need two --path options");
+    if (!o.out) return cli_usage_error(cmd, "parity model upcycle --out stories260K_moe.bin", "missing --out");
+    o.moe = 0; /* upcycling starts from the dense checkpoint */
     loaded_t L = {0};
-    if ((rc = load_all(cmd, &o, &L))) return rc;
-    parity_model_path_t p[2];
-    parity_model_runner_t *r[2] = {NULL, NULL};
-    prompts_t P = {0};
-    double *lg[2] = {NULL, NULL}, *hd[2] = {NULL, NULL}, *lpa = NULL, *lpb = NULL;
-    int32_t *ida = NULL, *idb = NULL, *g[2] = {NULL, NULL};
-    drift_t *dr = NULL;
-    parity_dist_t *dist = NULL;
-    for (int k = 0; k < 2; k++)
-        if ((rc = make_runner(cmd, &L, o.paths[k], &p[k], &r[k]))) goto done;
-    if ((rc = prompts_load(cmd, o.prompts, &L, &P))) goto done;
-    const parity_model_config_t *c = parity_model_config(L.m);
-    size_t V = (size_t)c->vocab_size, S = (size_t)c->seq_len, D = (size_t)c->dim;
-    size_t NS = (size_t)c->n_layers + 3; /* embed, L layers, final norm, logits */
-    for (int k = 0; k < 2; k++) {
-        lg[k] = malloc(S * V * sizeof(double));
-        hd[k] = malloc((NS - 1) * S * D * sizeof(double));
-        g[k] = malloc((S + 1) * sizeof(int32_t));
-    }
-    lpa = malloc(S * sizeof *lpa), lpb = malloc(S * sizeof *lpb);
-    ida = malloc(S * sizeof *ida), idb = malloc(S * sizeof *idb);
-    dr = calloc(NS, sizeof *dr);
-    if (!lg[0] || !lg[1] || !hd[0] || !hd[1] || !g[0] || !g[1] || !lpa || !lpb || !ida || !idb ||
-        !dr || parity_metrics_dist_new(NULL, &dist) != PARITY_OK) {
-        rc = cli_input_error(cmd, "out of memory");
-        goto done;
-    }
-    size_t ntok = 0;
-    for (size_t i = 0; i < P.n; i++) {
-        size_t n = P.len[i];
-        if (n < 2) continue;
-        for (int k = 0; k < 2; k++) {
-            set_batch(r[k], &p[k], &P, i);
-            parity_model_forward(r[k], P.ids[i], n, lg[k], hd[k]);
-        }
-        for (size_t t = 0; t + 1 < n; t++) {
-            lpa[t] = parity_model_logprob(lg[0] + t * V, V, P.ids[i][t + 1]);
-            lpb[t] = parity_model_logprob(lg[1] + t * V, V, P.ids[i][t + 1]);
-            const double *ra = lg[0] + t * V, *rb = lg[1] + t * V;
-            ida[t] = idb[t] = 0;
-            for (size_t v = 1; v < V; v++) {
-                if (ra[v] > ra[ida[t]]) ida[t] = (int32_t)v;
-                if (rb[v] > rb[idb[t]]) idb[t] = (int32_t)v;
-            }
-        }
-        parity_metrics_dist_add_seq(dist, lpa, lpb, n - 1);
-        parity_metrics_dist_add_topk(dist, ida, idb, n - 1, 1);
-        ntok += n - 1;
-        for (size_t s = 0; s + 1 < NS; s++)
-            drift_add(&dr[s], hd[0] + s * n * D, hd[1] + s * n * D, n, D);
-        drift_add(&dr[NS - 1], lg[0], lg[1], n, V);
-    }
-    parity_dist_summary_t sm;
-    parity_metrics_dist_summary(dist, &sm);
-
-    /* First greedy divergence from BOS. */
-    size_t steps = (size_t)o.steps < S ? (size_t)o.steps : S, ng[2] = {0, 0};
-    int32_t bos = PARITY_LLAMA_BOS;
-    for (int k = 0; k < 2; k++) {
-        if (p[k].batch > 1) {
-            size_t lens[64];
-            for (int q = 0; q < p[k].batch - 1; q++) lens[q] = P.len[(size_t)q % P.n];
-            parity_model_runner_set_companions(r[k], lens, (size_t)p[k].batch - 1);
-        }
-        parity_model_generate(r[k], &bos, 1, steps, 0.0, 0, g[k], &ng[k]);
-    }
-    size_t div = 0;
-    int diverged = 0;
-    for (size_t t = 1; t < ng[0] && t < ng[1]; t++)
-        if (g[0][t] != g[1][t]) {
-            div = t, diverged = 1;
-            break;
-        }
-    if (!diverged && ng[0] != ng[1]) div = ng[0] < ng[1] ? ng[0] : ng[1], diverged = 1;
-
-    char sa[128], sb[128];
-    parity_model_path_str(&p[0], sa, sizeof sa);
-    parity_model_path_str(&p[1], sb, sizeof sb);
-    if (o.markdown) {
-        char dv[64];
-        if (diverged) snprintf(dv, sizeof dv, "%zu", div);
-        else snprintf(dv, sizeof dv, "none in %zu", steps);
-        printf("| %s | %s | %.3e | %.3e | %.3e | %.3e | %s |\n", sb, sa, sm.k3_mean,
-               sm.abs_dlogprob_max, sm.abs_dlogprob_p99, drift_rel(&dr[NS - 3]), dv);
-    } else {
-        printf("parity model parity: %s (dim %d, %d layers, %d heads, %d kv heads, vocab %d)\n",
-               L.model_path, c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->vocab_size);
-        printf("A: %s\nB: %s\n", sa, sb);
-        printf("prompts: %zu %s, %zu scored tokens (teacher-forced, BOS first)\n\n", P.n,
-               o.prompts ? o.prompts : "built-in", ntok);
-        printf("logprobs of the realized next tokens, B vs A (r = p_A/p_B):\n");
-        printf("  k1 mean             %+.3e\n", sm.k1_mean);
-        printf("  k2 mean             %.3e\n", sm.k2_mean);
-        printf("  k3 mean             %.3e   (max %.3e)\n", sm.k3_mean, sm.k3_max);
-        printf("  |dlogprob| max      %.3e\n", sm.abs_dlogprob_max);
-        printf("  |dlogprob| mean     %.3e\n", sm.abs_dlogprob_mean);
-        printf("  |dlogprob| p99      %.3e\n", sm.abs_dlogprob_p99);
-        printf("  top-1 agreement     %.4f\n\n", sm.top1_agree);
-        printf("per-layer drift, B vs A: relative error ||hB - hA|| / ||hA|| of the hidden state\n");
-        printf("  %-12s %-12s %s\n", "after", "all tokens", "worst token");
-        for (size_t s = 0; s < NS; s++) {
-            char name[32];
-            if (s == 0) snprintf(name, sizeof name, "embedding");
-            else if (s + 2 < NS) snprintf(name, sizeof name, "layer %zu", s - 1);
-            else if (s + 2 == NS) snprintf(name, sizeof name, "final norm");
-            else snprintf(name, sizeof name, "logits");
-            printf("  %-12s %-12.3e %.3e\n", name, drift_rel(&dr[s]), dr[s].max_pos);
-        }
-        printf("\nfirst greedy divergence (from BOS, %zu steps): ", steps);
-        if (!diverged) {
-            printf("none\n");
-        } else if (div < ng[0] && div < ng[1]) {
-            size_t la, lb;
-            const char *pa = parity_llama_tok_decode_piece(L.tok, g[0][div - 1], g[0][div], &la);
-            const char *pb = parity_llama_tok_decode_piece(L.tok, g[1][div - 1], g[1][div], &lb);
-            printf("position %zu: A token %d \"%.*s\", B token %d \"%.*s\"\n", div, (int)g[0][div],
-                   (int)la, pa ? pa : "", (int)g[1][div], (int)lb, pb ? pb : "");
-        } else {
-            printf("position %zu: one generation stopped (BOS) before the other\n", div);
-        }
-    }
-    if (o.max_k3 >= 0 && !(sm.k3_mean <= o.max_k3)) {
-        fprintf(stderr, "parity model parity: mean k3 %.3e above --max-k3 %.3e\n", sm.k3_mean, o.max_k3);
-        rc = PARITY_EXIT_VERDICT;
-    }
-done:
-    for (int k = 0; k < 2; k++) {
-        free(lg[k]);
-        free(hd[k]);
-        free(g[k]);
-        parity_model_runner_free(r[k]);
-    }
-    free(lpa), free(lpb), free(ida), free(idb), free(dr);
-    parity_metrics_dist_free(dist);
-    prompts_free(&P);
-    unload(&L);
+    if ((rc = model_cli_load_all(cmd, &o, &L))) return rc;
+    parity_diag_t d;
+    double t0 = now_s();
+    parity_status_t st = parity_model_moe_build(L.m, &o.up, o.out, &d);
+    if (st == PARITY_E_INVALID) rc = cli_usage_error(cmd, "--experts 8 --topk 4 --shared 108", "%s", d.msg);
+    else if (st != PARITY_OK) rc = cli_input_error(cmd, "%s", d.msg);
+    else
+        fprintf(stderr, "parity model upcycle: wrote %s (E %d, top-%d, shared %d units; %d calibration "
+                "samples of %d tokens) in %.1f s\n", o.out, o.up.experts, o.up.topk, o.up.n_shared,
+                o.up.n_calib, o.up.calib_len, now_s() - t0);
+    model_cli_unload(&L);
     return rc;
 }
 
@@ -638,6 +541,7 @@ int parity_cmd_model(int argc, char **argv)
         }
     if (!strcmp(argv[1], "run")) return cmd_run(argc - 2, argv + 2);
     if (!strcmp(argv[1], "dump")) return cmd_dump(argc - 2, argv + 2);
-    if (!strcmp(argv[1], "parity")) return cmd_parity(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "parity")) return model_cli_parity(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "upcycle")) return cmd_upcycle(argc - 2, argv + 2);
     return cli_usage_error("model", "parity model run | dump | parity", "unknown subcommand '%s'", argv[1]);
 }

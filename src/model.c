@@ -35,6 +35,7 @@ const parity_model_config_t *parity_model_config(const parity_model_t *m)
 void parity_model_free(parity_model_t *m)
 {
     if (!m) return;
+    model_moe_free(m->moe);
     if (m->map && m->map != MAP_FAILED) munmap(m->map, m->map_size);
     free(m);
 }
@@ -173,6 +174,8 @@ void parity_model_path_default(parity_model_path_t *p)
     p->tp = 1;
     p->allreduce = PARITY_MODEL_AR_RING;
     p->hop = PARITY_MODEL_FP64;
+    p->moe = model_moe_base_spec(0);
+    p->ep = 1;
 }
 
 static const char *const DTYPE_NAMES[] = {"fp64", "fp32", "bf16", "fp16"};
@@ -221,6 +224,9 @@ parity_status_t parity_model_path_parse(const char *spec, parity_model_path_t *o
     if (out) *out = p;
     if (!spec || !out) return parity_diag_set(diag, PARITY_E_INVALID, "path spec: NULL argument");
     int seen_prec = 0, seen_fused = 0, seen_kv = 0, seen_split = 0, seen_tp = 0, seen_batch = 0;
+    int seen_fmoe = 0, seen_moe = 0, seen_ep = 0;
+    const char *moe_text = NULL;
+    size_t moe_len = 0;
     const char *s = spec;
     if (!*s) return parity_diag_set(diag, PARITY_E_INVALID, "path spec: empty (try 'ref' or 'bf16+kvcache')");
     for (;;) {
@@ -284,6 +290,29 @@ parity_status_t parity_model_path_parse(const char *spec, parity_model_path_t *o
                     p.hop_set = 1;
                 }
             }
+        } else if (n == 8 && !strncmp(s, "fusedmoe", 8)) {
+            dup = seen_fmoe++;
+            p.moe_fused = 1;
+        } else if (has_prefix(s, n, "moe:")) {
+            dup = seen_moe++;
+            moe_text = s + 4, moe_len = n - 4;
+        } else if (has_prefix(s, n, "ep")) {
+            dup = seen_ep++;
+            const char *c1 = memchr(s, ':', n);
+            size_t rn = c1 ? (size_t)(c1 - s) - 2 : n - 2;
+            if (int_from(s + 2, rn, 1, 8, &p.ep) != 0 || (p.ep & (p.ep - 1)))
+                return parity_diag_set(diag, PARITY_E_INVALID,
+                                       "path spec '%s': '%.*s': expected epR with R 1, 2, 4 or 8 "
+                                       "(optionally epR:overlap)",
+                                       spec, (int)n, s);
+            if (c1) {
+                size_t on = (size_t)(s + n - (c1 + 1));
+                if (on == 7 && !strncmp(c1 + 1, "overlap", 7)) p.ep_overlap = 1;
+                else
+                    return parity_diag_set(diag, PARITY_E_INVALID,
+                                           "path spec '%s': '%.*s': expected epR or epR:overlap",
+                                           spec, (int)n, s);
+            }
         } else if (has_prefix(s, n, "batch")) {
             dup = seen_batch++;
             const char *c1 = memchr(s, ':', n);
@@ -306,7 +335,8 @@ parity_status_t parity_model_path_parse(const char *spec, parity_model_path_t *o
             return parity_diag_set(diag, PARITY_E_INVALID,
                                    "path spec '%s': unknown token '%.*s': expected ref, fp32, "
                                    "bf16, fp16, bf16acc, fused, kvcache, splitkS, "
-                                   "tpR[:ring|tree|oneshot[:DTYPE]], batchB[:padded|packed]",
+                                   "tpR[:ring|tree|oneshot[:DTYPE]], batchB[:padded|packed], "
+                                   "fusedmoe, moe:KEY=VAL,..., epR[:overlap]",
                                    spec, (int)n, s);
         }
         if (dup)
@@ -317,6 +347,22 @@ parity_status_t parity_model_path_parse(const char *spec, parity_model_path_t *o
         s = e + 1;
     }
     if (!p.hop_set) p.hop = p.storage;
+    p.moe = model_moe_base_spec(p.moe_fused);
+    if (moe_text) {
+        char buf[256];
+        parity_moe_spec_t base = p.moe;
+        if (moe_len == 0 || moe_len >= sizeof buf)
+            return parity_diag_set(diag, PARITY_E_INVALID,
+                                   "path spec '%s': moe: needs KEY=VAL,... (e.g. moe:softmax=bf16)",
+                                   spec);
+        memcpy(buf, moe_text, moe_len);
+        buf[moe_len] = '\0';
+        parity_diag_t d2;
+        if (parity_moe_spec_parse(buf, &base, &p.moe, &d2) != PARITY_OK)
+            return parity_diag_set(diag, PARITY_E_INVALID, "path spec '%s': moe:%s: %s", spec, buf,
+                                   d2.msg);
+        p.moe_set = !parity_moe_spec_equal(&base, &p.moe);
+    }
     *out = p;
     return PARITY_OK;
 }
@@ -343,6 +389,25 @@ void parity_model_path_str(const parity_model_path_t *p, char *buf, size_t cap)
         if (p->hop_set) APPEND(":%s", parity_model_dtype_name(p->hop));
     }
     if (p->batch > 0) APPEND("+batch%d:%s", p->batch, p->packed ? "packed" : "padded");
+    if (p->moe_fused) APPEND("+fusedmoe");
+    {
+        /* moe: lists only the keys that differ from the base spec, in moe.h's key order. */
+        parity_moe_spec_t base = model_moe_base_spec(p->moe_fused);
+        char sb[256], sp[256];
+        parity_moe_spec_str(&base, sb, sizeof sb);
+        parity_moe_spec_str(&p->moe, sp, sizeof sp);
+        const char *a = sb, *b = sp;
+        int first = 1;
+        while (*a && *b) {
+            size_t la = strcspn(a, ","), lb = strcspn(b, ",");
+            if (la != lb || strncmp(a, b, la)) {
+                APPEND("%s%.*s", first ? "+moe:" : ",", (int)lb, b);
+                first = 0;
+            }
+            a += la + (a[la] == ','), b += lb + (b[lb] == ',');
+        }
+    }
+    if (p->ep > 1) APPEND("+ep%d%s", p->ep, p->ep_overlap ? ":overlap" : "");
 #undef APPEND
     if (k >= cap) buf[cap - 1] = '\0';
 }

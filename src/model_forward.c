@@ -17,7 +17,7 @@
 /* Rounding                                                                                   */
 /* ------------------------------------------------------------------------------------------ */
 
-static double rnd(const parity_model_runner_t *r, parity_model_dtype_t d, double x)
+double model_rnd(const parity_model_runner_t *r, parity_model_dtype_t d, double x)
 {
     switch (d) {
     case PARITY_MODEL_FP64:
@@ -47,23 +47,27 @@ static double rnd(const parity_model_runner_t *r, parity_model_dtype_t d, double
 
 /* The dtype of in-op math (norms, softmax, RoPE, SiLU, all-reduce adds): fp64 for the
  * reference, fp32 for every other path (the bf16acc mutant only changes GEMM accumulation). */
-static parity_model_dtype_t cmp_dtype(const parity_model_runner_t *r)
+parity_model_dtype_t model_cmp_dtype(const parity_model_runner_t *r)
 {
     return r->p.storage == PARITY_MODEL_FP64 ? PARITY_MODEL_FP64 : PARITY_MODEL_FP32;
 }
+#define rnd model_rnd
+#define cmp_dtype model_cmp_dtype
 
 #define C(x) rnd(r, cd, (x))          /* in-op math result */
 #define ST(x) rnd(r, r->p.storage, (x)) /* a value stored between ops */
 
-static double c_exp(parity_model_dtype_t cd, double x)
+double model_exp(parity_model_dtype_t cd, double x)
 {
     return cd == PARITY_MODEL_FP64 ? exp(x) : (double)expf((float)x);
 }
 
-static double c_sqrt(parity_model_dtype_t cd, double x)
+double model_sqrt(parity_model_dtype_t cd, double x)
 {
     return cd == PARITY_MODEL_FP64 ? sqrt(x) : (double)sqrtf((float)x);
 }
+#define c_exp model_exp
+#define c_sqrt model_sqrt
 
 /* GEMM accumulation: acc + p rounded once to the accumulator dtype. For bf16 the sum is formed
  * exactly (2Sum) and rounded once, since rounding the double sum to bf16 could double-round. */
@@ -185,8 +189,8 @@ static double allreduce(const parity_model_runner_t *r, const double *p, int R, 
 /* out[i] = ST(sum_k W[i*K + k] x[k]) for i in [0, N). A row-parallel GEMM under tpR splits K
  * into R contiguous near-equal slices (one per rank; with R dividing n_heads the wo slices are
  * whole heads), each rank's partial is rounded to the hop dtype, then all-reduced. */
-static void gemm(parity_model_runner_t *r, double *out, const double *W, const double *x, int N,
-                 int K, size_t rows, int row_parallel)
+void model_gemm(parity_model_runner_t *r, double *out, const double *W, const double *x, int N,
+                int K, size_t rows, int row_parallel)
 {
     int R = row_parallel && r->p.tp > 1 ? r->p.tp : 1;
     int s[8];
@@ -206,6 +210,23 @@ static void gemm(parity_model_runner_t *r, double *out, const double *W, const d
             part[k] = rnd(r, r->p.hop, local_dot(r, w, x, k0, k1, s[k]));
         }
         out[i] = ST(allreduce(r, part, R, i, N));
+    }
+}
+
+#define gemm model_gemm
+
+/* SwiGLU as run.c: val *= 1 / (1 + exp(-val)); val *= w3 x. The fused act-and-mul kernel of a
+ * serving MoE (vLLM silu_and_mul) keeps silu(h1) in the compute dtype: one rounding at the end. */
+void model_swiglu(const parity_model_runner_t *r, double *hb, const double *hb2, int n,
+                  int fused_act)
+{
+    parity_model_dtype_t cd = cmp_dtype(r);
+    for (int i = 0; i < n; i++) {
+        double h1 = hb[i];
+        double sg = C(1.0 / C(1.0 + C(c_exp(cd, -h1))));
+        double g = C(h1 * sg);
+        if (!fused_act) g = ST(g);
+        hb[i] = ST(C(g * hb2[i]));
     }
 }
 
@@ -394,13 +415,14 @@ static void capture(const parity_model_runner_t *r, double *hidden, size_t n_tot
 void model_run_positions(parity_model_runner_t *r, const int32_t *tokens, size_t t0, size_t t1,
                          size_t rows, double *logits, double *hidden, size_t n_total)
 {
-    parity_model_dtype_t cd = cmp_dtype(r);
     const int D = r->D, F = r->F, L = r->L, hs = r->hs, kvd = r->kvd, S = r->S;
     const int qpk = r->H / r->KVH; /* query heads per kv head */
     const model_weights_t *w = &r->w;
     for (size_t t = t0; t < t1; t++) {
         int pos = (int)t;
-        memcpy(r->x, w->emb + (size_t)tokens[t] * D, (size_t)D * sizeof(double));
+        const double *e = w->emb + (size_t)tokens[t] * D;
+        if (t >= r->img0 && t < r->img0 + r->n_img) e = r->img + (t - r->img0) * (size_t)D;
+        memcpy(r->x, e, (size_t)D * sizeof(double));
         capture(r, hidden, n_total, 0, t, r->x);
         rmsnorm(r, r->xb, r->x, w->rms_att, -1);
         for (int l = 0; l < L; l++) {
@@ -419,16 +441,16 @@ void model_run_positions(parity_model_runner_t *r, const int32_t *tokens, size_t
             }
             gemm(r, r->delta, w->wo + (size_t)l * D * D, r->xb, D, D, rows, 1);
             add_norm(r, r->delta, w->rms_ffn + (size_t)l * D, r->xb);
-            gemm(r, r->hb, w->w1 + (size_t)l * F * D, r->xb, F, D, rows, 0);
-            gemm(r, r->hb2, w->w3 + (size_t)l * F * D, r->xb, F, D, rows, 0);
-            for (int i = 0; i < F; i++) {
-                /* SwiGLU as run.c: val *= 1 / (1 + exp(-val)); val *= w3 x. */
-                double h1 = r->hb[i];
-                double sg = C(1.0 / C(1.0 + C(c_exp(cd, -h1))));
-                double g = ST(C(h1 * sg));
-                r->hb[i] = ST(C(g * r->hb2[i]));
+            if (r->cap_ffn)
+                memcpy(r->cap_ffn + ((size_t)l * S + (size_t)pos) * D, r->xb, (size_t)D * sizeof(double));
+            if (r->moe) {
+                model_moe_ffn(r, l, pos, r->xb, r->delta, rows);
+            } else {
+                gemm(r, r->hb, w->w1 + (size_t)l * F * D, r->xb, F, D, rows, 0);
+                gemm(r, r->hb2, w->w3 + (size_t)l * F * D, r->xb, F, D, rows, 0);
+                model_swiglu(r, r->hb, r->hb2, F, 0);
+                gemm(r, r->delta, w->w2 + (size_t)l * D * F, r->hb, D, F, rows, 1);
             }
-            gemm(r, r->delta, w->w2 + (size_t)l * D * F, r->hb, D, F, rows, 1);
             add_norm(r, r->delta, l + 1 < L ? w->rms_att + (size_t)(l + 1) * D : w->rms_final,
                      r->xb);
             capture(r, hidden, n_total, l + 1, t, r->x);
@@ -457,6 +479,9 @@ parity_status_t parity_model_runner_new(const parity_model_t *m, const parity_mo
         return parity_diag_set(diag, PARITY_E_INVALID,
                                "path: tp%d: expected 1..8 ranks dividing n_heads (%d)", p->tp,
                                c->n_heads);
+    if ((p->moe_fused || p->moe_set || p->ep > 1) && !m->moe)
+        return parity_diag_set(diag, PARITY_E_INVALID,
+                               "path: fusedmoe, moe: and ep need an MoE model (--moe)");
     if ((unsigned)p->storage > 3 || (unsigned)p->accum > 3 || (unsigned)p->hop > 3 ||
         (unsigned)p->allreduce > 2 || p->splitk < 0 || p->splitk > 16 || p->batch < 0 ||
         p->batch > 64)
@@ -505,6 +530,18 @@ parity_status_t parity_model_runner_new(const parity_model_t *m, const parity_mo
     r->hb = q, q += F;
     r->hb2 = q, q += F;
     r->part = q;
+    r->img = malloc((size_t)PARITY_MODEL_MAX_PATCHES * D * sizeof(double));
+    if (!r->img) {
+        parity_model_runner_free(r);
+        return parity_diag_set(diag, PARITY_E_NOMEM, "model runner: out of memory");
+    }
+    if (m->moe) {
+        parity_status_t st = model_moe_runner_new(r, diag);
+        if (st != PARITY_OK) {
+            parity_model_runner_free(r);
+            return st;
+        }
+    }
     *out = r;
     return PARITY_OK;
 }
@@ -512,6 +549,8 @@ parity_status_t parity_model_runner_new(const parity_model_t *m, const parity_mo
 void parity_model_runner_free(parity_model_runner_t *r)
 {
     if (!r) return;
+    model_moe_runner_free(r);
+    free(r->img);
     free(r->wbuf);
     free(r->companions);
     free(r);

@@ -25,11 +25,20 @@ typedef struct {
     const float *wcls;      /* (V, D); == emb when shared */
 } model_weights_f32_t;
 
+/* An MoE side file (model_moe.c): the unit partition and the router of every layer. */
+typedef struct {
+    int E, K, n_shared, G;  /* G = (F - n_shared) / E units per routed expert */
+    float scale;            /* routed scaling factor (K: a power of two, exact) */
+    int32_t *perm;          /* (L, F): the n_shared shared units, then expert e's G units */
+    float *router;          /* (L, E, D + 1): weights then bias, the logit scale folded in */
+} model_moe_t;
+
 struct parity_model {
     parity_model_config_t cfg;
     void *map;
     size_t map_size;
     model_weights_f32_t w;
+    model_moe_t *moe;       /* NULL: dense */
 };
 
 /* The same tensors converted to the path's storage dtype, held as doubles (exact). */
@@ -55,7 +64,36 @@ struct parity_model_runner {
     double *part;      /* (8 * 16) split-K and rank partials */
     size_t *companions; /* (batch - 1) companion lengths, or NULL: own length */
     parity_format_t fmt_bf16, fmt_fp16;
+    /* MoE (model_moe.c), NULL for a dense model */
+    struct model_moe_run *moe;
+    uint64_t run_seed;
+    /* image prefix (model_vision.c): embeddings replacing positions [img0, img0 + n_img) */
+    double *img;       /* (PARITY_MODEL_MAX_PATCHES, D) */
+    size_t img0, n_img;
+    double *cap_ffn;   /* (L, S, D) when set: every FFN input is copied here (moe build) */
 };
+
+/* Rounding and arithmetic shared by model_forward.c, model_moe.c and model_vision.c. */
+double model_rnd(const parity_model_runner_t *r, parity_model_dtype_t d, double x);
+parity_model_dtype_t model_cmp_dtype(const parity_model_runner_t *r);
+double model_exp(parity_model_dtype_t cd, double x);
+double model_sqrt(parity_model_dtype_t cd, double x);
+/* out[i] = ST(sum_k W[i*K + k] x[k]), i < N, with the path's split-K and (row_parallel) TP. */
+void model_gemm(parity_model_runner_t *r, double *out, const double *W, const double *x, int N,
+                int K, size_t rows, int row_parallel);
+/* SwiGLU of n units in place: hb[i] = ST(ST(silu(hb[i])) * hb2[i]); fused_act: one rounding. */
+void model_swiglu(const parity_model_runner_t *r, double *hb, const double *hb2, int n,
+                  int fused_act);
+
+/* MoE runner parts (model_moe.c). */
+parity_status_t model_moe_runner_new(parity_model_runner_t *r, parity_diag_t *diag);
+void model_moe_runner_free(parity_model_runner_t *r);
+/* delta = the MoE FFN of the normed input xb at position pos of layer l. */
+void model_moe_ffn(parity_model_runner_t *r, int l, int pos, const double *xb, double *delta,
+                   size_t rows);
+void model_moe_free(model_moe_t *moe);
+/* Path-spec parts of MoE (model.c calls them). */
+parity_moe_spec_t model_moe_base_spec(int fused);
 
 const char *parity_model_dtype_name(parity_model_dtype_t d);
 

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "parity/moe.h"
 #include "parity/status.h"
 
 #ifdef __cplusplus
@@ -92,6 +93,16 @@ typedef struct {
     int hop_set;                  /* 1 when hop was given; otherwise hop follows storage */
     int batch;                    /* 0: no batch; B >= 1: share GEMMs with B-1 companions */
     int packed;                   /* with batch: 1 packed (varlen) rows, 0 padded */
+    /* MoE models only (parity_model_moe_attach): a dense model rejects them. */
+    int moe_fused;                /* 1: the serving kernel ("fusedmoe"): order=slot,
+                                     combine=fp32acc, weights=fp32 unless moe: says otherwise,
+                                     and SwiGLU's product taken before rounding to storage */
+    int moe_set;                  /* 1: moe differs from the base spec (moe:SPEC was given) */
+    parity_moe_spec_t moe;        /* the effective routing/combine spec; "bf16" in its weights,
+                                     combine buffer and product names means the storage dtype */
+    int ep;                       /* expert-parallel ranks (1: none; 2, 4, 8 dividing E) */
+    int ep_overlap;               /* 1: EP partials reduced in arrival order (comm/compute
+                                     overlap), an order drawn per run (parity_model_runner_set_run_seed) */
 } parity_model_path_t;
 
 /* The fp64 reference: storage FP64, accum FP64, nothing else. */
@@ -108,6 +119,10 @@ void parity_model_path_default(parity_model_path_t *p);
  *                     ring (default) | tree | oneshot, DTYPE the per-hop rounding fp64 | fp32 |
  *                     bf16 | fp16 (default: the storage dtype)
  *   batchB[:padded|:packed]   B >= 1 sequences per GEMM (default padded)
+ *   fusedmoe          (MoE) the fused gate->dispatch->experts->combine kernel's order
+ *   moe:SPEC          (MoE) routing/combine keys over the base (moe.h's grammar, ','-joined:
+ *                     softmax=bf16,topk=highid,order=slot,combine=fp32acc,shared=before,...)
+ *   epR[:overlap]     (MoE) R expert-parallel ranks (1, 2, 4, 8); overlap: arrival order
  * Example: "bf16+kvcache+tp4:ring:bf16+splitk2". Returns PARITY_OK, or PARITY_E_INVALID with
  * diag naming the token and what was expected (out is then the default path). */
 parity_status_t parity_model_path_parse(const char *spec, parity_model_path_t *out,
@@ -158,6 +173,76 @@ double parity_model_logprob(const double *row, size_t v, int32_t id);
 parity_status_t parity_model_generate(parity_model_runner_t *r, const int32_t *prompt,
                                       size_t n_prompt, size_t steps, double temperature,
                                       uint64_t seed, int32_t *out, size_t *n_out);
+
+/* ---------------------------------------------------------------------------------------------
+ * Mixture of experts built from the dense checkpoint (docs/moe-model.md)
+ * ------------------------------------------------------------------------------------------- */
+
+/* How a dense checkpoint is upcycled: each layer's F SwiGLU units are split into a shared expert
+ * (the n_shared units of largest mean contribution) and E routed experts of (F - n_shared) / E
+ * units (balanced k-means of the units' normalised w1 rows), top-k K of them per token; the
+ * router is a ridge fit of the oracle top-K indicator on the FFN input, over calibration text
+ * the dense fp64 reference samples itself (n_calib sequences of calib_len tokens at
+ * temperature 1, seeds 1..n_calib). Everything is a pure function of the checkpoint. */
+typedef struct {
+    int experts;      /* E (default 8) */
+    int topk;         /* K (default 4) */
+    int n_shared;     /* units of the shared expert (default 108) */
+    int n_calib;      /* calibration sequences (default 8) */
+    int calib_len;    /* tokens per calibration sequence (default 200) */
+    double beta;      /* router logit scale folded into the router (default 1.5) */
+    double ridge;     /* ridge penalty of the router fit (default 1e-2) */
+} parity_model_moe_opts_t;
+
+void parity_model_moe_opts_default(parity_model_moe_opts_t *o);
+
+/* Upcycles m (a loaded dense model) and writes the MoE side file (format in docs/moe-model.md)
+ * to out_path. Deterministic: the same checkpoint gives the same bytes. PARITY_E_INVALID for bad
+ * options (E*G + n_shared != F, K > E), PARITY_E_IO, PARITY_E_NOMEM. */
+parity_status_t parity_model_moe_build(const parity_model_t *m, const parity_model_moe_opts_t *o,
+                                       const char *out_path, parity_diag_t *diag);
+
+/* Attaches an MoE side file to m: m becomes an MoE model (every FFN replaced by its shared
+ * expert plus top-K routed experts). PARITY_E_FORMAT when the file does not match m's shape,
+ * PARITY_E_IO, PARITY_E_NOMEM. Attach before creating runners. */
+parity_status_t parity_model_moe_attach(parity_model_t *m, const char *path, parity_diag_t *diag);
+
+/* The shipped side file (stories260K_moe.bin) found by parity_data_path. */
+parity_status_t parity_model_moe_default_file(char *path, size_t cap, parity_diag_t *diag);
+
+/* E and K of an MoE model (0 and 0 for a dense one). */
+void parity_model_moe_shape(const parity_model_t *m, int *experts, int *topk);
+
+/* The routing of the last forward or generation step, for positions 0..seq_len: ids (L, S, K)
+ * slot order, probs (L, S, E) the router probabilities as the path computed them; S = seq_len.
+ * Entries of positions not computed are stale. PARITY_E_INVALID for a dense model. */
+parity_status_t parity_model_runner_routing(const parity_model_runner_t *r, const int32_t **ids,
+                                            const double **probs);
+
+/* The seed of the EP arrival order (epR:overlap): a server run; 0 by default. */
+void parity_model_runner_set_run_seed(parity_model_runner_t *r, uint64_t seed);
+
+/* ---------------------------------------------------------------------------------------------
+ * A synthetic image modality (docs/moe-model.md)
+ * ------------------------------------------------------------------------------------------- */
+
+#define PARITY_MODEL_MAX_PATCHES 64
+
+/* The image of `seed` (16x16x3-pixel patches of a smooth synthetic picture) through a 2-layer
+ * vision encoder (attention + MLP per layer, deterministic weights) and a projector into the
+ * embedding space, in the runner's arithmetic; its n_patch embeddings replace the token
+ * embeddings at positions pos0 .. pos0 + n_patch - 1 of every following forward (n_patch 0
+ * removes the image). PARITY_E_INVALID for n_patch > PARITY_MODEL_MAX_PATCHES or a range past
+ * seq_len. */
+parity_status_t parity_model_runner_set_image(parity_model_runner_t *r, uint64_t seed,
+                                              size_t n_patch, size_t pos0);
+
+/* The discrete image tokens of the image of `seed`: for each patch, the vocabulary id (3 and
+ * above: not <unk>, <s>, </s>) whose embedding has the largest cosine with the patch's fp64
+ * embedding (ties: the lower id), as a VQ tokenizer's codebook lookup.
+ * They are the realized tokens scored at image positions; path-independent. */
+parity_status_t parity_model_image_tokens(const parity_model_t *m, uint64_t seed, size_t n_patch,
+                                          int32_t *ids, parity_diag_t *diag);
 
 #ifdef __cplusplus
 }
