@@ -13,6 +13,7 @@ void parity_help_logprobs(FILE *out)
             "                       [--slice-by FIELD] [--dtype D] [--moe] [--k3-alarm X]\n"
             "                       [--dlogprob-alarm X] [--floor-factor X] [--no-slices]\n"
             "                       [--threads N] [--worst N] [--json FILE] [--html FILE]\n"
+            "                       [--allow positive,nonfinite]\n"
             "\n"
             "Compares the per-token logprobs of dump B against dump A (for example A = trainer,\n"
             "B = inference server). delta = logprob_B - logprob_A, ratio r = p_A / p_B; k1, k2, k3\n"
@@ -44,6 +45,14 @@ void parity_help_logprobs(FILE *out)
             "--worst N          worst tokens to list (default 10, at most 100)\n"
             "--json FILE        write the report as JSON (docs/logprobs.md), atomically\n"
             "--html FILE        write a self-contained HTML page with SVG plots\n"
+            "--allow R[,R]      read values that cannot be logprobs as given instead of refusing\n"
+            "                   the file (exit 3, naming the file, line or offset and field):\n"
+            "                     positive   values above +2^-14 (6.1e-05): log_softmax in fp32 gives\n"
+            "                                at most ~2 ulps of logsumexp above 0; more means the\n"
+            "                                dump holds probabilities or logits, or was computed in\n"
+            "                                bf16/fp16 arithmetic (docs/logprobs.md)\n"
+            "                     nonfinite  NaN and +inf in npy/safetensors (counted as invalid)\n"
+            "                   An empty dump, or two with no sequence in common, is always exit 3.\n"
             "\n"
             "examples:\n"
             "  parity logprobs train.safetensors serve.jsonl --floor serve2.jsonl --slice-by modality\n"
@@ -81,6 +90,7 @@ int parity_cmd_logprobs(int argc, char **argv)
     const char *fmt_both = NULL, *fmt_ab[2] = {NULL, NULL};
     parity_lp_cmp_opts_t o = parity_lp_cmp_default_opts();
     int nfiles = 0, moe = 0, k3_set = 0;
+    unsigned allow = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         int need = 0;
@@ -139,6 +149,9 @@ int parity_cmd_logprobs(int argc, char **argv)
         } else if (opt_is(a, "--html", &v, &i, argc, argv, &need)) {
             if (need) return cli_usage_error(cmd, "--html report.html", "--html needs a file");
             html = v;
+        } else if (opt_is(a, "--allow", &v, &i, argc, argv, &need)) {
+            if (need || parity_lp_allow_from_names(v, &allow) != PARITY_OK)
+                return cli_usage_error(cmd, "--allow positive", "--allow takes positive, nonfinite or both (comma-separated)");
         } else if (!strcmp(a, "--moe")) {
             moe = 1;
         } else if (!strcmp(a, "--no-slices")) {
@@ -154,6 +167,7 @@ int parity_cmd_logprobs(int argc, char **argv)
         memset(&ro[s], 0, sizeof ro[s]);
         ro[s].slice_field = slice;
         ro[s].n_threads = o.n_threads;
+        ro[s].allow = allow;
         const char *f = fmt_ab[s] ? fmt_ab[s] : fmt_both;
         if (f && parity_lp_format_from_name(f, &ro[s].format) != PARITY_OK)
             return cli_usage_error(cmd, "--format npy|safetensors|jsonl|openai-chat|openai-completions|vllm|sglang",

@@ -113,13 +113,16 @@ parity_status_t parity_lp_report_text(const parity_lp_result_t *r, FILE *out)
         for (size_t i = 0; i < r->ndiv && i < 20; i++) {
             const parity_lp_divergence_t *v = &r->div[i];
             char ka[32], kb[32];
+            /* a token without an id (key -1) is shown by its text alone */
             if (v->key_a == INT64_MIN) snprintf(ka, sizeof ka, "(end, len %llu)", (unsigned long long)v->n_a);
-            else snprintf(ka, sizeof ka, "%lld", (long long)v->key_a);
+            else if (v->key_a >= 0 || !v->text_a[0]) snprintf(ka, sizeof ka, "%lld", (long long)v->key_a);
+            else ka[0] = 0;
             if (v->key_b == INT64_MIN) snprintf(kb, sizeof kb, "(end, len %llu)", (unsigned long long)v->n_b);
-            else snprintf(kb, sizeof kb, "%lld", (long long)v->key_b);
+            else if (v->key_b >= 0 || !v->text_b[0]) snprintf(kb, sizeof kb, "%lld", (long long)v->key_b);
+            else kb[0] = 0;
             fprintf(out, "  %-16.60s pos %-6llu A %s%s%s%s  B %s%s%s%s\n", v->id, (unsigned long long)v->position, ka,
-                    v->text_a[0] ? " '" : "", v->text_a, v->text_a[0] ? "'" : "", kb, v->text_b[0] ? " '" : "",
-                    v->text_b, v->text_b[0] ? "'" : "");
+                    v->text_a[0] ? (ka[0] ? " '" : "'") : "", v->text_a, v->text_a[0] ? "'" : "", kb,
+                    v->text_b[0] ? (kb[0] ? " '" : "'") : "", v->text_b, v->text_b[0] ? "'" : "");
         }
         if (c->n_diverged > 20) fprintf(out, "  ... %llu more\n", (unsigned long long)(c->n_diverged - 20));
     }
