@@ -1612,7 +1612,7 @@ static int check_values(const parity_lp_reader_t *r, const parity_lp_seq_t *s, l
     long bi = -1, bj = -1;
     for (size_t i = 0; i < s->n && bi < 0; i++)
         if ((s->flags[i] & PARITY_LP_PRESENT) && lp_bad_value(s->lp[i], allow)) bi = (long)i;
-    size_t lim = bi >= 0 ? (size_t)bi + 1 : s->n;
+    size_t lim = bi >= 0 ? (size_t)bi : s->n; /* the token's own value first (vLLM's top entries hold it too) */
     for (size_t i = 0; i < lim && s->k && bj < 0; i++)
         for (size_t j = 0; j < s->k; j++)
             if (s->top_id[i * s->k + j] >= 0 && lp_bad_value(s->top_lp[i * s->k + j], allow)) {
