@@ -48,8 +48,8 @@ const char *lp_bad_describe(char *buf, size_t cap, double v, int why, int relaxa
 {
     if (why == LP_BAD_POSITIVE)
         snprintf(buf, cap,
-                 "is %+.9g, positive beyond rounding (a logprob is <= 0; up to %+.3g is fp32 rounding of "
-                 "log_softmax, docs/logprobs.md; --allow positive reads it as given)",
+                 "is %+.9g, positive beyond rounding (a logprob is <= 0; up to +2^-14 = %.2g is fp32 rounding "
+                 "of log_softmax, docs/logprobs.md; --allow positive reads it as given)",
                  v, PARITY_LP_POSITIVE_SLACK);
     else
         snprintf(buf, cap, "is %s (a logprob is finite or -inf%s)", why == LP_BAD_NAN ? "NaN" : "+inf",
