@@ -68,17 +68,9 @@ with open(os.path.join(ROOT, "data", "tok512.bin"), "rb") as f:
     put("llama_tok", "tok512", struct.pack("<H", 512 - 3) + f.read())
 
 
-# GPT-2: bytes_to_unicode, the fixed files of fuzz/fuzz_gpt2.h and variants
-def b2u():
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
-    cs, n = bs[:], 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {b: chr(c) for b, c in zip(bs, cs)}
-
+# GPT-2: the fixed files of fuzz/fuzz_gpt2.h and variants
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpt2_bytes import b2u  # noqa: E402
 
 import json
 m = b2u()

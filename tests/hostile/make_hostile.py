@@ -4,7 +4,7 @@ every case must exit 3 with a message matching the expected pattern (and naming 
 none may crash. Deterministic; run from the source root: .venv/bin/python tests/hostile/make_hostile.py
 Columns of cases.tsv: file, command (bash; $P parity, $H the case file, $S the source root, $D an
 empty folder that is $PARITY_DATA, $T scratch), expected message (grep -E)."""
-import copy, json, os, struct
+import copy, json, os, struct, sys
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -257,16 +257,8 @@ case("llama_tok", "empty", b"", MT, r"file has 0 bytes, expected at least 4")
 
 
 # ---- GPT-2 encoder.json and vocab.bpe (found through $PARITY_DATA) ----------------------------
-def b2u():
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
-    cs, k = bs[:], 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + k)
-            k += 1
-    return {b: chr(c) for b, c in zip(bs, cs)}
-
+sys.path.insert(0, os.path.join(ROOT, "fuzz"))
+from gpt2_bytes import b2u  # noqa: E402
 
 m = b2u()
 enc = {m[b]: b for b in range(256)}
