@@ -1,11 +1,13 @@
 # A short libFuzzer run of every reader's fuzz target (fuzz/targets.list: one per file parity
-# parses), each from its seed corpus: builds them with clang into $PARITY_BUILD/fuzz (the whole
-# library instrumented once: minutes on a first build, incremental after) and runs each for
-# $PARITY_FUZZ_SECONDS (default 2) seconds. Exit 77 (skip) when clang or libFuzzer is missing.
+# parses), each from its seed corpus: builds them with clang into $PARITY_FUZZ_BUILD (default
+# build-fuzz-ci in the source tree, one folder for every build tree, so CI's second suite (the
+# ASan one) reuses the first's: the whole library instrumented once takes minutes, incremental
+# after) and runs each for $PARITY_FUZZ_SECONDS (default 2) seconds. Exit 77 (skip) when clang
+# or libFuzzer is missing.
 # The long run and the campaign figures: docs/fuzzing.md.
 set -u
 SRC=${PARITY_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
-OUT=${PARITY_BUILD:-$SRC/build}/fuzz
+OUT=${PARITY_FUZZ_BUILD:-$SRC/build-fuzz-ci}
 SECS=${PARITY_FUZZ_SECONDS:-2}
 CC=$(command -v clang || command -v clang-14 || true)
 if [ -z "$CC" ]; then echo "SKIP: clang not found (apt-get install clang libclang-rt-14-dev)"; exit 77; fi
