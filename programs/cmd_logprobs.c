@@ -15,6 +15,7 @@ void parity_help_logprobs(FILE *out)
             "                       [--dlogprob-alarm X] [--floor-factor X] [--no-slices]\n"
             "                       [--threads N] [--worst N] [--json FILE] [--html FILE]\n"
             "                       [--rl] [--clip-eps E] [--tis-cap C] [--rl-json FILE]\n"
+            "                       [--allow positive,nonfinite]\n"
             "\n"
             "Compares the per-token logprobs of dump B against dump A (for example A = trainer,\n"
             "B = inference server). delta = logprob_B - logprob_A, ratio r = p_A / p_B; k1, k2, k3\n"
@@ -52,6 +53,14 @@ void parity_help_logprobs(FILE *out)
             "                   leaves [1-E, 1+E] (--clip-eps, default 0.2), truncated importance\n"
             "                   weights min(r, C) (--tis-cap, default 2); per modality too. The\n"
             "                   main report and --json are unchanged; --rl-json FILE writes these.\n"
+            "--allow R[,R]      read values that cannot be logprobs as given instead of refusing\n"
+            "                   the file (exit 3, naming the file, line or offset and field):\n"
+            "                     positive   values above +2^-14 (6.1e-05): log_softmax in fp32 gives\n"
+            "                                at most ~2 ulps of logsumexp above 0; more means the\n"
+            "                                dump holds probabilities or logits, or was computed in\n"
+            "                                bf16/fp16 arithmetic (docs/logprobs.md)\n"
+            "                     nonfinite  NaN and +inf in npy/safetensors (counted as invalid)\n"
+            "                   An empty dump, or two with no sequence in common, is always exit 3.\n"
             "\n"
             "examples:\n"
             "  parity logprobs train.safetensors serve.jsonl --floor serve2.jsonl --slice-by modality\n"
@@ -91,6 +100,7 @@ int parity_cmd_logprobs(int argc, char **argv)
     int nfiles = 0, moe = 0, k3_set = 0, rl = 0;
     const char *rl_json = NULL;
     parity_lp_rl_opts_t rlo = parity_lp_rl_default_opts();
+    unsigned allow = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         int need = 0;
@@ -162,6 +172,9 @@ int parity_cmd_logprobs(int argc, char **argv)
             rl_json = v, rl = 1;
         } else if (!strcmp(a, "--rl")) {
             rl = 1;
+        } else if (opt_is(a, "--allow", &v, &i, argc, argv, &need)) {
+            if (need || parity_lp_allow_from_names(v, &allow) != PARITY_OK)
+                return cli_usage_error(cmd, "--allow positive", "--allow takes positive, nonfinite or both (comma-separated)");
         } else if (!strcmp(a, "--moe")) {
             moe = 1;
         } else if (!strcmp(a, "--no-slices")) {
@@ -177,6 +190,7 @@ int parity_cmd_logprobs(int argc, char **argv)
         memset(&ro[s], 0, sizeof ro[s]);
         ro[s].slice_field = slice;
         ro[s].n_threads = o.n_threads;
+        ro[s].allow = allow;
         const char *f = fmt_ab[s] ? fmt_ab[s] : fmt_both;
         if (f && parity_lp_format_from_name(f, &ro[s].format) != PARITY_OK)
             return cli_usage_error(cmd, "--format npy|safetensors|jsonl|openai-chat|openai-completions|vllm|sglang",

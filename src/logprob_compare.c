@@ -414,10 +414,12 @@ static void esc(char *dst, size_t cap, const char *s)
     dst[o] = 0;
 }
 
-/* Token i's key: -1 for a token without id or text (the direct path leaves those unwritten). */
+/* Token i's id for the report: -1 for a token without one (no id or text: the direct path
+ * leaves those keys unwritten; text only: the key is a hash, meaningless to a reader, who gets
+ * the text instead). */
 static int64_t seq_key(const parity_lp_seq_t *s, size_t i)
 {
-    return (s->flags[i] & PARITY_LP_KEY_NONE) ? -1 : s->key[i];
+    return (s->flags[i] & (PARITY_LP_KEY_NONE | PARITY_LP_KEY_TEXT)) ? -1 : s->key[i];
 }
 
 /* Keep the thread's W largest |delta| (ties: the earlier token in the stream; a thread sees its
@@ -1172,6 +1174,29 @@ static parity_status_t run(cmp_t *c, parity_diag_t *d)
     return st;
 }
 
+/* An input error when there is nothing to compare (logprob.h, parity_lp_compare): a verdict on
+ * no tokens would read as a result. */
+static parity_status_t nothing_to_compare(const parity_lp_result_t *R, parity_diag_t *d)
+{
+    const parity_lp_counts_t *n = &R->counts;
+    if (!n->n_seq_a || !n->n_seq_b)
+        return parity_diag_set(d, PARITY_E_FORMAT, "%s: empty dump: no sequences, nothing to compare",
+                               n->n_seq_a ? R->name_b : R->name_a);
+    if (!n->n_pairs)
+        return parity_diag_set(d, PARITY_E_FORMAT,
+                               "no sequence in common: %s has %llu sequences and %s %llu, none with the same "
+                               "request id (sequences pair by id, or by order when a dump has none: "
+                               "docs/logprobs.md, \"Alignment\")",
+                               R->name_a, (unsigned long long)n->n_seq_a, R->name_b, (unsigned long long)n->n_seq_b);
+    if (!n->n_tokens_compared && !n->n_diverged)
+        return parity_diag_set(d, PARITY_E_FORMAT,
+                               "%s vs %s: nothing to compare: no token of the %llu paired sequences has a logprob on "
+                               "both sides (%llu tokens absent on a side: null or masked)",
+                               R->name_a, R->name_b, (unsigned long long)n->n_pairs,
+                               (unsigned long long)n->n_tokens_absent);
+    return PARITY_OK;
+}
+
 static void slot_merge(slot_t *acc, const slot_t *s)
 {
     parity_metrics_dist_merge(acc->d, s->d);
@@ -1369,6 +1394,7 @@ parity_status_t parity_lp_compare(parity_lp_reader_t *a, parity_lp_reader_t *b, 
             st = parity_diag_set(diag, PARITY_E_NOMEM, "out of memory");
     }
     if (!st) st = run(c, diag);
+    if (!st) st = nothing_to_compare(R, diag);
     if (!st) {
         finish(c);
         if (!R->slices || !R->fl) st = parity_diag_set(diag, PARITY_E_NOMEM, "out of memory");

@@ -52,6 +52,21 @@ struct parity_lp_reader {
     size_t side_len[2];
 };
 
+/* Why v cannot be a logprob of a present token under the relaxations `allow`
+ * (PARITY_LP_ALLOW_*, logprob.h): 0 when it can (-inf included), else LP_BAD_*. The common case
+ * (v <= slack) is one comparison. */
+enum { LP_BAD_NAN = 1, LP_BAD_INF = 2, LP_BAD_POSITIVE = 3 };
+static inline int lp_bad_value(double v, unsigned allow)
+{
+    if (v <= PARITY_LP_POSITIVE_SLACK) return 0;
+    if (v != v) return allow & PARITY_LP_ALLOW_NONFINITE ? 0 : LP_BAD_NAN;
+    if (v > 1.79769313486231570815e308) return allow & PARITY_LP_ALLOW_NONFINITE ? 0 : LP_BAD_INF;
+    return allow & PARITY_LP_ALLOW_POSITIVE ? 0 : LP_BAD_POSITIVE;
+}
+/* "is NaN (...)": what is wrong with v (lp_bad_value's `why`) and how to relax it, for a message;
+ * `relaxable_nonfinite` is 0 for JSONL (JSON has no NaN or inf to relax). Returns buf. */
+const char *lp_bad_describe(char *buf, size_t cap, double v, int why, int relaxable_nonfinite);
+
 void lp_seq_reset(parity_lp_seq_t *s);
 /* Ensure room for n tokens with top-k width k; sets s->k. */
 parity_status_t lp_seq_reserve(parity_lp_seq_t *s, size_t n, size_t k);

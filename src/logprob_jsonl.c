@@ -102,7 +102,7 @@ static void jl_arena_reset(void)
 
 typedef struct {
     parity_status_t st;
-    char msg[240];
+    char msg[320]; /* a field name (~96) and what is wrong with its value (~200) */
 } line_err_t;
 
 #define LERR(e, ...) (snprintf((e)->msg, sizeof (e)->msg, __VA_ARGS__), (e)->st = PARITY_E_FORMAT)
@@ -1569,10 +1569,70 @@ typedef struct {
     size_t n, bytes, nmods0;
 } jl_batch_t;
 
+/* The field of token i (top entry j, or -1) as the record's shape spells it, for messages. The
+ * shapes that put the prompt first (vLLM, SGLang) are told apart by the token's phase. */
+static void field_name(parity_lp_format_t f, const parity_lp_seq_t *s, size_t i, long j, char *b, size_t cap)
+{
+    size_t np = 0;
+    if (f == PARITY_LP_VLLM || f == PARITY_LP_SGLANG)
+        while (np < s->n && (s->flags[np] & PARITY_LP_PREFILL)) np++;
+    int pre = i < np;
+    size_t k = pre ? i : i - np;
+    char top[48] = "";
+    switch (f) {
+    case PARITY_LP_OPENAI_CHAT:
+        if (j >= 0) snprintf(top, sizeof top, ".top_logprobs[%ld]", j);
+        snprintf(b, cap, "choices[0].logprobs.content[%zu]%s.logprob", i, top);
+        break;
+    case PARITY_LP_OPENAI_COMPLETIONS:
+        if (j >= 0) snprintf(b, cap, "choices[0].logprobs.top_logprobs[%zu] (entry %ld)", i, j);
+        else snprintf(b, cap, "choices[0].logprobs.token_logprobs[%zu]", i);
+        break;
+    case PARITY_LP_VLLM:
+        if (j >= 0) snprintf(top, sizeof top, " (top entry %ld)", j);
+        snprintf(b, cap, "%s[%zu]%s", pre ? "prompt_logprobs" : "outputs[0].logprobs", k, top);
+        break;
+    case PARITY_LP_SGLANG:
+        if (j >= 0) snprintf(b, cap, "meta_info.%s_top_logprobs[%zu][%ld][0]", pre ? "input" : "output", k, j);
+        else snprintf(b, cap, "meta_info.%s_token_logprobs[%zu][0]", pre ? "input" : "output", k);
+        break;
+    default:
+        if (j >= 0) snprintf(b, cap, "field 'top_logprobs'[%zu][%ld]", i, j);
+        else snprintf(b, cap, "field 'logprobs'[%zu]", i);
+        break;
+    }
+}
+
+/* The values of a parsed record that cannot be logprobs (lp_bad_value: positive beyond the
+ * rounding slack; the parsers already refuse NaN and inf, which JSON cannot spell); one pass
+ * over the record's doubles, in the parsing thread. */
+static int check_values(const parity_lp_reader_t *r, const parity_lp_seq_t *s, line_err_t *e)
+{
+    unsigned allow = r->opts.allow | PARITY_LP_ALLOW_NONFINITE; /* (-inf is fine; NaN/inf: the parsers) */
+    long bi = -1, bj = -1;
+    for (size_t i = 0; i < s->n && bi < 0; i++)
+        if ((s->flags[i] & PARITY_LP_PRESENT) && lp_bad_value(s->lp[i], allow)) bi = (long)i;
+    size_t lim = bi >= 0 ? (size_t)bi : s->n; /* the token's own value first (vLLM's top entries hold it too) */
+    for (size_t i = 0; i < lim && s->k && bj < 0; i++)
+        for (size_t j = 0; j < s->k; j++)
+            if (s->top_id[i * s->k + j] >= 0 && lp_bad_value(s->top_lp[i * s->k + j], allow)) {
+                bi = (long)i;
+                bj = (long)j;
+                break;
+            }
+    if (bi < 0) return 0;
+    double v = bj >= 0 ? s->top_lp[(size_t)bi * s->k + (size_t)bj] : s->lp[bi];
+    char fb[96], wb[200];
+    field_name(r->fmt, s, (size_t)bi, bj, fb, sizeof fb);
+    lp_bad_describe(wb, sizeof wb, v, lp_bad_value(v, allow), 0);
+    return LERR(e, "%s %s", fb, wb);
+}
+
 static void jl_parse_one(jl_batch_t *j, size_t i)
 {
     j->errs[i].st = PARITY_OK;
-    parse_line(j->r, j->lines[i], j->lens[i], &j->seqs[i], j->ord0 + (uint64_t)i, &j->errs[i]);
+    if (!parse_line(j->r, j->lines[i], j->lens[i], &j->seqs[i], j->ord0 + (uint64_t)i, &j->errs[i]))
+        check_values(j->r, &j->seqs[i], &j->errs[i]);
 }
 
 /* One or two batches in one parallel section (a section costs a wake-up of every worker). Thread

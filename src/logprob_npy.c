@@ -330,7 +330,7 @@ typedef struct {
     uint64_t row0;
     parity_status_t *st;
     uint64_t *bad; /* element index of the first bad value per row */
-    int *why;      /* 1 NaN/+inf logprob, 2 modality out of range, 3 NaN/+inf top logprob, 4 nomem */
+    int *why;      /* 1 not a logprob (lp_bad_value), 2 modality out of range, 3 top logprob not one, 4 nomem */
 } dense_job_t;
 
 /* An integer dtype the fast rows read directly (a mask or phase of another dtype, a float mask
@@ -402,39 +402,55 @@ static void dense_row_fast(const parity_lp_reader_t *r, uint64_t row, parity_lp_
     double *out = s->lp;
     size_t p = 0;
     /* Convert the whole row with a branch-free check (the loop vectorises), then, only when
-     * something is NaN or +inf, find the first such element as the general loop would. */
+     * something may not be a logprob, find the first element that is not (lp_bad_value) as the
+     * general loop would. */
     int badv = 0;
-    /* NaN or +inf by the bits (a floating-point comparison would not vectorize under
-     * -ftrapping-math): |bits| above +inf's is a NaN, and +inf itself */
+    unsigned allow = r->opts.allow;
+    /* By the bits (a floating-point comparison would not vectorize under -ftrapping-math): a
+     * value whose bits read as a signed integer exceed those of the slack is positive beyond
+     * it (+inf and positive NaNs included; the ordering of non-negative IEEE values is that of
+     * their bits), and |bits| above +inf's is a NaN of either sign. With --allow positive the
+     * bound is the largest finite value instead (only +inf and NaN are then suspects). */
     if (r->lp.dt == PARITY_ST_F32) {
+        float sl = allow & PARITY_LP_ALLOW_POSITIVE ? 3.40282347e38f : (float)PARITY_LP_POSITIVE_SLACK;
+        int32_t lim;
+        memcpy(&lim, &sl, 4);
         uint32_t acc = 0;
         for (size_t q = 0; q < n; q++) {
             float f;
             uint32_t u;
+            int32_t i;
             memcpy(&f, lp + q * 4, 4);
             memcpy(&u, lp + q * 4, 4);
-            acc |= (uint32_t)((u & 0x7fffffffu) > 0x7f800000u) | (uint32_t)(u == 0x7f800000u);
+            memcpy(&i, lp + q * 4, 4);
+            acc |= (uint32_t)(i > lim) | (uint32_t)((u & 0x7fffffffu) > 0x7f800000u);
             out[q] = (double)f;
         }
         badv = acc != 0;
     } else {
+        double sl = allow & PARITY_LP_ALLOW_POSITIVE ? 1.79769313486231570815e308 : PARITY_LP_POSITIVE_SLACK;
+        int64_t lim;
+        memcpy(&lim, &sl, 8);
         uint64_t acc = 0;
         for (size_t q = 0; q < n; q++) {
             uint64_t u;
+            int64_t i;
             memcpy(&u, lp + q * 8, 8);
-            acc |= (uint64_t)((u & 0x7fffffffffffffffull) > 0x7ff0000000000000ull) | (uint64_t)(u == 0x7ff0000000000000ull);
+            memcpy(&i, lp + q * 8, 8);
+            acc |= (uint64_t)(i > lim) | (uint64_t)((u & 0x7fffffffffffffffull) > 0x7ff0000000000000ull);
             memcpy(&out[q], &u, 8);
         }
         badv = acc != 0;
     }
     int flagged = r->mask.present || r->phase.present;
     if (flagged) row_flags(r, row, s->flags, n);
-    /* the first NaN or +inf of a present position (a masked one may hold anything) */
+    /* the first value of a present position that is not a logprob (a masked one may hold
+     * anything); a suspect row may hold none (a NaN under --allow nonfinite) */
     if (!badv) p = n;
     else if (!flagged)
-        while (p < n && out[p] < INFINITY) p++;
+        while (p < n && !lp_bad_value(out[p], allow)) p++;
     else
-        while (p < n && (!(s->flags[p] & PARITY_LP_PRESENT) || out[p] < INFINITY)) p++;
+        while (p < n && (!(s->flags[p] & PARITY_LP_PRESENT) || !lp_bad_value(out[p], allow))) p++;
     if (p < n) {
         *st = PARITY_E_FORMAT;
         *bad = row * r->lp.rs + p;
@@ -507,7 +523,7 @@ static void dense_one(const parity_lp_reader_t *r, uint64_t row, parity_lp_seq_t
         uint8_t fl = PARITY_LP_PRESENT;
         if (r->mask.present && dense_f64(&r->mask, row * r->mask.rs + p * r->mask.cs) == 0) fl = 0;
         double v = dense_f64(&r->lp, idx);
-        if (fl && (isnan(v) || v == INFINITY)) {
+        if (fl && lp_bad_value(v, r->opts.allow)) {
             *st = PARITY_E_FORMAT;
             *bad = idx;
             *why = 1;
@@ -541,7 +557,7 @@ static void dense_one(const parity_lp_reader_t *r, uint64_t row, parity_lp_seq_t
             uint64_t ti = row * r->top_id.rs + p * r->top_id.cs + k * r->top_id.ks;
             int64_t id = dense_i64(&r->top_id, ti);
             double tv = dense_f64(&r->top_lp, ti);
-            if (id >= 0 && (isnan(tv) || tv == INFINITY)) {
+            if (id >= 0 && lp_bad_value(tv, r->opts.allow)) {
                 *st = PARITY_E_FORMAT;
                 *bad = ti;
                 *why = 3;
@@ -634,10 +650,23 @@ parity_status_t lp_dense_row_error(const parity_lp_reader_t *r, uint64_t row, ui
     if (why == 2)
         return parity_diag_set(d, PARITY_E_FORMAT, "%s: offset %llu: modality value out of range 0..%zu in sequence %llu",
                                r->name, (unsigned long long)off, r->nmods ? r->nmods - 1 : 0, (unsigned long long)row);
-    return parity_diag_set(d, PARITY_E_FORMAT,
-                           "%s: offset %llu: %s is NaN or +inf in sequence %llu (a logprob must be finite or -inf)",
-                           r->name, (unsigned long long)off, why == 3 ? "top logprob" : "logprob",
-                           (unsigned long long)row);
+    /* the value again, to say what is wrong with it */
+    double v = dense_f64(a, bad);
+    /* element (row, pos[, j]) is at row rs + pos cs + j ks (dense_set): C or Fortran order */
+    uint64_t pos = a->ks == 1 ? (bad % a->rs) / a->cs : (bad / a->cs) % r->ncols;
+    char why_s[200];
+    lp_bad_describe(why_s, sizeof why_s, v, lp_bad_value(v, r->opts.allow), 1);
+    const char *field = r->st ? (why == 3 ? "top_logprobs" : "logprobs") : "";
+    if (r->st) { /* safetensors: the tensor's own name (logprobs, log_probs, ...) */
+        for (size_t i = 0; i < parity_st_count(r->st); i++) {
+            const parity_st_tensor_t *t = parity_st_tensor(r->st, i);
+            if (r->base + t->offset == a->base) field = t->name;
+        }
+    }
+    return parity_diag_set(d, PARITY_E_FORMAT, "%s: offset %llu: %s%s%s%s of sequence %llu, position %llu %s", r->name,
+                           (unsigned long long)off, field[0] ? "tensor '" : "", field, field[0] ? "': " : "",
+                           why == 3 ? "top logprob" : "logprob", (unsigned long long)row, (unsigned long long)pos,
+                           why_s);
 }
 
 void lp_dense_populate(const parity_lp_reader_t *r, uint64_t row0, uint64_t n)

@@ -2,6 +2,7 @@
  * table. The parsing itself lives in logprob_npy.c (npy, safetensors) and logprob_jsonl.c. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -27,6 +28,33 @@ parity_status_t parity_lp_format_from_name(const char *name, parity_lp_format_t 
             return PARITY_OK;
         }
     return PARITY_E_NOTFOUND;
+}
+
+parity_status_t parity_lp_allow_from_names(const char *names, unsigned *allow)
+{
+    if (!names || !allow) return PARITY_E_INVALID;
+    for (const char *p = names;;) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n == 8 && !strncmp(p, "positive", 8)) *allow |= PARITY_LP_ALLOW_POSITIVE;
+        else if (n == 9 && !strncmp(p, "nonfinite", 9)) *allow |= PARITY_LP_ALLOW_NONFINITE;
+        else return PARITY_E_NOTFOUND;
+        if (!e) return PARITY_OK;
+        p = e + 1;
+    }
+}
+
+const char *lp_bad_describe(char *buf, size_t cap, double v, int why, int relaxable_nonfinite)
+{
+    if (why == LP_BAD_POSITIVE)
+        snprintf(buf, cap,
+                 "is %+.9g, positive beyond rounding (a logprob is <= 0; up to +2^-14 = %.2g is fp32 rounding "
+                 "of log_softmax, docs/logprobs.md; --allow positive reads it as given)",
+                 v, PARITY_LP_POSITIVE_SLACK);
+    else
+        snprintf(buf, cap, "is %s (a logprob is finite or -inf%s)", why == LP_BAD_NAN ? "NaN" : "+inf",
+                 relaxable_nonfinite ? "; --allow nonfinite reads it as given" : "");
+    return buf;
 }
 
 void parity_lp_seq_init(parity_lp_seq_t *s)

@@ -103,8 +103,11 @@ parity_status_t parity_lp_report_text(const parity_lp_result_t *r, FILE *out)
         fprintf(out, "\nworst tokens:\n");
         for (size_t i = 0; i < r->nworst; i++) {
             const parity_lp_token_t *w = &r->worst[i];
-            fprintf(out, "  %-12.40s pos %-6llu id %-8lld A %-10.6g B %-10.6g d %+.3g%s%s%s%s\n", w->id,
-                    (unsigned long long)w->position, (long long)w->key_a, w->lp_a, w->lp_b, w->lp_b - w->lp_a,
+            char kt[80]; /* the id, or the text of a token without one */
+            if (w->key_a < 0 && w->text[0]) snprintf(kt, sizeof kt, "tok '%.60s'", w->text);
+            else snprintf(kt, sizeof kt, "id %-8lld", (long long)w->key_a);
+            fprintf(out, "  %-12.40s pos %-6llu %s A %-10.6g B %-10.6g d %+.3g%s%s%s%s\n", w->id,
+                    (unsigned long long)w->position, kt, w->lp_a, w->lp_b, w->lp_b - w->lp_a,
                     w->slice_mod[0] ? "  modality " : "", w->slice_mod, w->context[0] ? "  " : "", w->context);
         }
     }
@@ -113,13 +116,16 @@ parity_status_t parity_lp_report_text(const parity_lp_result_t *r, FILE *out)
         for (size_t i = 0; i < r->ndiv && i < 20; i++) {
             const parity_lp_divergence_t *v = &r->div[i];
             char ka[32], kb[32];
+            /* a token without an id (key -1) is shown by its text alone */
             if (v->key_a == INT64_MIN) snprintf(ka, sizeof ka, "(end, len %llu)", (unsigned long long)v->n_a);
-            else snprintf(ka, sizeof ka, "%lld", (long long)v->key_a);
+            else if (v->key_a >= 0 || !v->text_a[0]) snprintf(ka, sizeof ka, "%lld", (long long)v->key_a);
+            else ka[0] = 0;
             if (v->key_b == INT64_MIN) snprintf(kb, sizeof kb, "(end, len %llu)", (unsigned long long)v->n_b);
-            else snprintf(kb, sizeof kb, "%lld", (long long)v->key_b);
+            else if (v->key_b >= 0 || !v->text_b[0]) snprintf(kb, sizeof kb, "%lld", (long long)v->key_b);
+            else kb[0] = 0;
             fprintf(out, "  %-16.60s pos %-6llu A %s%s%s%s  B %s%s%s%s\n", v->id, (unsigned long long)v->position, ka,
-                    v->text_a[0] ? " '" : "", v->text_a, v->text_a[0] ? "'" : "", kb, v->text_b[0] ? " '" : "",
-                    v->text_b, v->text_b[0] ? "'" : "");
+                    v->text_a[0] ? (ka[0] ? " '" : "'") : "", v->text_a, v->text_a[0] ? "'" : "", kb,
+                    v->text_b[0] ? (kb[0] ? " '" : "'") : "", v->text_b, v->text_b[0] ? "'" : "");
         }
         if (c->n_diverged > 20) fprintf(out, "  ... %llu more\n", (unsigned long long)(c->n_diverged - 20));
     }
@@ -527,8 +533,23 @@ parity_status_t parity_lp_report_html(const parity_lp_result_t *r, const char *p
         for (size_t i = 0; i < r->ndiv && i < 200; i++) {
             sbf(&b, "<tr><td>");
             sb_esc(&b, r->div[i].id);
-            sbf(&b, "</td><td>%llu</td><td>%lld</td><td>%lld</td></tr>\n", (unsigned long long)r->div[i].position,
-                (long long)r->div[i].key_a, (long long)r->div[i].key_b);
+            const parity_lp_divergence_t *v = &r->div[i];
+            sbf(&b, "</td><td>%llu</td>", (unsigned long long)v->position);
+            /* the id, or the text of a token without one (key -1) */
+            for (int side = 0; side < 2; side++) {
+                int64_t k = side ? v->key_b : v->key_a;
+                const char *t = side ? v->text_b : v->text_a;
+                sbf(&b, "<td>");
+                if (k == INT64_MIN) sbf(&b, "(end)");
+                else if (k >= 0 || !t[0]) sbf(&b, "%lld", (long long)k);
+                if (t[0] && k != INT64_MIN) {
+                    sbf(&b, k >= 0 ? " '" : "'");
+                    sb_esc(&b, t);
+                    sbf(&b, "'");
+                }
+                sbf(&b, "</td>");
+            }
+            sbf(&b, "</tr>\n");
         }
         sbf(&b, "</table>\n");
     }

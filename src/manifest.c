@@ -89,6 +89,16 @@ static void value_text(const cJSON *v, char *buf, size_t cap)
     free(t);
 }
 
+/* The first member of object o before `it` with the same key, or NULL. JSON leaves duplicate
+ * keys undefined (RFC 8259, 4) and cJSON keeps them all: a manifest with "parallel" twice read
+ * differently by the lookup (first) and the diff (every member), and wrote both back. */
+static const cJSON *dup_before(const cJSON *o, const cJSON *it)
+{
+    for (const cJSON *c = o->child; c && c != it; c = c->next)
+        if (!strcmp(c->string, it->string)) return c;
+    return NULL;
+}
+
 static parity_status_t validate(const cJSON *root, const char *name, parity_diag_t *diag)
 {
     if (!name) name = "manifest";
@@ -101,6 +111,9 @@ static parity_status_t validate(const cJSON *root, const char *name, parity_diag
     const cJSON *sec;
     cJSON_ArrayForEach(sec, root)
     {
+        if (dup_before(root, sec))
+            return parity_diag_set(diag, PARITY_E_FORMAT, "%s: %s: given twice (expected each section once)", name,
+                                   sec->string);
         if (!strcmp(sec->string, "schema")) continue;
         vtype_t stype = V_ANY;
         int known = 0;
@@ -115,6 +128,8 @@ static parity_status_t validate(const cJSON *root, const char *name, parity_diag
         {
             char key[160];
             snprintf(key, sizeof key, "%s.%s", sec->string, v->string);
+            if (dup_before(sec, v))
+                return parity_diag_set(diag, PARITY_E_FORMAT, "%s: %s: given twice (expected each key once)", name, key);
             vtype_t t = stype;
             for (size_t i = 0; i < sizeof FIELDS / sizeof FIELDS[0]; i++)
                 if (!strcmp(key, FIELDS[i].key)) t = FIELDS[i].type;

@@ -28,7 +28,10 @@ cos=$(grep -nE '^ +[0-9]+\. .*(host|notes)\.' <<<"$out" | head -1 | cut -d: -f1)
 [ -n "$ar" ] && [ -n "$cos" ] && [ "$ar" -lt "$cos" ] || fail "all-reduce should rank above cosmetic: $out"
 grep -Eq '"schema":[[:space:]]+"parity.manifest.diff/1"' "$T/d.json" || fail "diff JSON"
 # Only cosmetic differences: every score 0.
-out=$("$P" manifest diff "$D/serve_tp4.json" "$D/serve_tp4_cosmetic.json")
+out=$("$P" manifest diff "$D/serve_tp4.json" "$D/serve_tp4_cosmetic.json"); rc=$?
+[ $rc -eq 0 ] || fail "cosmetic diff exit $rc"
+grep -q ": 2 differences" <<<"$out" && grep -qE '^ +1\. \[  0\] host\.name' <<<"$out" &&
+    grep -qE '^ +2\. \[  0\] notes\.run' <<<"$out" || fail "cosmetic diff should list host.name and notes.run at 0: $out"
 grep -qE '\[ *[1-9][0-9]*\]' <<<"$out" && fail "cosmetic-only diff has a non-zero score: $out"
 
 # Bad manifests: exit 3, the message names the file and the field.

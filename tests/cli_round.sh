@@ -60,11 +60,23 @@ expect_line --format=tf32 3.14159265 :: '^3\.14159265 +3\.140625 +0x20248 '
 expect_line --format custom:m=10,e=5 65520 :: ' 0x7c00 '
 expect_line --format custom:m=3,e=4 -- -0.3 :: '^-0\.3 +-0\.3125 +0xaa '
 # Stochastic: every result is one of the two neighbours, and the same seed repeats itself.
-out1=$("$P" round --format bf16 --rounding stochastic --seed 7 1.001 1.001 1.001 1.001 1.001 1.001)
-out2=$("$P" round --format bf16 --rounding stochastic --seed 7 1.001 1.001 1.001 1.001 1.001 1.001)
+# 400 draws of 1.001: each line 1 (0x3f80) or 1.0078125 (0x3f81), up with probability
+# p = 0.001 / 2^-7 = 0.128: 51.2 expected, sd sqrt(400 p (1 - p)) = 6.68; [18, 84] is +-5 sd
+# (a correct rounder fails it with probability below 1e-6). Exit 0 and all 400 lines required,
+# so empty output cannot pass.
+args=$(for _ in $(seq 400); do printf '1.001 '; done)
+# shellcheck disable=SC2086
+out1=$("$P" round --format bf16 --rounding stochastic --seed 7 $args); rc1=$?
+# shellcheck disable=SC2086
+out2=$("$P" round --format bf16 --rounding stochastic --seed 7 $args)
+if [ $rc1 -ne 0 ]; then echo "FAIL: stochastic rounding: exit $rc1"; fails=$((fails + 1)); fi
 if [ "$out1" != "$out2" ]; then echo "FAIL: stochastic rounding not reproducible"; fails=$((fails + 1)); fi
-if tail -n +4 <<<"$out1" | grep -Ev ' (0x3f80|0x3f81) ' | grep -q .; then
-    echo "FAIL: stochastic result not a neighbour:"; echo "$out1"; fails=$((fails + 1))
+rows=$(grep -c '^1\.001 ' <<<"$out1"); ups=$(grep -c '^1\.001 .* 0x3f81 ' <<<"$out1")
+if [ "$rows" -ne 400 ] || grep '^1\.001 ' <<<"$out1" | grep -Ev ' (0x3f80|0x3f81) ' | grep -q .; then
+    echo "FAIL: stochastic: want 400 results, each a neighbour (0x3f80/0x3f81), got $rows:"; echo "$out1" | head
+    fails=$((fails + 1))
+elif [ "$ups" -lt 18 ] || [ "$ups" -gt 84 ]; then
+    echo "FAIL: stochastic: $ups of 400 rounded up, expected 51.2 +- 33 (p = 0.128)"; fails=$((fails + 1))
 fi
 
 # Exit codes: help 0, usage errors 2 with a hint.

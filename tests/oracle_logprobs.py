@@ -294,17 +294,18 @@ with tempfile.TemporaryDirectory() as td:
         x = lp + rng.normal(0, noise, lp.shape) if noise else lp
         x = np.minimum(x, 0)
         x[0, 5] = -np.inf
+        tx = np.minimum(tlp + noise, 0)  # shifted top logprobs stay logprobs (<= 0: parity refuses more)
         write_st(os.path.join(td, name + ".safetensors"),
                  {"logprobs": ("F32", x.astype("<f4")), "token_ids": ("I32", ids.astype("<i4")),
                   "mask": ("I8", mask), "modality": ("I32", mod), "phase": ("I32", ph.astype("<i4")),
-                  "top_ids": ("I32", tids.astype("<i4")), "top_logprobs": ("F32", (tlp + noise).astype("<f4"))},
+                  "top_ids": ("I32", tids.astype("<i4")), "top_logprobs": ("F32", tx.astype("<f4"))},
                  {"modality_names": "text,image,audio"})
         with open(os.path.join(td, name + ".jsonl"), "w") as f:
             for s in range(S):
                 f.write(json.dumps({"id": f"q{s}", "domain": ["math", "code", "chat"][s % 3],
                                     "token_ids": ids[s].tolist(),
                                     "logprobs": [v if v > -np.inf else "-inf" for v in x[s].tolist()],
-                                    "top_ids": tids[s].tolist(), "top_logprobs": (tlp[s] + noise).tolist(),
+                                    "top_ids": tids[s].tolist(), "top_logprobs": tx[s].tolist(),
                                     "modality": ["text", "image"][s % 2], "prefill_len": 100}) + "\n")
     thread_check("st", os.path.join(td, "ta.safetensors"), os.path.join(td, "tb.safetensors"), "--worst", "30")
     # dense dumps (the in-place path): no mask, modality, phase or top-k; with -inf on one and on

@@ -213,6 +213,7 @@ static void numbers(void **state)
     parity_diag_t d;
     parity_lp_read_opts_t ro = {0};
     ro.n_threads = 1;
+    ro.allow = PARITY_LP_ALLOW_POSITIVE; /* the conversions of numbers of both signs are under test */
     assert_int_equal(parity_lp_open_mem(line, strlen(line), "n.jsonl", &ro, &r, &d), PARITY_OK);
     parity_lp_seq_t s;
     parity_lp_seq_init(&s);

@@ -80,7 +80,27 @@ typedef struct {
     const char *slice_field;   /* a string field of each JSONL record copied to seq->field */
     size_t max_line;           /* longest JSONL line accepted (bytes); 0: 256 MiB */
     int n_threads;             /* parse threads (0: all cores) */
+    unsigned allow;            /* PARITY_LP_ALLOW_* relaxations of the value checks (0: none) */
 } parity_lp_read_opts_t;
+
+/* What a logprob can be. A value (or top-k value) of a present token that is NaN, +inf, or
+ * above PARITY_LP_POSITIVE_SLACK is an input error (PARITY_E_FORMAT naming the file, the line or
+ * offset, and the field), unless opts.allow names the relaxation:
+ *   PARITY_LP_ALLOW_POSITIVE   values above the slack are read as given (a dump computed in
+ *                              bf16/fp16 arithmetic, whose max token can come out at +ulp/2)
+ *   PARITY_LP_ALLOW_NONFINITE  NaN and +inf are read as given (npy/safetensors; the metrics
+ *                              count them as invalid). JSON has no NaN: JSONL stays strict.
+ * -inf (probability 0) is always a logprob. The slack: log_softmax evaluated in fp32 as
+ * x - logsumexp(x) gives at most 0 for the max token when logsumexp is rounded once and
+ * faithfully; an engine that rounds the logit and the logsumexp separately, or uses an
+ * approximate log (CUDA's __logf: absolute error 2^-21.41), can give up to about two ulps of
+ * the logsumexp, 2^-14 for |logsumexp| < 512 (docs/logprobs.md, "What a logprob can be"). */
+#define PARITY_LP_ALLOW_POSITIVE 1u
+#define PARITY_LP_ALLOW_NONFINITE 2u
+#define PARITY_LP_POSITIVE_SLACK 0x1p-14
+/* "positive" -> PARITY_LP_ALLOW_POSITIVE, "nonfinite" -> PARITY_LP_ALLOW_NONFINITE, or a comma
+ * list of them, OR-ed into *allow; PARITY_E_NOTFOUND for an unknown name. */
+parity_status_t parity_lp_allow_from_names(const char *names, unsigned *allow);
 
 typedef struct parity_lp_reader parity_lp_reader_t;
 
@@ -143,7 +163,7 @@ typedef struct {
 typedef struct {
     char id[128];
     uint64_t position;
-    int64_t key_a, key_b;
+    int64_t key_a, key_b;  /* token ids; -1 where the dump has no id (text is the token's) */
     double lp_a, lp_b;
     char text[64];    /* the token's text (A's when present), escaped for display */
     char context[200];/* neighbouring token texts, the token in [brackets] */
@@ -153,7 +173,8 @@ typedef struct {
 typedef struct {
     char id[128];
     uint64_t position;         /* first position where the token keys differ (or lengths) */
-    int64_t key_a, key_b;      /* INT64_MIN when the sequence ended on that side */
+    int64_t key_a, key_b;      /* INT64_MIN when the sequence ended on that side; -1 where
+                                * the dump has no id (text_a / text_b hold the token) */
     char text_a[48], text_b[48];
     uint64_t n_a, n_b;         /* sequence lengths */
 } parity_lp_divergence_t;
@@ -164,7 +185,9 @@ typedef struct parity_lp_result parity_lp_result_t;
  * request id (in order when both files list them in the same order; otherwise unmatched
  * sequences are held until their partner arrives, which is the one case where memory grows).
  * Within a pair, tokens are paired by position; the first position where token ids differ
- * ends the comparison of that pair and is reported. Errors from the readers are passed on. */
+ * ends the comparison of that pair and is reported. Errors from the readers are passed on.
+ * PARITY_E_FORMAT (nothing to compare) when a dump has no sequences, when no sequence of A
+ * pairs with one of B, or when the paired sequences hold no token at all. */
 parity_status_t parity_lp_compare(parity_lp_reader_t *a, parity_lp_reader_t *b,
                                   const parity_lp_cmp_opts_t *opts, parity_lp_result_t **out,
                                   parity_diag_t *diag);

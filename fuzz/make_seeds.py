@@ -1,0 +1,105 @@
+"""Writes the seed corpora of the fuzz targets (fuzz/targets.list) that are not hand-written:
+tests/corpus/{npy_sidecar,llama_ckpt,llama_tok,gpt2_encoder,gpt2_vocab,compare_outputs}.
+Run from the source root: .venv/bin/python fuzz/make_seeds.py [PARITY-BINARY]. Deterministic;
+compare_inputs needs the parity binary (`parity gen`). manifest seeds are tests/data/manifest."""
+import io, os, shutil, struct, subprocess, sys
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+C = os.path.join(ROOT, "tests", "corpus")
+
+
+def put(sub, name, data):
+    d = os.path.join(C, sub)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def npy(a, version=None):
+    b = io.BytesIO()
+    if version:
+        np.lib.format.write_array(b, a, version=version)
+    else:
+        np.save(b, a)
+    return b.getvalue()
+
+
+# npy sidecars of fuzz_lp_npy_sidecar's fixed [2, 3] dump: first byte even = mask, odd = tokens
+put("npy_sidecar", "mask_u1", b"\0" + npy(np.array([[1, 1, 0], [1, 0, 0]], np.uint8)))
+put("npy_sidecar", "mask_bool", b"\0" + npy(np.array([[True, False, True], [True, True, False]])))
+put("npy_sidecar", "mask_f4_fortran", b"\0" + npy(np.asfortranarray(np.array([[1, 0, 1], [0, 1, 1]], np.float32))))
+put("npy_sidecar", "mask_i8_v2", b"\0" + npy(np.ones((2, 3), np.int64), version=(2, 0)))
+put("npy_sidecar", "mask_wrong_shape", b"\0" + npy(np.ones((3, 2), np.uint8)))
+put("npy_sidecar", "tokens_i4", b"\1" + npy(np.array([[5, 6, 7], [8, 9, 10]], np.int32)))
+put("npy_sidecar", "tokens_i8", b"\1" + npy(np.array([[5, -6, 7], [2**40, 9, 10]], np.int64)))
+put("npy_sidecar", "tokens_float", b"\1" + npy(np.zeros((2, 3), np.float32)))
+
+
+# llama2.c checkpoints: header (dim, hidden, layers, heads, kv_heads, +-vocab, seq) + weights
+def ckpt(D, F, L, H, KV, V, S, shared=True, seed=0):
+    hs = D // H
+    n = V * D + L * D + L * D * D + 2 * L * hs * KV * D + L * D * D + L * D + 3 * L * F * D + D + S * hs
+    if not shared:
+        n += V * D
+    w = np.random.default_rng(seed).standard_normal(n).astype(np.float32) * 0.1
+    return struct.pack("<7i", D, F, L, H, KV, V if shared else -V, S) + w.tobytes()
+
+
+put("llama_ckpt", "tiny_shared", ckpt(8, 16, 1, 2, 2, 12, 4))
+put("llama_ckpt", "tiny_gqa_sep", ckpt(8, 16, 2, 4, 2, 10, 3, shared=False, seed=1))
+put("llama_ckpt", "header_only", struct.pack("<7i", 8, 16, 1, 2, 2, 12, 4))
+
+
+# llama2.c tokenizers: first two bytes = vocab - 3 (little endian), then the file
+def tok(pieces, scores, max_len=None):
+    ml = max_len if max_len is not None else max(len(p) for p in pieces)
+    b = struct.pack("<i", ml)
+    for p, s in zip(pieces, scores):
+        b += struct.pack("<fi", s, len(p)) + p
+    return struct.pack("<H", len(pieces) - 3) + b
+
+
+base = [b"<unk>", b"\n<s>\n", b"\n</s>\n"] + [b"<0x%02X>" % i for i in range(256)]
+extra = [b" ", b"e", b"t", b"h", b"th", b"the", b" the", b"\xc3\xa9", b"on", b"ce"]
+put("llama_tok", "bytes_and_merges", tok(base + extra, [0.0] * 259 + [-float(i) for i in range(len(extra))]))
+put("llama_tok", "minimal", tok(base[:3], [0.0, 0.0, 0.0]))
+with open(os.path.join(ROOT, "data", "tok512.bin"), "rb") as f:
+    put("llama_tok", "tok512", struct.pack("<H", 512 - 3) + f.read())
+
+
+# GPT-2: the fixed files of fuzz/fuzz_gpt2.h and variants
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpt2_bytes import b2u  # noqa: E402
+
+import json
+m = b2u()
+enc = {m[b]: b for b in range(256)}
+enc.update({"\u0120t": 256, "he": 257, "\u0120the": 258})
+put("gpt2_encoder", "small", json.dumps(enc, ensure_ascii=False).encode())
+enc2 = dict(enc)
+enc2["\u0120t"] = 3  # duplicate id
+put("gpt2_encoder", "dup_id", json.dumps(enc2, ensure_ascii=False).encode())
+put("gpt2_encoder", "escaped", json.dumps(enc, ensure_ascii=True).encode())
+put("gpt2_vocab", "small", "#version: 0.2\n\u0120 t\nh e\n\u0120t he\n".encode())
+put("gpt2_vocab", "no_version", "\u0120 t\nh e\n".encode())
+put("gpt2_vocab", "unknown_pair", "#version: 0.2\nx y z\n\u0120 t\n".encode())
+
+# compare outputs for fuzz_compare.h's case (rmsnorm_fwd unit@4x8): y [4, 8]
+from safetensors.numpy import save
+put("compare_outputs", "y_f32", save({"y": np.ones((4, 8), np.float32)}))
+put("compare_outputs", "y_f64", save({"y": np.zeros((4, 8), np.float64)}))
+put("compare_outputs", "y_wrong_shape", save({"y": np.ones((8, 4), np.float32)}))
+put("compare_outputs", "y_bf16", save({"y": np.zeros((4, 8), np.uint16)}).replace(b'"U16"', b'"BF16"'))
+
+if len(sys.argv) > 1:
+    d = os.path.join(C, "compare_inputs")
+    os.makedirs(d, exist_ok=True)
+    for op, wl, dt in [("rmsnorm_fwd", "unit@4x8x1", "bf16"), ("log_softmax", "small-v@3x1x16", "f32"),
+                       ("embedding_fwd", "uniform@4x8x16", "bf16")]:
+        out = os.path.join(d, f"{op}_{dt}")
+        r = subprocess.run([sys.argv[1], "gen", op, "--workload", wl, "--dtype", dt, "--out", out + ".safetensors"])
+        if r.returncode == 0:
+            os.replace(out + ".safetensors", out)
+        else:
+            print(f"parity gen {op} --workload {wl} failed", file=sys.stderr)
