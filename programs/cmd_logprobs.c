@@ -46,7 +46,8 @@ void parity_help_logprobs(FILE *out)
             "--threads N        worker threads (default: all cores; $PARITY_THREADS)\n"
             "--worst N          worst tokens to list (default 10, at most 100)\n"
             "--json FILE        write the report as JSON (docs/logprobs.md), atomically\n"
-            "--html FILE        write a self-contained HTML page with SVG plots\n"
+            "--html FILE        write a self-contained HTML page with SVG plots\n");
+    fprintf(out,
             "--rl               also report the mismatch's effect on a GRPO/PPO step, A being the\n"
             "                   trainer and B the rollout that sampled the tokens: k3 with either\n"
             "                   side as the policy, the fraction of tokens whose ratio p_A/p_B\n"

@@ -68,7 +68,8 @@ void parity_help_model(FILE *out)
             "                 combine bf16buf|bf16prod|fp32acc|fp32fma, shared before|after\n"
             "  epR[:overlap]  (MoE) R expert-parallel ranks (1,2,4,8); overlap: partials reduced\n"
             "                 in arrival order (a different order every run: --floor shows it)\n"
-            "  e.g. --path bf16+kvcache+tp4:ring:bf16+splitk2, --moe --path bf16+fusedmoe+ep4\n"
+            "  e.g. --path bf16+kvcache+tp4:ring:bf16+splitk2, --moe --path bf16+fusedmoe+ep4\n");
+    fprintf(out,
             "\n"
             "examples:\n"
             "  parity model run -n 200                   reproduces llama2.c's run -t 0 -n 200\n"
