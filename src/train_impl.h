@@ -74,8 +74,28 @@ struct parity_train_model {
     parity_tensor_t *k_dy, *k_x, *k_g, *k_ids, *k_dE, *k_dg;
     int64_t *hits; /* (V) scratch for max hits */
     float *wcT, *woT; /* (C, D), (V, D): transposed head weights for the backward */
+    /* the faithful floor (train_model_set_floor): with kernel == NULL and floor_order > 0 the op
+     * is computed in-process as a faithful kernel with interface floor_in -> floor_out */
+    int floor_order, floor_in, floor_out;
+    /* the gradient probe (train_model_set_probe): when on, every step's dE is compared with the
+     * fp32 reference on the same inputs, per bucket, into probe[] */
+    int probe_on, probe_in;
+    parity_train_gstep_t probe[PARITY_TRAIN_BUCKETS];
+    float *ref_dE, *emu16, *emu32; /* (V, D) reference dE and the two emulated accumulators */
+    float *rowbuf;                 /* (5 D) rounded inputs and row outputs */
+    int64_t *perm;                 /* (N) the floor's summation order */
 };
 
+/* Dense-id edges of the frequency-rank buckets (the last is clipped to V). */
+extern const int train_bucket_edges[PARITY_TRAIN_BUCKETS + 1];
+
 double train_now(void);
+
+/* Floor mode: order k >= 1 selects the k-th seeded permutation; 0 turns it off. in/out are
+ * PARITY_DT_F32 or PARITY_DT_BF16. PARITY_E_NOMEM when the scratch cannot be allocated. */
+parity_status_t train_model_set_floor(parity_train_model_t *m, int in_dtype, int out_dtype, int order);
+/* Probe on (in_dtype: the dtype the emulated accumulators round the op's inputs to, as the run's
+ * kernel sees them) or off (in_dtype < 0). */
+parity_status_t train_model_set_probe(parity_train_model_t *m, int in_dtype);
 
 #endif
