@@ -1,5 +1,6 @@
 /* Internals of the training probe shared by train_model.c (model, forward, backward),
- * train.c (data, optimizers, experiment) and train_report.c (JSON, SVG). */
+ * train_probe.c (the floor kernel, the gradient probe), train_data.c (corpora), train.c
+ * (optimizers, experiment) and train_report.c (JSON, SVG). */
 #ifndef PARITY_TRAIN_IMPL_H
 #define PARITY_TRAIN_IMPL_H
 
@@ -85,6 +86,30 @@ struct parity_train_model {
     float *rowbuf;                 /* (5 D) rounded inputs and row outputs */
     int64_t *perm;                 /* (N) the floor's summation order */
 };
+
+/* A corpus of dense ids (train_data.c). */
+typedef struct {
+    int32_t *tok;     /* dense ids, rank order: 0 is the most frequent */
+    int64_t n, n_train;
+    int V;            /* dense vocabulary (ids actually used) */
+    int raw_vocab;    /* ids used before remapping */
+    int64_t *count;   /* (V) occurrences in the training split */
+} corpus_t;
+
+/* Build the corpus of `kind` (text: PARITY_E_IO when the data is missing, diag names the file;
+ * synthetic: cfg->synth_tokens ids drawn from cfg->seed). Free with train_corpus_free. */
+parity_status_t train_corpus_build(corpus_t *c, parity_train_data_t kind,
+                                   const parity_train_config_t *cfg, parity_diag_t *diag);
+void train_corpus_free(corpus_t *c);
+
+/* The op's in-process variants (train_probe.c): the fp32 reference into dE (V, D), dg (D); the
+ * floor into m->dwte, m->dg0; the probe of the step's dE (m->dwte) into m->probe. */
+void train_emb_rms_bwd_ref(parity_train_model_t *m, const float *dy, int N, float *dE, float *dg);
+void train_emb_rms_bwd_floor(parity_train_model_t *m, const float *dy, int N, uint64_t seed);
+void train_probe_grad(parity_train_model_t *m, const float *dy, int N);
+/* One row of RMSNorm backward, the reference's arithmetic (train_model.c). */
+void train_rms_bwd_row(float *dx, float *dg, const float *x, const float *dy, const float *g,
+                       float r, int d);
 
 /* Dense-id edges of the frequency-rank buckets (the last is clipped to V). */
 extern const int train_bucket_edges[PARITY_TRAIN_BUCKETS + 1];

@@ -388,6 +388,7 @@ static void incident_departs_faithful_does_not(void **state)
     c.eval_every = 1;
     c.val_seqs = 16;
     c.synth_tokens = 50000;
+    c.floor_orders = 3; /* M = 7.8: at ~1,300 hits the hot-row gradient error is ~14x the floor's */
     parity_kernel_list_t kl = {0};
     assert_int_equal(parity_kernel_resolve("builtin:bf16_accum", "embedding_rmsnorm_bwd", &kl, NULL), PARITY_OK);
     assert_int_equal(parity_kernel_resolve("builtin:fp32_shuffled", "embedding_rmsnorm_bwd", &kl, NULL), PARITY_OK);

@@ -78,7 +78,7 @@ typedef struct {
 
 void parity_train_config_default(parity_train_config_t *cfg);
 /* The production-sized preset (docs/train.md): D = 16, T = 32, 2048 sequences = 65,536 tokens
- * per step, 20 steps, validation every 4; everything else as parity_train_config_default. */
+ * per step, 12 steps, validation every 3; everything else as parity_train_config_default. */
 void parity_train_config_production(parity_train_config_t *cfg);
 
 /* The departure margin M for K floor runs and a per-measure false-departure probability alpha:
