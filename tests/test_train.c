@@ -379,14 +379,10 @@ static void probe_emulates_catalog_kernels(void **state)
 static void incident_departs_faithful_does_not(void **state)
 {
     (void)state;
-    parity_train_config_t c;
-    parity_train_config_default(&c);
-    c.d_model = 8;
-    c.seq_len = 8;
+    parity_train_config_t c = run_cfg();
     c.batch_seqs = 1536;
     c.steps = 3;
     c.eval_every = 1;
-    c.val_seqs = 16;
     c.synth_tokens = 50000;
     c.floor_orders = 3; /* M = 7.8: at ~1,300 hits the hot-row gradient error is ~14x the floor's */
     parity_kernel_list_t kl = {0};
@@ -400,6 +396,9 @@ static void incident_departs_faithful_does_not(void **state)
     assert_int_equal(r->n_cells, 2);
     const parity_train_cell_t *inc = &r->cells[0], *fa = &r->cells[1];
     assert_true(inc->max_hits > 1000);
+    print_message("bf16_accum: loss x%.3g, hot-row gradient x%.3g, lost bf16 %.3f; fp32_shuffled: "
+                  "loss x%.3g, gradient x%.3g; margin %.3f\n", inc->loss_ratio, inc->grad_ratio[0],
+                  inc->absorbed_bf16[0], fa->loss_ratio, fa->grad_ratio[0], inc->margin);
     if (strcmp(inc->verdict, "departs") != 0)
         fail_msg("bf16_accum: %s (loss x%.3g, hot-row gradient x%.3g, margin %.3g)", inc->verdict,
                  inc->loss_ratio, inc->grad_ratio[0], inc->margin);
