@@ -445,14 +445,14 @@ static void liger(parity_train_cell_t *cell, const parity_train_config_t *cfg, c
 }
 
 /* Distances, floor, margin, departures and verdict of one candidate's cell. */
-static void judge(parity_train_cell_t *cell, const parity_train_config_t *cfg, const run_t *ref,
-                  const run_t *noise, const run_t *const *floors, int nf, const run_t *cand)
+static void judge(parity_train_cell_t *cell, const parity_train_config_t *cfg, double margin,
+                  const run_t *ref, const run_t *noise, const run_t *const *floors, int nf,
+                  const run_t *cand)
 {
     int ne = cell->n_eval, last = -1;
     cell->first_departure = -1;
     cell->steps_done = cand->steps_done;
-    /* one loss measure and one gradient measure per bucket share the false-departure budget */
-    cell->margin = parity_train_margin(nf, PARITY_TRAIN_ALPHA / (1 + PARITY_TRAIN_BUCKETS));
+    cell->margin = margin;
     const run_t *bad = ref->failed ? ref : noise->failed ? noise : NULL;
     for (int k = 0; k < nf && !bad; k++)
         if (floors[k]->failed) bad = floors[k];
@@ -669,6 +669,8 @@ parity_status_t parity_train_run(const parity_train_config_t *cfg,
         worker(&pl);
         for (int i = 1; i <= started; i++) pthread_join(th[i], NULL);
     }
+    /* one loss measure and one gradient measure per bucket share the false-departure budget */
+    double margin = parity_train_margin(K, PARITY_TRAIN_ALPHA / (1 + PARITY_TRAIN_BUCKETS));
     for (int ci = 0; !st && ci < ncell; ci++) {
         int gi = ci / n_cand, j = ci % n_cand;
         parity_train_cell_t *cell = &rep->cells[ci];
@@ -712,7 +714,7 @@ parity_status_t parity_train_run(const parity_train_config_t *cfg,
         cell->stats_cand = cand->stats;
         cell->seconds_ref = ref->seconds;
         cell->seconds_cand = cand->seconds;
-        judge(cell, cfg, ref, noise, floors, K, cand);
+        judge(cell, cfg, margin, ref, noise, floors, K, cand);
         int all_ok = !ref->failed && !noise->failed && !cand->failed;
         for (int k = 0; k < K; k++) all_ok = all_ok && !floors[k]->failed;
         parity_train_model_t *m0 = NULL;
