@@ -42,7 +42,7 @@ void parity_help_train(FILE *out)
             "  --seed S         weights and data order (default %llu); the noise run uses S+1\n"
             "  --batch B        sequences per step (default %d, of %d tokens: %d tokens/step)\n"
             "  --seq-len T      context (default %d); --dim D (default %d), --heads H (%d), --layers L (%d)\n"
-            "  --floor-orders K faithful-order floor runs per kernel interface (default %d, 1..%d)\n"
+            "  --floor-orders N faithful-order floor runs per kernel interface (default %d, 1..%d)\n"
             "  --eval-every K   validation loss every K steps (default %d)\n"
             "  --zipf-s S       Zipf exponent of the synthetic data (default %.2g)\n"
             "  --lr-sgd X       SGD learning rate (default %.3g); --lr-sgdm X (%.3g); --lr-adamw X (%.3g)\n"
