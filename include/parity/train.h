@@ -236,7 +236,7 @@ parity_status_t parity_train_run(const parity_train_config_t *cfg,
                                  parity_train_report_t **out, parity_diag_t *diag);
 void parity_train_report_free(parity_train_report_t *r);
 
-/* Stable JSON report (schema "parity.train/1", docs/train.md); byte-identical for identical
+/* Stable JSON report (schema "parity.train/2", docs/train.md); byte-identical for identical
  * inputs. Self-contained SVG, one panel per cell. PARITY_E_IO when the file cannot be written. */
 parity_status_t parity_train_write_json(const parity_train_report_t *r, const char *path,
                                         parity_diag_t *diag);
