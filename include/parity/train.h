@@ -223,8 +223,10 @@ typedef struct {
 /* Progress callback (may be NULL): called from worker threads, serialized by the library. */
 typedef void (*parity_train_progress_fn)(void *ctx, const char *line);
 
-/* Train every (data, opt) cell for every candidate (n_cand >= 1; labels may be NULL).
- * Errors: PARITY_E_INVALID (config), PARITY_E_IO (text data missing; diag names the file),
+/* Train every (data, opt) cell for every candidate (1 <= n_cand <= 64; labels may be NULL: the
+ * kernels' names). Per (data, opt): the reference, the reference with data order seed + 1,
+ * cfg->floor_orders floor runs per distinct (in_dtype, out_dtype) of the candidates, and the
+ * candidates; report cells are (data, opt, kernel), kernel fastest. Errors: PARITY_E_INVALID (config), PARITY_E_IO (text data missing; diag names the file),
  * PARITY_E_NOMEM. A failing candidate is not an error: its cell's verdict says so.
  * Free the report with parity_train_report_free. */
 parity_status_t parity_train_run(const parity_train_config_t *cfg,
