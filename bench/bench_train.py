@@ -5,7 +5,8 @@ kernel, measured in the same run (parity train --timing --jobs 1); beside it the
 importable. Tokens per second of a whole step; no timing assertions anywhere.
 
 usage: python bench/bench_train.py [--parity build/parity] [--kernel builtin:bf16_accum]
-                                   [--steps 20] [--batch 128] [--dim 32]
+                                   [--steps 20] [--batch 128] [--dim 32] [--seq-len 64]
+                                   [--preset production]   (D 16, T 32, 2048 sequences)
 """
 import argparse
 import os
@@ -25,9 +26,10 @@ def find_parity(arg):
     sys.exit("bench_train: parity binary not found: build first or pass --parity")
 
 
-def parity_timing(exe, kernel, steps, batch, dim, data):
+def parity_timing(exe, kernel, steps, batch, dim, data, seq_len):
     cmd = [exe, "train", "--kernel", kernel, "--data", data, "--optimizer", "sgd",
-           "--steps", str(steps), "--batch", str(batch), "--dim", str(dim), "--jobs", "1",
+           "--steps", str(steps), "--batch", str(batch), "--dim", str(dim),
+           "--seq-len", str(seq_len), "--floor-orders", "1", "--jobs", "1",
            "--eval-every", str(steps), "--timing", "-q"]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode not in (0, 1):
@@ -105,9 +107,13 @@ def main():
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--dim", type=int, default=32)
     ap.add_argument("--data", default="text")
+    ap.add_argument("--seq-len", type=int, default=64)
+    ap.add_argument("--preset", choices=["default", "production"], default="default")
     a = ap.parse_args()
+    if a.preset == "production":  # parity_train_config_production's shapes
+        a.batch, a.dim, a.seq_len = 2048, 16, 32
     exe = find_parity(a.parity)
-    cmd, rows = parity_timing(exe, a.kernel, a.steps, a.batch, a.dim, a.data)
+    cmd, rows = parity_timing(exe, a.kernel, a.steps, a.batch, a.dim, a.data, a.seq_len)
     print("command: " + cmd)
     print("%-22s %10s %9s %9s %9s %9s %9s" % ("path", "tokens/s", "step s", "forward",
                                               "bwd-op", "op", "optim"))
@@ -123,7 +129,7 @@ def main():
         print("candidate / reference step time: %.2fx; op share of the candidate step: %.1f%%" % (
             rows["candidate"]["step"] / rows["reference"]["step"],
             100 * rows["candidate"]["op"] / rows["candidate"]["step"]))
-    pt = torch_step_rate(a.steps, a.batch, a.dim)
+    pt = torch_step_rate(a.steps, a.batch, a.dim, T=a.seq_len)
     if pt is None:
         print("peer: torch not importable, no peer figure")
     else:

@@ -1,5 +1,6 @@
 /* Internals of the training probe shared by train_model.c (model, forward, backward),
- * train.c (data, optimizers, experiment) and train_report.c (JSON, SVG). */
+ * train_probe.c (the floor kernel, the gradient probe), train_data.c (corpora), train.c
+ * (optimizers, experiment) and train_report.c (JSON, SVG). */
 #ifndef PARITY_TRAIN_IMPL_H
 #define PARITY_TRAIN_IMPL_H
 
@@ -74,8 +75,52 @@ struct parity_train_model {
     parity_tensor_t *k_dy, *k_x, *k_g, *k_ids, *k_dE, *k_dg;
     int64_t *hits; /* (V) scratch for max hits */
     float *wcT, *woT; /* (C, D), (V, D): transposed head weights for the backward */
+    /* the faithful floor (train_model_set_floor): with kernel == NULL and floor_order > 0 the op
+     * is computed in-process as a faithful kernel with interface floor_in -> floor_out */
+    int floor_order, floor_in, floor_out;
+    /* the gradient probe (train_model_set_probe): when on, every step's dE is compared with the
+     * fp32 reference on the same inputs, per bucket, into probe[] */
+    int probe_on, probe_in;
+    parity_train_gstep_t probe[PARITY_TRAIN_BUCKETS];
+    float *ref_dE, *emu16, *emu32; /* (V, D) reference dE and the two emulated accumulators */
+    float *rowbuf;                 /* (5 D) rounded inputs and row outputs */
+    int64_t *perm;                 /* (N) the floor's summation order */
 };
 
+/* A corpus of dense ids (train_data.c). */
+typedef struct {
+    int32_t *tok;     /* dense ids, rank order: 0 is the most frequent */
+    int64_t n, n_train;
+    int V;            /* dense vocabulary (ids actually used) */
+    int raw_vocab;    /* ids used before remapping */
+    int64_t *count;   /* (V) occurrences in the training split */
+} corpus_t;
+
+/* Build the corpus of `kind` (text: PARITY_E_IO when the data is missing, diag names the file;
+ * synthetic: cfg->synth_tokens ids drawn from cfg->seed). Free with train_corpus_free. */
+parity_status_t train_corpus_build(corpus_t *c, parity_train_data_t kind,
+                                   const parity_train_config_t *cfg, parity_diag_t *diag);
+void train_corpus_free(corpus_t *c);
+
+/* The op's in-process variants (train_probe.c): the fp32 reference into dE (V, D), dg (D); the
+ * floor into m->dwte, m->dg0; the probe of the step's dE (m->dwte) into m->probe. */
+void train_emb_rms_bwd_ref(parity_train_model_t *m, const float *dy, int N, float *dE, float *dg);
+void train_emb_rms_bwd_floor(parity_train_model_t *m, const float *dy, int N, uint64_t seed);
+void train_probe_grad(parity_train_model_t *m, const float *dy, int N);
+/* One row of RMSNorm backward, the reference's arithmetic (train_model.c). */
+void train_rms_bwd_row(float *dx, float *dg, const float *x, const float *dy, const float *g,
+                       float r, int d);
+
+/* Dense-id edges of the frequency-rank buckets (the last is clipped to V). */
+extern const int train_bucket_edges[PARITY_TRAIN_BUCKETS + 1];
+
 double train_now(void);
+
+/* Floor mode: order k >= 1 selects the k-th seeded permutation; 0 turns it off. in/out are
+ * PARITY_DT_F32 or PARITY_DT_BF16. PARITY_E_NOMEM when the scratch cannot be allocated. */
+parity_status_t train_model_set_floor(parity_train_model_t *m, int in_dtype, int out_dtype, int order);
+/* Probe on (in_dtype: the dtype the emulated accumulators round the op's inputs to, as the run's
+ * kernel sees them) or off (in_dtype < 0). */
+parity_status_t train_model_set_probe(parity_train_model_t *m, int in_dtype);
 
 #endif

@@ -1,7 +1,8 @@
 /* The training probe's model: token embedding -> RMSNorm (+ learned positions) -> L pre-norm
- * blocks (causal multi-head attention, GELU MLP) -> final RMSNorm -> class-factorized LM head ->
+ * blocks (causal multi-head attention, SiLU MLP) -> final RMSNorm -> class-factorized LM head ->
  * cross-entropy, with an explicit fp32 backward. The embedding-gradient + first-RMSNorm backward
- * is either the in-process fp32 reference or a candidate kernel called through the ABI.
+ * is the in-process fp32 reference, the faithful floor (in-process, another fp32 order), or a
+ * candidate kernel called through the ABI; the gradient probe compares a step's dE with the reference.
  * Matrices are stored input-major (y = x W) so every inner loop is an axpy the compiler can
  * vectorize without reassociating a sum (we never build with fast-math). */
 #include <math.h>
@@ -12,6 +13,7 @@
 #include "parity/format.h"
 #include "parity/rng.h"
 #include "train_impl.h"
+
 
 /* Hot loops: -O3 vectorization (no reassociation: results are those of the scalar loops) and,
  * on x86-64 GCC, an AVX2 clone picked at load time. -ffp-contract=off still forbids FMA. */
@@ -88,8 +90,8 @@ static void rms_fwd(float *y, float *rs, const float *x, const float *g, int n, 
 
 /* One row of RMSNorm backward (the same arithmetic as the op's fp32 reference row):
  * dx = r (g dy - xhat c), c = mean(g dy xhat); dg += dy xhat. dx may alias nothing. */
-static void rms_bwd_row(float *dx, float *dg, const float *x, const float *dy, const float *g,
-                        float r, int d)
+void train_rms_bwd_row(float *dx, float *dg, const float *x, const float *dy, const float *g,
+                       float r, int d)
 {
     float c = 0.0f;
     for (int k = 0; k < d; k++) c += g[k] * dy[k] * (x[k] * r);
@@ -208,6 +210,7 @@ void parity_train_model_free(parity_train_model_t *m)
     free(m->xf); free(m->rf); free(m->f); free(m->pc); free(m->pw);
     free(m->dh); free(m->dt1); free(m->dt2); free(m->dqkv); free(m->dfu); free(m->wt); free(m->dp);
     free(m->hits); free(m->wcT); free(m->woT);
+    free(m->ref_dE); free(m->emu16); free(m->emu32); free(m->rowbuf); free(m->perm);
     free_kernel_bufs(m);
     free(m);
 }
@@ -473,20 +476,6 @@ HOT static void head_bwd(parity_train_model_t *m, const int32_t *targets, int N)
     }
 }
 
-/* The reference embedding_rmsnorm_bwd: fp32, token order (as builtin:fp32_seq, fp32 inputs). */
-static void emb_rms_bwd_ref(parity_train_model_t *m, const float *dy, int N)
-{
-    int D = m->D;
-    memset(m->dwte, 0, (size_t)m->V * D * sizeof(float));
-    memset(m->dg0, 0, (size_t)D * sizeof(float));
-    float *dx = m->dt2;
-    for (int n = 0; n < N; n++) {
-        rms_bwd_row(dx, m->dg0, m->e + (size_t)n * D, dy + (size_t)n * D, m->g0, m->r0[n], D);
-        float *dst = m->dwte + (size_t)m->ids_buf[n] * D;
-        for (int k = 0; k < D; k++) dst[k] += dx[k];
-    }
-}
-
 static int to_dtype(parity_tensor_t *t, const float *src, size_t n)
 {
     if (t->view.dtype == PARITY_DT_BF16) parity_fp32_to_bf16(src, t->view.data, n);
@@ -602,7 +591,7 @@ parity_status_t parity_train_model_grad(parity_train_model_t *m, const int32_t *
     /* final RMSNorm: dh <- d xf */
     float *dx = m->dt1;
     for (int n = 0; n < N; n++) {
-        rms_bwd_row(dx, m->dgf, m->xf + (size_t)n * D, df + (size_t)n * D, m->gf, m->rf[n], D);
+        train_rms_bwd_row(dx, m->dgf, m->xf + (size_t)n * D, df + (size_t)n * D, m->gf, m->rf[n], D);
         memcpy(df + (size_t)n * D, dx, (size_t)D * sizeof(float));
     }
     float *dres = m->dh; /* grad wrt the residual stream, carried down */
@@ -620,7 +609,7 @@ parity_status_t parity_train_model_grad(parity_train_model_t *m, const int32_t *
         mm_dw(dw->w1, a->m, m->dfu, N, D, F);
         mm_dx(m->dt1, m->dfu, w->w1, m->wt, N, D, F);
         for (int n = 0; n < N; n++) {
-            rms_bwd_row(m->dt2 + (size_t)n * D, dw->g2, a->mid + (size_t)n * D,
+            train_rms_bwd_row(m->dt2 + (size_t)n * D, dw->g2, a->mid + (size_t)n * D,
                         m->dt1 + (size_t)n * D, w->g2, a->r2[n], D);
         }
         for (size_t i = 0; i < (size_t)N * D; i++) dres[i] += m->dt2[i]; /* d mid */
@@ -631,7 +620,7 @@ parity_status_t parity_train_model_grad(parity_train_model_t *m, const int32_t *
         mm_dw(dw->wqkv, a->a, m->dqkv, N, D, 3 * D);
         mm_dx(m->dt1, m->dqkv, w->wqkv, m->wt, N, D, 3 * D); /* d a */
         for (int n = 0; n < N; n++) {
-            rms_bwd_row(m->dt2 + (size_t)n * D, dw->g1, a->x + (size_t)n * D,
+            train_rms_bwd_row(m->dt2 + (size_t)n * D, dw->g1, a->x + (size_t)n * D,
                         m->dt1 + (size_t)n * D, w->g1, a->r1[n], D);
         }
         for (size_t i = 0; i < (size_t)N * D; i++) dres[i] += m->dt2[i]; /* d x */
@@ -647,9 +636,12 @@ parity_status_t parity_train_model_grad(parity_train_model_t *m, const int32_t *
     double t2 = train_now();
     parity_status_t s = PARITY_OK;
     if (kernel) s = emb_rms_bwd_kernel(m, kernel, dres, N, call_seed, st, diag);
-    else emb_rms_bwd_ref(m, dres, N);
+    else if (m->floor_order > 0) train_emb_rms_bwd_floor(m, dres, N, call_seed);
+    else train_emb_rms_bwd_ref(m, dres, N, m->dwte, m->dg0);
     double t3 = train_now();
     st->t_kernel += t3 - t2;
     st->t_backward += t3 - t1;
+    /* the probe is measurement, not training: its time is in no step figure */
+    if (s == PARITY_OK && m->probe_on) train_probe_grad(m, dres, N);
     return s;
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# parity train: exit codes, usage errors, a faithful kernel within noise on tiny runs, failing
+# parity train: exit codes, usage errors, a faithful kernel within the floor on tiny runs, the
+# incident kernel departing (exit 1, the cell named) beside a faithful one that does not, failing
 # plugin kernels as verdicts, byte-identical JSON for the same seed, the text corpus's remap and
-# hit counts, and exit 3 when the text data is missing. Tiny models only: a few seconds.
+# hit counts, and exit 3 when the text data is missing. Small models only: a few seconds.
 . "$(dirname "$0")/lib_cli.sh"
 expect_rc() { # expected-rc description cmd...
   local want=$1 what=$2; shift 2
@@ -19,15 +20,16 @@ expect_rc 2 "unknown data" "$P" train --kernel builtin:fp32_seq --data words
 expect_rc 2 "unknown optimizer" "$P" train --kernel builtin:fp32_seq --optimizer lion
 expect_rc 2 "zero steps" "$P" train --kernel builtin:fp32_seq --steps 0
 expect_rc 2 "dim not divisible by heads" "$P" train --kernel builtin:fp32_seq --dim 10 --heads 4
-expect_rc 2 "several kernels" "$P" train --kernel builtin:all
+expect_rc 2 "unknown preset" "$P" train --kernel builtin:fp32_seq --preset huge
+expect_rc 2 "floor orders out of range" "$P" train --kernel builtin:fp32_seq --floor-orders 0
 expect_rc 2 "unknown option" "$P" train --kernel builtin:fp32_seq --frobnicate 1
 expect_rc 3 "missing plugin" "$P" train --kernel /nonexistent/libx.so
 
-# a faithful catalog kernel stays within noise; exit 0
+# a faithful catalog kernel stays within the floor; exit 0
 expect_rc 0 "fp32_seq synthetic" "$P" train --kernel builtin:fp32_seq --data zipf,uniform --optimizer sgd,sgdm,adamw "${TINY[@]}" --json "$tmp/a.json" --svg "$tmp/a.svg"
-[ "$(grep -c within-noise "$tmp/out")" = 6 ] && ok || { bad "fp32_seq: 6 cells within noise"; cat "$tmp/out"; }
-grep -q '"schema":	"parity.train/1"' "$tmp/a.json" && ok || bad "JSON schema key"
-for k in '"val_loss"' '"train_loss"' '"reference_seed2"' '"first_departure_step"' '"max_hits_per_row_per_step"' '"embedding_drift"'; do
+[ "$(grep -c within-floor "$tmp/out")" = 6 ] && ok || { bad "fp32_seq: 6 cells within the floor"; cat "$tmp/out"; }
+grep -q '"schema":	"parity.train/2"' "$tmp/a.json" && ok || bad "JSON schema key"
+for k in '"val_loss"' '"train_loss"' '"reference_seed2"' '"first_departure_step"' '"max_hits_per_row_per_step"' '"embedding_drift"' '"floor"' '"gradient"' '"absorbed_bf16"' '"liger"' '"margin"'; do
   grep -q "$k" "$tmp/a.json" && ok || bad "JSON lacks $k"
 done
 grep -q "</svg>" "$tmp/a.svg" && ok || bad "SVG incomplete"
@@ -36,6 +38,14 @@ expect_rc 0 "fp32_seq again" "$P" train --kernel builtin:fp32_seq --data zipf,un
 cmp -s "$tmp/a.json" "$tmp/b.json" && ok || bad "JSON differs between identical runs"
 expect_rc 0 "other seed" "$P" train --kernel builtin:fp32_seq --data zipf --optimizer sgd "${TINY[@]}" --seed 7 --json "$tmp/c.json"
 grep -q '"seed":	7' "$tmp/c.json" && ok || bad "seed not in JSON"
+
+# the incident at a small size (12,288 tokens per step, ~1,300 hits on the top Zipf row): bf16_accum
+# departs and is named, the faithful fp32_shuffled in the same run stays within the floor
+SMALL=(--dim 8 --heads 2 --batch 1536 --seq-len 8 --steps 3 --eval-every 1 --val-seqs 16 --synth-tokens 50000 --floor-orders 3 -q)
+expect_rc 1 "incident departs" "$P" train --kernel builtin:bf16_accum --kernel builtin:fp32_shuffled --data zipf --optimizer sgd "${SMALL[@]}"
+grep -q "^departs: zipf/sgd builtin:bf16_accum" "$tmp/out" && ok || { bad "departing cell not named"; cat "$tmp/out"; }
+grep -q "^zipf/sgd  *fp32_shuffled .*within-floor" "$tmp/out" && ok || { bad "fp32_shuffled not within the floor"; cat "$tmp/out"; }
+grep -q "departs: .*fp32_shuffled" "$tmp/out" && bad "fp32_shuffled named as departing" || ok
 
 # failing plugin kernels are verdicts (exit 1), not errors
 CHEATS=${PARITY_BUILD:-}/tests/plugins/libparity_cheats.so

@@ -1,29 +1,38 @@
 #!/usr/bin/env bash
-# The real experiment (label long; ctest -L long): the default matrix (text, zipf, uniform x SGD,
-# SGD with momentum, AdamW; 100 steps of 8192 tokens) for the incident kernel and for a faithful kernel. A faithful
-# kernel must stay within the seed-to-seed noise in every cell (exit 0); the incident kernel must
-# finish every cell with a verdict (exit 0 or 1) and its table is printed, since which cells it
-# departs in is the measurement, not an assumption (docs/train.md has the figures).
+# The seed's table (label long; ctest -L long; about an hour on two shared cores): the production
+# preset (65,536 tokens per step) over text, zipf, uniform x SGD, SGD with momentum, AdamW, for the
+# incident kernel and every faithful catalog kernel, against the faithful floor. Every faithful
+# kernel must be within the floor in every cell; the incident kernel must finish every cell with
+# a verdict and depart in at least one (the issue's acceptance); which cells it departs in is the
+# measurement (docs/train.md has the table), not an assertion.
 set -u
 P=${PARITY:?}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 
-"$P" train --kernel builtin:fp32_shuffled --json "$tmp/f.json" >"$tmp/f.txt"
+"$P" train --preset production --kernel builtin:bf16_accum --faithful --json "$tmp/t.json" >"$tmp/t.txt"
 rc=$?
-cat "$tmp/f.txt"
-[ "$rc" = 0 ] || { echo "FAIL: faithful fp32_shuffled departs somewhere (exit $rc)"; fail=1; }
+cat "$tmp/t.txt"
+[ "$rc" = 1 ] || { echo "FAIL: want exit 1 (bf16_accum departs somewhere), got $rc"; fail=1; }
+python3 - "$tmp/t.json" <<'PY' || fail=1
+import json, sys
+r = json.load(open(sys.argv[1]))
+bad = 0
+for c in r["cells"]:
+    name = "%s/%s %s" % (c["data"], c["optimizer"], c["kernel"])
+    if c["kernel"] == "builtin:bf16_accum":
+        if c["verdict"] not in ("departs", "within-floor"):
+            print("FAIL: %s: %s %s" % (name, c["verdict"], c["reason"])); bad = 1
+    elif c["verdict"] != "within-floor":
+        print("FAIL: faithful %s: %s on %s" % (name, c["verdict"], c["departs_on"])); bad = 1
+if not any(c["kernel"] == "builtin:bf16_accum" and c["verdict"] == "departs" for c in r["cells"]):
+    print("FAIL: bf16_accum departs in no cell"); bad = 1
+sys.exit(bad)
+PY
 
-"$P" train --kernel builtin:bf16_accum --json "$tmp/b.json" --svg "$tmp/b.svg" >"$tmp/b.txt"
-rc=$?
-cat "$tmp/b.txt"
-case "$rc" in 0|1) ;; *) echo "FAIL: bf16_accum: exit $rc"; fail=1 ;; esac
-[ "$(grep -c '"verdict"' "$tmp/b.json")" = 9 ] || { echo "FAIL: bf16_accum: 9 cells expected"; fail=1; }
-grep -q '"verdict":	"crashed"' "$tmp/b.json" && { echo "FAIL: bf16_accum crashed (its outputs are finite)"; fail=1; }
-
-# same seed, same bytes, at full size too
-"$P" train --kernel builtin:bf16_accum --data text --optimizer sgd --steps 30 -q --json "$tmp/c1.json" >/dev/null
-"$P" train --kernel builtin:bf16_accum --data text --optimizer sgd --steps 30 -q --jobs 1 --json "$tmp/c2.json" >/dev/null
+# same seed, same bytes, at full size too (two data orders of threads)
+"$P" train --preset production --kernel builtin:bf16_accum --data text --optimizer sgd --steps 3 -q --json "$tmp/c1.json" >/dev/null
+"$P" train --preset production --kernel builtin:bf16_accum --data text --optimizer sgd --steps 3 -q --jobs 1 --json "$tmp/c2.json" >/dev/null
 cmp -s "$tmp/c1.json" "$tmp/c2.json" || { echo "FAIL: JSON not byte-identical"; fail=1; }
 exit $fail

@@ -1,9 +1,12 @@
 /* The training probe: a small pre-norm transformer LM in plain C with explicit forward and
  * backward passes, fp32 master weights, SGD / SGD+momentum / AdamW, in which the fused
  * embedding-gradient + first-RMSNorm backward (op embedding_rmsnorm_bwd) is swappable for any
- * candidate kernel (catalog or plugin) through the kernel ABI. An experiment trains the fp32
- * reference and the candidate from the same weights and data order, plus the reference with a
- * second data order (the seed-to-seed noise), over a data x optimizer matrix.
+ * candidate kernel (catalog or plugin) through the kernel ABI. An experiment trains, per data x
+ * optimizer cell, the fp32 reference, a faithful floor (K runs of a faithful kernel with each
+ * candidate's interface that differs from the reference only in its fp32 summation order), the
+ * candidates (same weights, same data order), and the reference with another data order (the
+ * seed-to-seed noise, kept as context); a candidate departs when its distance from the
+ * reference (loss, or per-frequency-bucket gradient error) exceeds the floor's by a derived margin.
  * Deliberately not here: judging a kernel op-by-op (verify.h), printing (the CLI does). */
 #ifndef PARITY_TRAIN_H
 #define PARITY_TRAIN_H
@@ -57,9 +60,30 @@ typedef struct {
     double adamw_lr, adamw_beta1, adamw_beta2, adamw_eps, adamw_wd;
     int jobs; /* runs trained concurrently (threads); 1 for plugins that are not reentrant */
     double sgdm_lr; /* SGD with momentum: lr (sgd_momentum is its momentum) */
+    int floor_orders; /* K: faithful-order floor runs per candidate interface, 1..PARITY_TRAIN_MAX_FLOOR */
 } parity_train_config_t;
 
+#define PARITY_TRAIN_MAX_FLOOR 8
+/* False-departure probability the margin is derived for, over all measures of one cell
+ * (docs/train.md, "The floor and the margin"). */
+#define PARITY_TRAIN_ALPHA 0.01
+/* Liger-Kernel's bf16 convergence test (test/convergence/bf16/test_mini_models.py): the
+ * training loss of every one of the first 32 steps within atol 1e-3 + rtol 1e-2 |ref|, and
+ * every parameter after them within 1e-2 + 1e-2 |ref|. */
+#define PARITY_TRAIN_LIGER_STEPS 32
+#define PARITY_TRAIN_LIGER_LOSS_ATOL 1e-3
+#define PARITY_TRAIN_LIGER_LOSS_RTOL 1e-2
+#define PARITY_TRAIN_LIGER_PARAM_ATOL 1e-2
+#define PARITY_TRAIN_LIGER_PARAM_RTOL 1e-2
+
 void parity_train_config_default(parity_train_config_t *cfg);
+/* The production-sized preset (docs/train.md): D = 16, T = 32, 2048 sequences = 65,536 tokens
+ * per step, 12 steps, validation every 3; everything else as parity_train_config_default. */
+void parity_train_config_production(parity_train_config_t *cfg);
+
+/* The departure margin M for K floor runs and a per-measure false-departure probability alpha:
+ * the M with P(|Z0| > M max(|Z1|..|ZK|)) = alpha for i.i.d. normal Z (docs/train.md). */
+double parity_train_margin(int k, double alpha);
 
 /* ---- the model, exposed for tests and benches ------------------------------------------------ */
 
@@ -112,18 +136,38 @@ double parity_train_model_loss(parity_train_model_t *m, const int32_t *inputs,
 
 /* ---- the experiment -------------------------------------------------------------------------- */
 
-/* Per-row drift of the final embedding, grouped by the frequency rank of the token. */
+/* Frequency-rank buckets of embedding rows: dense ids [0,10), [10,100), [100,1000),
+ * [1000,5000), [5000,V). */
 #define PARITY_TRAIN_DRIFT_BUCKETS 5
+#define PARITY_TRAIN_BUCKETS PARITY_TRAIN_DRIFT_BUCKETS
+
+/* Gradient damage of one step in one bucket: the run's dE rows against the fp32 reference's dE
+ * computed on the same step's inputs (the run's own weights and batch). */
+typedef struct {
+    int rows_hit;          /* rows of the bucket with at least one hit this step */
+    double rel_err;        /* mean over those rows of ||dE - dE_ref|| / ||dE_ref|| */
+    double cosine;         /* mean over those rows of cos(dE, dE_ref) (0 for a zero row) */
+    double absorbed_bf16;  /* fraction of the step's nonzero contributions to the bucket's rows
+                              that a bf16 accumulator, adding them in token order, rounds away
+                              entirely (the sum equals the accumulator before the addition) */
+    double absorbed_fp32;  /* the same for an fp32 accumulator */
+} parity_train_gstep_t;
+
+/* Per-row drift of the final embedding, grouped by the frequency rank of the token. */
 typedef struct {
     int rank_lo, rank_hi;       /* dense ids [rank_lo, rank_hi) */
     double mean_hits_per_step;  /* mean over the bucket's rows of expected hits per step */
     double cand_drift;          /* mean ||E_cand - E_ref|| / ||E_ref - E_init|| over the rows */
     double noise_drift;         /* the same for the reference with the other data order */
+    double floor_drift;         /* the same for the floor runs (largest over them) */
 } parity_train_drift_t;
 
+/* One (data, optimizer, candidate) result. Curves of the shared runs (reference, noise, floor)
+ * are copied into every candidate's cell of the same (data, optimizer). */
 typedef struct {
     parity_train_data_t data;
     parity_train_opt_t opt;
+    int kernel;                /* index into the report's kernel labels */
     int vocab;                 /* dense vocabulary size of this cell's corpus */
     int64_t max_hits;          /* maximum hits of one row in one step (over all steps) */
     int steps_done;            /* candidate steps completed (< steps when it failed) */
@@ -131,16 +175,36 @@ typedef struct {
     int *eval_steps;           /* (n_eval) */
     double *train_ref, *train_cand, *train_noise; /* (steps) per-step training loss */
     double *val_ref, *val_cand, *val_noise;       /* (n_eval) */
+    int n_floor;               /* K floor runs */
+    double *val_floor;         /* (n_floor, n_eval) */
     double final_gap;          /* val_cand - val_ref at the last evaluation */
     double max_gap;            /* largest |val_cand - val_ref| */
-    double noise_final;        /* |val_noise - val_ref| at the last evaluation */
-    double noise_max;          /* largest |val_noise - val_ref| */
-    int first_departure;       /* step where |gap| first exceeds the noise envelope (two
-                                  consecutive evaluations); -1 if never */
-    const char *verdict;       /* "within-noise", "departs", "crashed", "diverged" */
+    double noise_final;        /* |val_noise - val_ref| at the last evaluation (context) */
+    double noise_max;          /* largest |val_noise - val_ref| (context) */
+    double floor_gap[PARITY_TRAIN_MAX_FLOOR]; /* largest |val_floor_k - val_ref| */
+    double floor_gap_max;      /* the largest of them */
+    double margin;             /* M: a measure departs when it exceeds M times the floor's */
+    double loss_ratio;         /* max_gap / floor_gap_max (inf when the floor is 0 and the gap not) */
+    /* gradient damage, means over the candidate's steps (steps with no hit row left out) */
+    double grad_err[PARITY_TRAIN_BUCKETS], grad_cos[PARITY_TRAIN_BUCKETS];
+    double absorbed_bf16[PARITY_TRAIN_BUCKETS], absorbed_fp32[PARITY_TRAIN_BUCKETS];
+    double floor_grad_err[PARITY_TRAIN_BUCKETS]; /* the largest floor run's mean rel_err */
+    double grad_ratio[PARITY_TRAIN_BUCKETS];     /* grad_err / floor_grad_err */
+    parity_train_gstep_t *grad_cand;  /* (steps_done, BUCKETS) every step */
+    parity_train_gstep_t *grad_floor; /* (n_floor, steps, BUCKETS) */
+    char departs_on[128];      /* "loss", "grad 0-9", ... comma-separated; "" when none */
+    int first_departure;       /* loss: first evaluation step whose |gap| exceeds M times the
+                                  floor's largest gap so far; gradient: first step whose error in
+                                  a departing bucket exceeds M times the floor's mean; -1 none */
+    /* Liger-Kernel's convergence rule applied to the same two runs (reference, candidate) */
+    int liger_steps;           /* steps compared: min(32, steps) */
+    int liger_pass;
+    double liger_loss_worst;   /* max over steps of |loss_c - loss_r| / (atol + rtol |loss_r|) */
+    double liger_param_worst;  /* max over parameters of the same after liger_steps updates */
+    const char *verdict;       /* "within-floor", "departs", "crashed", "diverged" */
     char reason[256];          /* why, for crashed / diverged */
     parity_train_drift_t drift[PARITY_TRAIN_DRIFT_BUCKETS];
-    double seconds;            /* wall time of the cell's three runs (not in JSON) */
+    double seconds;            /* wall time of the candidate run (not in JSON) */
     /* timings of the reference (first data order) and candidate runs (not in JSON) */
     parity_train_stats_t stats_ref, stats_cand;
     double seconds_ref, seconds_cand;
@@ -148,8 +212,9 @@ typedef struct {
 
 typedef struct {
     parity_train_config_t cfg;
-    char kernel_label[512];
-    int n_cells;
+    int n_kernels;
+    char (*kernel_labels)[512]; /* (n_kernels) */
+    int n_cells;               /* n_datas * n_opts * n_kernels, kernel fastest */
     parity_train_cell_t *cells;
     int text_raw_vocab;  /* GPT-2 ids used by the text corpus (remapped densely) */
     int64_t text_tokens; /* tokens in the text corpus */
@@ -158,19 +223,22 @@ typedef struct {
 /* Progress callback (may be NULL): called from worker threads, serialized by the library. */
 typedef void (*parity_train_progress_fn)(void *ctx, const char *line);
 
-/* Train every (data, opt) cell. candidate: the kernel to judge (NULL is rejected).
- * Errors: PARITY_E_INVALID (config), PARITY_E_IO (text data missing; diag names the file),
+/* Train every (data, opt) cell for every candidate (1 <= n_cand <= 64; labels may be NULL: the
+ * kernels' names). Per (data, opt): the reference, the reference with data order seed + 1,
+ * cfg->floor_orders floor runs per distinct (in_dtype, out_dtype) of the candidates, and the
+ * candidates; report cells are (data, opt, kernel), kernel fastest. Errors: PARITY_E_INVALID (config), PARITY_E_IO (text data missing; diag names the file),
  * PARITY_E_NOMEM. A failing candidate is not an error: its cell's verdict says so.
  * Free the report with parity_train_report_free. */
 parity_status_t parity_train_run(const parity_train_config_t *cfg,
-                                 const parity_abi_kernel_t *candidate, const char *label,
+                                 const parity_abi_kernel_t *const *candidates,
+                                 const char *const *labels, int n_cand,
                                  const parity_train_data_t *datas, int n_datas,
                                  const parity_train_opt_t *opts, int n_opts,
                                  parity_train_progress_fn progress, void *ctx,
                                  parity_train_report_t **out, parity_diag_t *diag);
 void parity_train_report_free(parity_train_report_t *r);
 
-/* Stable JSON report (schema "parity.train/1", docs/train.md); byte-identical for identical
+/* Stable JSON report (schema "parity.train/2", docs/train.md); byte-identical for identical
  * inputs. Self-contained SVG, one panel per cell. PARITY_E_IO when the file cannot be written. */
 parity_status_t parity_train_write_json(const parity_train_report_t *r, const char *path,
                                         parity_diag_t *diag);
