@@ -15,18 +15,18 @@
 
 #include "parity/logprob_rl.h"
 
-/* Four tokens with log r = a - b = ln 2, -ln 2, 0, ln 3 (r = 2, 1/2, 1, 3), b = -1; the first two
+/* Four tokens with log r = a - b = ln 2, -ln 2, 0, ln 3 (r = 2, 1/2, 1, 3), b = -2 (every value a logprob, <= 0); the first two
  * tagged image. B lists the requests in the other order, and has a request A lacks; request
  * "d" diverges at its second token. Every record has a modality tag: a JSONL batch that mixes
  * tagged and untagged records trips the reader's modality renumbering (canon_mods reads mod[]
  * of plain sequences, which are not written; reported, not in this module). */
 static const char *A_JSONL =
-    "{\"id\": \"r\", \"token_ids\": [5, 6, 7, 8], \"logprobs\": [-0.30685281944005469, -1.6931471805599453, -1, 0.098612288668109782], \"modality\": [\"image\", \"image\", \"text\", \"text\"]}\n"
-    "{\"id\": \"d\", \"token_ids\": [5, 9], \"logprobs\": [-1, -2], \"modality\": \"text\"}\n";
+    "{\"id\": \"r\", \"token_ids\": [5, 6, 7, 8], \"logprobs\": [-1.3068528194400547, -2.6931471805599454, -2, -0.90138771133189022], \"modality\": [\"image\", \"image\", \"text\", \"text\"]}\n"
+    "{\"id\": \"d\", \"token_ids\": [5, 9], \"logprobs\": [-2, -3], \"modality\": \"text\"}\n";
 static const char *B_JSONL =
-    "{\"id\": \"x\", \"token_ids\": [5], \"logprobs\": [-3], \"modality\": \"text\"}\n"
-    "{\"id\": \"d\", \"token_ids\": [5, 10], \"logprobs\": [-1, -1], \"modality\": \"text\"}\n"
-    "{\"id\": \"r\", \"token_ids\": [5, 6, 7, 8], \"logprobs\": [-1, -1, -1, -1], \"modality\": \"text\"}\n";
+    "{\"id\": \"x\", \"token_ids\": [5], \"logprobs\": [-4], \"modality\": \"text\"}\n"
+    "{\"id\": \"d\", \"token_ids\": [5, 10], \"logprobs\": [-2, -2], \"modality\": \"text\"}\n"
+    "{\"id\": \"r\", \"token_ids\": [5, 6, 7, 8], \"logprobs\": [-2, -2, -2, -2], \"modality\": \"text\"}\n";
 
 static parity_lp_rl_result_t *run(const char *a, const char *b, const parity_lp_rl_opts_t *o)
 {
