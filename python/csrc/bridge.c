@@ -214,6 +214,18 @@ EXPORT parity_tensor_t *parity_py_output_wrap(const parity_case_t *c, int i, con
     return t;
 }
 EXPORT void parity_py_output_unwrap(parity_tensor_t *t) { free(t); }
+/* Fill output buffer t (from parity_py_output_new for output i of c) with the reference rounded
+ * to its dtype: the rerun's prefill, as `parity check` does it (an element the function leaves
+ * unwritten then differs from the NaN-prefilled first run). */
+EXPORT void parity_py_output_fill_reference(const parity_case_t *c, int i, parity_tensor_t *t)
+{
+    const parity_ref_output_t *R = &c->ref[i];
+    for (int64_t r = 0; r < R->rows; r++) {
+        int64_t slot = R->slot ? R->slot[r] : r;
+        for (int64_t j = 0; j < R->cols; j++)
+            parity_tensor_set(&t->view, r * R->cols + j, slot >= 0 ? R->ref[slot * R->cols + j] : 0.0);
+    }
+}
 EXPORT void *parity_py_tensor_data(parity_tensor_t *t) { return t->view.data; }
 EXPORT int parity_py_tensor_guards_ok(const parity_tensor_t *t) { return parity_tensor_guards_ok(t); }
 EXPORT void parity_py_tensor_free(parity_tensor_t *t) { parity_tensor_free(t); }
@@ -534,35 +546,63 @@ done:
 
 /* ---- catalog kernels, for benchmarks that time the Python layer against the CLI ------------- */
 
-/* Run catalog kernel `name` of case c's op in this process, on inputs and outputs at the given
- * addresses (shaped and typed as case c's inputs and f32 outputs): the bench's stand-in for a
- * user's function, so the Python layer is timed around the very C code the CLI runs.
- * Returns the kernel's PARITY_KERNEL_* code, or -1 when no such kernel exists. */
-EXPORT int parity_py_run_builtin(const char *name, const parity_case_t *c, void *const *in_data,
-                                 void *const *out_data, int n_threads)
+static void contiguous_view(parity_abi_tensor_t *t, void *data, int32_t dtype, int32_t ndim,
+                            const int64_t *shape, const char *name)
 {
+    memset(t, 0, sizeof *t);
+    t->data = data;
+    t->dtype = dtype;
+    t->ndim = ndim;
+    t->name = name;
+    int64_t st = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        t->shape[d] = shape[d];
+        t->strides[d] = st;
+        st *= shape[d];
+    }
+}
+
+/* Run catalog kernel `name` of op in this process on contiguous arrays given by address, dtype
+ * (parity_dtype_t), rank and shape (PARITY_ABI_MAX_DIMS entries per array), outputs in the
+ * kernel's out_dtype: a stand-in for a user's function in benchmarks and tests, so the Python
+ * layer is timed and checked around the very C code `parity check` runs. Returns the kernel's
+ * PARITY_KERNEL_* code, or -1 when op has no such kernel or the arguments do not fit. */
+EXPORT int parity_py_run_builtin(const char *op, const char *name, int n_in, void *const *in_data,
+                                 const int32_t *in_dtype, const int32_t *in_ndim, const int64_t *in_shape,
+                                 int n_out, void *const *out_data, const int32_t *out_ndim,
+                                 const int64_t *out_shape, int n_attrs, const char *const *attr_names,
+                                 const double *attr_values, int n_threads)
+{
+    const parity_op_t *o = parity_op_find(op);
+    if (!o || n_in != o->n_inputs || n_out != o->n_outputs || n_attrs < 0) return -1;
     for (int i = 0; i < parity_catalog_count(); i++) {
         const parity_abi_kernel_t *k = parity_catalog_at(i);
-        if (strcmp(k->op, c->op->name) != 0 || strcmp(k->name, name) != 0) continue;
+        if (strcmp(k->op, op) != 0 || strcmp(k->name, name) != 0) continue;
         parity_abi_tensor_t in[PARITY_OP_MAX_ARGS], out[PARITY_OP_MAX_ARGS];
-        parity_abi_call_t call;
-        parity_tensor_t views[PARITY_OP_MAX_ARGS], *o[PARITY_OP_MAX_ARGS];
-        for (int j = 0; j < c->n_outputs; j++) {
-            memset(&views[j], 0, sizeof views[j]);
-            views[j].view.data = out_data[j];
-            views[j].view.dtype = k->out_dtype;
-            views[j].view.ndim = c->out_ndim[j];
-            views[j].view.name = c->op->output_names[j];
-            int64_t st = 1;
-            for (int d = c->out_ndim[j] - 1; d >= 0; d--) {
-                views[j].view.shape[d] = c->out_shape[j][d];
-                views[j].view.strides[d] = st;
-                st *= c->out_shape[j][d];
-            }
-            o[j] = &views[j];
+        for (int j = 0; j < n_in; j++) {
+            if (in_ndim[j] < 0 || in_ndim[j] > PARITY_ABI_MAX_DIMS) return -1;
+            contiguous_view(&in[j], in_data[j], in_dtype[j], in_ndim[j], in_shape + j * PARITY_ABI_MAX_DIMS,
+                            o->input_names[j]);
         }
-        parity_case_make_call(c, in, out, o, n_threads, c->seed, &call);
-        for (int j = 0; j < c->n_inputs; j++) in[j].data = in_data[j];
+        for (int j = 0; j < n_out; j++) {
+            if (out_ndim[j] < 0 || out_ndim[j] > PARITY_ABI_MAX_DIMS) return -1;
+            contiguous_view(&out[j], out_data[j], k->out_dtype, out_ndim[j], out_shape + j * PARITY_ABI_MAX_DIMS,
+                            o->output_names[j]);
+        }
+        parity_abi_call_t call;
+        memset(&call, 0, sizeof call);
+        call.abi_version = PARITY_ABI_VERSION;
+        call.struct_size = sizeof call;
+        call.op = o->name;
+        call.n_inputs = n_in;
+        call.n_outputs = n_out;
+        call.inputs = in;
+        call.outputs = out;
+        call.n_attrs = n_attrs;
+        call.attr_names = attr_names;
+        call.attr_values = attr_values;
+        call.seed = 1;
+        call.n_threads = n_threads > 0 ? n_threads : 1;
         return k->run(&call);
     }
     return -1;

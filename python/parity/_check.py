@@ -120,7 +120,7 @@ def _reproducer(op, fn, seed, dtype, like, device, isolate):
 
 
 def check(op, fn, *, workloads=None, seed=1, dtype="bf16", like=None, device="cpu",
-          baselines=False, floor=True, isolate=False, timeout=None, progress=None):
+          baselines=False, floor=True, isolate=False, timeout=None, progress=None, out_dtype="f32"):
     """Judge fn as an implementation of op, as `parity check` judges a kernel. Returns a Report.
 
     fn(**inputs, **attrs) returns the outputs (a tuple in the op's order, or a dict by name);
@@ -132,12 +132,15 @@ def check(op, fn, *, workloads=None, seed=1, dtype="bf16", like=None, device="cp
     (outputs are copied to the host once). floor: measure the faithful catalog variants' spread.
     isolate: run fn in a spawned worker (crash, os._exit, hang past timeout -> a verdict).
     timeout: seconds per call (in-process calls are flagged after the fact, not interrupted).
+    out_dtype: the dtype of the buffers an `out=` function gets ("f32", "bf16", ...).
+    progress: True (lines on stderr) or a callable taking each message.
     """
     if baselines:
         raise NotImplementedError("baselines=True: the baseline verifiers' rules run only in the CLI "
                                   "so far (parity check --baselines); docs/python.md says why")
     like = _default_like(like)
     dtype = _arrays.canon_dtype(dtype)
+    out_dtype = _arrays.canon_dtype(out_dtype)
     names = _case.workload_names(op, workloads)
     quick = workloads == "quick"
     say = _harness.progress_fn(progress)
@@ -153,14 +156,16 @@ def check(op, fn, *, workloads=None, seed=1, dtype="bf16", like=None, device="cp
                 from . import _worker
                 if worker is None:
                     worker = _worker.Worker()
-                out = worker.run(fn, op, name, seed, dtype, like, device, small, small, timeout)
+                out = worker.run(fn, op, name, seed, dtype, like, device, small, small, timeout, out_dtype)
                 if out.status in ("crashed", "timeout"):
                     worker.close()
                     worker = None
             else:
-                out = _harness.run_in_process(fn, case, like, device, small, small, timeout)
+                out = _harness.run_in_process(fn, case, like, device, small, small, timeout, out_dtype)
             if out.status == "ran":
                 judge.judge(w, case, out.outputs, floor, out.seconds)
+                if out.rerun and VERDICT_OF(judge, w) == "faithful":
+                    judge.set(w, case.workload, case.production, out.rerun[0], out.rerun[1], out.seconds)
             else:
                 judge.set(w, case.workload, case.production, out.status, out.detail, out.seconds)
             if say:

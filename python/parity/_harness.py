@@ -21,8 +21,11 @@ class Outcome:
     """What running the function on one workload gave: status is "ran" (outputs to judge) or a
     verdict name; outputs are host numpy arrays in the op's output order."""
 
-    def __init__(self, status, detail="", outputs=None, seconds=0.0):
+    def __init__(self, status, detail="", outputs=None, seconds=0.0, rerun=None):
         self.status, self.detail, self.outputs, self.seconds = status, detail, outputs, seconds
+        # The rerun's finding, (verdict, detail) or None: applied only when the first run is
+        # judged faithful, as `parity check` reruns only then.
+        self.rerun = rerun
 
 
 def _params(fn):
@@ -139,11 +142,19 @@ def run_in_process(fn, case, like, device, decoy, rerun, timeout, out_dtype="f32
                                     np.dtype(_arrays.NP_STORAGE[out_dtype]).itemsize, out_dtype,
                                     case.output_shapes[i], bufs[-1])
                 if fill == 0:
-                    a[...] = 0
+                    lib.parity_py_output_fill_reference(case.h, i, t)
                 views[n] = _arrays.to_framework(a, out_dtype, like, "cpu")
             else:
-                t = _arrays.torch.full(case.output_shapes[i], float("nan") if fill else 0.0,
+                t = _arrays.torch.full(case.output_shapes[i], float("nan"),
                                        dtype=_arrays.torch_dtype(out_dtype), device=device)
+                if fill == 0:  # the reference, rounded to the buffer's dtype, as on the CPU
+                    r = lib.parity_py_output_new(case.h, i, b(out_dtype))
+                    lib.parity_py_output_fill_reference(case.h, i, r)
+                    ref = _OutBuf(r)
+                    host = _arrays.view_of(lib.parity_py_tensor_data(r), int(np.prod(case.output_shapes[i])) *
+                                           np.dtype(_arrays.NP_STORAGE[out_dtype]).itemsize, out_dtype,
+                                           case.output_shapes[i], ref)
+                    t.copy_(_arrays.to_framework(host, out_dtype, "torch", "cpu"))
                 views[n] = t
         return bufs, views
 
@@ -182,24 +193,30 @@ def run_in_process(fn, case, like, device, decoy, rerun, timeout, out_dtype="f32
         bad = _modified(case, tensors, host_before, on_cpu)
         if bad:
             return Outcome("modified-inputs", "input %s changed during the run" % bad, seconds=secs)
+        found = None
         if rerun:
-            try:
-                second, _ = call(tensors, 0)
-                _sync(device)
-            except Exception as e:
-                return Outcome("crashed", _exc_detail("second run: fn", e), seconds=secs)
-            bad = _modified(case, tensors, host_before, on_cpu)
-            if bad:
-                return Outcome("modified-inputs", "second run: input %s changed" % bad, seconds=secs)
-            for n, (a, _), (c, _) in zip(case.output_names, first, second):
-                if a.dtype != c.dtype or not np.array_equal(a.reshape(-1).view(np.uint8), c.reshape(-1).view(np.uint8)):
-                    return Outcome("nondeterministic", "output %s differs bit-wise between two runs on "
-                                   "the same inputs%s" % (n, " (or elements left unwritten: the runs "
-                                                               "were prefilled with NaN and 0)" if uses_out else ""),
-                                   seconds=secs)
-        return Outcome("ran", outputs=first, seconds=secs)
+            found = _rerun(call, tensors, case, first, host_before, on_cpu, uses_out)
+        return Outcome("ran", outputs=first, seconds=secs, rerun=found)
     finally:
         tensors = None
+
+
+def _rerun(call, tensors, case, first, host_before, on_cpu, uses_out):
+    """The second call on the same inputs (outputs prefilled with the reference under out=):
+    (verdict, detail) when it shows something, else None."""
+    try:
+        second, _ = call(tensors, 0)
+    except Exception as e:
+        return ("crashed", _exc_detail("second run: fn", e))
+    bad = _modified(case, tensors, host_before, on_cpu)
+    if bad:
+        return ("modified-inputs", "second run: input %s changed" % bad)
+    for n, (a, _), (c, _) in zip(case.output_names, first, second):
+        if a.dtype != c.dtype or not np.array_equal(a.reshape(-1).view(np.uint8), c.reshape(-1).view(np.uint8)):
+            return ("nondeterministic", "output %s differs bit-wise between two runs on the same inputs%s" % (
+                n, " (or elements left unwritten: the runs were prefilled with NaN and the reference)"
+                if uses_out else ""))
+    return None
 
 
 def _modified(case, tensors, before, on_cpu):

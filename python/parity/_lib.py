@@ -56,6 +56,7 @@ _SIGS = {
     "parity_py_output_new": (_P, [_P, _c.c_int, _S]),
     "parity_py_output_wrap": (_P, [_P, _c.c_int, _S, _P]),
     "parity_py_output_unwrap": (None, [_P]),
+    "parity_py_output_fill_reference": (None, [_P, _c.c_int, _P]),
     "parity_py_tensor_data": (_P, [_P]),
     "parity_py_tensor_guards_ok": (_c.c_int, [_P]),
     "parity_py_tensor_free": (None, [_P]),
@@ -73,7 +74,8 @@ _SIGS = {
                                    _c.c_char_p, _c.c_size_t]),
     "parity_py_lp_compare": (_c.c_int, [_P, _c.c_size_t, _S, _P, _c.c_size_t, _S, _P, _c.c_size_t, _S,
                                         _S, _S, _S, _c.POINTER(_P), _c.c_char_p, _c.c_size_t]),
-    "parity_py_run_builtin": (_c.c_int, [_S, _P, _c.POINTER(_P), _c.POINTER(_P), _c.c_int]),
+    "parity_py_run_builtin": (_c.c_int, [_S, _S, _c.c_int, _P, _P, _P, _P, _c.c_int, _P, _P, _P,
+                                         _c.c_int, _P, _P, _c.c_int]),
     "parity_py_builtin_dtype": (_S, [_S, _S, _c.c_int]),
 }
 for _n, (_res, _args) in _SIGS.items():

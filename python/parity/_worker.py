@@ -22,14 +22,14 @@ def _serve(conn):
             return
         if msg is None:
             return
-        fn, op, name, seed, dtype, like, device, decoy, rerun, timeout = msg
+        fn, op, name, seed, dtype, like, device, decoy, rerun, timeout, out_dtype = msg
         try:
             case = _case.Case(op, name, seed, dtype)
-            out = _harness.run_in_process(fn, case, like, device, decoy, rerun, None)
+            out = _harness.run_in_process(fn, case, like, device, decoy, rerun, None, out_dtype)
             outputs = None if out.outputs is None else [(a.copy(), dt) for a, dt in out.outputs]
-            conn.send(("ok", out.status, out.detail, outputs, out.seconds))
+            conn.send(("ok", out.status, out.detail, outputs, out.seconds, out.rerun))
         except BaseException as e:  # report, then keep serving
-            conn.send(("error", "crashed", "worker: %s: %s" % (type(e).__name__, e), None, 0.0))
+            conn.send(("error", "crashed", "worker: %s: %s" % (type(e).__name__, e), None, 0.0, None))
 
 
 def _signame(code):
@@ -47,13 +47,13 @@ class Worker:
         self.p.start()
         child.close()
 
-    def run(self, fn, op, name, seed, dtype, like, device, decoy, rerun, timeout):
+    def run(self, fn, op, name, seed, dtype, like, device, decoy, rerun, timeout, out_dtype="f32"):
         limit = _DEFAULT_TIMEOUT if timeout is None else float(timeout)
         # The worker's first answer includes importing numpy/torch and building the case: the
         # limit covers the calls, so allow the start-up on top (measured: 1-3 s with torch).
         t0 = time.perf_counter()
         try:
-            self.conn.send((fn, op, name, seed, dtype, like, device, decoy, rerun, timeout))
+            self.conn.send((fn, op, name, seed, dtype, like, device, decoy, rerun, timeout, out_dtype))
         except Exception as e:
             return Outcome("crashed", "cannot send fn to the worker (isolate=True needs a module-level, "
                            "picklable function): %s: %s" % (type(e).__name__, e))
@@ -65,7 +65,7 @@ class Worker:
             return Outcome("timeout", "no answer within %g s (timeout %g s per call, %d calls); the worker was "
                            "killed" % (deadline, limit, calls), seconds=time.perf_counter() - t0)
         try:
-            kind, status, detail, outputs, secs = self.conn.recv()
+            kind, status, detail, outputs, secs, rerun = self.conn.recv()
         except (EOFError, OSError):
             self.p.join(5)
             code = self.p.exitcode
@@ -76,7 +76,7 @@ class Worker:
             return Outcome("crashed", "the worker running fn %s" % why, seconds=time.perf_counter() - t0)
         if status == "ran" and timeout is not None and secs > timeout:
             return Outcome("timeout", "ran %.3g s, past timeout=%g s" % (secs, timeout), seconds=secs)
-        return Outcome(status, detail, outputs, secs)
+        return Outcome(status, detail, outputs, secs, rerun)
 
     def close(self):
         try:
