@@ -58,6 +58,27 @@ def workload_names(op, which):
     return names
 
 
+@functools.lru_cache(maxsize=None)
+def _needed_letters(op):
+    """The shape letters (N, D, V) that no input's shape carries, found on a preset whose three
+    sizes differ (in the uniform preset V == N, so the values alone cannot tell). None when no
+    preset has three distinct sizes."""
+    for w in _op_static(op)["workloads"]:
+        if w["production"] or len({w["N"], w["D"], w["V"]}) < 3:
+            continue
+        err = errbuf()
+        h = lib.parity_py_case_new(b(op), b(w["name"]), 1, b"f32", err, len(err))
+        if not h:
+            continue
+        try:
+            info = take_json(lib.parity_py_case_json(h))
+        finally:
+            lib.parity_py_case_free(h)
+        have = set(n for x in info["inputs"] for n in x["shape"])
+        return frozenset(k for k in ("N", "D", "V") if w[k] not in have)
+    return None
+
+
 class Case:
     """One built case (C-owned inputs and reference). Freed when the last view of its inputs goes."""
 
@@ -87,13 +108,14 @@ class Case:
     def _extra_dims(self):
         """Output dimensions by the workload's letter for them (V of embedding_rmsnorm_bwd's dE):
         a function is passed those it names as parameters, and (through **kwargs) those the
-        inputs' shapes cannot tell it. Returns {letter: (size, needed)}."""
-        have = set()
-        for x in self.info["inputs"]:
-            have.update(x["shape"])
+        inputs' shapes cannot tell it ("needed"). Returns {letter: (size, needed)}."""
         outs = set(n for shape in self.output_shapes for n in shape)
         dims = self.info["dims"]
-        return {k: (dims[k], dims[k] not in have) for k in ("N", "D", "V") if dims[k] in outs}
+        needed = _needed_letters(self.op)
+        if needed is None:  # no preset tells the letters apart: judge by this case's values
+            have = set(n for x in self.info["inputs"] for n in x["shape"])
+            needed = {k for k in ("N", "D", "V") if dims[k] not in have}
+        return {k: (dims[k], k in needed) for k in ("N", "D", "V") if dims[k] in outs}
 
     def arrays(self):
         """The inputs as numpy arrays over the C buffers (no copy): bf16 as uint16 bits."""
@@ -129,7 +151,7 @@ class Inputs(dict):
         self.seed = case.seed
         self.dtype = case.dtype
         self.attrs = dict(case.attrs)
-        self.dims = {k: v for k, (v, _) in case.extra_dims.items()}
+        self.dims = {k: v for k, (v, needed) in case.extra_dims.items() if needed}
         self.output_names = list(case.output_names)
         self.output_shapes = dict(zip(case.output_names, case.output_shapes))
 
