@@ -29,6 +29,9 @@ static void set_err(char *err, size_t len, const char *msg)
 }
 
 EXPORT void parity_py_free(void *p) { free(p); }
+/* 1 when n bytes at a and b are identical (the rerun's bit-for-bit comparison, without the
+ * temporaries numpy's array_equal makes). */
+EXPORT int parity_py_memeq(const void *a, const void *b, size_t n) { return memcmp(a, b, n) == 0; }
 
 static char *json_take(cJSON *root)
 {

@@ -151,7 +151,7 @@ class Inputs(dict):
         self.seed = case.seed
         self.dtype = case.dtype
         self.attrs = dict(case.attrs)
-        self.dims = {k: v for k, (v, needed) in case.extra_dims.items() if needed}
+        self.dims = {k: v for k, (v, needed) in case.extra_dims.items() if needed and k not in self}
         self.output_names = list(case.output_names)
         self.output_shapes = dict(zip(case.output_names, case.output_shapes))
 

@@ -12,7 +12,7 @@ import traceback
 import numpy as np
 
 from . import _arrays
-from ._lib import VERDICTS
+from ._lib import VERDICTS, lib
 
 V = {name: i for i, name in enumerate(VERDICTS)}
 
@@ -52,6 +52,8 @@ def call_kwargs(fn, case, tensors):
         if names is None or var_kw or k in names:
             kw[k] = v
     for k, (v, needed) in case.extra_dims.items():
+        if k in kw:  # an input named like a letter (attention's V) wins
+            continue
         if names is None or k in names or (var_kw and needed):
             kw[k] = v
     return kw
@@ -212,7 +214,7 @@ def _rerun(call, tensors, case, first, host_before, on_cpu, uses_out):
     if bad:
         return ("modified-inputs", "second run: input %s changed" % bad)
     for n, (a, _), (c, _) in zip(case.output_names, first, second):
-        if a.dtype != c.dtype or not np.array_equal(a.reshape(-1).view(np.uint8), c.reshape(-1).view(np.uint8)):
+        if a.dtype != c.dtype or a.nbytes != c.nbytes or not lib.parity_py_memeq(a.ctypes.data, c.ctypes.data, a.nbytes):
             return ("nondeterministic", "output %s differs bit-wise between two runs on the same inputs%s" % (
                 n, " (or elements left unwritten: the runs were prefilled with NaN and the reference)"
                 if uses_out else ""))

@@ -44,6 +44,7 @@ _P = _c.c_void_p
 _S = _c.c_char_p
 _SIGS = {
     "parity_py_free": (None, [_P]),
+    "parity_py_memeq": (_c.c_int, [_P, _P, _c.c_size_t]),
     "parity_py_op_count": (_c.c_int, []),
     "parity_py_op_name": (_S, [_c.c_int]),
     "parity_py_op_json": (_P, [_S]),
