@@ -326,34 +326,12 @@ EXPORT int parity_py_check_set(py_check_t *p, int w, const char *workload, int p
 
 EXPORT int parity_py_check_wl_verdict(const py_check_t *p, int w) { return p->res.wl[w].verdict; }
 
-/* Overall verdict and the workload that decided it, as `parity check` computes them: the first
- * non-faithful verdict in workload order; worst workload by err/tol, failures other than
- * "unfaithful" counting as infinitely bad; diagnosis from the worst diagnosed workload. */
+/* Overall verdict and the workload that decided it, exactly as `parity check` computes them. */
 EXPORT int parity_py_check_finish(py_check_t *p)
 {
-    parity_kernel_result_t *kr = &p->res;
-    kr->verdict = PARITY_VERDICT_FAITHFUL;
-    kr->worst_wl = 0;
-    double worst = -1;
-    for (int w = 0; w < kr->n_wl; w++) {
-        parity_wl_result_t *r = &kr->wl[w];
-        int bad = r->verdict != PARITY_VERDICT_FAITHFUL;
-        double score = bad && r->verdict != PARITY_VERDICT_UNFAITHFUL ? INFINITY : r->max_q;
-        if (kr->verdict == PARITY_VERDICT_FAITHFUL && bad) kr->verdict = r->verdict;
-        if (score > worst) {
-            worst = score;
-            kr->worst_wl = w;
-        }
-    }
-    kr->diag_wl = -1;
-    double best = -1;
-    for (int w = 0; w < kr->n_wl; w++)
-        if (kr->wl[w].diag.available && kr->wl[w].max_q > best) {
-            best = kr->wl[w].max_q;
-            kr->diag_wl = w;
-        }
+    parity_kernel_result_finish(&p->res);
     p->done = 1;
-    return kr->verdict;
+    return p->res.verdict;
 }
 
 EXPORT const char *parity_py_check_worst_workload(const py_check_t *p)

@@ -6,13 +6,34 @@ them: numpy without ml_dtypes, torch before 2.1 for fp8. torch has no uint16 bef
 bf16 buffer reaches torch as int16 reinterpreted with .view(torch.bfloat16), which is free.
 """
 import ctypes
+import importlib.util
+import sys
 
 import numpy as np
 
-try:  # torch is optional: used when importable
-    import torch
-except Exception:  # pragma: no cover - depends on the environment
-    torch = None
+# torch is optional, and imported only when a call needs it (like="torch", a torch output): a
+# numpy user, or a worker process judging numpy code, does not pay its import (seconds).
+_torch = []
+
+
+def _t():
+    if not _torch:
+        import torch
+        _torch.append(torch)
+    return _torch[0]
+
+
+def have_torch():
+    return bool(_torch) or importlib.util.find_spec("torch") is not None
+
+
+def __getattr__(name):  # parity._arrays.torch: the module, or None when it cannot be imported
+    if name == "torch":
+        try:
+            return _t()
+        except Exception:
+            return None
+    raise AttributeError(name)
 
 # parity dtype name -> (numpy dtype of the storage, bytes)
 NP_STORAGE = {
@@ -36,6 +57,7 @@ def canon_dtype(name):
 
 
 def torch_dtype(name):
+    torch = _t()
     t = {"f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
          "i32": torch.int32, "i64": torch.int64, "u8": torch.uint8}
     if name in t:
@@ -76,8 +98,10 @@ def to_framework(arr, dtype_name, like, device="cpu"):
         if device not in (None, "cpu"):
             raise ValueError("like='numpy' works on the CPU only (device=%r)" % (device,))
         return arr
-    if torch is None:
-        raise ImportError("like='torch' needs torch, which cannot be imported here")
+    try:
+        torch = _t()
+    except Exception as e:
+        raise ImportError("like='torch' needs torch, which cannot be imported here (%s)" % e)
     if dtype_name == "bf16":
         t = torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16)
     elif dtype_name in ("e4m3fn", "e5m2"):
@@ -93,13 +117,15 @@ def to_framework(arr, dtype_name, like, device="cpu"):
 
 
 def is_torch(x):
-    return torch is not None and isinstance(x, torch.Tensor)
+    t = sys.modules.get("torch")  # a tensor exists only once torch is imported
+    return t is not None and isinstance(x, t.Tensor)
 
 
 def to_host(x):
     """A function's output as (contiguous numpy storage, parity dtype name). CPU torch tensors
     and numpy arrays are not copied unless non-contiguous; device tensors are copied once."""
     if is_torch(x):
+        torch = _t()
         t = x.detach()
         if t.device.type != "cpu":
             t = t.cpu()
@@ -129,6 +155,7 @@ def to_host(x):
 def host_bits(x):
     """The bytes of an array or tensor as a flat uint8 numpy array (for bit-for-bit checks)."""
     if is_torch(x):
+        torch = _t()
         t = x.detach().cpu().contiguous()
         if t.dtype == torch.bfloat16:
             t = t.view(torch.int16)

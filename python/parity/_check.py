@@ -102,7 +102,7 @@ def _default_like(like):
         if like not in ("torch", "numpy"):
             raise ValueError("like=%r: expected 'torch' or 'numpy'" % (like,))
         return like
-    return "torch" if _arrays.torch is not None else "numpy"
+    return "torch" if _arrays.have_torch() else "numpy"
 
 
 def _reproducer(op, fn, seed, dtype, like, device, isolate):

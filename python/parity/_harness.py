@@ -108,7 +108,7 @@ def _normalise(ret, case):
 
 
 def _sync(device):
-    if device not in (None, "cpu") and _arrays.torch is not None and str(device).startswith("cuda"):
+    if device not in (None, "cpu") and str(device).startswith("cuda"):
         _arrays.torch.cuda.synchronize()
 
 

@@ -2,7 +2,7 @@
 and the test process goes on."""
 import os
 
-import kernels
+import kernels_np as kernels
 import parity
 
 OP = "embedding_rmsnorm_bwd"
