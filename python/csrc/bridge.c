@@ -242,7 +242,7 @@ typedef struct {
     parity_kernel_result_t res;
     char desc[512];
     uint64_t seed;
-    int quick, done;
+    int quick;
     char reproduce[1024];
 } py_check_t;
 
@@ -308,13 +308,11 @@ EXPORT int parity_py_check_set(py_check_t *p, int w, const char *workload, int p
 {
     if (!p || w < 0 || w >= p->res.n_wl || verdict < 0 || verdict > PARITY_VERDICT_UNSUPPORTED) return -1;
     parity_wl_result_t *r = &p->res.wl[w];
-    parity_worst_t keep = r->worst;
-    int judged = r->workload[0] != 0;
-    if (!judged) {
+    if (!r->workload[0]) { /* never judged: no numbers (a judged one keeps them, as in the CLI,
+                              where a rerun's finding replaces only the verdict and detail) */
         memset(r, 0, sizeof *r);
         r->hit_corr = NAN;
         r->floor_q = -1;
-        r->worst = keep;
     }
     snprintf(r->workload, sizeof r->workload, "%s", workload);
     r->production = production;
@@ -330,7 +328,6 @@ EXPORT int parity_py_check_wl_verdict(const py_check_t *p, int w) { return p->re
 EXPORT int parity_py_check_finish(py_check_t *p)
 {
     parity_kernel_result_finish(&p->res);
-    p->done = 1;
     return p->res.verdict;
 }
 

@@ -46,13 +46,13 @@ FLOAT_NAMES = {"f64", "f32", "f16", "bf16", "e4m3fn", "e5m2"}
 def canon_dtype(name):
     """'bf16', 'bfloat16', 'fp32', 'float32', torch.bfloat16, np.float32 ... -> parity's name."""
     s = str(name).replace("torch.", "").lower()
+    if isinstance(name, type) and issubclass(name, np.generic):
+        s = np.dtype(name).name
     table = {"bf16": "bf16", "bfloat16": "bf16", "f32": "f32", "fp32": "f32", "float32": "f32",
              "float": "f32", "f16": "f16", "fp16": "f16", "float16": "f16", "half": "f16",
              "f64": "f64", "fp64": "f64", "float64": "f64", "double": "f64"}
     if s in table:
         return table[s]
-    if s in ("<class 'numpy.float32'>",):
-        return "f32"
     raise ValueError("dtype %r: expected bf16, f32, f16 or f64" % (name,))
 
 

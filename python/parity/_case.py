@@ -35,7 +35,7 @@ def op_info(op):
     for x in d["inputs"]:
         x.pop("nbytes", None)
         if x["float"]:
-            x["dtype"] = "float (the dtype= of parity.inputs / parity.check)"
+            x["dtype"] = "float"  # whichever dtype= parity.inputs / parity.check is given
     d["outputs"] = info["outputs"]
     d["attrs"] = info["attrs"]
     d["example_workload"] = first

@@ -42,7 +42,10 @@ class LogprobReport:
         return json.loads(self._json)
 
     def _repr_html_(self):
-        return self._html
+        if self._html:  # the CLI's page (html=True): plots included
+            return self._html
+        import html
+        return "<pre>%s</pre>" % html.escape(self.text)
 
 
 _ST_FLOAT = {"float64": "F64", "float32": "F32", "float16": "F16"}
