@@ -14,7 +14,10 @@ from ._lib import VERDICTS
 from .cases import cases
 from .formats import round  # noqa: A004 (parity.round, as the issue names it)
 from .report import Report, UnfaithfulError, WorkloadResult
+from . import custom, custom_power  # noqa: E402 (declared ops, docs/custom-ops.md)
+from .custom import Input, Op  # noqa: E402
+from .custom_power import power  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = ["check", "compare", "inputs", "ops", "op_info", "cases", "round", "logprobs", "testing",
-           "Report", "WorkloadResult", "UnfaithfulError", "VERDICTS"]
+           "Report", "WorkloadResult", "UnfaithfulError", "VERDICTS", "Op", "Input", "power"]

@@ -120,6 +120,10 @@ def check(op, fn, *, workloads=None, seed=1, dtype="bf16", like=None, device="cp
     out_dtype: the dtype of the buffers an `out=` function gets ("f32", "bf16", ...).
     progress: True (lines on stderr) or a callable taking each message.
     """
+    if not isinstance(op, str):  # a declared parity.Op (docs/custom-ops.md)
+        from . import custom
+        return custom.check(op, fn, workloads=workloads, seed=seed, dtype=dtype, like=like, device=device,
+                            baselines=baselines, floor=floor, isolate=isolate, progress=progress)
     if baselines:
         raise NotImplementedError("baselines=True: the baseline verifiers' rules run only in the CLI "
                                   "so far (parity check --baselines); docs/python.md says why")
