@@ -35,7 +35,8 @@ rope = parity.Op(
     outputs={"y": ("N", "D")},
     reference=rope_reference,
     attrs={"base": 10000.0},
-    shapes={"N": [128, 8192], "D": [128], "P": [4096, 131072]})
+    shapes={"N": [128, 8192], "D": [128], "P": [4096, 131072]},
+    fixed=("D",))                                       # the pairing needs an even D: no odd D
 
 
 def swiglu_torch(a, b):
