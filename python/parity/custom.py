@@ -167,7 +167,8 @@ def _values(x, shape, variant, rng, dtype, sizes):
     if variant == "outlier" and x.role == "activation" and shape:
         ch = rng.choice(shape[-1], size=min(4, shape[-1]), replace=False)  # LLM.int8-style channels
         a[..., ch] *= 80.0
-    if variant == "magnitude" and shape:  # exact power-of-two scale per row: exponent stress
+    if variant == "magnitude" and len(shape) >= 2:  # exact power-of-two scale per row: exponent
+        # stress (vectors -- a norm's gamma, a bias -- keep their values: they have no rows)
         e = 6 if dtype == "f16" else 24
         a *= 2.0 ** rng.integers(-e, e + 1, (rows,) + (1,) * (len(shape) - 1))
     return a

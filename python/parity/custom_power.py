@@ -131,16 +131,16 @@ class PowerTable:
         ms = list(dict.fromkeys(r["mutant"] for r in self.rows))
         cell = {(r["mutant"], r["workload"]): r for r in self.rows}
         head = "power self-test of %s (err/tol per workload; caught when > 1; control must be <= 1)" % self.op.name
-        lines = [head, "  %-13s" % "mutant" + "".join("%14s" % w for w in ws)]
+        lines = [head, "  %-13s" % "mutant" + "".join("%18s" % w for w in ws)]
         for m in ms:
             s = "  %-13s" % m
             for w in ws:
                 r = cell.get((m, w))
                 if r is None or r["caught"] is None:
-                    s += "%14s" % "n/a"
+                    s += "%18s" % "n/a"
                 else:
                     q = r["err_over_tol"]
-                    s += "%14s" % (("%.3g" % q) + ("  CAUGHT" if q > 1 else "  missed") if m != "control" else
+                    s += "%18s" % (("%.3g" % q) + ("  CAUGHT" if q > 1 else "  missed") if m != "control" else
                                    ("%.3g" % q) + ("  ok" if q <= 1 else "  FAIL"))
             lines.append(s)
         notes = dict.fromkeys("  %s: %s" % (r["mutant"], r["description"] or r["why_not"]) for r in self.rows)
