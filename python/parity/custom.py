@@ -109,6 +109,7 @@ class Op:
         out = [("base", base, False, "base")]
         if "token_ids" in roles:
             out.append(("zipf", base, False, "zipf"))
+            out.append(("text", base, False, "text"))
         if "activation" in roles:
             out.append(("outlier-ch", base, False, "outlier"))
         odd = {d: (s if d in self.fixed else s + 1 if s % 2 == 0 else s + 2) for d, s in base.items()}
@@ -141,6 +142,8 @@ def _values(x, shape, variant, rng, dtype, sizes):
     rows = shape[0] if shape else 1
     if x.role == "token_ids":
         v = sizes[x.vocab]
+        if variant == "text":
+            return _text_ids(n, v, seed_of(rng)).reshape(shape)
         if variant == "zipf":  # Zipf s = 1.1 over the vocabulary by inverse CDF (word-frequency-like)
             p = 1.0 / np.arange(1, v + 1, dtype=np.float64) ** 1.1
             c = np.cumsum(p / p.sum())
@@ -172,6 +175,24 @@ def _values(x, shape, variant, rng, dtype, sizes):
         e = 6 if dtype == "f16" else 24
         a *= 2.0 ** rng.integers(-e, e + 1, (rows,) + (1,) * (len(shape) - 1))
     return a
+
+
+def seed_of(rng):
+    return int(rng.integers(1, 2 ** 31))
+
+
+def _text_ids(n, v, seed):
+    """n token ids of real text: the GPT-2 ids of parity's text corpus (the embedding ops' `text`
+    workload, the C library's own generator), relabelled by frequency rank within the sample so
+    that the most frequent token is 0, and folded into [0, v) by rank modulo v when v is smaller
+    than the number of distinct tokens (only rare tokens fold)."""
+    from . import _case
+    x = _case.inputs("embedding_bwd", "text@%dx1x50257" % n, seed=seed, dtype="f32", like="numpy")
+    ids = np.asarray(x["ids"], dtype=np.int64).copy()
+    uniq, inv, counts = np.unique(ids, return_inverse=True, return_counts=True)
+    rank = np.empty(len(uniq), dtype=np.int64)
+    rank[np.argsort(-counts, kind="stable")] = np.arange(len(uniq))
+    return rank[inv] % v
 
 
 def _round_to(a, dtype):

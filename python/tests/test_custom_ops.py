@@ -252,7 +252,7 @@ def test_workloads_from_roles():
                    outputs={"y": ("N", "H")}, reference=lambda ids, x, g, w: x * g * w,
                    shapes={"N": [4096, 8192], "H": [16], "V": [1000]})
     names = [w[0] for w in op.workloads()]
-    assert names == ["base", "zipf", "outlier-ch", "odd", "magnitude", "production"]
+    assert names == ["base", "zipf", "text", "outlier-ch", "odd", "magnitude", "production"]
     assert op.workload_names("quick") == names[:-1]
     a = custom.CustomCase(op, "base", 1, "f32")
     b = custom.CustomCase(op, "base", 1, "f32")
@@ -264,6 +264,11 @@ def test_workloads_from_roles():
     counts = np.bincount(z.storage["ids"], minlength=1000)
     flat = np.bincount(a.storage["ids"], minlength=1000)
     assert counts.max() > 5 * flat.max()  # Zipf ids are skewed, uniform ones are not
+    t = custom.CustomCase(op, "text", 1, "f32").storage["ids"]
+    tc = np.bincount(t, minlength=1000)
+    assert t.min() >= 0 and t.max() < 1000
+    assert np.argmax(tc) == 0 and tc[0] > 20 * flat.max()  # frequency-ranked real text
+    assert np.array_equal(t, custom.CustomCase(op, "text", 1, "f32").storage["ids"])
     gscale = np.abs(a.storage["g"]).max(axis=1)
     assert gscale.max() < 1e-2 and gscale.min() > 1e-7  # gradient scale 10^U(-6,-3) per row
     assert abs(float(np.std(a.storage["w"])) - 0.02) < 0.005
