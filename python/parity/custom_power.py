@@ -54,9 +54,6 @@ def mutants(case):
     op, dt = case.op, case.dtype
     out = {}
     out["control"] = ("the reference in fp32 (a faithful evaluation: must pass)", case.contract_eval(), None)
-    for o in op.outputs:
-        if op.multilinear and o in op.reductions:
-            pass
     if op.multilinear and op.reductions:
         res = {o: (_seq_accum(case, o, "bf16") if o in op.reductions else case.contract_eval()[o]) for o in op.outputs}
         out["bf16-accum"] = ("sequential bf16 accumulator over the declared reduction, fp32 terms", res, None)
