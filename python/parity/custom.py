@@ -546,7 +546,7 @@ def check(op, fn, *, workloads=None, seed=1, dtype="bf16", like=None, device="cp
                                   "(docs/custom-ops.md, 'Not here')")
     if unused:
         raise TypeError("unexpected options for a declared op: %s" % ", ".join(sorted(unused)))
-    like = like or ("torch" if _arrays.torch is not None else "numpy")
+    like = like or ("torch" if _arrays.have_torch() else "numpy")
     dtype = _arrays.canon_dtype(dtype)
     names = op.workload_names(workloads)
     results, seconds, models = [], [], {}
