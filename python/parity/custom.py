@@ -563,10 +563,10 @@ def check(op, fn, *, workloads=None, seed=1, dtype="bf16", like=None, device="cp
                    seed, dtype, _repro(op, fn, seed, dtype, like))
 
 
-def compare(op, inputs, outputs, *, seed=1, name="outputs"):
+def compare(op, inputs, outputs, *, seed=1, dtype="f32", name="outputs"):
     """Judge outputs computed anywhere: `inputs` is a workload name (the inputs being those of
-    parity.custom.inputs(op, name, seed=, dtype=)) or {"name": ..., "inputs": {...}}."""
-    case = inputs if isinstance(inputs, CustomCase) else CustomCase(op, inputs, seed, "f32")
+    parity.custom.inputs(op, name, seed=seed, dtype=dtype)) or {"name": ..., "inputs": {...}}."""
+    case = inputs if isinstance(inputs, CustomCase) else CustomCase(op, inputs, seed, _arrays.canon_dtype(dtype))
     r = judge_outputs(case, outputs)
     r.update(name=case.workload, production=case.production)
     return _report(op, name, "outputs judged with parity.custom.compare", [r], [0.0],
