@@ -59,6 +59,10 @@ static void fmt_q(char *b, size_t n, double q)
 static void reproducer(char *b, size_t n, const parity_op_t *op, const parity_kernel_result_t *kr,
                        const parity_wl_result_t *w, const check_report_ctx_t *ctx)
 {
+    if (ctx->reproduce) {
+        snprintf(b, n, "%s", ctx->reproduce);
+        return;
+    }
     if (ctx->inputs_path) {
         snprintf(b, n, "parity compare %s %s %s", op->name, ctx->inputs_path, kr->kr->label);
         return;

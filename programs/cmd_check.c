@@ -152,7 +152,7 @@ int parity_cmd_check(int argc, char **argv)
         parity_kernel_list_free(&kl);
         return cli_input_error("check", "%s", diag.msg[0] ? diag.msg : parity_status_str(st));
     }
-    check_report_ctx_t ctx = {"check", opts.seed, opts.quick, opts.baselines, NULL};
+    check_report_ctx_t ctx = {"check", opts.seed, opts.quick, opts.baselines, NULL, NULL};
     check_report_text(stdout, op, res, kl.n, &ctx);
     int rc = PARITY_EXIT_OK;
     for (int k = 0; k < kl.n; k++)

@@ -680,34 +680,37 @@ parity_status_t parity_check_run(const parity_op_t *op, const parity_kernel_list
         free(store);
         return st;
     }
-    /* Overall verdict: the first non-faithful verdict by severity, worst workload by q. */
-    for (int k = 0; k < kl->n; k++) {
-        parity_kernel_result_t *kr = &res[k];
-        kr->verdict = PARITY_VERDICT_FAITHFUL;
-        kr->worst_wl = 0;
-        double worst = -1;
-        for (int w = 0; w < n_wl; w++) {
-            parity_wl_result_t *r = &kr->wl[w];
-            int bad = r->verdict != PARITY_VERDICT_FAITHFUL;
-            double score = bad && r->verdict != PARITY_VERDICT_UNFAITHFUL ? INFINITY : r->max_q;
-            if (kr->verdict == PARITY_VERDICT_FAITHFUL && bad) kr->verdict = r->verdict;
-            if (score > worst) {
-                worst = score;
-                kr->worst_wl = w;
-            }
-        }
-        /* Diagnosis from the worst workload that has one (production ones have none). */
-        kr->diag_wl = -1;
-        double best = -1;
-        for (int w = 0; w < n_wl; w++)
-            if (kr->wl[w].diag.available && kr->wl[w].max_q > best) {
-                best = kr->wl[w].max_q;
-                kr->diag_wl = w;
-            }
-    }
+    for (int k = 0; k < kl->n; k++) parity_kernel_result_finish(&res[k]);
     *results = res;
     free(store);
     return PARITY_OK;
+}
+
+/* Overall verdict: the first non-faithful verdict in workload order; the worst workload by q,
+ * failures other than "unfaithful" counting as infinitely bad; the diagnosis from the worst
+ * workload that has one (production ones have none). */
+void parity_kernel_result_finish(parity_kernel_result_t *kr)
+{
+    kr->verdict = PARITY_VERDICT_FAITHFUL;
+    kr->worst_wl = 0;
+    double worst = -1;
+    for (int w = 0; w < kr->n_wl; w++) {
+        parity_wl_result_t *r = &kr->wl[w];
+        int bad = r->verdict != PARITY_VERDICT_FAITHFUL;
+        double score = bad && r->verdict != PARITY_VERDICT_UNFAITHFUL ? INFINITY : r->max_q;
+        if (kr->verdict == PARITY_VERDICT_FAITHFUL && bad) kr->verdict = r->verdict;
+        if (score > worst) {
+            worst = score;
+            kr->worst_wl = w;
+        }
+    }
+    kr->diag_wl = -1;
+    double best = -1;
+    for (int w = 0; w < kr->n_wl; w++)
+        if (kr->wl[w].diag.available && kr->wl[w].max_q > best) {
+            best = kr->wl[w].max_q;
+            kr->diag_wl = w;
+        }
 }
 
 void parity_check_results_free(parity_kernel_result_t *r, int n)

@@ -27,4 +27,8 @@ parity_status_t parity_compare_case(parity_case_t *c, parity_tensor_t *const *ou
                                     const parity_kernel_ref_t *kr, const parity_check_opts_t *opts,
                                     parity_wl_result_t *res);
 
+/* The overall verdict, worst workload and diagnosed workload of kr from its kr->n_wl workload
+ * results, as `parity check` reports them (the Python package's checks use it too). */
+void parity_kernel_result_finish(parity_kernel_result_t *kr);
+
 #endif

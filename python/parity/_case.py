@@ -1,0 +1,170 @@
+"""Ops and their cases: what an op takes and returns, and the inputs of one (op, workload, seed,
+dtype) with the fp64 reference behind them (held by the C library, never copied out)."""
+import functools
+
+import numpy as np
+
+from . import _arrays
+from ._lib import b, errbuf, lib, take_json
+
+
+def ops():
+    """The names of every op parity judges (`parity ops`)."""
+    return [lib.parity_py_op_name(i).decode() for i in range(lib.parity_py_op_count())]
+
+
+@functools.lru_cache(maxsize=None)
+def _op_static(op):
+    d = take_json(lib.parity_py_op_json(b(op)))
+    if d is None:
+        raise ValueError("no op %r (parity.ops() lists them: %s)" % (op, ", ".join(ops())))
+    return d
+
+
+def op_info(op):
+    """An op's inputs, outputs, attributes and workloads, as a dict:
+    name, summary, error_model, faithful_accumulator, inputs [{name, float, dtype, shape}],
+    outputs [{name, shape}], attrs {name: value}, dims {N, D, V} and workloads
+    [{name, summary, N, D, V, production}]. Shapes, dtypes and attributes are those of the first
+    workload (its inputs are built once to learn them)."""
+    d = dict(_op_static(op))
+    first = next((w["name"] for w in d["workloads"] if not w["production"]), d["workloads"][0]["name"])
+    info = Case(op, first, 1, "f32").info
+    fl = {x["name"]: x["float"] for x in d["inputs"]}
+    d["inputs"] = [dict(x, float=fl[x["name"]]) for x in info["inputs"]]
+    for x in d["inputs"]:
+        x.pop("nbytes", None)
+        if x["float"]:
+            x["dtype"] = "float"  # whichever dtype= parity.inputs / parity.check is given
+    d["outputs"] = info["outputs"]
+    d["attrs"] = info["attrs"]
+    d["example_workload"] = first
+    return d
+
+
+def workload_names(op, which):
+    """None: every preset; "quick": the presets that are not production-sized; a str: that one
+    workload ("text" or "text@NxD[xV]"); a list: those."""
+    ws = _op_static(op)["workloads"]
+    if which is None:
+        return [w["name"] for w in ws]
+    if which == "quick":
+        return [w["name"] for w in ws if not w["production"]]
+    if isinstance(which, str):
+        return [which]
+    names = list(which)
+    if not names:
+        raise ValueError("workloads=[]: name at least one (parity.op_info(%r)['workloads'])" % op)
+    return names
+
+
+@functools.lru_cache(maxsize=None)
+def _needed_letters(op):
+    """The shape letters (N, D, V) that no input's shape carries, found on a preset whose three
+    sizes differ (in the uniform preset V == N, so the values alone cannot tell). None when no
+    preset has three distinct sizes."""
+    for w in _op_static(op)["workloads"]:
+        if w["production"] or len({w["N"], w["D"], w["V"]}) < 3:
+            continue
+        err = errbuf()
+        h = lib.parity_py_case_new(b(op), b(w["name"]), 1, b"f32", err, len(err))
+        if not h:
+            continue
+        try:
+            info = take_json(lib.parity_py_case_json(h))
+        finally:
+            lib.parity_py_case_free(h)
+        have = set(n for x in info["inputs"] for n in x["shape"])
+        return frozenset(k for k in ("N", "D", "V") if w[k] not in have)
+    return None
+
+
+class Case:
+    """One built case (C-owned inputs and reference). Freed when the last view of its inputs goes."""
+
+    def __init__(self, op, workload, seed, dtype):
+        err = errbuf()
+        self.op = op
+        self.dtype = _arrays.canon_dtype(dtype)
+        self.h = lib.parity_py_case_new(b(op), b(workload), int(seed), b(self.dtype), err, len(err))
+        if not self.h:
+            raise ValueError(err.value.decode())
+        self.info = take_json(lib.parity_py_case_json(self.h))
+        self.seed = int(seed)
+        self.workload = self.info["workload"]
+        self.production = self.info["production"]
+        self.input_names = [x["name"] for x in self.info["inputs"]]
+        self.output_names = [x["name"] for x in self.info["outputs"]]
+        self.output_shapes = [tuple(x["shape"]) for x in self.info["outputs"]]
+        self.attrs = dict(self.info["attrs"])
+        self.extra_dims = self._extra_dims()
+        self._arrays = None
+
+    def __del__(self):
+        h, self.h = getattr(self, "h", None), None
+        if h:
+            lib.parity_py_case_free(h)
+
+    def _extra_dims(self):
+        """Output dimensions by the workload's letter for them (V of embedding_rmsnorm_bwd's dE):
+        a function is passed those it names as parameters, and (through **kwargs) those the
+        inputs' shapes cannot tell it ("needed"). Returns {letter: (size, needed)}."""
+        outs = set(n for shape in self.output_shapes for n in shape)
+        dims = self.info["dims"]
+        needed = _needed_letters(self.op)
+        if needed is None:  # no preset tells the letters apart: judge by this case's values
+            have = set(n for x in self.info["inputs"] for n in x["shape"])
+            needed = {k for k in ("N", "D", "V") if dims[k] not in have}
+        return {k: (dims[k], k in needed) for k in ("N", "D", "V") if dims[k] in outs}
+
+    def arrays(self):
+        """The inputs as numpy arrays over the C buffers (no copy): bf16 as uint16 bits."""
+        if self._arrays is None:
+            out = {}
+            for i, x in enumerate(self.info["inputs"]):
+                addr = lib.parity_py_case_input(self.h, i)
+                out[x["name"]] = _arrays.view_of(addr, x["nbytes"], x["dtype"], tuple(x["shape"]), self)
+            self._arrays = out
+        return self._arrays
+
+    def input_dtype(self, name):
+        return next(x["dtype"] for x in self.info["inputs"] if x["name"] == name)
+
+    def framework_inputs(self, like, device):
+        return {k: _arrays.to_framework(a, self.input_dtype(k), like, device) for k, a in self.arrays().items()}
+
+    def hashes(self):
+        return [lib.parity_py_case_input_hash(self.h, i) for i in range(len(self.input_names))]
+
+
+class Inputs(dict):
+    """parity.inputs(...): the op's inputs by name plus its attributes (so fn(**inputs) works),
+    with .attrs, .dims (output dimensions the inputs leave open, e.g. {"V": 50257}), .workload,
+    .seed, .dtype and .op. Keep it alive while judging with parity.compare: it holds the case."""
+
+    def __init__(self, case, tensors):
+        super().__init__(tensors)
+        self.update(case.attrs)
+        self._case = case
+        self.op = case.op
+        self.workload = case.workload
+        self.seed = case.seed
+        self.dtype = case.dtype
+        self.attrs = dict(case.attrs)
+        self.dims = {k: v for k, (v, needed) in case.extra_dims.items() if needed and k not in self}
+        self.output_names = list(case.output_names)
+        self.output_shapes = dict(zip(case.output_names, case.output_shapes))
+
+    @property
+    def tensors(self):
+        """The inputs only (no attributes)."""
+        return {k: self[k] for k in self._case.input_names}
+
+
+def inputs(op, workload, *, seed=1, dtype="bf16", like="numpy", device="cpu"):
+    """The inputs of `op` for `workload` (a preset name or "NAME@NxD[xV]"), exactly those
+    `parity check` and `parity gen` produce for the same seed and dtype. like="numpy" gives
+    numpy arrays over parity's own buffers (bf16 as uint16 bit patterns); like="torch" torch
+    tensors sharing that memory on the CPU, or copies on `device`."""
+    case = Case(op, workload, seed, dtype)
+    return Inputs(case, case.framework_inputs(like, device))

@@ -1,0 +1,264 @@
+"""Running a user's function as `parity check` runs a plugin kernel: a decoy call first (inputs
+scaled by -2, so state kept across calls shows), the judged call, a rerun compared bit for bit
+(nondeterminism, or outputs left unwritten under `out=`), inputs verified unmodified, guard
+regions around preallocated outputs. In the caller's process by default; isolate=True moves
+the calls to a spawned worker (python/parity/_worker.py) so a crash or hang is a verdict.
+Deliberately not here: judging (the C library's, through parity_py_check_judge)."""
+import inspect
+import sys
+import time
+import traceback
+
+import numpy as np
+
+from . import _arrays
+from ._lib import VERDICTS, lib
+
+V = {name: i for i, name in enumerate(VERDICTS)}
+
+
+class Outcome:
+    """What running the function on one workload gave: status is "ran" (outputs to judge) or a
+    verdict name; outputs are host numpy arrays in the op's output order."""
+
+    def __init__(self, status, detail="", outputs=None, seconds=0.0, rerun=None):
+        self.status, self.detail, self.outputs, self.seconds = status, detail, outputs, seconds
+        # The rerun's finding, (verdict, detail) or None: applied only when the first run is
+        # judged faithful, as `parity check` reruns only then.
+        self.rerun = rerun
+
+
+def _params(fn):
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None, True
+    names = set()
+    var_kw = False
+    for p in sig.parameters.values():
+        if p.kind == p.VAR_KEYWORD:
+            var_kw = True
+        elif p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            names.add(p.name)
+    return names, var_kw
+
+
+def call_kwargs(fn, case, tensors):
+    """fn(**inputs, **attrs, **dims): attributes and output dimensions are passed when fn names
+    them or takes **kwargs (dimensions the inputs cannot tell: always through **kwargs)."""
+    names, var_kw = _params(fn)
+    kw = dict(tensors)
+    for k, v in case.attrs.items():
+        if names is None or var_kw or k in names:
+            kw[k] = v
+    for k, (v, needed) in case.extra_dims.items():
+        if k in kw:  # an input named like a letter (attention's V) wins
+            continue
+        if names is None or k in names or (var_kw and needed):
+            kw[k] = v
+    return kw
+
+
+def takes_out(fn):
+    names, _ = _params(fn)
+    return bool(names) and "out" in names
+
+
+def _decoy(tensors, case):
+    """The decoy inputs: floating-point inputs times -2 (exact), the others copied."""
+    out = {}
+    for k, t in tensors.items():
+        isf = case.input_dtype(k) in _arrays.FLOAT_NAMES
+        if _arrays.is_torch(t):
+            out[k] = (t.float() * -2).to(t.dtype) if isf else t.clone()
+        elif case.input_dtype(k) == "bf16":  # numpy bits: flip the sign, add one to the exponent
+            f = (t.astype(np.uint32) << 16).view(np.float32) * np.float32(-2)
+            out[k] = (f.view(np.uint32) >> 16).astype(np.uint16)
+        else:
+            out[k] = t * -2 if isf else t.copy()
+    return out
+
+
+def _normalise(ret, case):
+    """fn's return value as a list in the op's output order (tuple/list, dict by name, or the
+    single output). Raises TypeError/ValueError on anything else."""
+    names = case.output_names
+    if isinstance(ret, dict):
+        missing = [n for n in names if n not in ret]
+        if missing:
+            raise ValueError("returned a dict without %s (outputs: %s)" % (", ".join(missing), ", ".join(names)))
+        ret = [ret[n] for n in names]
+    elif isinstance(ret, (tuple, list)):
+        ret = list(ret)
+    elif len(names) == 1 and ret is not None:
+        ret = [ret]
+    else:
+        raise TypeError("returned %s; expected a tuple (%s) or a dict by name" % (type(ret).__name__, ", ".join(names)))
+    if len(ret) != len(names):
+        raise ValueError("returned %d outputs; the op has %d (%s)" % (len(ret), len(names), ", ".join(names)))
+    host = []
+    for n, want, x in zip(names, case.output_shapes, ret):
+        a, dt = _arrays.to_host(x)
+        if tuple(a.shape) != tuple(want):
+            raise ValueError("output %s has shape %s; the op's is %s" % (n, tuple(a.shape), tuple(want)))
+        host.append((a, dt))
+    return host
+
+
+def _sync(device):
+    if device not in (None, "cpu") and str(device).startswith("cuda"):
+        _arrays.torch.cuda.synchronize()
+
+
+def _exc_detail(what, e):
+    tb = traceback.extract_tb(e.__traceback__)
+    where = ""
+    if tb:
+        f = tb[-1]
+        where = " (%s:%d)" % (f.filename.rsplit("/", 1)[-1], f.lineno)
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return "%s raised %s%s%s" % (what, type(e).__name__, ": " + msg if msg else "", where)
+
+
+def run_in_process(fn, case, like, device, decoy, rerun, timeout, out_dtype="f32"):
+    """Run fn on case's inputs; returns an Outcome. The case's C buffers are the inputs (on the
+    CPU, without a copy), so modification is checked on the very bytes the reference used."""
+    tensors = case.framework_inputs(like, device)
+    host_before = case.hashes()
+    uses_out = takes_out(fn)
+    on_cpu = device in (None, "cpu")
+    keep = []  # C output buffers alive until judged
+
+    def prealloc(fill):
+        from ._lib import b, lib
+        bufs, views = [], {}
+        for i, n in enumerate(case.output_names):
+            if on_cpu:
+                t = lib.parity_py_output_new(case.h, i, b(out_dtype))
+                if not t:
+                    raise MemoryError("cannot allocate output %s" % n)
+                bufs.append(_OutBuf(t))
+                a = _arrays.view_of(lib.parity_py_tensor_data(t), int(np.prod(case.output_shapes[i])) *
+                                    np.dtype(_arrays.NP_STORAGE[out_dtype]).itemsize, out_dtype,
+                                    case.output_shapes[i], bufs[-1])
+                if fill == 0:
+                    lib.parity_py_output_fill_reference(case.h, i, t)
+                views[n] = _arrays.to_framework(a, out_dtype, like, "cpu")
+            else:
+                t = _arrays.torch.full(case.output_shapes[i], float("nan"),
+                                       dtype=_arrays.torch_dtype(out_dtype), device=device)
+                if fill == 0:  # the reference, rounded to the buffer's dtype, as on the CPU
+                    r = lib.parity_py_output_new(case.h, i, b(out_dtype))
+                    lib.parity_py_output_fill_reference(case.h, i, r)
+                    ref = _OutBuf(r)
+                    host = _arrays.view_of(lib.parity_py_tensor_data(r), int(np.prod(case.output_shapes[i])) *
+                                           np.dtype(_arrays.NP_STORAGE[out_dtype]).itemsize, out_dtype,
+                                           case.output_shapes[i], ref)
+                    t.copy_(_arrays.to_framework(host, out_dtype, "torch", "cpu"))
+                views[n] = t
+        return bufs, views
+
+    def call(ins, fill):
+        kw = call_kwargs(fn, case, ins)
+        if uses_out:
+            bufs, views = prealloc(fill)
+            keep.append(bufs)
+            fn(**kw, out=views)
+            return _normalise(views, case), bufs
+        return _normalise(fn(**kw), case), []
+
+    try:
+        if decoy:
+            try:
+                call(_decoy(tensors, case), 1)
+            except NotImplementedError as e:
+                return Outcome("unsupported", _exc_detail("fn", e))
+            except Exception as e:  # the function's own failure is a verdict, never ours
+                return Outcome("crashed", _exc_detail("the decoy call of fn", e))
+        t0 = time.perf_counter()
+        try:
+            first, bufs = call(tensors, 1)
+            _sync(device)
+        except NotImplementedError as e:
+            return Outcome("unsupported", _exc_detail("fn", e))
+        except Exception as e:
+            return Outcome("crashed", _exc_detail("fn", e))
+        secs = time.perf_counter() - t0
+        if timeout is not None and secs > timeout:
+            return Outcome("timeout", "ran %.3g s, past timeout=%g s (in-process calls are not "
+                           "interrupted: isolate=True stops them)" % (secs, timeout), seconds=secs)
+        for buf, n in zip(bufs, case.output_names):
+            if not buf.guards_ok():
+                return Outcome("wrote-out-of-bounds", "bytes around output %s were overwritten" % n, seconds=secs)
+        bad = _modified(case, tensors, host_before, on_cpu)
+        if bad:
+            return Outcome("modified-inputs", "input %s changed during the run" % bad, seconds=secs)
+        found = None
+        if rerun:
+            found = _rerun(call, tensors, case, first, host_before, on_cpu, uses_out)
+        return Outcome("ran", outputs=first, seconds=secs, rerun=found)
+    finally:
+        tensors = None
+
+
+def _rerun(call, tensors, case, first, host_before, on_cpu, uses_out):
+    """The second call on the same inputs (outputs prefilled with the reference under out=):
+    (verdict, detail) when it shows something, else None."""
+    try:
+        second, _ = call(tensors, 0)
+    except Exception as e:
+        return ("crashed", _exc_detail("second run: fn", e))
+    bad = _modified(case, tensors, host_before, on_cpu)
+    if bad:
+        return ("modified-inputs", "second run: input %s changed" % bad)
+    for n, (a, _), (c, _) in zip(case.output_names, first, second):
+        if a.dtype != c.dtype or a.nbytes != c.nbytes or not lib.parity_py_memeq(a.ctypes.data, c.ctypes.data, a.nbytes):
+            return ("nondeterministic", "output %s differs bit-wise between two runs on the same inputs%s" % (
+                n, " (or elements left unwritten: the runs were prefilled with NaN and the reference)"
+                if uses_out else ""))
+    return None
+
+
+def _modified(case, tensors, before, on_cpu):
+    if on_cpu:
+        after = case.hashes()
+        for n, x, y in zip(case.input_names, before, after):
+            if x != y:
+                return n
+        # a function may have rebound the tensors' storage (t.set_, resize_): compare the values
+    arrays = case.arrays()
+    for n, t in tensors.items():
+        if not on_cpu or (_arrays.is_torch(t) and t.data_ptr() != arrays[n].ctypes.data):
+            if not np.array_equal(_arrays.host_bits(t), arrays[n].reshape(-1).view(np.uint8)):
+                return n
+    return None
+
+
+class _OutBuf:
+    """A C output buffer with guards (for out= functions), freed when no view of it is left."""
+
+    def __init__(self, h):
+        self.h = h
+
+    def guards_ok(self):
+        from ._lib import lib
+        return bool(lib.parity_py_tensor_guards_ok(self.h))
+
+    def __del__(self):
+        from ._lib import lib
+        h, self.h = self.h, None
+        if h:
+            lib.parity_py_tensor_free(h)
+
+
+def progress_fn(progress):
+    """progress=True: one line per step on stderr (forced, like the CLI's --progress); a
+    callable gets each message; None/False: silent."""
+    if callable(progress):
+        return progress
+    if progress:
+        def p(msg):
+            sys.stderr.write(msg + "\n")
+            sys.stderr.flush()
+        return p
+    return None

@@ -1,0 +1,110 @@
+"""Loading the bridge library (python/csrc/bridge.c) with ctypes and declaring its functions.
+
+Looked for, in order: $PARITY_PY_LIB; the copy installed inside this package (pip install .
+puts it under parity/lib/); a build tree beside the source tree (build*/python/). ctypes rather
+than a compiled extension: the bridge has no Python or numpy ABI in it, so one build serves
+every Python, numpy 1.x and 2.x and torch version (docs/python.md, "Why ctypes").
+"""
+import ctypes
+import glob
+import json
+import os
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_NAME = "libparity_python.so"
+
+
+def _candidates():
+    env = os.environ.get("PARITY_PY_LIB")
+    if env:
+        yield env
+    for pat in ("lib/" + _NAME, "lib*/" + _NAME, "lib*/*/" + _NAME):
+        for p in sorted(glob.glob(os.path.join(_HERE, pat))):
+            yield p
+    root = os.path.dirname(os.path.dirname(_HERE))  # the source tree, when run from python/
+    for p in sorted(glob.glob(os.path.join(root, "build*", "python", _NAME))):
+        yield p
+
+
+def _load():
+    tried = []
+    for p in _candidates():
+        if os.path.exists(p):
+            return ctypes.CDLL(p)
+        tried.append(p)
+    raise ImportError("parity: cannot find %s (looked in: %s). Install the package with "
+                      "`pip install .` from the repository root, or build it (cmake --build build) "
+                      "and set PARITY_PY_LIB=build/python/%s" % (_NAME, ", ".join(tried) or "-", _NAME))
+
+
+lib = _load()
+
+_c = ctypes
+_P = _c.c_void_p
+_S = _c.c_char_p
+_SIGS = {
+    "parity_py_free": (None, [_P]),
+    "parity_py_memeq": (_c.c_int, [_P, _P, _c.c_size_t]),
+    "parity_py_op_count": (_c.c_int, []),
+    "parity_py_op_name": (_S, [_c.c_int]),
+    "parity_py_op_json": (_P, [_S]),
+    "parity_py_case_new": (_P, [_S, _S, _c.c_uint64, _S, _c.c_char_p, _c.c_size_t]),
+    "parity_py_case_free": (None, [_P]),
+    "parity_py_case_json": (_P, [_P]),
+    "parity_py_case_input": (_P, [_P, _c.c_int]),
+    "parity_py_case_input_hash": (_c.c_uint64, [_P, _c.c_int]),
+    "parity_py_case_input_guards_ok": (_c.c_int, [_P, _c.c_int]),
+    "parity_py_output_new": (_P, [_P, _c.c_int, _S]),
+    "parity_py_output_wrap": (_P, [_P, _c.c_int, _S, _P]),
+    "parity_py_output_unwrap": (None, [_P]),
+    "parity_py_output_fill_reference": (None, [_P, _c.c_int, _P]),
+    "parity_py_tensor_data": (_P, [_P]),
+    "parity_py_tensor_guards_ok": (_c.c_int, [_P]),
+    "parity_py_tensor_free": (None, [_P]),
+    "parity_py_check_new": (_P, [_S, _c.c_int, _S, _S, _c.c_uint64, _c.c_int]),
+    "parity_py_check_free": (None, [_P]),
+    "parity_py_check_judge": (_c.c_int, [_P, _c.c_int, _P, _c.POINTER(_P), _c.c_int, _c.c_double]),
+    "parity_py_check_set": (_c.c_int, [_P, _c.c_int, _S, _c.c_int, _c.c_int, _S, _c.c_double]),
+    "parity_py_check_wl_verdict": (_c.c_int, [_P, _c.c_int]),
+    "parity_py_check_finish": (_c.c_int, [_P]),
+    "parity_py_check_worst_workload": (_S, [_P]),
+    "parity_py_verdict_name": (_S, [_c.c_int]),
+    "parity_py_check_text": (_P, [_P, _S]),
+    "parity_py_check_json": (_c.c_int, [_P, _S, _S]),
+    "parity_py_round": (_c.c_int, [_S, _c.c_int, _c.c_uint64, _c.c_int, _P, _c.c_size_t, _P, _P,
+                                   _c.c_char_p, _c.c_size_t]),
+    "parity_py_lp_compare": (_c.c_int, [_P, _c.c_size_t, _S, _P, _c.c_size_t, _S, _P, _c.c_size_t, _S,
+                                        _S, _S, _S, _c.POINTER(_P), _c.c_char_p, _c.c_size_t]),
+    "parity_py_run_builtin": (_c.c_int, [_S, _S, _c.c_int, _P, _P, _P, _P, _c.c_int, _P, _P, _P,
+                                         _c.c_int, _P, _P, _c.c_int]),
+    "parity_py_builtin_dtype": (_S, [_S, _S, _c.c_int]),
+}
+for _n, (_res, _args) in _SIGS.items():
+    _f = getattr(lib, _n)
+    _f.restype = _res
+    _f.argtypes = _args
+
+VERDICTS = [lib.parity_py_verdict_name(i).decode() for i in range(8)]
+
+
+def b(s):
+    return s.encode() if isinstance(s, str) else s
+
+
+def take_str(ptr):
+    """A malloc'd C string as str, freed."""
+    if not ptr:
+        return None
+    try:
+        return ctypes.string_at(ptr).decode("utf-8", "replace")
+    finally:
+        lib.parity_py_free(ptr)
+
+
+def take_json(ptr):
+    s = take_str(ptr)
+    return None if s is None else json.loads(s)
+
+
+def errbuf():
+    return ctypes.create_string_buffer(1024)

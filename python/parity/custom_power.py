@@ -1,0 +1,166 @@
+"""The power self-test of a declared op: generic mutants built from the op's own reference,
+judged with the tolerance parity derived, so a user sees what that tolerance catches before
+trusting it (docs/custom-ops.md, "The power self-test"). The mutants are outputs, not functions:
+they skip the harness (decoy, rerun) and go straight to the judge."""
+import numpy as np
+
+from . import custom
+
+
+def _lower(x, dtype):
+    """Inputs one format lower than the contract dtype: f32 -> tf32, f16 -> e5m2, bf16 ->
+    e4m3fn (saturating, so that large values stay finite)."""
+    from .formats import round as _r
+    fmt, sat = {"f32": ("tf32", None), "f16": ("e5m2", None), "bf16": ("e4m3fn", True)}.get(dtype, ("bf16", None))
+    return _r(x, fmt, saturate=sat), fmt
+
+
+def _bf16_type():
+    try:
+        import ml_dtypes
+        return ml_dtypes.bfloat16
+    except ImportError:  # pragma: no cover
+        return None
+
+
+def _seq_accum(case, o, fmt):
+    """A sequential accumulator in `fmt` over the declared reduction dims, with fp32 terms: for a
+    multilinear op the reference on one slice of the reduced dimension is that slice's term, so
+    acc = round_fmt(acc + round_f32(term_t)) for t = 0..k-1 is exactly what a kernel with a
+    narrow accumulator computes (the reduced dims are walked in C order)."""
+    from .formats import round as _r
+    op = case.op
+    dims = op.reductions[o]
+    sizes = [case.sizes[d] for d in dims]
+    acc = np.zeros(case.out_shapes[o])
+    for flat in range(int(np.prod(sizes))):
+        pos = dict(zip(dims, np.unravel_index(flat, sizes)))
+        sl = {}
+        for k, x in op.inputs.items():
+            a = case.exact[k]
+            if x.is_float:
+                idx = tuple(slice(pos[d], pos[d] + 1) if d in pos else slice(None) for d in x.shape)
+                b = np.zeros_like(a)
+                b[idx] = a[idx]
+                a = b
+            sl[k] = a
+        term = case.evaluate(sl)[o].astype(np.float32).astype(np.float64)
+        acc = _r(acc + term, fmt)
+    return acc
+
+
+def mutants(case):
+    """{name: (description, outputs or None, why-not)} for one case."""
+    op, dt = case.op, case.dtype
+    out = {}
+    out["control"] = ("the reference in fp32 (a faithful evaluation: must pass)", case.contract_eval(), None)
+    if op.multilinear and op.reductions:
+        res = {o: (_seq_accum(case, o, "bf16") if o in op.reductions else case.contract_eval()[o]) for o in op.outputs}
+        out["bf16-accum"] = ("sequential bf16 accumulator over the declared reduction, fp32 terms", res, None)
+        res = {o: (_seq_accum(case, o, "fp16") if o in op.reductions else case.contract_eval()[o]) for o in op.outputs}
+        out["fp16-accum"] = ("sequential fp16 accumulator over the declared reduction, fp32 terms", res, None)
+    else:
+        bt = _bf16_type()
+        if bt is None:
+            out["bf16-math"] = ("", None, "ml_dtypes is not installed")
+        else:
+            with np.errstate(all="ignore"):
+                out["bf16-math"] = ("the reference with every numpy op in bf16 (ml_dtypes)", case.contract_eval(bt), None)
+        with np.errstate(all="ignore"):
+            out["fp16-math"] = ("the reference with every numpy op in fp16 (numpy float16)", case.contract_eval(np.float16), None)
+    low = {}
+    fmt = None
+    for k, x in op.inputs.items():
+        if x.is_float:
+            low[k], fmt = _lower(case.exact[k], dt)
+        else:
+            low[k] = case.exact[k]
+    out["inputs-lower"] = ("float inputs rounded to %s, then fp32 math" % fmt, case.contract_eval(inputs=low), None)
+    good = case.contract_eval()
+    first = list(op.outputs)[0]
+    r = {o: a.copy() for o, a in good.items()}
+    if r[first].ndim >= 2:
+        r[first][..., -1, :] = 0
+        out["row-dropped"] = ("the last row of %s left zero" % first, r, None)
+    else:
+        out["row-dropped"] = ("", None, "output %s has no rows" % first)
+    c = {o: a.copy() for o, a in good.items()}
+    if c[first].ndim >= 1 and c[first].shape[-1] > 1:
+        c[first][..., -1] = 0
+        out["col-dropped"] = ("the last column of %s left zero" % first, c, None)
+    else:
+        out["col-dropped"] = ("", None, "output %s has one column" % first)
+    if op.reductions:
+        dims = set(d for ds in op.reductions.values() for d in ds)
+        t = {}
+        for k, x in op.inputs.items():
+            a = case.exact[k].copy()
+            if x.is_float:
+                for d in dims & set(x.shape):
+                    idx = [slice(None)] * a.ndim
+                    idx[x.shape.index(d)] = slice(-1, None)
+                    a[tuple(idx)] = 0
+            t[k] = a
+        out["tail-dropped"] = ("the last index of %s dropped (its inputs zeroed)" % "/".join(sorted(dims)),
+                               case.contract_eval(inputs=t), None)
+    else:
+        out["tail-dropped"] = ("", None, "no reduction declared")
+    return out
+
+
+class PowerTable:
+    """rows: [{mutant, description, workload, caught (bool or None), err_over_tol, why_not}]."""
+
+    def __init__(self, op, rows):
+        self.op = op
+        self.rows = rows
+
+    def caught(self, mutant):
+        """True if every workload where the mutant exists catches it, False if none does,
+        "partly" otherwise, None if it does not apply."""
+        c = [r["caught"] for r in self.rows if r["mutant"] == mutant and r["caught"] is not None]
+        if not c:
+            return None
+        return True if all(c) else False if not any(c) else "partly"
+
+    def __str__(self):
+        ws = list(dict.fromkeys(r["workload"] for r in self.rows))
+        ms = list(dict.fromkeys(r["mutant"] for r in self.rows))
+        cell = {(r["mutant"], r["workload"]): r for r in self.rows}
+        head = "power self-test of %s (err/tol per workload; caught when > 1; control must be <= 1)" % self.op.name
+        lines = [head, "  %-13s" % "mutant" + "".join("%18s" % w for w in ws)]
+        for m in ms:
+            s = "  %-13s" % m
+            for w in ws:
+                r = cell.get((m, w))
+                if r is None or r["caught"] is None:
+                    s += "%18s" % "n/a"
+                else:
+                    q = r["err_over_tol"]
+                    s += "%18s" % (("%.3g" % q) + ("  CAUGHT" if q > 1 else "  missed") if m != "control" else
+                                   ("%.3g" % q) + ("  ok" if q <= 1 else "  FAIL"))
+            lines.append(s)
+        notes = dict.fromkeys("  %s: %s" % (r["mutant"], r["description"] or r["why_not"]) for r in self.rows)
+        return "\n".join(lines + [""] + list(notes))
+
+    def to_dict(self):
+        return {"op": self.op.name, "rows": self.rows}
+
+
+def power(op, *, workloads="quick", seed=1, dtype="f32"):
+    """The power self-test: every generic mutant on every workload, judged with the derived
+    tolerance. Returns a PowerTable (str() prints it)."""
+    rows = []
+    for w in op.workload_names(workloads):
+        case = custom.CustomCase(op, w, seed, dtype)
+        for m, (desc, outs, why) in mutants(case).items():
+            if outs is None:
+                rows.append({"mutant": m, "description": desc, "workload": case.workload, "caught": None,
+                             "err_over_tol": None, "why_not": why})
+                continue
+            r = custom.judge_outputs(case, {o: np.asarray(a, dtype=np.float64).astype(np.float32)
+                                            if np.asarray(a).dtype != np.float32 else a for o, a in outs.items()})
+            q = r.get("max_err_over_tol", float("inf"))
+            rows.append({"mutant": m, "description": desc, "workload": case.workload, "caught": bool(q > 1),
+                         "err_over_tol": q, "why_not": None})
+    return PowerTable(op, rows)
