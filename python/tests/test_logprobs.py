@@ -13,8 +13,9 @@ from conftest import cli, needs_cli
 def _data(seed=0, shape=(16, 300)):
     rng = np.random.default_rng(seed)
     a = -rng.exponential(size=shape).astype(np.float32)
-    b = (a + rng.normal(scale=2e-3, size=shape)).astype(np.float32)
-    a2 = (a + rng.normal(scale=1e-3, size=shape)).astype(np.float32)
+    # perturbed copies clipped to <= 0: values that cannot be logprobs are input errors (docs/logprobs.md)
+    b = np.minimum(a + rng.normal(scale=2e-3, size=shape), 0).astype(np.float32)
+    a2 = np.minimum(a + rng.normal(scale=1e-3, size=shape), 0).astype(np.float32)
     ids = rng.integers(0, 50000, size=shape).astype(np.int64)
     mask = (rng.random(shape) > 0.1).astype(np.uint8)
     return a, b, a2, ids, mask
