@@ -1671,8 +1671,9 @@ static void canon_mods(parity_lp_reader_t *r, size_t n0, parity_lp_seq_t *seqs, 
 {
     uint16_t map[LP_MAX_MODS + 1] = {0};
     size_t next = n0;
+    /* A plain sequence has no tag and leaves mod[] unwritten (logprob.h): it is skipped. */
     for (size_t i = 0; i < n; i++)
-        for (size_t p = 0; p < seqs[i].n; p++) {
+        for (size_t p = 0; !seqs[i].plain && p < seqs[i].n; p++) {
             uint16_t m = seqs[i].mod[p];
             if (m > n0 && !map[m]) map[m] = (uint16_t)++next;
         }
@@ -1682,7 +1683,7 @@ static void canon_mods(parity_lp_reader_t *r, size_t n0, parity_lp_seq_t *seqs, 
     for (size_t m = n0 + 1; m <= r->nmods; m++) names[map[m]] = r->mods[m];
     for (size_t m = n0 + 1; m <= r->nmods; m++) r->mods[m] = names[m];
     for (size_t i = 0; i < n; i++)
-        for (size_t p = 0; p < seqs[i].n; p++)
+        for (size_t p = 0; !seqs[i].plain && p < seqs[i].n; p++)
             if (seqs[i].mod[p] > n0) seqs[i].mod[p] = map[seqs[i].mod[p]];
 }
 

@@ -17,9 +17,8 @@
 
 /* Four tokens with log r = a - b = ln 2, -ln 2, 0, ln 3 (r = 2, 1/2, 1, 3), b = -2 (every value a logprob, <= 0); the first two
  * tagged image. B lists the requests in the other order, and has a request A lacks; request
- * "d" diverges at its second token. Every record has a modality tag: a JSONL batch that mixes
- * tagged and untagged records trips the reader's modality renumbering (canon_mods reads mod[]
- * of plain sequences, which are not written; reported, not in this module). */
+ * "d" diverges at its second token. test_mixed_tags reads a batch that mixes tagged and untagged
+ * records (the reader's modality renumbering once read the unwritten mod[] of plain sequences). */
 static const char *A_JSONL =
     "{\"id\": \"r\", \"token_ids\": [5, 6, 7, 8], \"logprobs\": [-1.3068528194400547, -2.6931471805599454, -2, -0.90138771133189022], \"modality\": [\"image\", \"image\", \"text\", \"text\"]}\n"
     "{\"id\": \"d\", \"token_ids\": [5, 9], \"logprobs\": [-2, -3], \"modality\": \"text\"}\n";
@@ -135,12 +134,28 @@ static void test_identical(void **state)
     parity_lp_rl_result_free(r);
 }
 
+static void test_mixed_tags(void **state)
+{
+    (void)state;
+    static const char *A =
+        "{\"id\": \"r\", \"token_ids\": [5, 6, 7, 8], \"logprobs\": [-1.3068528194400547, -2.6931471805599454, -2, -0.90138771133189022], \"modality\": [\"image\", \"image\", \"text\", \"text\"]}\n"
+        "{\"id\": \"d\", \"token_ids\": [5, 9], \"logprobs\": [-2, -3]}\n";
+    static const char *B =
+        "{\"id\": \"d\", \"token_ids\": [5, 10], \"logprobs\": [-2, -2]}\n"
+        "{\"id\": \"r\", \"token_ids\": [5, 6, 7, 8], \"logprobs\": [-2, -2, -2, -2]}\n";
+    parity_lp_rl_result_t *r = run(A, B, NULL);
+    assert_int_equal(find(r, "overall")->n_tokens, 5);
+    assert_int_equal(find(r, "modality=image")->n_tokens, 2);
+    parity_lp_rl_result_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hand_values),
         cmocka_unit_test(test_options),
         cmocka_unit_test(test_identical),
+        cmocka_unit_test(test_mixed_tags),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
