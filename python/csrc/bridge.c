@@ -225,8 +225,11 @@ EXPORT void parity_py_output_fill_reference(const parity_case_t *c, int i, parit
     const parity_ref_output_t *R = &c->ref[i];
     for (int64_t r = 0; r < R->rows; r++) {
         int64_t slot = R->slot ? R->slot[r] : r;
-        for (int64_t j = 0; j < R->cols; j++)
-            parity_tensor_set(&t->view, r * R->cols + j, slot >= 0 ? R->ref[slot * R->cols + j] : 0.0);
+        for (int64_t j = 0; j < R->cols; j++) {
+            double v = slot >= 0 ? R->ref[slot * R->cols + j] : 0.0;
+            if (t->view.dtype == PARITY_DT_F32) ((float *)t->view.data)[r * R->cols + j] = (float)v;
+            else parity_tensor_set(&t->view, r * R->cols + j, v);
+        }
     }
 }
 EXPORT void *parity_py_tensor_data(parity_tensor_t *t) { return t->view.data; }
