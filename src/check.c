@@ -166,7 +166,7 @@ static int decoy_inputs(case_slot_t *cs)
 
 /* Fill an output with the reference rounded to its dtype (the second run's prefill: a kernel
  * that leaves elements unwritten then returns different bits than with the NaN prefill). */
-static void fill_reference(parity_tensor_t *t, const parity_ref_output_t *R)
+void parity_fill_reference(parity_tensor_t *t, const parity_ref_output_t *R)
 {
     for (int64_t r = 0; r < R->rows; r++) {
         int64_t slot = R->slot ? R->slot[r] : r;
@@ -271,7 +271,7 @@ static void run_one(const parity_kernel_ref_t *kr, case_slot_t *cs, const parity
         char det[200];
         double secs;
         if (pool_outputs(cs, POOL_RERUN, k, o2) == 0) {
-            for (int i = 0; i < c->n_outputs; i++) fill_reference(o2[i], &c->ref[i]);
+            for (int i = 0; i < c->n_outputs; i++) parity_fill_reference(o2[i], &c->ref[i]);
             parity_case_make_call(c, in, out2, o2, opts->n_threads, c->seed, &call2);
             parity_verdict_t v2 = parity_run_isolated(k, NULL, &call2, opts->timeout_s, det, sizeof det, &secs);
             int modified = -1;

@@ -27,6 +27,10 @@ parity_status_t parity_compare_case(parity_case_t *c, parity_tensor_t *const *ou
                                     const parity_kernel_ref_t *kr, const parity_check_opts_t *opts,
                                     parity_wl_result_t *res);
 
+/* Fill output t with reference R rounded to t's dtype (the rerun's prefill: an element a
+ * kernel leaves unwritten then differs from the NaN-prefilled first run). */
+void parity_fill_reference(parity_tensor_t *t, const parity_ref_output_t *R);
+
 /* The overall verdict, worst workload and diagnosed workload of kr from its kr->n_wl workload
  * results, as `parity check` reports them (the Python package's checks use it too). */
 void parity_kernel_result_finish(parity_kernel_result_t *kr);

@@ -222,12 +222,7 @@ EXPORT void parity_py_output_unwrap(parity_tensor_t *t) { free(t); }
  * unwritten then differs from the NaN-prefilled first run). */
 EXPORT void parity_py_output_fill_reference(const parity_case_t *c, int i, parity_tensor_t *t)
 {
-    const parity_ref_output_t *R = &c->ref[i];
-    for (int64_t r = 0; r < R->rows; r++) {
-        int64_t slot = R->slot ? R->slot[r] : r;
-        for (int64_t j = 0; j < R->cols; j++)
-            parity_tensor_set(&t->view, r * R->cols + j, slot >= 0 ? R->ref[slot * R->cols + j] : 0.0);
-    }
+    parity_fill_reference(t, &c->ref[i]);
 }
 EXPORT void *parity_py_tensor_data(parity_tensor_t *t) { return t->view.data; }
 EXPORT int parity_py_tensor_guards_ok(const parity_tensor_t *t) { return parity_tensor_guards_ok(t); }
