@@ -116,15 +116,20 @@ static parity_tensor_t *tensor_map(const char *name, parity_dtype_t dt, int ndim
     if (!t) return NULL;
     t->guard_bytes = PARITY_GUARD_BYTES;
     t->map_bytes = nbytes + 2 * t->guard_bytes;
-    /* MAP_POPULATE faults every page in within the one system call (one pass of page clearing,
-     * no trap per 4 KiB page later): for a buffer that is reused across many runs the faults are
-     * then paid once, where a fresh mapping per run paid them per run (docs/check-speed.md). */
-    t->map = mmap(NULL, t->map_bytes, PROT_READ | PROT_WRITE,
-                  MAP_SHARED | MAP_ANONYMOUS | (populate ? MAP_POPULATE : 0), -1, 0);
+    t->map = mmap(NULL, t->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (t->map == MAP_FAILED) {
         free(t);
         return NULL;
     }
+#ifdef MADV_POPULATE_WRITE
+    /* Fault every page in, writable, within one system call (one pass of page clearing, no trap
+     * per 4 KiB page later): a buffer reused across many runs then pays its faults once, where a
+     * fresh mapping per run paid them per run (docs/check-speed.md). Not MAP_POPULATE: on a
+     * shared mapping it maps pages read-only, and the first write still traps. Advisory. */
+    if (populate) (void)madvise(t->map, t->map_bytes, MADV_POPULATE_WRITE);
+#else
+    (void)populate;
+#endif
     tensor_shape(t, name, dt, ndim, shape, nbytes);
     return t;
 }

@@ -45,7 +45,7 @@ parity_tensor_t *parity_tensor_new(const char *name, parity_dtype_t dt, int ndim
 void parity_tensor_free(parity_tensor_t *t);
 /* A pooled buffer: t (NULL ok) re-shaped in place as (name, dt, shape) when its mapping is large
  * enough, else t freed and a new tensor returned whose pages are all faulted in at once
- * (MAP_POPULATE). The data keeps whatever was there (callers prefill); guards are re-filled.
+ * (MADV_POPULATE_WRITE). The data keeps whatever was there (callers prefill); guards are re-filled.
  * Returns NULL on bad arguments or allocation failure (t is then freed). Added for check's
  * buffer pools (docs/check-speed.md); parity_tensor_new is unchanged. */
 parity_tensor_t *parity_tensor_reuse(parity_tensor_t *t, const char *name, parity_dtype_t dt,
