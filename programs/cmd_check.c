@@ -148,6 +148,8 @@ int parity_cmd_check(int argc, char **argv)
     if (!op_name)
         return cli_usage_error("check", "parity check embedding_rmsnorm_bwd --kernel builtin:all",
                                "which op? (list them: parity ops)");
+    if (cache_dir && no_cache)
+        return cli_usage_error("check", NULL, "--cache and --no-cache contradict each other");
     const parity_op_t *op = parity_op_find(op_name);
     if (!op) return cli_usage_error("check", "parity ops", "no op '%s'", op_name);
     if (nk == 0)
@@ -175,8 +177,6 @@ int parity_cmd_check(int argc, char **argv)
             return cli_input_error("check", "%s", diag.msg);
         }
     }
-    if (cache_dir && no_cache)
-        return cli_usage_error("check", NULL, "--cache and --no-cache contradict each other");
     if (!no_cache) {
         if (cache_dir) exec.cache_dir = cache_dir;
         else if (parity_check_cache_default_dir(cache_buf, sizeof cache_buf) == 0) exec.cache_dir = cache_buf;
