@@ -229,6 +229,13 @@ static void store_floor(const grid_t *g, int w, double q)
         (void)check_cache_put(g->x->cache_dir, key, q); /* a failed write costs the next run only */
 }
 
+/* A workload's size for ordering: elements of its token-major (N x D) and vocabulary-major (V x D)
+ * tensors, which bound every op's inputs and outputs. Only an order: never a result. */
+static double wl_size(const parity_workload_t *w)
+{
+    return (double)w->d * ((double)w->n + (double)w->v);
+}
+
 /* Overall verdict per kernel: the first non-faithful verdict, worst workload by q, and the
  * workload whose diagnosis is reported. */
 static void finish_verdicts(parity_kernel_result_t *res, int n_k, int n_wl)
@@ -308,12 +315,28 @@ parity_status_t parity_check_run_ex(const parity_op_t *op, const parity_kernel_l
     g.n_floor = check_floor_kernels(op, g.fk);
     if (opts->noise_floor && (st = cached_floors(&g, n_wl, fl, diag)) != PARITY_OK) goto fail;
     /* The unit list, workload-major (a worker on consecutive units reuses the workload's case),
-     * identical on every rank. */
+     * identical on every rank; the largest workloads first, so that a worker's pooled buffers are
+     * mapped once at their final size instead of regrown (and re-faulted) at every larger one. The
+     * order of execution changes no result; the report keeps the workloads' own order. */
+    int *order = malloc((size_t)n_wl * sizeof *order);
+    if (!order) {
+        st = PARITY_E_NOMEM;
+        goto fail;
+    }
+    for (int w = 0; w < n_wl; w++) order[w] = w;
+    for (int i = 1; i < n_wl; i++) /* stable insertion sort, descending size */
+        for (int j = i; j > 0 && wl_size(&store[order[j]]) > wl_size(&store[order[j - 1]]); j--) {
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
     int n_units = 0;
-    for (int w = 0; w < n_wl; w++) {
+    for (int i = 0; i < n_wl; i++) {
+        int w = order[i];
         if (opts->noise_floor && !fl[w].known) units[n_units++] = (unit_t){UNIT_FLOOR, w, 0, 0};
         for (int k = 0; k < n_k; k++) units[n_units++] = (unit_t){UNIT_KERNEL, w, k, 0};
     }
+    free(order);
     if (opts->baselines && op->baseline_workloads)
         for (int b = 0; b < PARITY_N_BASELINES; b++)
             for (int k = 0; k < n_k; k++) units[n_units++] = (unit_t){UNIT_BASELINE, 0, k, b};
