@@ -48,13 +48,15 @@ typedef struct {
     parity_tensor_t *decoy_in[PARITY_OP_MAX_ARGS];
 } case_slot_t;
 
-enum { POOL_RUN = 0, POOL_RERUN = 1, POOL_DECOY = 2, N_POOLS = 3 };
+/* The rerun shares the decoy's buffers: the decoy's outputs are dead once its child has exited,
+ * before the rerun starts (one V x D buffer less to map and fault in per worker). */
+enum { POOL_RUN = 0, POOL_DECOY = 1, POOL_RERUN = POOL_DECOY, N_POOLS = 2 };
 
 typedef struct {
     case_slot_t slots[4];
     int n;
     /* Output buffers reused by every run of the worker, across kernels and workloads: one
-     * mapping per (judged run, rerun, decoy) x output, grown to the largest shape seen and
+     * mapping per (judged run, decoy and rerun) x output, grown to the largest shape seen and
      * faulted in once (a fresh mapping per run made the check spend about as long in page faults
      * as in kernels: docs/check-speed.md). */
     parity_tensor_t *pool[N_POOLS][PARITY_OP_MAX_ARGS];
