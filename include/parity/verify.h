@@ -116,7 +116,9 @@ void parity_check_opts_default(parity_check_opts_t *o);
 
 /* Check every kernel of `kernels` on op. *results gets kernels->n entries (free with
  * parity_check_results_free). Returns PARITY_OK when the check ran (whatever the verdicts), or an
- * error (bad workload name -> PARITY_E_NOTFOUND, missing data -> PARITY_E_IO) with diag set. */
+ * error (bad workload name -> PARITY_E_NOTFOUND, missing data -> PARITY_E_IO) with diag set.
+ * Diagnosis (wl[].diag, diag_wl) is filled for the workloads where a kernel is unfaithful only
+ * (since 2026-12; parity_check_run_ex with diagnose_all for every small workload). */
 parity_status_t parity_check_run(const parity_op_t *op, const parity_kernel_list_t *kernels,
                                  const parity_check_opts_t *opts, parity_kernel_result_t **results,
                                  parity_diag_t *diag);
