@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_mpi.h"
 #include "check_report.h"
 #include "cli.h"
 #include "parity/kernel.h"
@@ -36,7 +37,15 @@ void parity_help_check(FILE *out)
         "  --timeout SEC       per kernel run (default 120)\n"
         "  --no-floor          skip measuring the faithful variants' spread (the noise floor)\n"
         "  --threads N         threads a kernel may use (passed in the call; default 1)\n"
+        "  --jobs N            run the grid (floors, kernel x workload, baselines) in N worker\n"
+        "                      processes; 0: one per core (default 1). Same report for any N\n"
+        "  --cache DIR         keep noise floors in DIR (default $XDG_CACHE_HOME/parity, else\n"
+        "                      ~/.cache/parity); a floor never changes a verdict\n"
+        "  --no-cache          neither read nor write the floor cache\n"
+        "  --diagnose          diagnose workloads a kernel passes too (default: failing ones)\n"
         "  -q, --quiet         no progress on stderr\n\n"
+        "Under mpirun or srun (Open MPI), the ranks split the grid and rank 0 writes the report,\n"
+        "byte-identical to one process's (docs/check-speed.md).\n\n"
         "exit: 0 all kernels faithful, 1 a verdict failed, 2 usage error, 3 input/I-O error.\n\n"
         "examples:\n"
         "  parity check embedding_rmsnorm_bwd --kernel builtin:all --baselines --quick\n"
@@ -51,6 +60,11 @@ int parity_cmd_check(int argc, char **argv)
     int nk = 0, quiet = 0;
     parity_check_opts_t opts;
     parity_check_opts_default(&opts);
+    parity_check_exec_t exec;
+    parity_check_exec_default(&exec);
+    const char *cache_dir = NULL;
+    int no_cache = 0;
+    char cache_buf[4096];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = (i + 1 < argc) ? argv[i + 1] : NULL;
@@ -86,6 +100,24 @@ int parity_cmd_check(int argc, char **argv)
             if (cli_parse_long(val, 1, 1024, &t) != 0)
                 return cli_usage_error("check", "--threads 2", "--threads wants 1..1024, got '%s'", val);
             opts.n_threads = (int)t;
+        } else if (strcmp(a, "--jobs") == 0 || strcmp(a, "-j") == 0) {
+            NEED_VAL();
+            long j;
+            if (cli_parse_long(val, 0, 256, &j) != 0)
+                return cli_usage_error("check", "--jobs 2", "--jobs wants 0..256, got '%s'", val);
+            if (j == 0) {
+                long c = sysconf(_SC_NPROCESSORS_ONLN);
+                j = c < 1 ? 1 : c > 256 ? 256 : c;
+            }
+            exec.jobs = (int)j;
+        } else if (strcmp(a, "--cache") == 0) {
+            NEED_VAL();
+            if (!val[0]) return cli_usage_error("check", "--cache ~/.cache/parity", "--cache wants a folder");
+            cache_dir = val;
+        } else if (strcmp(a, "--no-cache") == 0) {
+            no_cache = 1;
+        } else if (strcmp(a, "--diagnose") == 0) {
+            exec.diagnose_all = 1;
         } else if (strcmp(a, "--shape") == 0) {
             NEED_VAL();
             long long n = 0, d = 0, v = 0;
@@ -116,6 +148,8 @@ int parity_cmd_check(int argc, char **argv)
     if (!op_name)
         return cli_usage_error("check", "parity check embedding_rmsnorm_bwd --kernel builtin:all",
                                "which op? (list them: parity ops)");
+    if (cache_dir && no_cache)
+        return cli_usage_error("check", NULL, "--cache and --no-cache contradict each other");
     const parity_op_t *op = parity_op_find(op_name);
     if (!op) return cli_usage_error("check", "parity ops", "no op '%s'", op_name);
     if (nk == 0)
@@ -143,24 +177,33 @@ int parity_cmd_check(int argc, char **argv)
             return cli_input_error("check", "%s", diag.msg);
         }
     }
-    if (!quiet) {
-        opts.progress = cli_progress_stderr;
+    if (!no_cache) {
+        if (cache_dir) exec.cache_dir = cache_dir;
+        else if (parity_check_cache_default_dir(cache_buf, sizeof cache_buf) == 0) exec.cache_dir = cache_buf;
     }
-    parity_kernel_result_t *res = NULL;
-    parity_status_t st = parity_check_run(op, &kl, &opts, &res, &diag);
-    if (st != PARITY_OK) {
+    /* Under mpirun/srun: this process is one rank of the grid (check_mpi.c). */
+    int mpi = check_mpi_begin(&exec);
+    if (mpi < 0) {
         parity_kernel_list_free(&kl);
-        return cli_input_error("check", "%s", diag.msg[0] ? diag.msg : parity_status_str(st));
+        return cli_input_error("check", "MPI could not be initialised");
     }
-    check_report_ctx_t ctx = {"check", opts.seed, opts.quick, opts.baselines, NULL, NULL};
-    check_report_text(stdout, op, res, kl.n, &ctx);
+    int lead = exec.rank == 0; /* the one process that reports */
+    if (!quiet && lead) opts.progress = cli_progress_stderr;
+    parity_kernel_result_t *res = NULL;
+    parity_status_t st = parity_check_run_ex(op, &kl, &opts, &exec, &res, &diag);
     int rc = PARITY_EXIT_OK;
-    for (int k = 0; k < kl.n; k++)
-        if (res[k].verdict != PARITY_VERDICT_FAITHFUL) rc = PARITY_EXIT_VERDICT;
-    if (json && check_report_json(json, op, res, kl.n, &ctx) != 0) {
-        rc = cli_input_error("check", "%s: cannot write the JSON report", json);
+    if (st != PARITY_OK) {
+        rc = cli_input_error("check", "%s", diag.msg[0] ? diag.msg : parity_status_str(st));
+    } else {
+        check_report_ctx_t ctx = {"check", opts.seed, opts.quick, opts.baselines, NULL, NULL};
+        if (lead) check_report_text(stdout, op, res, kl.n, &ctx);
+        for (int k = 0; k < kl.n; k++)
+            if (res[k].verdict != PARITY_VERDICT_FAITHFUL) rc = PARITY_EXIT_VERDICT;
+        if (lead && json && check_report_json(json, op, res, kl.n, &ctx) != 0)
+            rc = cli_input_error("check", "%s: cannot write the JSON report", json);
     }
     parity_check_results_free(res, kl.n);
     parity_kernel_list_free(&kl);
+    if (mpi) check_mpi_end(&rc);
     return rc;
 }

@@ -1,11 +1,14 @@
-/* The check driver: workloads x kernels, the noise floor, diagnosis by emulation and the
- * baseline verifiers' rules. Judging itself is in verify.c. */
+/* The units of a check: one kernel on one workload (its runs, judgement and diagnosis by
+ * emulation), the noise floor of one workload, one baseline verifier's rule on one kernel; and
+ * the state a worker keeps between units (the cases of the current workload, pooled buffers).
+ * Which units run where (jobs, ranks, the floor cache) is check_grid.c; judging is verify.c. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_impl.h"
 #include "parity/verify.h"
 #include "verify_impl.h"
 
@@ -13,7 +16,6 @@
  * keep the six emulations well under a second on the quick workloads. */
 #define N_DIAG_TOP 32
 #define N_DIAG_RANDOM 32
-#define N_FLOOR_KERNELS 3
 
 static const char *const EMU_FMT[PARITY_N_EMU] = {"bf16", "bf16", "custom:m=10,e=8",
                                                   "custom:m=10,e=8", "fp32", "fp32"};
@@ -41,20 +43,31 @@ typedef struct {
     int64_t n_rows[PARITY_OP_MAX_ARGS];
     int64_t *rows[PARITY_OP_MAX_ARGS];
     double *emu[PARITY_OP_MAX_ARGS][PARITY_N_EMU];
-    /* Buffers reused across the kernels of a workload (allocating and faulting in hundreds of MB
-     * per run dominated the check's time): outputs for the judged run, the rerun and the decoy,
-     * per output dtype, and the decoy inputs. */
-    parity_tensor_t *pool[3][PARITY_OP_MAX_ARGS];
-    parity_dtype_t pool_dt[3];
+    /* The worker's output pools (borrowed), and the decoy inputs of this case. */
+    parity_tensor_t *(*pool)[PARITY_OP_MAX_ARGS];
     parity_tensor_t *decoy_in[PARITY_OP_MAX_ARGS];
 } case_slot_t;
 
-enum { POOL_RUN = 0, POOL_RERUN = 1, POOL_DECOY = 2 };
+/* The rerun shares the decoy's buffers: the decoy's outputs are dead once its child has exited,
+ * before the rerun starts (one V x D buffer less to map and fault in per worker). */
+enum { POOL_RUN = 0, POOL_DECOY = 1, POOL_RERUN = POOL_DECOY, N_POOLS = 2 };
 
 typedef struct {
     case_slot_t slots[4];
     int n;
+    /* Output buffers reused by every run of the worker, across kernels and workloads: one
+     * mapping per (judged run, decoy and rerun) x output, grown to the largest shape seen and
+     * faulted in once (a fresh mapping per run made the check spend about as long in page faults
+     * as in kernels: docs/check-speed.md). */
+    parity_tensor_t *pool[N_POOLS][PARITY_OP_MAX_ARGS];
 } case_cache_t;
+
+/* A worker: the cases of the workload it is on, and its pools. */
+struct check_worker {
+    case_cache_t cc;
+    const parity_workload_t *wl; /* the workload cc holds cases of, with seed */
+    uint64_t seed;
+};
 
 /* Free what a slot owns except the case itself. */
 static void slot_release(case_slot_t *s)
@@ -66,22 +79,29 @@ static void slot_release(case_slot_t *s)
             free(s->emu[o][e]);
             s->emu[o][e] = NULL;
         }
-        for (int p = 0; p < 3; p++) {
-            parity_tensor_free(s->pool[p][o]);
-            s->pool[p][o] = NULL;
-        }
         parity_tensor_free(s->decoy_in[o]);
         s->decoy_in[o] = NULL;
     }
 }
 
+/* Drop the cases (the pools stay). */
 static void cache_clear(case_cache_t *cc)
 {
     for (int i = 0; i < cc->n; i++) {
         slot_release(&cc->slots[i]);
         parity_case_free(cc->slots[i].c);
     }
-    memset(cc, 0, sizeof *cc);
+    memset(cc->slots, 0, sizeof cc->slots);
+    cc->n = 0;
+}
+
+static void pools_free(parity_tensor_t *(*pool)[PARITY_OP_MAX_ARGS])
+{
+    for (int p = 0; p < N_POOLS; p++)
+        for (int o = 0; o < PARITY_OP_MAX_ARGS; o++) {
+            parity_tensor_free(pool[p][o]);
+            pool[p][o] = NULL;
+        }
 }
 
 static parity_status_t cache_get(case_cache_t *cc, const parity_op_t *op,
@@ -103,31 +123,25 @@ static parity_status_t cache_get(case_cache_t *cc, const parity_op_t *op,
     parity_status_t st = parity_case_build(op, wl, seed, dt, &s->c, diag);
     if (st != PARITY_OK) return st;
     s->dt = dt;
+    s->pool = cc->pool;
     cc->n++;
     *out = s;
     return PARITY_OK;
 }
 
-/* Output tensors for a kernel on a case, from the slot's pool `which` (owned by the slot; valid
- * until the next call for the same pool). Guards are fresh. */
+/* Output tensors for a kernel on a case, from the worker's pool `which` (owned by the pool;
+ * valid until the next call for the same pool). Guards are fresh; the data holds whatever the
+ * last use left, so every caller prefills. */
 static int pool_outputs(case_slot_t *cs, int which, const parity_abi_kernel_t *k, parity_tensor_t **o)
 {
     const parity_case_t *c = cs->c;
     parity_dtype_t dt = (parity_dtype_t)k->out_dtype;
-    if (cs->pool[which][0] && cs->pool_dt[which] != dt)
-        for (int i = 0; i < c->n_outputs; i++) {
-            parity_tensor_free(cs->pool[which][i]);
-            cs->pool[which][i] = NULL;
-        }
     for (int i = 0; i < c->n_outputs; i++) {
-        if (!cs->pool[which][i])
-            cs->pool[which][i] = parity_tensor_new(c->op->output_names[i], dt, c->out_ndim[i],
-                                                   c->out_shape[i]);
+        cs->pool[which][i] = parity_tensor_reuse(cs->pool[which][i], c->op->output_names[i], dt,
+                                                 c->out_ndim[i], c->out_shape[i]);
         if (!cs->pool[which][i]) return -1;
-        parity_tensor_reset_guards(cs->pool[which][i]);
         o[i] = cs->pool[which][i];
     }
-    cs->pool_dt[which] = dt;
     return 0;
 }
 
@@ -230,7 +244,13 @@ static void run_one(const parity_kernel_ref_t *kr, case_slot_t *cs, const parity
     int have_decoy = use_decoy && pool_outputs(cs, POOL_DECOY, k, dout) == 0 && decoy_inputs(cs) == 0;
     if (have_decoy) {
         for (int i = 0; i < c->n_inputs; i++) dinv[i] = cs->decoy_in[i]->view;
-        for (int i = 0; i < c->n_outputs; i++) doutv[i] = dout[i]->view;
+        /* NaN-prefilled like the judged run: what a pooled buffer held before (another kernel's
+         * decoy) must not reach a kernel that reads its outputs, or a verdict would depend on
+         * which units ran before on this worker (and --jobs / ranks would change reports). */
+        for (int i = 0; i < c->n_outputs; i++) {
+            parity_tensor_fill_nan(dout[i]);
+            doutv[i] = dout[i]->view;
+        }
         decoy = call;
         decoy.inputs = dinv;
         decoy.outputs = doutv;
@@ -515,174 +535,114 @@ static void run_baseline(int b, const parity_op_t *op, const parity_kernel_ref_t
     snprintf(br->detail, sizeof br->detail, "%.4f%% of elements pass", 100 * br->pass_fraction);
 }
 
-/* ---- driver ---- */
+/* ---- units ---- */
 
-parity_status_t parity_check_run(const parity_op_t *op, const parity_kernel_list_t *kl,
-                                 const parity_check_opts_t *opts, parity_kernel_result_t **results,
-                                 parity_diag_t *diag)
+check_worker_t *check_worker_new(void) { return calloc(1, sizeof(check_worker_t)); }
+
+void check_worker_free(check_worker_t *w)
 {
-    *results = NULL;
-    static const int MAX_WL = 192;
-    parity_workload_t *store = calloc((size_t)MAX_WL, sizeof *store);
-    const parity_workload_t *wls[192];
-    int n_wl = 0;
-    if (!store) return PARITY_E_NOMEM;
-    if (opts->workload) {
-        parity_status_t ws = parity_op_workload(op, opts->workload, &store[0]);
-        if (ws == PARITY_E_INVALID) {
-            free(store);
-            return parity_diag_set(diag, PARITY_E_INVALID, "workload '%s': expected NAME@NxD or "
-                                   "NAME@NxDxV with N*D and V*D at most 2^31", opts->workload);
-        }
-        if (ws == PARITY_OK) n_wl = 1;
-    } else {
-        for (int i = 0; i < op->n_presets && n_wl < MAX_WL; i++)
-            if (!(opts->quick && op->presets[i].production)) store[n_wl++] = op->presets[i];
+    if (!w) return;
+    cache_clear(&w->cc);
+    pools_free(w->cc.pool);
+    free(w);
+}
+
+/* The case of (wl, seed, dt) on worker w: the cases of one workload are kept while consecutive
+ * units are on it (inputs and reference built once for all its kernels and its floor). */
+static parity_status_t worker_case(check_worker_t *w, const parity_op_t *op,
+                                   const parity_workload_t *wl, uint64_t seed, parity_dtype_t dt,
+                                   case_slot_t **cs, parity_diag_t *diag)
+{
+    if (w->wl != wl || w->seed != seed) {
+        cache_clear(&w->cc);
+        w->wl = wl;
+        w->seed = seed;
     }
-    if (n_wl > 0 && opts->shape_n > 0 && opts->shape_d > 0) {
-        /* Each selected preset at the requested shape and at two shapes around it. */
-        int base_n = n_wl;
-        parity_workload_t *bases = malloc((size_t)base_n * sizeof *bases);
-        if (!bases) {
-            free(store);
-            return PARITY_E_NOMEM;
-        }
-        memcpy(bases, store, (size_t)base_n * sizeof *bases);
-        n_wl = 0;
-        for (int i = 0; i < base_n; i++) {
-            const int64_t dn[3] = {0, 1, -1}, dd[3] = {0, 1, -1};
-            char base[40];
-            snprintf(base, sizeof base, "%s", bases[i].name);
-            char *at = strchr(base, '@');
-            if (at) *at = 0;
-            for (int f = 0; f < 3 && n_wl < MAX_WL; f++) {
-                int64_t n = opts->shape_n + dn[f], d = opts->shape_d + dd[f];
-                int64_t v = opts->shape_v > 0 ? opts->shape_v : bases[i].v;
-                if (n < 1 || d < 1) continue;
-                char name[128];
-                snprintf(name, sizeof name, "%s@%lldx%lldx%lld", base, (long long)n, (long long)d, (long long)v);
-                if (parity_op_workload(op, name, &store[n_wl]) != PARITY_OK) {
-                    free(bases);
-                    free(store);
-                    return parity_diag_set(diag, PARITY_E_INVALID, "--shape %lldx%lld: too large "
-                                           "(N*D and V*D at most 2^31)", (long long)n, (long long)d);
-                }
-                n_wl++;
-            }
-        }
-        free(bases);
-    }
-    for (int i = 0; i < n_wl; i++) {
-        if (store[i].label[0]) store[i].name = store[i].label; /* derived names live in the copy */
-        wls[i] = &store[i];
-    }
-    if (n_wl == 0) {
-        char names[1024] = "";
-        for (int i = 0; i < op->n_presets; i++) {
-            strncat(names, i ? ", " : "", sizeof names - strlen(names) - 1);
-            strncat(names, op->presets[i].name, sizeof names - strlen(names) - 1);
-        }
-        free(store);
-        return parity_diag_set(diag, PARITY_E_NOTFOUND, "op %s has no workload '%s' (it has: %s)",
-                               op->name, opts->workload ? opts->workload : "", names);
-    }
-    parity_kernel_result_t *res = calloc((size_t)(kl->n ? kl->n : 1), sizeof *res);
-    if (!res) {
-        free(store);
-        return PARITY_E_NOMEM;
-    }
-    for (int k = 0; k < kl->n; k++) {
-        res[k].kr = &kl->items[k];
-        res[k].n_wl = n_wl;
-        res[k].wl = calloc((size_t)n_wl, sizeof *res[k].wl);
-        res[k].diag_wl = -1;
-        if (!res[k].wl) {
-            parity_check_results_free(res, kl->n);
-            free(store);
-            return PARITY_E_NOMEM;
-        }
-    }
-    /* Faithful catalog kernels used for the noise floor. */
-    const parity_abi_kernel_t *floor_k[N_FLOOR_KERNELS];
-    int n_floor = 0;
-    for (int i = 0; i < parity_catalog_count() && n_floor < N_FLOOR_KERNELS; i++) {
+    return cache_get(&w->cc, op, wl, seed, dt, cs, diag);
+}
+
+int check_floor_kernels(const parity_op_t *op, const parity_abi_kernel_t **fk)
+{
+    int n = 0;
+    for (int i = 0; i < parity_catalog_count() && n < CHECK_N_FLOOR_KERNELS; i++) {
         const parity_abi_kernel_t *k = parity_catalog_at(i);
         if (strcmp(k->op, op->name) == 0 && k->expected && strcmp(k->expected, "faithful") == 0 &&
             k->out_dtype == PARITY_DT_F32)
-            floor_k[n_floor++] = k;
+            fk[n++] = k;
     }
-    parity_status_t st = PARITY_OK;
-    for (int w = 0; w < n_wl && st == PARITY_OK; w++) {
-        case_cache_t cc;
-        memset(&cc, 0, sizeof cc);
-        double t0 = parity_now();
-        progress(opts, "[%d/%d] %s: building inputs and fp64 reference (N=%lld D=%lld V=%lld)",
-                 w + 1, n_wl, wls[w]->name, (long long)wls[w]->n, (long long)wls[w]->d,
-                 (long long)wls[w]->v);
-        double floor_q = -1;
-        {
-            case_slot_t *cs0;
-            st = cache_get(&cc, op, wls[w], opts->seed, (parity_dtype_t)kl->items[0].k->in_dtype, &cs0, diag);
-            if (st != PARITY_OK) break;
-            progress(opts, "      reference ready in %.1f s", parity_now() - t0);
-        }
-        if (opts->noise_floor) {
-            /* The floor: the catalog's faithful fp32 variants (different orders and blockings);
-             * one of them on production-sized workloads, where each run costs seconds. */
-            int nf = wls[w]->production && n_floor > 1 ? 1 : n_floor;
-            for (int f = 0; f < nf && st == PARITY_OK; f++) {
-                case_slot_t *cs;
-                st = cache_get(&cc, op, wls[w], opts->seed, (parity_dtype_t)floor_k[f]->in_dtype, &cs, diag);
-                if (st != PARITY_OK) break;
-                parity_kernel_ref_t fr = {floor_k[f], "", 1};
-                parity_wl_result_t fres;
-                memset(&fres, 0, sizeof fres);
-                run_one(&fr, cs, opts, 0, 0, &fres, NULL);
-                if (fres.verdict == PARITY_VERDICT_FAITHFUL || fres.verdict == PARITY_VERDICT_UNFAITHFUL)
-                    floor_q = fres.max_q > floor_q ? fres.max_q : floor_q;
-            }
-        }
-        for (int k = 0; k < kl->n && st == PARITY_OK; k++) {
-            const parity_kernel_ref_t *kr = &kl->items[k];
-            parity_wl_result_t *r = &res[k].wl[w];
-            snprintf(r->workload, sizeof r->workload, "%s", wls[w]->name);
-            r->production = wls[w]->production;
-            r->hit_corr = NAN;
-            r->floor_q = floor_q;
-            case_slot_t *cs;
-            st = cache_get(&cc, op, wls[w], opts->seed, (parity_dtype_t)kr->k->in_dtype, &cs, diag);
-            if (st != PARITY_OK) break;
-            parity_tensor_t *outs[PARITY_OP_MAX_ARGS] = {0};
-            int small = !wls[w]->production;
-            run_one(kr, cs, opts, small, small, r, outs);
-            if (outs[0] && !wls[w]->production) diagnose(cs, kr, outs, r);
-            progress(opts, "      %-40s %-18s err/tol %.3g (%.2f s)", kr->label,
-                     parity_verdict_name(r->verdict), r->max_q, r->seconds);
-        }
-        cache_clear(&cc);
+    return n;
+}
+
+parity_status_t check_unit_floor(check_worker_t *w, const parity_op_t *op,
+                                 const parity_workload_t *wl, const parity_check_opts_t *opts,
+                                 const parity_abi_kernel_t *const *fk, int nf, double *floor_q,
+                                 int *complete, parity_diag_t *diag)
+{
+    *floor_q = -1;
+    *complete = 1;
+    for (int f = 0; f < nf; f++) {
+        case_slot_t *cs;
+        parity_status_t st = worker_case(w, op, wl, opts->seed, (parity_dtype_t)fk[f]->in_dtype, &cs, diag);
+        if (st != PARITY_OK) return st;
+        parity_kernel_ref_t fr = {fk[f], "", 1};
+        parity_wl_result_t fres;
+        memset(&fres, 0, sizeof fres);
+        run_one(&fr, cs, opts, 0, 0, &fres, NULL);
+        if (fres.verdict == PARITY_VERDICT_FAITHFUL || fres.verdict == PARITY_VERDICT_UNFAITHFUL)
+            *floor_q = fres.max_q > *floor_q ? fres.max_q : *floor_q;
+        else
+            *complete = 0; /* a timeout or crash of a floor variant: not a value to keep */
     }
-    if (st == PARITY_OK && opts->baselines && op->baseline_workloads) {
-        for (int b = 0; b < PARITY_N_BASELINES && st == PARITY_OK; b++) {
-            case_cache_t cc;
-            memset(&cc, 0, sizeof cc);
-            progress(opts, "[baseline] %s", BASE_NAMES[b]);
-            for (int k = 0; k < kl->n && st == PARITY_OK; k++) {
-                case_slot_t *cs;
-                st = cache_get(&cc, op, &op->baseline_workloads[b], BASE_SEEDS[b],
-                               (parity_dtype_t)kl->items[k].k->in_dtype, &cs, diag);
-                if (st == PARITY_OK) run_baseline(b, op, &kl->items[k], cs, opts, &res[k].base[b]);
-            }
-            cache_clear(&cc);
-        }
-    }
-    if (st != PARITY_OK) {
-        parity_check_results_free(res, kl->n);
-        free(store);
-        return st;
-    }
-    for (int k = 0; k < kl->n; k++) parity_kernel_result_finish(&res[k]);
-    *results = res;
-    free(store);
+    return PARITY_OK;
+}
+
+parity_status_t check_unit_kernel(check_worker_t *w, const parity_op_t *op,
+                                  const parity_workload_t *wl, const parity_check_opts_t *opts,
+                                  const parity_kernel_ref_t *kr, int diagnose_all,
+                                  parity_wl_result_t *r, parity_diag_t *diag)
+{
+    memset(r, 0, sizeof *r);
+    snprintf(r->workload, sizeof r->workload, "%s", wl->name);
+    r->production = wl->production;
+    r->hit_corr = NAN;
+    r->floor_q = -1;
+    case_slot_t *cs;
+    double t0 = parity_now();
+    int fresh = w->wl != wl || w->seed != opts->seed;
+    parity_status_t st = worker_case(w, op, wl, opts->seed, (parity_dtype_t)kr->k->in_dtype, &cs, diag);
+    if (st != PARITY_OK) return st;
+    if (fresh)
+        progress(opts, "%s: inputs and fp64 reference (N=%lld D=%lld V=%lld) in %.1f s", wl->name,
+                 (long long)wl->n, (long long)wl->d, (long long)wl->v, parity_now() - t0);
+    parity_tensor_t *outs[PARITY_OP_MAX_ARGS] = {0};
+    int small = !wl->production;
+    run_one(kr, cs, opts, small, small, r, outs);
+    /* Diagnosis tells why numbers are wrong: it runs where they are (an unfaithful workload),
+     * and on passing ones only when asked (a faithful kernel's check is its runs + judging). */
+    if (outs[0] && small && (r->verdict == PARITY_VERDICT_UNFAITHFUL || diagnose_all))
+        diagnose(cs, kr, outs, r);
+    progress(opts, "  %-14s %-40s %-18s err/tol %.3g (%.2f s)", wl->name, kr->label,
+             parity_verdict_name(r->verdict), r->max_q, r->seconds);
+    return PARITY_OK;
+}
+
+void check_baseline_names(int b, parity_baseline_result_t *br)
+{
+    br->name = BASE_NAMES[b];
+    br->rule = BASE_RULES[b];
+}
+
+parity_status_t check_unit_baseline(check_worker_t *w, const parity_op_t *op, int b,
+                                    const parity_kernel_ref_t *kr, const parity_check_opts_t *opts,
+                                    parity_baseline_result_t *br, parity_diag_t *diag)
+{
+    memset(br, 0, sizeof *br);
+    case_slot_t *cs;
+    parity_status_t st = worker_case(w, op, &op->baseline_workloads[b], BASE_SEEDS[b],
+                                     (parity_dtype_t)kr->k->in_dtype, &cs, diag);
+    if (st != PARITY_OK) return st;
+    run_baseline(b, op, kr, cs, opts, br);
+    progress(opts, "  [baseline %s] %-40s %s", BASE_NAMES[b], kr->label, br->caught ? "caught" : "pass");
     return PARITY_OK;
 }
 
@@ -713,13 +673,6 @@ void parity_kernel_result_finish(parity_kernel_result_t *kr)
         }
 }
 
-void parity_check_results_free(parity_kernel_result_t *r, int n)
-{
-    if (!r) return;
-    for (int k = 0; k < n; k++) free(r[k].wl);
-    free(r);
-}
-
 /* The file-based flow: judge outputs produced elsewhere for case c, with the same floor,
  * judgement and diagnosis as check. The case is borrowed, not freed. */
 parity_status_t parity_compare_case(parity_case_t *c, parity_tensor_t *const *outs,
@@ -728,6 +681,8 @@ parity_status_t parity_compare_case(parity_case_t *c, parity_tensor_t *const *ou
 {
     case_slot_t cs;
     memset(&cs, 0, sizeof cs);
+    parity_tensor_t *pool[N_POOLS][PARITY_OP_MAX_ARGS] = {{0}};
+    cs.pool = pool;
     cs.c = c;
     cs.dt = c->in_dtype;
     memset(res, 0, sizeof *res);
@@ -737,7 +692,7 @@ parity_status_t parity_compare_case(parity_case_t *c, parity_tensor_t *const *ou
     res->floor_q = -1;
     if (opts->noise_floor) {
         int nf = 0;
-        for (int i = 0; i < parity_catalog_count() && nf < (c->wl->production ? 1 : N_FLOOR_KERNELS); i++) {
+        for (int i = 0; i < parity_catalog_count() && nf < (c->wl->production ? 1 : CHECK_N_FLOOR_KERNELS); i++) {
             const parity_abi_kernel_t *k = parity_catalog_at(i);
             if (strcmp(k->op, c->op->name) != 0 || !k->expected || strcmp(k->expected, "faithful") != 0 ||
                 k->out_dtype != PARITY_DT_F32 || k->in_dtype != (int32_t)c->in_dtype)
@@ -755,5 +710,6 @@ parity_status_t parity_compare_case(parity_case_t *c, parity_tensor_t *const *ou
     judge_case_outputs(c, outs, res);
     if (!c->wl->production) diagnose(&cs, kr, (parity_tensor_t **)outs, res);
     slot_release(&cs);
+    pools_free(pool);
     return PARITY_OK;
 }

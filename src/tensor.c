@@ -71,27 +71,27 @@ int64_t parity_tensor_numel(const parity_abi_tensor_t *v)
     return n;
 }
 
-parity_tensor_t *parity_tensor_new(const char *name, parity_dtype_t dt, int ndim,
-                                   const int64_t *shape)
+/* Data bytes of a contiguous tensor, or 0 with *ok = 0 on bad arguments or overflow. */
+static size_t tensor_bytes(parity_dtype_t dt, int ndim, const int64_t *shape, int *ok)
 {
     size_t es = parity_dtype_size(dt);
-    if (es == 0 || ndim < 0 || ndim > PARITY_ABI_MAX_DIMS) return NULL;
+    *ok = 0;
+    if (es == 0 || ndim < 0 || ndim > PARITY_ABI_MAX_DIMS) return 0;
     size_t n = 1;
     for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0) return NULL;
-        if (shape[i] && n > SIZE_MAX / 16 / (size_t)shape[i]) return NULL;
+        if (shape[i] < 0) return 0;
+        if (shape[i] && n > SIZE_MAX / 16 / (size_t)shape[i]) return 0;
         n *= (size_t)shape[i];
     }
-    parity_tensor_t *t = calloc(1, sizeof *t);
-    if (!t) return NULL;
-    t->nbytes = n * es;
-    t->guard_bytes = PARITY_GUARD_BYTES;
-    t->map_bytes = t->nbytes + 2 * t->guard_bytes;
-    t->map = mmap(NULL, t->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (t->map == MAP_FAILED) {
-        free(t);
-        return NULL;
-    }
+    *ok = 1;
+    return n * es;
+}
+
+/* Point t's view at its mapping as a (name, dt, shape) tensor of nbytes data bytes (which fit). */
+static void tensor_shape(parity_tensor_t *t, const char *name, parity_dtype_t dt, int ndim,
+                         const int64_t *shape, size_t nbytes)
+{
+    t->nbytes = nbytes;
     snprintf(t->name, sizeof t->name, "%s", name ? name : "");
     t->view.data = (char *)t->map + t->guard_bytes;
     t->view.dtype = dt;
@@ -104,7 +104,59 @@ parity_tensor_t *parity_tensor_new(const char *name, parity_dtype_t dt, int ndim
         stride *= shape[i];
     }
     parity_tensor_reset_guards(t);
+}
+
+static parity_tensor_t *tensor_map(const char *name, parity_dtype_t dt, int ndim,
+                                   const int64_t *shape, int populate)
+{
+    int ok;
+    size_t nbytes = tensor_bytes(dt, ndim, shape, &ok);
+    if (!ok) return NULL;
+    parity_tensor_t *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->guard_bytes = PARITY_GUARD_BYTES;
+    t->map_bytes = nbytes + 2 * t->guard_bytes;
+    t->map = mmap(NULL, t->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (t->map == MAP_FAILED) {
+        free(t);
+        return NULL;
+    }
+#ifdef MADV_POPULATE_WRITE
+    /* Fault every page in, writable, within one system call (one pass of page clearing, no trap
+     * per 4 KiB page later): a buffer reused across many runs then pays its faults once, where a
+     * fresh mapping per run paid them per run (docs/check-speed.md). Not MAP_POPULATE: on a
+     * shared mapping it maps pages read-only, and the first write still traps. Advisory. */
+    if (populate) (void)madvise(t->map, t->map_bytes, MADV_POPULATE_WRITE);
+#else
+    (void)populate;
+#endif
+    tensor_shape(t, name, dt, ndim, shape, nbytes);
     return t;
+}
+
+parity_tensor_t *parity_tensor_new(const char *name, parity_dtype_t dt, int ndim,
+                                   const int64_t *shape)
+{
+    return tensor_map(name, dt, ndim, shape, 0);
+}
+
+parity_tensor_t *parity_tensor_reuse(parity_tensor_t *t, const char *name, parity_dtype_t dt,
+                                     int ndim, const int64_t *shape)
+{
+    int ok;
+    size_t nbytes = tensor_bytes(dt, ndim, shape, &ok);
+    if (!ok) {
+        parity_tensor_free(t);
+        return NULL;
+    }
+    if (t && nbytes + 2 * t->guard_bytes <= t->map_bytes) {
+        /* The bytes after the new end that earlier, larger uses wrote are left as they are: the
+         * back guard is re-filled right after the data, which is all a guard check reads. */
+        tensor_shape(t, name, dt, ndim, shape, nbytes);
+        return t;
+    }
+    parity_tensor_free(t);
+    return tensor_map(name, dt, ndim, shape, 1);
 }
 
 void parity_tensor_free(parity_tensor_t *t)

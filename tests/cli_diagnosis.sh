@@ -7,7 +7,7 @@
 
 # op workload kernel expected-closest-emulation-prefix expected-bits
 expect() {
-  "$P" check "$1" --kernel "builtin:$3" --workload "$2" -q --no-floor >"$tmp/out" 2>&1
+  "$P" check "$1" --kernel "builtin:$3" --workload "$2" -q --no-floor --diagnose >"$tmp/out" 2>&1
   line=$(grep "diagnosis (" "$tmp/out")
   if [ -z "$line" ]; then
     bad "$1 $3 on $2: no diagnosis line"

@@ -43,6 +43,13 @@ typedef struct {
 parity_tensor_t *parity_tensor_new(const char *name, parity_dtype_t dt, int ndim,
                                    const int64_t *shape);
 void parity_tensor_free(parity_tensor_t *t);
+/* A pooled buffer: t (NULL ok) re-shaped in place as (name, dt, shape) when its mapping is large
+ * enough, else t freed and a new tensor returned whose pages are all faulted in at once
+ * (MADV_POPULATE_WRITE). The data keeps whatever was there (callers prefill); guards are re-filled.
+ * Returns NULL on bad arguments or allocation failure (t is then freed). Added for check's
+ * buffer pools (docs/check-speed.md); parity_tensor_new is unchanged. */
+parity_tensor_t *parity_tensor_reuse(parity_tensor_t *t, const char *name, parity_dtype_t dt,
+                                     int ndim, const int64_t *shape);
 int64_t parity_tensor_numel(const parity_abi_tensor_t *v);
 /* 1 if both guard regions still hold PARITY_GUARD_BYTE everywhere. */
 int parity_tensor_guards_ok(const parity_tensor_t *t);

@@ -7,6 +7,7 @@
 #ifndef PARITY_VERIFY_H
 #define PARITY_VERIFY_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "parity/kernel.h"
@@ -115,11 +116,46 @@ void parity_check_opts_default(parity_check_opts_t *o);
 
 /* Check every kernel of `kernels` on op. *results gets kernels->n entries (free with
  * parity_check_results_free). Returns PARITY_OK when the check ran (whatever the verdicts), or an
- * error (bad workload name -> PARITY_E_NOTFOUND, missing data -> PARITY_E_IO) with diag set. */
+ * error (bad workload name -> PARITY_E_NOTFOUND, missing data -> PARITY_E_IO) with diag set.
+ * Diagnosis (wl[].diag, diag_wl) is filled for the workloads where a kernel is unfaithful only
+ * (since 2026-12; parity_check_run_ex with diagnose_all for every small workload). */
 parity_status_t parity_check_run(const parity_op_t *op, const parity_kernel_list_t *kernels,
                                  const parity_check_opts_t *opts, parity_kernel_result_t **results,
                                  parity_diag_t *diag);
 void parity_check_results_free(parity_kernel_result_t *r, int n);
+
+/* How a check is carried out (docs/check-speed.md). Added beside parity_check_opts_t (whose
+ * layout is unchanged) so existing callers keep working; parity_check_run is parity_check_run_ex
+ * with parity_check_exec_default. Nothing here changes a verdict, and only diagnose_all changes
+ * the report (it adds diagnoses): the report is byte-identical for any jobs, ranks and cache. */
+typedef struct {
+    int jobs;              /* worker processes sharing this process's units (1: none forked) */
+    const char *cache_dir; /* folder of the noise-floor cache, or NULL for none */
+    int diagnose_all;      /* also diagnose workloads a kernel passes (default: failing only) */
+    /* The grid of units (each floor, each kernel x workload, each baseline x kernel) is split
+     * over n_ranks processes: this one runs the units u with u % n_ranks == rank. With
+     * n_ranks > 1, or_all must OR n bytes at buf bitwise across all ranks, in place, on every
+     * rank (MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_BYTE, MPI_BOR)), returning 0 on success;
+     * every rank then returns the same results. Only rank 0 reads and writes the cache. */
+    int rank, n_ranks;
+    int (*or_all)(void *ctx, void *buf, size_t n);
+    void *or_ctx;
+} parity_check_exec_t;
+
+/* The default folder of the floor cache: $XDG_CACHE_HOME/parity (when absolute), else
+ * $HOME/.cache/parity, into buf. Returns 0, or -1 when neither is set or the path does not fit
+ * (then run without a cache). The folder is created on the first write. */
+int parity_check_cache_default_dir(char *buf, size_t cap);
+
+/* jobs 1, no cache, failing-only diagnosis, one rank. */
+void parity_check_exec_default(parity_check_exec_t *x);
+
+/* parity_check_run carried out as exec says. Same results and errors as parity_check_run, plus
+ * PARITY_E_INVALID for a bad exec (jobs < 1, rank outside [0, n_ranks), n_ranks > 1 without
+ * or_all) and PARITY_E_IO when a worker process or the exchange between ranks failed. */
+parity_status_t parity_check_run_ex(const parity_op_t *op, const parity_kernel_list_t *kernels,
+                                    const parity_check_opts_t *opts, const parity_check_exec_t *exec,
+                                    parity_kernel_result_t **results, parity_diag_t *diag);
 
 /* The bounds themselves, exposed for tests and docs.
  * gamma_n(u) = n u / (1 - n u) (Higham, ASNA 2nd ed., Lemma 3.1); +inf when n u >= 1. */
