@@ -12,6 +12,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "test_files.h"
+
 #include "parity/tokenizer.h"
 
 static char g_tmp[256]; /* a fresh temporary folder for malformed files */
@@ -37,30 +39,6 @@ static const char *tmp_path(path_t *p, const char *name)
 /* A path whose buffer is a compound literal: it lives until the end of the enclosing block. */
 #define DATA(name) data_path(&(path_t){{0}}, name)
 #define TMP(name) tmp_path(&(path_t){{0}}, name)
-
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    assert_non_null(b);
-    assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    b[n] = '\0';
-    *len = (size_t)n;
-    return b;
-}
-
-static void spit(const char *path, const void *p, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(p, 1, n, f), n);
-    fclose(f);
-}
 
 static parity_gpt2_t *g_gpt2;
 static parity_llama_tok_t *g_llama;
