@@ -56,13 +56,16 @@ parity_status_t parity_op_workload(const parity_op_t *op, const char *name, pari
     long long n = 0, d = 0, v = p->v;
     char extra;
     int got = sscanf(at + 1, "%lldx%lldx%lld%c", &n, &d, &v, &extra);
-    if (got < 2 || got > 3 || n < 1 || d < 1 || v < 1 || (double)n * (double)d > 2147483648.0 ||
-        (double)v * (double)d > 2147483648.0)
+    /* A preset without a V dimension (V = 0: rmsnorm, ...) takes NxD as its whole shape. */
+    int no_v = got == 2 && p->v == 0;
+    if (got < 2 || got > 3 || n < 1 || d < 1 || (v < 1 && !no_v) ||
+        (double)n * (double)d > 2147483648.0 || (double)v * (double)d > 2147483648.0)
         return PARITY_E_INVALID;
     out->n = n;
     out->d = d;
     out->v = v;
-    snprintf(out->label, sizeof out->label, "%s@%lldx%lldx%lld", base, n, d, v);
+    if (no_v) snprintf(out->label, sizeof out->label, "%s@%lldx%lld", base, n, d);
+    else snprintf(out->label, sizeof out->label, "%s@%lldx%lldx%lld", base, n, d, v);
     out->name = out->label;
     return PARITY_OK;
 }

@@ -82,11 +82,31 @@ static void moe_row_by_hand(void **state)
     assert_true(w[0] == 0.5 && w[1] == 0.5 && out[0] == 15);
 }
 
+/* A preset without a V dimension takes NxD as its whole shape (it was refused: V < 1). */
+static void preset_shape_without_vocab(void **state)
+{
+    (void)state;
+    const parity_op_t *op = parity_op_find("rmsnorm_fwd");
+    assert_non_null(op);
+    parity_workload_t wl;
+    assert_int_equal(parity_op_workload(op, "unit@4x8", &wl), PARITY_OK);
+    assert_true(wl.n == 4 && wl.d == 8 && wl.v == 0);
+    assert_string_equal(wl.name, "unit@4x8");
+    assert_int_equal(parity_op_workload(op, "unit@4x8x0", &wl), PARITY_E_INVALID);
+    assert_int_equal(parity_op_workload(op, "unit@0x8", &wl), PARITY_E_INVALID);
+    /* an op whose presets have a V still needs it to be >= 1 */
+    const parity_op_t *eb = parity_op_find("embedding_bwd");
+    assert_int_equal(parity_op_workload(eb, "uniform@64x8x0", &wl), PARITY_E_INVALID);
+    assert_int_equal(parity_op_workload(eb, "uniform@64x8", &wl), PARITY_OK);
+    assert_true(wl.v == 4096);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(embedding_bwd_by_hand),
         cmocka_unit_test(moe_row_by_hand),
+        cmocka_unit_test(preset_shape_without_vocab),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
