@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "fuzz_lp_common.h"
-#include "logprob_impl.h"
+#include "src/logprob/logprob_impl.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

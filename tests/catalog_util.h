@@ -1,6 +1,6 @@
 /* Shared by the op tests (include after <cmocka.h>): build a case from a workload name, find a
  * catalog kernel, run one in this process on a case, and judge its outputs the way `parity
- * check` does (fp32 accumulator model). The forked, guarded runs of src/check.c are not needed
+ * check` does (fp32 accumulator model). The forked, guarded runs of src/verify/check.c are not needed
  * here: catalog kernels are trusted code. */
 #ifndef PARITY_TESTS_CATALOG_UTIL_H
 #define PARITY_TESTS_CATALOG_UTIL_H
@@ -9,7 +9,7 @@
 
 #include "parity/kernel.h"
 #include "parity/op.h"
-#include "verify_impl.h"
+#include "src/verify/verify_impl.h"
 
 /* Case of op_name on workload wl_name ("NAME" or "NAME@NxDxV") with seed and input dtype dt;
  * wl receives the workload and must outlive the case (the case points to it). */

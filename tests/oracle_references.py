@@ -96,7 +96,7 @@ def grads(f, wrt, upstream):
 
 
 def topk_lowid(logits, k):
-    # descending, equal logits in ascending id: a stable sort (no code shared with src/moe.c)
+    # descending, equal logits in ascending id: a stable sort (no code shared with src/moe/moe.c)
     idx = torch.sort(logits, dim=-1, descending=True, stable=True).indices
     return idx[..., :k]
 

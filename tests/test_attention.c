@@ -15,9 +15,9 @@
 #include "parity/kernel.h"
 #include "parity/op.h"
 #include "parity/verify.h"
-#include "kernel_impl.h"
-#include "op_impl.h"
-#include "verify_impl.h"
+#include "src/kernel/kernel_impl.h"
+#include "ops/ops_impl.h"
+#include "src/verify/verify_impl.h"
 #include "catalog_util.h"
 
 #define CLOSE(a, b, tol) assert_true(fabs((a) - (b)) <= (tol))

@@ -18,7 +18,7 @@
 #include "parity/op.h"
 #include "parity/tensor.h"
 #include "parity/verify.h"
-#include "parallel.h"
+#include "src/core/parallel.h"
 
 static void cost_fused_by_hand(void **state)
 {

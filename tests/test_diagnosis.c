@@ -17,9 +17,9 @@
 #include "parity/kernel.h"
 #include "parity/op.h"
 #include "parity/verify.h"
-#include "kernel_impl.h"
-#include "op_impl.h"
-#include "verify_impl.h"
+#include "src/kernel/kernel_impl.h"
+#include "ops/ops_impl.h"
+#include "src/verify/verify_impl.h"
 #include "catalog_util.h"
 
 static parity_format_t fmt(const char *name)

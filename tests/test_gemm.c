@@ -18,9 +18,9 @@
 #include "parity/op.h"
 #include "parity/reduce.h"
 #include "parity/verify.h"
-#include "kernel_impl.h"
-#include "op_impl.h"
-#include "verify_impl.h"
+#include "src/kernel/kernel_impl.h"
+#include "ops/ops_impl.h"
+#include "src/verify/verify_impl.h"
 #include "catalog_util.h"
 
 static void two_by_three_by_hand(void **state)

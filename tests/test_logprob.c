@@ -15,7 +15,7 @@
 #include <cmocka.h>
 #include <cjson/cJSON.h>
 
-#include "logprob_impl.h"
+#include "src/logprob/logprob_impl.h"
 #include "parity/logprob.h"
 
 static parity_lp_reader_t *open_str(const char *s, const char *name)

@@ -1,4 +1,4 @@
-/* metrics_vexp / metrics_vexpm1 (src/metrics_vec.c), the SIMD exp and expm1 behind the per-token
+/* metrics_vexp / metrics_vexpm1 (src/metrics/metrics_vec.c), the SIMD exp and expm1 behind the per-token
  * logprob records: error in ulps against long double expl/expm1l (64-bit or wider significand,
  * so the reference's own error is below 2^-11 ulp of a double) over dense samples of the domain
  * the records use: exp over every double that does not overflow or underflow to 0 (logprobs),
@@ -19,7 +19,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "metrics_impl.h"
+#include "src/metrics/metrics_impl.h"
 #include "parity/metrics.h"
 #include "parity/rng.h"
 

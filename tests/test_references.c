@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "op_impl.h"
+#include "ops/ops_impl.h"
 #include "parity/op.h"
 
 /* dE = scatter-add of dY rows by id, s_abs the same of |dY|:

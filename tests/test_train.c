@@ -18,7 +18,7 @@
 #include "parity/kernel.h"
 #include "parity/rng.h"
 #include "parity/train.h"
-#include "train_impl.h"
+#include "src/train/train_impl.h"
 
 static parity_train_config_t tiny_cfg(int layers)
 {

@@ -11,7 +11,7 @@
 
 #include "parity/op.h"
 #include "parity/verify.h"
-#include "verify_impl.h"
+#include "src/verify/verify_impl.h"
 
 static void gamma_hand_values(void **state)
 {

@@ -149,7 +149,7 @@ parity_status_t parity_reduce_splitk(uint64_t seed, size_t n, size_t k, int spli
                                      double *out, double *ref);
 
 /* The pieces of a split-K GEMM that parity_reduce_splitk and the gemm catalog
- * (kernels/gemm.c) share. Split s of `splits` (0 <= s < splits <= k) covers the contiguous terms
+ * (ops/gemm/kernels.c) share. Split s of `splits` (0 <= s < splits <= k) covers the contiguous terms
  * [k0, k1) = [k*s/splits, k*(s+1)/splits). */
 void parity_reduce_splitk_bounds(size_t k, int splits, int s, size_t *k0, size_t *k1);
 /* The fixup of one output element: the partial sums p[0..splits) in split order, each rounded to

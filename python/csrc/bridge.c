@@ -19,7 +19,7 @@
 #include "parity/rng.h"
 #include "parity/tensor.h"
 #include "parity/verify.h"
-#include "verify_impl.h"
+#include "src/verify/verify_impl.h"
 
 #define EXPORT __attribute__((visibility("default")))
 

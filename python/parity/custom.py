@@ -5,7 +5,7 @@ against the op's fp64 reference.
 Deliberately not here: the C plugin-ABI extension (a C op declared through the plugin ABI), the
 baselines matrix and isolate=True for declared ops. The judging is done in numpy float64 in
 Python, not by the C library (its judge takes only the ops compiled into it); the error-model
-formulas are the C library's (src/verify.c) re-stated in Python.
+formulas are the C library's (src/verify/verify.c) re-stated in Python.
 """
 import inspect
 import json
@@ -20,7 +20,7 @@ from .report import Report
 
 ROLES = ("token_ids", "activation", "gradient", "weight", "norm_weight", "logits", "mask")
 
-# Unit roundoff u and smallest subnormal spacing of each dtype (src/verify.c dtype_precision).
+# Unit roundoff u and smallest subnormal spacing of each dtype (src/verify/verify.c dtype_precision).
 _U = {"f64": 2.0 ** -53, "f32": 2.0 ** -24, "bf16": 2.0 ** -8, "f16": 2.0 ** -11}
 _TINY = {"f64": 2.0 ** -1074, "f32": 2.0 ** -149, "bf16": 2.0 ** -133, "f16": 2.0 ** -24}
 _BITS = {"f32": 24, "bf16": 8, "f16": 11}  # significand bits (with the implicit one)
@@ -382,7 +382,7 @@ class CustomCase:
 
 
 def _gamma_prob(n, u, lam):
-    """Higham & Mary's probabilistic gamma (src/verify.c parity_gamma_prob)."""
+    """Higham & Mary's probabilistic gamma (src/verify/verify.c parity_gamma_prob)."""
     if n <= 0:
         return 0.0
     return math.expm1(lam * math.sqrt(n) * u + n * u * u / (1 - u))
@@ -428,7 +428,7 @@ def judge_outputs(case, outputs):
         tol = case.tol[o].copy()
         kind = case.model[o]["kind"]
         u_out = _U.get(dt, 0.0)
-        if u_out > _U["f32"]:  # one final rounding to a narrower output (src/verify.c tol_from)
+        if u_out > _U["f32"]:  # one final rounding to a narrower output (src/verify/verify.c tol_from)
             tol = tol + u_out * (np.abs(np.where(np.isfinite(ref), ref, 0)) + tol) + _TINY[dt]
         with np.errstate(invalid="ignore", over="ignore"):
             err = np.abs(y - ref)
@@ -493,7 +493,7 @@ def _params(fn):
 
 
 def _run(fn, case, like, device, small):
-    """Decoy call, judged call, inputs verified, judged, rerun bit for bit (src/check.c's steps)."""
+    """Decoy call, judged call, inputs verified, judged, rerun bit for bit (src/verify/check.c's steps)."""
     t0 = 0.0
     try:
         if small:

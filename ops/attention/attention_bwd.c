@@ -1,0 +1,298 @@
+/* attention_bwd: the attention backward as FlashAttention computes it, dQ, dK, dV (H,T,Dh) from
+ * Q, K, V, O, dO (H,T,Dh) and the forward's LSE (H,T), with an fp64 reference and the error-model
+ * data derived in docs/ops/attention.md ("Backward"). P is recomputed from the given LSE and
+ * D_i = dO_i . O_i from the given O, as FlashAttention's backward does.
+ * Deliberately not here: the kernels (ops/attention/kernels.c), the forward (ops/attention/attention.c). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/ops_impl.h"
+#include "src/core/parallel.h"
+
+#define ATT_STREAM_DO 0x4154440000000000ull
+
+typedef struct {
+    const double *Q, *K, *V, *dO, *LSE, *D, *Dabs; /* (H,T,Dh) / (H,T) exact input values */
+    int64_t T, dh, H;
+    double scale, softcap;
+    int causal;
+    parity_ref_output_t *out; /* [3]: dQ, dK, dV (NULL: values only, into vals) */
+    double *vals[3];          /* when out is NULL: (H,T,Dh) dQ, dK, dV */
+} bwd_t;
+
+typedef struct {
+    double P, dsr;   /* P_ij and the raw-score gradient g·P(dP - D) */
+    double wP;       /* P's relative error in units of γ_{Dh+2} (docs: a + r^P) */
+    double Edsr;     /* dsr's absolute error in the same units */
+} pair_t;
+
+static void pair_terms(const bwd_t *b, int64_t h, int64_t i, int64_t j, pair_t *p)
+{
+    int64_t dh = b->dh, ri = h * b->T + i, rj = h * b->T + j;
+    const double *q = b->Q + ri * dh, *k = b->K + rj * dh, *v = b->V + rj * dh, *go = b->dO + ri * dh;
+    double s = 0, a = 0, dP = 0, bb = 0;
+    for (int64_t c = 0; c < dh; c++) {
+        s += q[c] * k[c];
+        a += fabs(q[c] * k[c]);
+        dP += go[c] * v[c];
+        bb += fabs(go[c] * v[c]);
+    }
+    s *= b->scale;
+    a *= fabs(b->scale);
+    double c = b->softcap, th = c > 0 ? tanh(s / c) : 0, t = c > 0 ? c * th : s;
+    double g = c > 0 ? 1.0 - th * th : 1.0, L = b->LSE[ri];
+    p->P = exp(t - L);
+    /* P = exp(t - LSE): the score (a), the subtraction |t - LSE|, expf 4, the exp2 domain's
+     * conversions of t and LSE (2|t| + 2|LSE|), the softcap's 2|s| + 5|t|. */
+    p->wP = a + fabs(t - L) + 4.0 + 2.0 * fabs(t) + 2.0 * fabs(L) +
+            (c > 0 ? 2.0 * fabs(s) + 5.0 * fabs(t) : 0.0);
+    double dd = dP - b->D[ri], dS = p->P * dd;
+    /* dS = P (dP - D): P's error, the two Dh-term dot products, the subtraction and product. */
+    double EdS = fabs(dS) * (p->wP + 1.0) + p->P * (bb + b->Dabs[ri] + fabs(dd));
+    p->dsr = g * dS;
+    /* dsr = g dS with g = 1 - tanh^2(s/c): g's sensitivity to the score error (|dg/ds| a =
+     * 2|th| g a / c), tanhf, the square and 1 - x (8 th^2 + 1), the product (|dsr|). */
+    p->Edsr = g * EdS + (c > 0 ? fabs(dS) * (2.0 * fabs(th) * g / c * a + 8.0 * th * th + 1.0) : 0.0) +
+              fabs(p->dsr);
+}
+
+/* dQ rows r = h*T + i: Σ over attended keys j. */
+static void dq_rows(void *ctx, int64_t b0, int64_t e0, int thread)
+{
+    (void)thread;
+    const bwd_t *b = ctx;
+    int64_t T = b->T, dh = b->dh;
+    for (int64_t r = b0; r < e0; r++) {
+        int64_t h = r / T, i = r % T, kend = b->causal ? i + 1 : T;
+        parity_ref_output_t *R = b->out ? &b->out[0] : NULL;
+        double *y = R ? R->ref + r * dh : b->vals[0] + r * dh;
+        double *sa = R ? R->s_acc + r * dh : NULL, *su = R ? R->s_up + r * dh : NULL;
+        for (int64_t c = 0; c < dh; c++) {
+            y[c] = 0;
+            if (R) sa[c] = su[c] = 0;
+        }
+        for (int64_t j = 0; j < kend; j++) {
+            pair_t p;
+            pair_terms(b, h, i, j, &p);
+            const double *k = b->K + (h * T + j) * dh;
+            for (int64_t c = 0; c < dh; c++) {
+                double term = b->scale * p.dsr * k[c];
+                y[c] += term;
+                if (R) {
+                    sa[c] += fabs(term);
+                    su[c] += fabs(b->scale * k[c]) * p.Edsr + 2.0 * fabs(term);
+                }
+            }
+        }
+        if (R) R->k[r] = kend;
+    }
+}
+
+/* dK and dV rows r = h*T + j: Σ over the queries i that attend key j. */
+static void dkv_rows(void *ctx, int64_t b0, int64_t e0, int thread)
+{
+    (void)thread;
+    const bwd_t *b = ctx;
+    int64_t T = b->T, dh = b->dh;
+    for (int64_t r = b0; r < e0; r++) {
+        int64_t h = r / T, j = r % T, i0 = b->causal ? j : 0;
+        parity_ref_output_t *RK = b->out ? &b->out[1] : NULL, *RV = b->out ? &b->out[2] : NULL;
+        double *yk = RK ? RK->ref + r * dh : b->vals[1] + r * dh;
+        double *yv = RV ? RV->ref + r * dh : b->vals[2] + r * dh;
+        for (int64_t c = 0; c < dh; c++) {
+            yk[c] = yv[c] = 0;
+            if (RK) RK->s_acc[r * dh + c] = RK->s_up[r * dh + c] = RV->s_acc[r * dh + c] = RV->s_up[r * dh + c] = 0;
+        }
+        for (int64_t i = i0; i < T; i++) {
+            pair_t p;
+            pair_terms(b, h, i, j, &p);
+            const double *q = b->Q + (h * T + i) * dh, *go = b->dO + (h * T + i) * dh;
+            for (int64_t c = 0; c < dh; c++) {
+                double tk = b->scale * p.dsr * q[c], tv = p.P * go[c];
+                yk[c] += tk;
+                yv[c] += tv;
+                if (RK) {
+                    RK->s_acc[r * dh + c] += fabs(tk);
+                    RK->s_up[r * dh + c] += fabs(b->scale * q[c]) * p.Edsr + 2.0 * fabs(tk);
+                    RV->s_acc[r * dh + c] += fabs(tv);
+                    RV->s_up[r * dh + c] += fabs(tv) * (p.wP + 1.0);
+                }
+            }
+        }
+        if (RK) RK->k[r] = RV->k[r] = T - i0;
+    }
+}
+
+static void d_rows(bwd_t *b, const double *O, double *D, double *Dabs)
+{
+    for (int64_t r = 0; r < b->H * b->T; r++) {
+        double s = 0, sa = 0;
+        for (int64_t c = 0; c < b->dh; c++) {
+            s += b->dO[r * b->dh + c] * O[r * b->dh + c];
+            sa += fabs(b->dO[r * b->dh + c] * O[r * b->dh + c]);
+        }
+        D[r] = s;
+        Dabs[r] = sa;
+    }
+}
+
+void parity_ref_attention_bwd(const double *Q, const double *K, const double *V, const double *O,
+                              const double *dO, const double *LSE, int64_t H, int64_t T, int64_t dh,
+                              double scale, double softcap, int causal, double *dQ, double *dK,
+                              double *dV)
+{
+    double *D = malloc((size_t)(2 * H * T) * sizeof *D);
+    if (!D) return;
+    bwd_t b = {Q, K, V, dO, LSE, D, D + H * T, T, dh, H, scale, softcap, causal, NULL, {dQ, dK, dV}};
+    d_rows(&b, O, D, D + H * T);
+    dq_rows(&b, 0, H * T, 0);
+    dkv_rows(&b, 0, H * T, 0);
+    free(D);
+}
+
+/* ---- building a case ------------------------------------------------------------------------ */
+
+typedef struct {
+    int64_t T, dh;
+    double scale, softcap;
+    int causal;
+    const double *Q, *K, *V;
+    double *O, *LSE;
+    int failed;
+} fwd_ctx_t;
+
+static void fwd_rows(void *p, int64_t b0, int64_t e0, int thread)
+{
+    (void)thread;
+    fwd_ctx_t *g = p;
+    int64_t T = g->T, dh = g->dh;
+    double *w = malloc((size_t)(5 * T + 3 * dh) * sizeof *w);
+    if (!w) {
+        g->failed = 1;
+        return;
+    }
+    for (int64_t r = b0; r < e0; r++) {
+        int64_t h = r / T, i = r % T, k = g->causal ? i + 1 : T;
+        double lsup;
+        parity_ref_attention_row(g->Q + r * dh, g->K + h * T * dh, g->V + h * T * dh, k, dh, g->scale,
+                                 g->softcap, g->O + r * dh, g->LSE + r, w + 5 * T, w + 5 * T + dh,
+                                 &lsup, w);
+    }
+    free(w);
+}
+
+static parity_status_t bwd_build(const parity_op_t *op, const parity_workload_t *wl, uint64_t seed,
+                                 parity_dtype_t dt, parity_case_t *c, parity_diag_t *diag)
+{
+    (void)op;
+    int64_t T = wl->n, dh = wl->d, H = wl->v;
+    double *Q, *K, *V;
+    parity_status_t st = parity_attention_gen(wl, seed, dt, c, &Q, &K, &V, diag);
+    size_t ne = (size_t)(H * T * dh);
+    double *O = NULL, *dO = NULL, *LSE = NULL, *D = NULL;
+    if (st == PARITY_OK) {
+        O = malloc(ne * sizeof *O);
+        dO = malloc(ne * sizeof *dO);
+        LSE = malloc((size_t)(H * T) * sizeof *LSE);
+        D = malloc((size_t)(2 * H * T) * sizeof *D);
+        int64_t shape[3] = {H, T, dh}, lshape[2] = {H, T};
+        c->inputs[3] = parity_tensor_new("O", dt, 3, shape);
+        c->inputs[4] = parity_tensor_new("dO", dt, 3, shape);
+        /* LSE stays fp32 whatever the input dtype, as FlashAttention keeps it. */
+        c->inputs[5] = parity_tensor_new("LSE", PARITY_DT_F32, 2, lshape);
+        if (!O || !dO || !LSE || !D || !c->inputs[3] || !c->inputs[4] || !c->inputs[5]) st = PARITY_E_NOMEM;
+    }
+    if (st == PARITY_OK) {
+        /* The forward in fp64, then O and LSE rounded to what the forward kernel hands over. */
+        fwd_ctx_t f = {T, dh, c->attr_values[0], c->attr_values[1], c->attr_values[2] != 0, Q, K, V, O, LSE, 0};
+        parity_parallel_for(H * T, 0, fwd_rows, &f);
+        if (f.failed) st = PARITY_E_NOMEM;
+    }
+    if (st == PARITY_OK) {
+        for (size_t e = 0; e < ne; e++) {
+            parity_tensor_set(&c->inputs[3]->view, (int64_t)e, O[e]);
+            O[e] = parity_tensor_get(&c->inputs[3]->view, (int64_t)e);
+        }
+        for (int64_t r = 0; r < H * T; r++) {
+            ((float *)c->inputs[5]->view.data)[r] = (float)LSE[r];
+            LSE[r] = ((float *)c->inputs[5]->view.data)[r];
+            /* dO: N(0,1) per row (the backward is linear in dO; its scale does not matter). */
+            parity_rng_t rng;
+            parity_rng_seed(&rng, seed, ATT_STREAM_DO + (uint64_t)r);
+            for (int64_t e = 0; e < dh; e++) {
+                parity_tensor_set(&c->inputs[4]->view, r * dh + e, parity_rng_normal(&rng));
+                dO[r * dh + e] = parity_tensor_get(&c->inputs[4]->view, r * dh + e);
+            }
+        }
+        const char *names[3] = {"dQ", "dK", "dV"};
+        const char *kinds[3] = {"query", "key", "key"};
+        for (int o = 0; o < 3 && st == PARITY_OK; o++) {
+            st = parity_ref_output_alloc(&c->ref[o], names[o], kinds[o], H * T, dh, 0, 0, 1);
+            /* m_up = Dh + 2 as in the forward: the Dh-term dot products (scores, dP, D) and
+             * every u-sized rounding folded into s_up (docs/ops/attention.md, "Backward"). */
+            c->ref[o].m_up = dh + 2;
+            c->out_ndim[o] = 3;
+            c->out_shape[o][0] = H;
+            c->out_shape[o][1] = T;
+            c->out_shape[o][2] = dh;
+        }
+    }
+    if (st == PARITY_OK) {
+        bwd_t b = {Q, K, V, dO, LSE, D, D + H * T, T, dh, H, c->attr_values[0], c->attr_values[1],
+                   c->attr_values[2] != 0, c->ref, {NULL, NULL, NULL}};
+        d_rows(&b, O, D, D + H * T);
+        parity_parallel_for(H * T, 0, dq_rows, &b);
+        parity_parallel_for(H * T, 0, dkv_rows, &b);
+    }
+    free(Q);
+    free(K);
+    free(V);
+    free(O);
+    free(dO);
+    free(LSE);
+    free(D);
+    return st;
+}
+
+#define NORMAL PARITY_VALS_NORMAL
+#define OUTCH PARITY_VALS_OUTLIER
+#define RAND PARITY_VALS_UNIFORM01
+#define ONES PARITY_GAMMA_ONES
+#define UNI PARITY_IDS_UNIFORM
+/* As the forward's presets (ops/attention/attention.c; causal, softcap and peaks by name), at shapes that
+ * keep the backward's three O(T^2 Dh) products per kernel run to about a second. */
+static const parity_workload_t BWD_PRESETS[] = {
+    {"long-causal", "T=2048 causal, 1 head of Dh=64, randn Q/K with 2 keys per query at scores 20-30", 2048, 64, 1, UNI, 0, NORMAL, 1, NORMAL, 1, ONES, 0, 0, 0, ""},
+    {"softcap", "Gemma-2 style: softcap 50, Dh=256, T=512 causal, raw scores 70-80 on 3 keys per query", 512, 256, 2, UNI, 0, NORMAL, 1, NORMAL, 1, ONES, 0, 0, 0, ""},
+    {"outlier-channels", "massive activations: 4 of 128 Q/K channels x6, T=1024 causal, 1 key per query at 15-25", 1024, 128, 1, UNI, 0, NORMAL, 1, OUTCH, 1, ONES, 4, 6, 0, ""},
+    {"odd-t1031", "T=1031 (no block multiple), no mask, Dh=80, 1 head, 2 keys per query at 17-27", 1031, 80, 1, UNI, 0, NORMAL, 1, NORMAL, 1.5, ONES, 0, 0, 0, ""},
+    {"near-zero", "public verifiers' scheme: randn Q/K/V, scores ~N(0,1), softcap 50, T=512 causal", 512, 64, 4, UNI, 0, NORMAL, 1, NORMAL, 1, ONES, 0, 0, 0, ""},
+    {"prod-llama3", "Llama-3-8B attention: Dh=128, T=4096 causal, 1 of its 32 heads, peaks at 20-30", 4096, 128, 1, UNI, 0, NORMAL, 1, NORMAL, 1, ONES, 0, 0, 1, ""},
+};
+
+static const parity_workload_t BWD_BASELINES[] = {
+    {"sol-execbench", "randn Q/K/V/dO, H=4 T=512 Dh=64, causal, softcap 50, seed 200", 512, 64, 4, UNI, 0, NORMAL, 1, NORMAL, 1, ONES, 0, 0, 0, ""},
+    {"kernelbench", "torch.rand Q/K/V, H=2 T=512 Dh=64, causal, softcap 50", 512, 64, 2, UNI, 0, RAND, 1, RAND, 1, ONES, 0, 0, 0, ""},
+    {"assert_close", "small randn Q/K/V/dO, H=2 T=128 Dh=32, causal, softcap 50", 128, 32, 2, UNI, 0, NORMAL, 1, NORMAL, 1, ONES, 0, 0, 0, ""},
+};
+
+const parity_op_t parity_op_attention_bwd = {
+    .name = "attention_bwd",
+    .summary = "attention backward: dQ, dK, dV (H,T,Dh) from Q, K, V, O, dO (H,T,Dh) and LSE (H,T, fp32); "
+               "attrs scale, softcap, causal (N = T, D = Dh, V = H)",
+    .n_inputs = 6,
+    .n_outputs = 3,
+    .input_names = {"Q", "K", "V", "O", "dO", "LSE"},
+    .output_names = {"dQ", "dK", "dV"},
+    .input_is_float = {1, 1, 1, 1, 1, 1},
+    .faithful_accumulator = "fp32",
+    .error_model = "dQ[i]: k = attended keys, s_acc = Σ_j |scale dS~_ij k_j|; dK/dV[j]: k = queries "
+                   "attending j; s_up: P's and dS~'s errors (scores, dP, D dot products), m_up = Dh+2",
+    .presets = BWD_PRESETS,
+    .n_presets = (int)(sizeof BWD_PRESETS / sizeof BWD_PRESETS[0]),
+    .baseline_workloads = BWD_BASELINES,
+    .build = bwd_build,
+    .emulate = NULL,
+    .free_priv = NULL,
+};

@@ -1,0 +1,654 @@
+/* The embedding family: embedding forward, embedding backward (scatter-add of dY rows into dE by
+ * token id) and the fused embedding-gradient + RMSNorm backward, with fp64 references and the
+ * error-model data of docs/error-model.md. RMSNorm alone is in ops/rmsnorm/rmsnorm.c. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/ops_impl.h"
+#include "src/core/parallel.h"
+
+/* ---- shared helpers ---------------------------------------------------------------------- */
+
+static inline double elem(const parity_abi_tensor_t *t, int64_t i)
+{
+    switch (t->dtype) {
+    case PARITY_DT_F32: return ((const float *)t->data)[i];
+    case PARITY_DT_BF16: return parity_bf16_to_fp32_1(((const uint16_t *)t->data)[i]);
+    case PARITY_DT_F64: return ((const double *)t->data)[i];
+    default: return parity_tensor_get(t, i);
+    }
+}
+
+void parity_row_to_f32(const parity_abi_tensor_t *t, int64_t i, float *out)
+{
+    int64_t d = t->shape[t->ndim - 1];
+    if (t->dtype == PARITY_DT_F32) {
+        memcpy(out, (const float *)t->data + i * d, (size_t)d * sizeof(float));
+    } else if (t->dtype == PARITY_DT_BF16) {
+        parity_bf16_to_fp32((const uint16_t *)t->data + i * d, out, (size_t)d);
+    } else {
+        for (int64_t j = 0; j < d; j++) out[j] = (float)parity_tensor_get(t, i * d + j);
+    }
+}
+
+void parity_put_f32(parity_abi_tensor_t *o, int64_t i, float v)
+{
+    if (o->dtype == PARITY_DT_BF16) ((uint16_t *)o->data)[i] = parity_fp32_to_bf16_1(v);
+    else ((float *)o->data)[i] = v;
+}
+
+float parity_pairwise_f32(const float *v, int64_t n)
+{
+    if (n == 0) return 0.0f;
+    if (n == 1) return v[0];
+    int64_t h = n / 2;
+    return parity_pairwise_f32(v, h) + parity_pairwise_f32(v + h, n - h);
+}
+
+void parity_rms_bwd_row_f32(const float *x, const float *dy, const float *g, int64_t d, float eps,
+                            float *dx, float *xhat_dy, int ignore_gamma, int eps_outside)
+{
+    float ss = 0.0f;
+    for (int64_t k = 0; k < d; k++) ss += x[k] * x[k];
+    float ms = ss / (float)d;
+    float r = eps_outside ? 1.0f / (sqrtf(ms) + eps) : 1.0f / sqrtf(ms + eps);
+    float c = 0.0f;
+    for (int64_t k = 0; k < d; k++) c += (ignore_gamma ? 1.0f : g[k]) * dy[k] * (x[k] * r);
+    c /= (float)d;
+    for (int64_t j = 0; j < d; j++) {
+        float xh = x[j] * r;
+        float gj = ignore_gamma ? 1.0f : g[j];
+        if (dx) dx[j] = r * (gj * dy[j] - xh * c);
+        if (xhat_dy) xhat_dy[j] = dy[j] * xh;
+    }
+}
+
+int parity_call_input(const parity_abi_call_t *call, const char *name)
+{
+    for (int i = 0; i < call->n_inputs; i++)
+        if (call->inputs[i].name && strcmp(call->inputs[i].name, name) == 0) return i;
+    return -1;
+}
+
+int parity_call_output(const parity_abi_call_t *call, const char *name)
+{
+    for (int i = 0; i < call->n_outputs; i++)
+        if (call->outputs[i].name && strcmp(call->outputs[i].name, name) == 0) return i;
+    return -1;
+}
+
+double parity_call_attr(const parity_abi_call_t *call, const char *name, double dflt)
+{
+    for (int i = 0; i < call->n_attrs; i++)
+        if (strcmp(call->attr_names[i], name) == 0) return call->attr_values[i];
+    return dflt;
+}
+
+/* ---- scatter bookkeeping: which positions feed which vocabulary row ------------------------ */
+
+typedef struct {
+    int64_t n, d, v;
+    int32_t *ids;     /* [n] */
+    int64_t *hits;    /* [v] */
+    int64_t *off;     /* [v + 1] CSR offsets */
+    int64_t *pos;     /* [n] positions grouped by id, ascending within a group */
+} scatter_t;
+
+static void scatter_free(parity_case_t *c)
+{
+    scatter_t *s = c->priv;
+    if (!s) return;
+    free(s->ids);
+    free(s->hits);
+    free(s->off);
+    free(s->pos);
+    free(s);
+    c->priv = NULL;
+}
+
+static parity_status_t scatter_build(parity_case_t *c, const int32_t *ids, int64_t n, int64_t d,
+                                     int64_t v)
+{
+    scatter_t *s = calloc(1, sizeof *s);
+    if (!s) return PARITY_E_NOMEM;
+    c->priv = s;
+    s->n = n;
+    s->d = d;
+    s->v = v;
+    s->ids = malloc((size_t)(n ? n : 1) * sizeof *s->ids);
+    s->hits = calloc((size_t)v, sizeof *s->hits);
+    s->off = calloc((size_t)v + 1, sizeof *s->off);
+    s->pos = malloc((size_t)(n ? n : 1) * sizeof *s->pos);
+    if (!s->ids || !s->hits || !s->off || !s->pos) return PARITY_E_NOMEM;
+    memcpy(s->ids, ids, (size_t)n * sizeof *ids);
+    for (int64_t i = 0; i < n; i++) s->hits[ids[i]]++;
+    for (int64_t r = 0; r < v; r++) s->off[r + 1] = s->off[r] + s->hits[r];
+    int64_t *fill = malloc((size_t)v * sizeof *fill);
+    if (!fill) return PARITY_E_NOMEM;
+    memcpy(fill, s->off, (size_t)v * sizeof *fill);
+    for (int64_t i = 0; i < n; i++) s->pos[fill[ids[i]]++] = i;
+    free(fill);
+    return PARITY_OK;
+}
+
+/* Set up a sparse (V, D) reference whose rows are vocabulary ids. */
+static parity_status_t vocab_ref_alloc(parity_case_t *c, int out, const char *name, int with_up)
+{
+    scatter_t *s = c->priv;
+    int64_t used = 0;
+    for (int64_t r = 0; r < s->v; r++) used += s->hits[r] > 0;
+    parity_ref_output_t *R = &c->ref[out];
+    parity_status_t st = parity_ref_output_alloc(R, name, "token", s->v, s->d, 1, used, with_up);
+    if (st != PARITY_OK) return st;
+    int64_t k = 0;
+    for (int64_t r = 0; r < s->v; r++) {
+        R->slot[r] = s->hits[r] > 0 ? k : -1;
+        if (s->hits[r] > 0) R->k[k++] = s->hits[r];
+    }
+    c->out_ndim[out] = 2;
+    c->out_shape[out][0] = s->v;
+    c->out_shape[out][1] = s->d;
+    return PARITY_OK;
+}
+
+/* Generate the float inputs of a workload, row-parallel: values are a pure function of (seed,
+ * stream, row) so the split does not matter. */
+typedef struct {
+    parity_tensor_t *t;
+    parity_vals_kind_t kind;
+    double scale;
+    int outliers;
+    double factor;
+    uint64_t seed, stream;
+    int64_t cols;
+} gen_ctx_t;
+
+static void gen_rows(void *p, int64_t b, int64_t e, int thread)
+{
+    (void)thread;
+    gen_ctx_t *g = p;
+    enum { CHUNK = 64 };
+    double *buf = malloc((size_t)CHUNK * (size_t)g->cols * sizeof *buf);
+    if (!buf) return; /* leaves zeros; callers check allocation of the tensor, not this */
+    for (int64_t r = b; r < e; r += CHUNK) {
+        int64_t re = r + CHUNK < e ? r + CHUNK : e;
+        parity_workload_values(g->kind, g->scale, g->outliers, g->factor, g->seed, g->stream, r, re,
+                               g->cols, buf);
+        for (int64_t i = r; i < re; i++)
+            for (int64_t j = 0; j < g->cols; j++) {
+                int64_t idx = i * g->cols + j;
+                double x = buf[(i - r) * g->cols + j];
+                if (g->t->view.dtype == PARITY_DT_F32) ((float *)g->t->view.data)[idx] = (float)x;
+                else parity_tensor_set(&g->t->view, idx, x);
+            }
+    }
+    free(buf);
+}
+
+static parity_tensor_t *gen_matrix(const char *name, parity_dtype_t dt, int64_t rows, int64_t cols,
+                                   parity_vals_kind_t kind, double scale, int outliers,
+                                   double factor, uint64_t seed, uint64_t stream)
+{
+    int64_t shape[2] = {rows, cols};
+    parity_tensor_t *t = parity_tensor_new(name, dt, 2, shape);
+    if (!t) return NULL;
+    gen_ctx_t g = {t, kind, scale, outliers, factor, seed, stream, cols};
+    parity_parallel_for(rows, 0, gen_rows, &g);
+    return t;
+}
+
+static parity_tensor_t *gen_ids(const char *name, const parity_workload_t *wl, uint64_t seed,
+                                int64_t n, int64_t v, parity_status_t *st, parity_diag_t *diag)
+{
+    int64_t shape[1] = {n};
+    parity_tensor_t *t = parity_tensor_new(name, PARITY_DT_I32, 1, shape);
+    if (!t) {
+        *st = PARITY_E_NOMEM;
+        return NULL;
+    }
+    *st = parity_workload_ids(wl, seed, n, v, t->view.data, diag);
+    return t;
+}
+
+static parity_tensor_t *gen_gamma(const parity_workload_t *wl, parity_dtype_t dt, uint64_t seed,
+                                  int64_t d)
+{
+    int64_t shape[1] = {d};
+    parity_tensor_t *t = parity_tensor_new("gamma", dt, 1, shape);
+    double *g = malloc((size_t)d * sizeof *g);
+    if (!t || !g) {
+        parity_tensor_free(t);
+        free(g);
+        return NULL;
+    }
+    parity_workload_gamma(wl->gamma, seed, d, g);
+    parity_store_f64(t, g);
+    free(g);
+    return t;
+}
+
+/* ---- embedding_rmsnorm_bwd ----------------------------------------------------------------- */
+/* Inputs: dy (N,D), x (N,D), gamma (D), ids (N). Outputs: dE (V,D), dgamma (D).
+ * Per row i: r = (mean_k x_k^2 + eps)^-1/2, xhat = x r, c = mean_k(g_k dy_k xhat_k),
+ * dx_j = r (g_j dy_j - xhat_j c); dE[ids[i]] += dx; dgamma_j += dy_j xhat_j.
+ * Error model: dE[v,j] accumulates k = hits(v) terms dx_ij, each produced by about 4D+20
+ * roundings (docs/error-model.md), so s_up = sum_i r_i(|g_j dy_ij| + |xhat_ij| cabs_i) with
+ * m_up = 4D+32; dgamma_j accumulates N terms dy xhat, each with about D+8 roundings. */
+
+#define N_ROW_CHUNKS 64 /* fixed, so the reference's summation order is independent of threads */
+
+typedef struct {
+    parity_case_t *c;
+    const parity_abi_tensor_t *dy, *x;
+    const double *g;
+    double *r, *cc, *ca;           /* per row: r, c, cabs */
+    double *dg, *dg_abs;           /* [N_ROW_CHUNKS][D] partial dgamma */
+    int ignore_gamma;              /* embedding_bwd reuses nothing of this; kept for clarity */
+} fused_ctx_t;
+
+static void fused_pass1(void *p, int64_t b, int64_t e, int thread)
+{
+    (void)thread;
+    fused_ctx_t *f = p;
+    scatter_t *s = f->c->priv;
+    int64_t n = s->n, d = s->d;
+    for (int64_t ch = b; ch < e; ch++) {
+        double *dg = f->dg + ch * d, *dga = f->dg_abs + ch * d;
+        for (int64_t i = n * ch / N_ROW_CHUNKS; i < n * (ch + 1) / N_ROW_CHUNKS; i++) {
+            double ss = 0;
+            for (int64_t k = 0; k < d; k++) {
+                double xv = elem(f->x, i * d + k);
+                ss += xv * xv;
+            }
+            double r = 1.0 / sqrt(ss / (double)d + PARITY_RMS_EPS);
+            double c = 0, ca = 0;
+            for (int64_t k = 0; k < d; k++) {
+                double dyv = elem(f->dy, i * d + k), xh = elem(f->x, i * d + k) * r;
+                double t = f->g[k] * dyv * xh;
+                c += t;
+                ca += fabs(t);
+                dg[k] += dyv * xh;
+                dga[k] += fabs(dyv * xh);
+            }
+            f->r[i] = r;
+            f->cc[i] = c / (double)d;
+            f->ca[i] = ca / (double)d;
+        }
+    }
+}
+
+static void fused_pass2(void *p, int64_t jb, int64_t je, int thread)
+{
+    (void)thread;
+    fused_ctx_t *f = p;
+    scatter_t *s = f->c->priv;
+    parity_ref_output_t *R = &f->c->ref[0];
+    int64_t d = s->d;
+    for (int64_t i = 0; i < s->n; i++) {
+        int64_t slot = R->slot[s->ids[i]];
+        double r = f->r[i], c = f->cc[i], ca = f->ca[i];
+        double *ref = R->ref + slot * d, *sa = R->s_acc + slot * d, *su = R->s_up + slot * d;
+        for (int64_t j = jb; j < je; j++) {
+            double dyv = elem(f->dy, i * d + j), xh = elem(f->x, i * d + j) * r;
+            double gd = f->g[j] * dyv;
+            double dx = r * (gd - xh * c);
+            ref[j] += dx;
+            sa[j] += fabs(dx);
+            su[j] += r * (fabs(gd) + fabs(xh) * ca);
+        }
+    }
+}
+
+static parity_status_t fused_build(const parity_op_t *op, const parity_workload_t *wl,
+                                   uint64_t seed, parity_dtype_t dt, parity_case_t *c,
+                                   parity_diag_t *diag)
+{
+    (void)op;
+    int64_t n = wl->n, d = wl->d, v = wl->v;
+    parity_status_t st = PARITY_OK;
+    c->inputs[0] = gen_matrix("dy", dt, n, d, wl->dy_vals, wl->dy_scale, 0, 1, seed, 1);
+    c->inputs[1] = gen_matrix("x", dt, n, d, wl->x_vals, wl->x_scale, wl->outliers,
+                              wl->outlier_factor, seed, 2);
+    c->inputs[2] = gen_gamma(wl, dt, seed, d);
+    c->inputs[3] = gen_ids("ids", wl, seed, n, v, &st, diag);
+    if (st != PARITY_OK) return st;
+    for (int i = 0; i < 4; i++)
+        if (!c->inputs[i]) return PARITY_E_NOMEM;
+    c->rows_are_text_tokens = wl->ids == PARITY_IDS_TEXT;
+    c->n_attrs = 1;
+    c->attr_names[0] = "eps";
+    c->attr_values[0] = PARITY_RMS_EPS;
+    if ((st = scatter_build(c, c->inputs[3]->view.data, n, d, v)) != PARITY_OK) return st;
+    if ((st = vocab_ref_alloc(c, 0, "dE", 1)) != PARITY_OK) return st;
+    c->ref[0].m_up = 4 * d + 32;
+    parity_ref_output_t *G = &c->ref[1];
+    if ((st = parity_ref_output_alloc(G, "dgamma", "channel", d, 1, 0, 0, 1)) != PARITY_OK)
+        return st;
+    G->m_up = d + 8;
+    c->out_ndim[1] = 1;
+    c->out_shape[1][0] = d;
+
+    fused_ctx_t f = {c, &c->inputs[0]->view, &c->inputs[1]->view, NULL, NULL, NULL, NULL,
+                     NULL, NULL, 0};
+    double *g = malloc((size_t)d * sizeof *g);
+    f.r = malloc((size_t)(n ? n : 1) * sizeof *f.r);
+    f.cc = malloc((size_t)(n ? n : 1) * sizeof *f.cc);
+    f.ca = malloc((size_t)(n ? n : 1) * sizeof *f.ca);
+    f.dg = calloc((size_t)N_ROW_CHUNKS * (size_t)d, sizeof *f.dg);
+    f.dg_abs = calloc((size_t)N_ROW_CHUNKS * (size_t)d, sizeof *f.dg_abs);
+    if (!g || !f.r || !f.cc || !f.ca || !f.dg || !f.dg_abs) st = PARITY_E_NOMEM;
+    if (st == PARITY_OK) {
+        parity_tensor_to_f64(&c->inputs[2]->view, g);
+        f.g = g;
+        parity_parallel_for(N_ROW_CHUNKS, 0, fused_pass1, &f);
+        parity_parallel_for(d, 0, fused_pass2, &f);
+        for (int64_t j = 0; j < d; j++) {
+            double a = 0, b = 0;
+            for (int ch = 0; ch < N_ROW_CHUNKS; ch++) {
+                a += f.dg[ch * d + j];
+                b += f.dg_abs[ch * d + j];
+            }
+            G->ref[j] = a;
+            G->s_acc[j] = b;
+            G->s_up[j] = b;
+            G->k[j] = n;
+        }
+    }
+    free(g);
+    free(f.r);
+    free(f.cc);
+    free(f.ca);
+    free(f.dg);
+    free(f.dg_abs);
+    return st;
+}
+
+/* fp32 terms of row i (dx and dy*xhat), as a faithful kernel computes them. */
+static void fused_terms_f32(const parity_case_t *c, int64_t i, float *dx, float *xdy, float *tmp)
+{
+    scatter_t *s = c->priv;
+    int64_t d = s->d;
+    float *x = tmp, *dy = tmp + d, *g = tmp + 2 * d;
+    parity_row_to_f32(&c->inputs[1]->view, i, x);
+    parity_row_to_f32(&c->inputs[0]->view, i, dy);
+    parity_row_to_f32(&c->inputs[2]->view, 0, g);
+    parity_rms_bwd_row_f32(x, dy, g, d, (float)PARITY_RMS_EPS, dx, xdy, 0, 0);
+}
+
+/* Emulate vocabulary rows (dE) or channels (dgamma) with accumulator `acc`. For dE the terms of
+ * row v are dx of its positions in ascending order; for dgamma all N rows' dy*xhat. */
+static parity_status_t scatter_emulate(const parity_case_t *c, int out, const parity_format_t *acc,
+                                       parity_sum_order_t order, const int64_t *rows,
+                                       int64_t n_rows, double *dst, int fused)
+{
+    scatter_t *s = c->priv;
+    int64_t d = s->d;
+    parity_round_opts_t o = parity_format_default_opts(acc);
+    float *tmp = malloc((size_t)d * 5 * sizeof *tmp);
+    if (!tmp) return PARITY_E_NOMEM;
+    float *dx = tmp + 3 * d, *xdy = tmp + 4 * d;
+    parity_status_t st = PARITY_OK;
+    if (out == 0) {
+        for (int64_t q = 0; q < n_rows && st == PARITY_OK; q++) {
+            int64_t v = rows[q], h = s->hits[v];
+            double *terms = malloc((size_t)(h ? h : 1) * (size_t)d * sizeof *terms);
+            double *col = malloc((size_t)(h ? h : 1) * sizeof *col);
+            if (!terms || !col) st = PARITY_E_NOMEM;
+            for (int64_t t = 0; st == PARITY_OK && t < h; t++) {
+                int64_t i = s->pos[s->off[v] + t];
+                if (fused) {
+                    fused_terms_f32(c, i, dx, xdy, tmp);
+                    for (int64_t j = 0; j < d; j++) terms[t * d + j] = dx[j];
+                } else {
+                    for (int64_t j = 0; j < d; j++) terms[t * d + j] = elem(&c->inputs[0]->view, i * d + j);
+                }
+            }
+            for (int64_t j = 0; st == PARITY_OK && j < d; j++) {
+                for (int64_t t = 0; t < h; t++) col[t] = terms[t * d + j];
+                dst[q * d + j] = parity_format_sum(acc, col, (size_t)h, order, 0, &o, NULL);
+            }
+            free(terms);
+            free(col);
+        }
+    } else if (fused && out == 1) {
+        double *terms = malloc((size_t)(n_rows ? n_rows : 1) * (size_t)(s->n ? s->n : 1) * sizeof *terms);
+        if (!terms) st = PARITY_E_NOMEM;
+        for (int64_t i = 0; st == PARITY_OK && i < s->n; i++) {
+            fused_terms_f32(c, i, dx, xdy, tmp);
+            for (int64_t q = 0; q < n_rows; q++) terms[q * s->n + i] = xdy[rows[q]];
+        }
+        for (int64_t q = 0; st == PARITY_OK && q < n_rows; q++)
+            dst[q] = parity_format_sum(acc, terms + q * s->n, (size_t)s->n, order, 0, &o, NULL);
+        free(terms);
+    } else {
+        st = PARITY_E_UNSUPPORTED;
+    }
+    free(tmp);
+    return st;
+}
+
+static parity_status_t fused_emulate(const parity_case_t *c, int out, const parity_format_t *acc,
+                                     parity_sum_order_t order, const int64_t *rows, int64_t n_rows,
+                                     double *dst)
+{
+    return scatter_emulate(c, out, acc, order, rows, n_rows, dst, 1);
+}
+
+/* Presets. Scales: dy "gradscale" = 1e-3..1e-6 per row; x = 0.02 N(0,1) is an embedding row at
+ * GPT-2's init scale (small enough that RMSNorm's eps matters, as in real models). */
+static const parity_workload_t FUSED_PRESETS[] = {
+    {"uniform", "uniform ids (about 1 hit per row), unit normal dy and x, gamma = 1: the public benchmarks' regime",
+     4096, 512, 4096, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"zipf0.8", "Zipf(0.8) ids, gradient-scale dy, embedding-scale x, trained gamma",
+     16384, 256, 50257, PARITY_IDS_ZIPF, 0.8, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
+    {"zipf1.1", "Zipf(1.1) ids, gradient-scale dy, embedding-scale x, trained gamma",
+     16384, 256, 50257, PARITY_IDS_ZIPF, 1.1, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
+    {"zipf1.4", "Zipf(1.4) ids (a few rows get most hits), gradient-scale dy, trained gamma",
+     16384, 256, 50257, PARITY_IDS_ZIPF, 1.4, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
+    {"text", "tinyshakespeare through GPT-2 BPE, gradient-scale dy, embedding-scale x, trained gamma",
+     16384, 256, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
+    {"outlier", "real-text ids, 4 outlier channels in x at 100x, gradient-scale dy, trained gamma",
+     8192, 512, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_OUTLIER, 0.02, PARITY_GAMMA_TRAINED, 4, 100, 0, ""},
+    {"gamma", "uniform ids, unit normal values, trained (non-unit) gamma",
+     4096, 256, 4096, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
+    {"odd-d1000", "odd shape N=4097 D=1000, Zipf(1.1) ids, trained gamma",
+     4097, 1000, 50257, PARITY_IDS_ZIPF, 1.1, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
+    {"odd-d4097", "odd shape N=1031 D=4097, Zipf(1.1) ids, trained gamma",
+     1031, 4097, 50257, PARITY_IDS_ZIPF, 1.1, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
+    {"prod", "production-like: N=65536 tokens of real text, D=2048, V=50257, gradient-scale dy",
+     65536, 2048, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 1, ""},
+};
+
+/* The baseline verifiers' own input schemes (verify.c applies their comparison rules).
+ * Shapes are stand-ins: see docs/baselines.md for what each verifier uses and what we assume. */
+static const parity_workload_t FUSED_BASELINES[] = {
+    {"sol-execbench", "unit randn dy and x, gamma = 1, uniform ids, seed 200",
+     4096, 1024, 16384, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"kernelbench", "torch.rand inputs (U[0,1)) including gamma, uniform ids, one shape",
+     2048, 1024, 8192, PARITY_IDS_UNIFORM, 0, PARITY_VALS_UNIFORM01, 1, PARITY_VALS_UNIFORM01, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"assert_close", "a unit test: randn inputs and gamma, uniform ids, small shape",
+     512, 256, 1000, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_NORMAL, 0, 0, 0, ""},
+};
+
+const parity_op_t parity_op_embedding_rmsnorm_bwd = {
+    .name = "embedding_rmsnorm_bwd",
+    .summary = "fused RMSNorm backward + embedding-gradient scatter-add: outputs dE (V,D), dgamma (D)",
+    .n_inputs = 4,
+    .n_outputs = 2,
+    .input_names = {"dy", "x", "gamma", "ids"},
+    .output_names = {"dE", "dgamma"},
+    .input_is_float = {1, 1, 1, 0},
+    .faithful_accumulator = "fp32",
+    .error_model = "dE[v,j]: hits(v) terms dx, each from ~4D+32 roundings; dgamma[j]: N terms dy*xhat",
+    .presets = FUSED_PRESETS,
+    .n_presets = (int)(sizeof FUSED_PRESETS / sizeof FUSED_PRESETS[0]),
+    .baseline_workloads = FUSED_BASELINES,
+    .build = fused_build,
+    .emulate = fused_emulate,
+    .free_priv = scatter_free,
+};
+
+/* ---- embedding_bwd ------------------------------------------------------------------------- */
+/* Inputs: dY (N,D), ids (N). Output: dE (V,D), dE[v] = sum of dY rows whose id is v.
+ * Terms are inputs (exact), so the bound is the accumulation's alone. */
+
+typedef struct {
+    const parity_abi_tensor_t *dy;
+    const int32_t *ids;
+    const int64_t *slot;
+    double *dE, *s_abs;
+} ref_ebwd_t;
+
+static void ref_ebwd_cols(void *p, int64_t jb, int64_t je, int thread)
+{
+    (void)thread;
+    const ref_ebwd_t *r = p;
+    int64_t n = r->dy->shape[0], d = r->dy->shape[1];
+    for (int64_t i = 0; i < n; i++) {
+        int64_t row = r->slot ? r->slot[r->ids[i]] : r->ids[i];
+        double *dst = r->dE + row * d, *abs_dst = r->s_abs ? r->s_abs + row * d : NULL;
+        if (r->dy->dtype == PARITY_DT_F32) {
+            const float *src = (const float *)r->dy->data + i * d;
+            for (int64_t j = jb; j < je; j++) dst[j] += src[j];
+            if (abs_dst)
+                for (int64_t j = jb; j < je; j++) abs_dst[j] += fabs((double)src[j]);
+        } else {
+            for (int64_t j = jb; j < je; j++) {
+                double t = elem(r->dy, i * d + j);
+                dst[j] += t;
+                if (abs_dst) abs_dst[j] += fabs(t);
+            }
+        }
+    }
+}
+
+parity_status_t parity_ref_embedding_bwd(const parity_abi_tensor_t *dy, const int32_t *ids,
+                                         const int64_t *slot, double *dE, double *s_abs,
+                                         int n_threads)
+{
+    if (!dy || !ids || !dE || dy->ndim != 2) return PARITY_E_INVALID;
+    ref_ebwd_t r = {dy, ids, slot, dE, s_abs};
+    parity_parallel_for(dy->shape[1], n_threads, ref_ebwd_cols, &r);
+    return PARITY_OK;
+}
+
+static parity_status_t ebwd_build(const parity_op_t *op, const parity_workload_t *wl,
+                                  uint64_t seed, parity_dtype_t dt, parity_case_t *c,
+                                  parity_diag_t *diag)
+{
+    (void)op;
+    parity_status_t st = PARITY_OK;
+    c->inputs[0] = gen_matrix("dY", dt, wl->n, wl->d, wl->dy_vals, wl->dy_scale, 0, 1, seed, 1);
+    c->inputs[1] = gen_ids("ids", wl, seed, wl->n, wl->v, &st, diag);
+    if (st != PARITY_OK) return st;
+    if (!c->inputs[0] || !c->inputs[1]) return PARITY_E_NOMEM;
+    c->rows_are_text_tokens = wl->ids == PARITY_IDS_TEXT;
+    if ((st = scatter_build(c, c->inputs[1]->view.data, wl->n, wl->d, wl->v)) != PARITY_OK) return st;
+    if ((st = vocab_ref_alloc(c, 0, "dE", 0)) != PARITY_OK) return st;
+    scatter_t *sc = c->priv;
+    return parity_ref_embedding_bwd(&c->inputs[0]->view, sc->ids, c->ref[0].slot, c->ref[0].ref,
+                                    c->ref[0].s_acc, 0);
+}
+
+static parity_status_t ebwd_emulate(const parity_case_t *c, int out, const parity_format_t *acc,
+                                    parity_sum_order_t order, const int64_t *rows, int64_t n_rows,
+                                    double *dst)
+{
+    return scatter_emulate(c, out, acc, order, rows, n_rows, dst, 0);
+}
+
+static const parity_workload_t EBWD_PRESETS[] = {
+    {"uniform", "uniform ids, unit normal dY", 4096, 512, 4096, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"zipf1.1", "Zipf(1.1) ids, gradient-scale dY", 16384, 256, 50257, PARITY_IDS_ZIPF, 1.1, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"text", "tinyshakespeare GPT-2 ids, gradient-scale dY", 16384, 256, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"intprobe", "real-text ids, dY small integers in [-4,4]: exact sums, any lost addition shows", 16384, 256, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_INTPROBE, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"odd-d1000", "odd shape N=4097 D=1000, Zipf(1.1)", 4097, 1000, 50257, PARITY_IDS_ZIPF, 1.1, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"prod", "production-like: N=65536 real-text tokens, D=2048, V=50257", 65536, 2048, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 1, ""},
+};
+
+static const parity_workload_t EBWD_BASELINES[] = {
+    {"sol-execbench", "unit randn dY, uniform ids, seed 200", 4096, 1024, 16384, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"kernelbench", "torch.rand dY, uniform ids", 2048, 1024, 8192, PARITY_IDS_UNIFORM, 0, PARITY_VALS_UNIFORM01, 1, PARITY_VALS_UNIFORM01, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"assert_close", "randn dY, uniform ids, small shape", 512, 256, 1000, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+};
+
+const parity_op_t parity_op_embedding_bwd = {
+    .name = "embedding_bwd",
+    .summary = "embedding gradient: scatter-add of dY rows into dE (V,D) by token id",
+    .n_inputs = 2,
+    .n_outputs = 1,
+    .input_names = {"dY", "ids"},
+    .output_names = {"dE"},
+    .input_is_float = {1, 0},
+    .faithful_accumulator = "fp32",
+    .error_model = "dE[v,j]: hits(v) exact terms accumulated",
+    .presets = EBWD_PRESETS,
+    .n_presets = (int)(sizeof EBWD_PRESETS / sizeof EBWD_PRESETS[0]),
+    .baseline_workloads = EBWD_BASELINES,
+    .build = ebwd_build,
+    .emulate = ebwd_emulate,
+    .free_priv = scatter_free,
+};
+
+/* ---- embedding_fwd ------------------------------------------------------------------------- */
+/* Inputs: E (V,D), ids (N). Output: Y (N,D) = E[ids]. A copy: exact unless the output dtype is
+ * narrower than E's (then one rounding). */
+
+static parity_status_t efwd_build(const parity_op_t *op, const parity_workload_t *wl,
+                                  uint64_t seed, parity_dtype_t dt, parity_case_t *c,
+                                  parity_diag_t *diag)
+{
+    (void)op;
+    parity_status_t st = PARITY_OK;
+    c->inputs[0] = gen_matrix("E", dt, wl->v, wl->d, wl->x_vals, wl->x_scale, wl->outliers,
+                              wl->outlier_factor, seed, 2);
+    c->inputs[1] = gen_ids("ids", wl, seed, wl->n, wl->v, &st, diag);
+    if (st != PARITY_OK) return st;
+    if (!c->inputs[0] || !c->inputs[1]) return PARITY_E_NOMEM;
+    parity_ref_output_t *R = &c->ref[0];
+    if ((st = parity_ref_output_alloc(R, "Y", "row", wl->n, wl->d, 0, 0, 0)) != PARITY_OK) return st;
+    c->out_ndim[0] = 2;
+    c->out_shape[0][0] = wl->n;
+    c->out_shape[0][1] = wl->d;
+    const int32_t *ids = c->inputs[1]->view.data;
+    for (int64_t i = 0; i < wl->n; i++) {
+        R->k[i] = 1;
+        for (int64_t j = 0; j < wl->d; j++) {
+            double e = elem(&c->inputs[0]->view, (int64_t)ids[i] * wl->d + j);
+            R->ref[i * wl->d + j] = e;
+            R->s_acc[i * wl->d + j] = fabs(e);
+        }
+    }
+    return PARITY_OK;
+}
+
+static const parity_workload_t EFWD_PRESETS[] = {
+    {"uniform", "uniform ids, unit normal E", 4096, 512, 4096, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"text", "tinyshakespeare GPT-2 ids, embedding-scale E with 4 outlier channels", 8192, 256, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_OUTLIER, 0.02, PARITY_GAMMA_ONES, 4, 100, 0, ""},
+    {"odd-d1000", "odd shape N=4097 D=1000, Zipf(1.1)", 4097, 1000, 5003, PARITY_IDS_ZIPF, 1.1, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+};
+
+static const parity_workload_t EFWD_BASELINES[] = {
+    {"sol-execbench", "unit randn E, uniform ids, seed 200", 4096, 1024, 16384, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"kernelbench", "torch.rand E, uniform ids", 2048, 1024, 8192, PARITY_IDS_UNIFORM, 0, PARITY_VALS_UNIFORM01, 1, PARITY_VALS_UNIFORM01, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"assert_close", "randn E, uniform ids, small shape", 512, 256, 1000, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+};
+
+const parity_op_t parity_op_embedding_fwd = {
+    .name = "embedding_fwd",
+    .summary = "embedding lookup: Y (N,D) = E[ids]",
+    .n_inputs = 2,
+    .n_outputs = 1,
+    .input_names = {"E", "ids"},
+    .output_names = {"Y"},
+    .input_is_float = {1, 0},
+    .faithful_accumulator = "none (a copy)",
+    .error_model = "Y[i,j]: a copy, exact unless the output dtype is narrower (one rounding)",
+    .presets = EFWD_PRESETS,
+    .n_presets = (int)(sizeof EFWD_PRESETS / sizeof EFWD_PRESETS[0]),
+    .baseline_workloads = EFWD_BASELINES,
+    .build = efwd_build,
+    .emulate = NULL,
+    .free_priv = NULL,
+};

@@ -1,0 +1,469 @@
+/* gemm (C = A·B with A (M,K), B (K,N)) and gemm_bwd (the linear layer's backward: dX = dY·Wᵀ,
+ * dW = Xᵀ·dY from X, W, dY): fp64 references and per-element error-model data derived in
+ * docs/ops/gemm.md, and an emulation of the K-term accumulation in a chosen format for the
+ * diagnosis. Both ops' outputs are products of (transposed) operands, built by one reference
+ * and one emulation. gemm's dw-* workloads also give it dW's shape (a long token reduction).
+ * Deliberately not here: the kernels (ops/gemm/kernels.c), judging, transposed memory layouts. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/ops_impl.h"
+#include "src/core/parallel.h"
+
+/* Value streams of the two operands (parity_workload_values draws each row from its own rng
+ * stream derived from (seed, stream, row), so the values do not depend on threading). */
+#define GEMM_STREAM_A 0x47454d4d41000000ull
+#define GEMM_STREAM_B 0x47454d4d42000000ull
+#define GEMM_STREAM_W 0x47454d4d57000000ull
+
+/* ---- workloads ------------------------------------------------------------------------------
+ * Shape: the workload's N, D, V are the GEMM's M, K, N (rows of A = tokens in a forward
+ * projection, the reduction length, output columns), so `--workload llm-fwd@MxKxN`.
+ * Field use (the workload struct is shared with the embedding family):
+ *   x_vals, x_scale, outliers, outlier_factor   A (M,K): N(0,1)·x_scale, U[0,1)·x_scale, or with
+ *                     `outliers` seed-chosen K columns (activation channels) times outlier_factor
+ *   dy_vals, dy_scale B (K,N): N(0,1)·dy_scale (weights), U[0,1)·dy_scale, or gradient scale:
+ *                     per row of B (per token, in dW = Xᵀ·dY) a magnitude 10^U(-6,-3)
+ *   ids, zipf_s, gamma unused */
+
+/* Precision (bits) of a float input dtype: with 2p <= 24 a product of two inputs is exact in
+ * fp32, otherwise a faithful kernel rounds it once. */
+static int in_precision(parity_dtype_t dt)
+{
+    return dt == PARITY_DT_BF16 ? 8 : dt == PARITY_DT_F16 ? 11 : dt == PARITY_DT_F32 ? 24 : 53;
+}
+
+/* Fill t (rows x cols) with workload values, rounded to t's dtype. */
+static void fill(parity_tensor_t *t, parity_vals_kind_t kind, double scale, int outliers,
+                 double factor, uint64_t seed, uint64_t stream, double *tmp, int64_t cols)
+{
+    int64_t rows = t->view.shape[0];
+    for (int64_t i = 0; i < rows; i++) {
+        parity_workload_values(kind, scale, outliers, factor, seed, stream, i, i + 1, cols, tmp);
+        for (int64_t j = 0; j < cols; j++) {
+            if (t->view.dtype == PARITY_DT_F32) ((float *)t->view.data)[i * cols + j] = (float)tmp[j];
+            else parity_tensor_set(&t->view, i * cols + j, tmp[j]);
+        }
+    }
+}
+
+/* ---- the fp64 reference --------------------------------------------------------------------- */
+
+/* One element: Σ_k a[k]·b[k] with Neumaier's compensation. The products of two inputs of at most
+ * 24 bits are exact in double, so the only error is the compensated sum's, about
+ * 2^-106·K·Σ|a_k b_k| + 2^-53·|C|: far below every tolerance (docs/ops/gemm.md). s_abs gets
+ * Σ|a_k b_k| (a condition number: a plain sum suffices). */
+static double dot_ref(const double *a, const double *b, int64_t k, double *s_abs)
+{
+    double s = 0, c = 0, sa = 0;
+    for (int64_t t = 0; t < k; t++) {
+        double p = a[t] * b[t], u = s + p;
+        c += fabs(s) >= fabs(p) ? (s - u) + p : (p - u) + s;
+        s = u;
+        sa += fabs(p);
+    }
+    *s_abs = sa;
+    return s + c;
+}
+
+void parity_ref_gemm(const double *a, const double *bt, int64_t m, int64_t k, int64_t n,
+                     double *c, double *s_abs)
+{
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++)
+            c[i * n + j] = dot_ref(a + i * k, bt + j * k, k, &s_abs[i * n + j]);
+}
+
+/* A 2-D input as exact doubles, as is (rows x cols) or transposed (cols x rows). NULL when out
+ * of memory. Every supported input dtype is exact in fp32. */
+static double *mat_f64(const parity_abi_tensor_t *t, int transpose)
+{
+    int64_t rows = t->shape[0], cols = t->shape[1];
+    double *d = malloc((size_t)(rows * cols > 0 ? rows * cols : 1) * sizeof *d);
+    float *row = malloc((size_t)(cols + 1) * sizeof *row);
+    if (!d || !row) {
+        free(d);
+        free(row);
+        return NULL;
+    }
+    for (int64_t i = 0; i < rows; i++) {
+        parity_row_to_f32(t, i, row);
+        for (int64_t j = 0; j < cols; j++) d[transpose ? j * rows + i : i * cols + j] = row[j];
+    }
+    free(row);
+    return d;
+}
+
+typedef struct {
+    const double *a, *bt; /* A' (rows, k) and B' transposed (n, k) */
+    int64_t k, n;
+    parity_ref_output_t *R;
+} ref_ctx_t;
+
+static void ref_rows(void *p, int64_t b, int64_t e, int thread)
+{
+    (void)thread;
+    ref_ctx_t *g = p;
+    parity_ref_output_t *R = g->R;
+    for (int64_t i = b; i < e; i++) {
+        R->k[i] = g->k;
+        for (int64_t j = 0; j < g->n; j++) {
+            int64_t x = i * g->n + j;
+            R->ref[x] = dot_ref(g->a + i * g->k, g->bt + j * g->k, g->k, &R->s_acc[x]);
+            /* fp32 inputs: each product is rounded once, |error| <= u|a b|, so s_up = s_acc. */
+            if (R->s_up) R->s_up[x] = R->s_acc[x];
+        }
+    }
+}
+
+/* Output `o` of case c is the product A'·B' with A' (rows, k) and B' given transposed (n, k),
+ * both exact doubles (NULL: out of memory). Allocates and fills its reference and error-model
+ * data; frees a and bt. */
+static parity_status_t ref_product(parity_case_t *c, int o, const char *name, double *a, double *bt,
+                                   int64_t rows, int64_t k, int64_t n)
+{
+    /* m_up: bf16/fp16 products are exact in fp32 (2p <= 24 bits), fp32 products round once. */
+    int m_up = 2 * in_precision(c->in_dtype) <= 24 ? 0 : 1;
+    parity_status_t st = a && bt ? parity_ref_output_alloc(&c->ref[o], name, "row", rows, n, 0, 0, m_up)
+                                 : PARITY_E_NOMEM;
+    if (st == PARITY_OK) {
+        c->ref[o].m_up = m_up;
+        c->out_ndim[o] = 2;
+        c->out_shape[o][0] = rows;
+        c->out_shape[o][1] = n;
+        ref_ctx_t g = {a, bt, k, n, &c->ref[o]};
+        parity_parallel_for(rows, 0, ref_rows, &g);
+    }
+    free(a);
+    free(bt);
+    return st;
+}
+
+static parity_status_t check_args(const parity_workload_t *wl, parity_dtype_t dt, const char *op,
+                                  parity_diag_t *diag)
+{
+    if (wl->n < 1 || wl->d < 1 || wl->v < 1)
+        return parity_diag_set(diag, PARITY_E_INVALID, "workload %s: need N, D, V >= 1", wl->name);
+    if (dt != PARITY_DT_BF16 && dt != PARITY_DT_F32 && dt != PARITY_DT_F16)
+        return parity_diag_set(diag, PARITY_E_UNSUPPORTED, "%s: input dtype must be bf16, fp16 or fp32", op);
+    return PARITY_OK;
+}
+
+static parity_status_t gemm_build(const parity_op_t *op, const parity_workload_t *wl, uint64_t seed,
+                                  parity_dtype_t dt, parity_case_t *c, parity_diag_t *diag)
+{
+    (void)op;
+    parity_status_t st = check_args(wl, dt, "gemm", diag);
+    if (st != PARITY_OK) return st;
+    int64_t m = wl->n, k = wl->d, n = wl->v;
+    int64_t sa[2] = {m, k}, sb[2] = {k, n};
+    c->inputs[0] = parity_tensor_new("A", dt, 2, sa);
+    c->inputs[1] = parity_tensor_new("B", dt, 2, sb);
+    if (!c->inputs[0] || !c->inputs[1]) return PARITY_E_NOMEM;
+    double *tmp = malloc((size_t)(k > n ? k : n) * sizeof *tmp);
+    if (!tmp) return PARITY_E_NOMEM;
+    fill(c->inputs[0], wl->x_vals, wl->x_scale, wl->outliers, wl->outlier_factor, seed,
+         GEMM_STREAM_A, tmp, k);
+    fill(c->inputs[1], wl->dy_vals, wl->dy_scale, 0, 1, seed, GEMM_STREAM_B, tmp, n);
+    free(tmp);
+    return ref_product(c, 0, "C", mat_f64(&c->inputs[0]->view, 0), mat_f64(&c->inputs[1]->view, 1),
+                       m, k, n);
+}
+
+/* gemm_bwd: X (M,K) activations, W (K,N) weights, dY (M,N) upstream gradient; dX = dY·Wᵀ (M,K),
+ * N terms per element; dW = Xᵀ·dY (K,N), M (token) terms per element. */
+static parity_status_t bwd_build(const parity_op_t *op, const parity_workload_t *wl, uint64_t seed,
+                                 parity_dtype_t dt, parity_case_t *c, parity_diag_t *diag)
+{
+    (void)op;
+    parity_status_t st = check_args(wl, dt, "gemm_bwd", diag);
+    if (st != PARITY_OK) return st;
+    int64_t m = wl->n, k = wl->d, n = wl->v;
+    int64_t sx[2] = {m, k}, sw[2] = {k, n}, sy[2] = {m, n};
+    c->inputs[0] = parity_tensor_new("X", dt, 2, sx);
+    c->inputs[1] = parity_tensor_new("W", dt, 2, sw);
+    c->inputs[2] = parity_tensor_new("dY", dt, 2, sy);
+    if (!c->inputs[0] || !c->inputs[1] || !c->inputs[2]) return PARITY_E_NOMEM;
+    double *tmp = malloc((size_t)(k > n ? k : n) * sizeof *tmp);
+    if (!tmp) return PARITY_E_NOMEM;
+    fill(c->inputs[0], wl->x_vals, wl->x_scale, wl->outliers, wl->outlier_factor, seed,
+         GEMM_STREAM_A, tmp, k);
+    /* Weights at GPT-2's init scale: their magnitude scales dX only, not its relative error. */
+    fill(c->inputs[1], PARITY_VALS_NORMAL, 0.02, 0, 1, seed, GEMM_STREAM_W, tmp, n);
+    fill(c->inputs[2], wl->dy_vals, wl->dy_scale, 0, 1, seed, GEMM_STREAM_B, tmp, n);
+    free(tmp);
+    const parity_abi_tensor_t *X = &c->inputs[0]->view, *W = &c->inputs[1]->view,
+                              *DY = &c->inputs[2]->view;
+    /* dX = dY (M,N) · Wᵀ: B' = Wᵀ (N,K), given transposed = W (K,N) as is. */
+    st = ref_product(c, 0, "dX", mat_f64(DY, 0), mat_f64(W, 0), m, n, k);
+    /* dW = Xᵀ (K,M) · dY (M,N): B' = dY, given transposed = dYᵀ (N,M). */
+    if (st == PARITY_OK) st = ref_product(c, 1, "dW", mat_f64(X, 1), mat_f64(DY, 1), k, m, n);
+    return st;
+}
+
+/* ---- emulation for the diagnosis ------------------------------------------------------------
+ * parity_format_sum rounds every addition through the general encoder (about 60-110 ns an
+ * addition on this machine), which for the diagnosis rows of a long-K workload (64 rows x N x K
+ * x 6 emulations, hundreds of millions of additions) would take minutes. The fast path below
+ * gives the same results (tests/test_gemm.c checks it against parity_format_sum) for round-to-
+ * nearest-even in the normal range, falls back to parity_format_add everywhere else, and runs
+ * the N columns of a row side by side (independent chains: the CPU overlaps them). */
+
+typedef struct {
+    const parity_format_t *f;
+    parity_round_opts_t o;
+    int shift; /* 53 - precision: the double bits the format drops */
+} fastfmt_t;
+
+static inline double fast_add(const fastfmt_t *F, double a, double b)
+{
+    double s = a + b;
+    double as = fabs(s);
+    if (!(as >= F->f->min_normal) || !(as < F->f->max_finite))
+        return parity_format_add(F->f, a, b, &F->o, NULL);
+    /* 2Sum: s + e == a + b exactly. Rounding s to p bits gives the correctly rounded a + b except
+     * when s is a midpoint of the p-bit grid (a midpoint is a double, so s + e cannot cross one
+     * unless s is on it); then e's sign decides, and e == 0 is a true tie (to even). */
+    double bp = s - a, ap = s - bp, e = (a - ap) + (b - bp);
+    uint64_t u;
+    memcpy(&u, &s, sizeof u);
+    uint64_t mask = (1ull << F->shift) - 1, half = 1ull << (F->shift - 1), low = u & mask;
+    uint64_t hi = u & ~mask;
+    uint64_t tie_up = e != 0 ? (uint64_t)((e > 0) == (s > 0)) : (hi >> F->shift) & 1u;
+    uint64_t up = (uint64_t)(low > half) | ((uint64_t)(low == half) & tie_up);
+    hi += up << F->shift; /* a carry moves into the exponent: the next binade */
+    double r;
+    memcpy(&r, &hi, sizeof r);
+    if (!(fabs(r) <= F->f->max_finite)) return parity_format_add(F->f, a, b, &F->o, NULL);
+    return r;
+}
+
+static fastfmt_t fastfmt(const parity_format_t *f)
+{
+    fastfmt_t F = {f, parity_format_default_opts(f), 53 - (f->mant_bits + 1)};
+    F.o.rounding = PARITY_ROUND_NEAREST_EVEN;
+    return F;
+}
+
+/* The sum of x[0..n) with parity_format_sum's orders: sequential, or PARITY_SUM_PAIRWISE
+ * (halves of n/2, leaves fl(0 + x)). */
+static double fast_pair(const fastfmt_t *F, const double *x, int64_t n)
+{
+    if (n == 0) return 0;
+    if (n == 1) return fast_add(F, 0, x[0]);
+    int64_t h = n / 2;
+    double l = fast_pair(F, x, h);
+    return fast_add(F, l, fast_pair(F, x + h, n - h));
+}
+
+double parity_gemm_fast_sum(const parity_format_t *f, const double *x, int64_t n,
+                            parity_sum_order_t order)
+{
+    fastfmt_t F = fastfmt(f);
+    if (order == PARITY_SUM_PAIRWISE) return fast_pair(&F, x, n);
+    double acc = 0;
+    for (int64_t i = 0; i < n; i++) acc = fast_add(&F, acc, x[i]);
+    return acc;
+}
+
+/* n sums side by side: out[c] = parity_gemm_fast_sum of column c of x (k, n) row-major, the
+ * same results, with the n independent chains overlapped (for the ops whose emulation sums
+ * many channels over the same terms: attention's P·V, ops/attention/attention.c). */
+static void pair_cols_x(const fastfmt_t *F, const double *x, int64_t k0, int64_t len, int64_t n,
+                        double *out, double *scratch)
+{
+    if (len == 1) {
+        for (int64_t c = 0; c < n; c++) out[c] = fast_add(F, 0, x[k0 * n + c]);
+        return;
+    }
+    int64_t h = len / 2;
+    double *right = scratch;
+    pair_cols_x(F, x, k0, h, n, out, scratch + n);
+    pair_cols_x(F, x, k0 + h, len - h, n, right, scratch + n);
+    for (int64_t c = 0; c < n; c++) out[c] = fast_add(F, out[c], right[c]);
+}
+
+parity_status_t parity_gemm_fast_sum_cols(const parity_format_t *f, const double *x, int64_t k,
+                                          int64_t n, parity_sum_order_t order, double *out)
+{
+    fastfmt_t F = fastfmt(f);
+    if (order != PARITY_SUM_PAIRWISE || k == 0) {
+        for (int64_t c = 0; c < n; c++) out[c] = 0;
+        for (int64_t t = 0; t < k; t++)
+            for (int64_t c = 0; c < n; c++) out[c] = fast_add(&F, out[c], x[t * n + c]);
+        return PARITY_OK;
+    }
+    int levels = 2; /* recursion depth ceil(log2 k) + 1, one scratch row of n per level */
+    while (((int64_t)1 << (levels - 2)) < k) levels++;
+    double *scratch = malloc((size_t)levels * (size_t)(n > 0 ? n : 1) * sizeof *scratch);
+    if (!scratch) return PARITY_E_NOMEM;
+    pair_cols_x(&F, x, 0, k, n, out, scratch);
+    free(scratch);
+    return PARITY_OK;
+}
+
+/* One row of the emulation, all columns side by side. The products are what a faithful fp32
+ * kernel forms: fl32(a·b) (exact for bf16/fp16 inputs). b is B' (k, n) row-major in double. */
+typedef struct {
+    const fastfmt_t *F;
+    const double *a, *b;
+    int64_t k, n;
+    double *scratch; /* (levels) x n for the pairwise recursion */
+} emu_row_t;
+
+static void pair_cols(const emu_row_t *E, int64_t k0, int64_t len, double *out, int level)
+{
+    int64_t n = E->n;
+    if (len == 1) {
+        const double *b = E->b + k0 * n;
+        for (int64_t j = 0; j < n; j++) out[j] = fast_add(E->F, 0, (double)(float)(E->a[k0] * b[j]));
+        return;
+    }
+    int64_t h = len / 2;
+    double *right = E->scratch + (size_t)level * (size_t)n;
+    pair_cols(E, k0, h, out, level + 1);
+    pair_cols(E, k0 + h, len - h, right, level + 1);
+    for (int64_t j = 0; j < n; j++) out[j] = fast_add(E->F, out[j], right[j]);
+}
+
+/* Rows `rows` of A'·B' (A' (.., k), B' (k, n), exact doubles; freed here) as a kernel
+ * accumulating the k products in `acc` with the given order computes them. */
+static parity_status_t emulate_product(double *a, double *b, int64_t k, int64_t n,
+                                       const parity_format_t *acc, parity_sum_order_t order,
+                                       const int64_t *rows, int64_t n_rows, double *dst)
+{
+    int levels = 2;
+    while (((int64_t)1 << (levels - 2)) < k) levels++;
+    double *scratch = malloc((size_t)levels * (size_t)(n > 0 ? n : 1) * sizeof *scratch);
+    if (!a || !b || !scratch) {
+        free(a);
+        free(b);
+        free(scratch);
+        return PARITY_E_NOMEM;
+    }
+    fastfmt_t F = fastfmt(acc);
+    for (int64_t q = 0; q < n_rows; q++) {
+        emu_row_t E = {&F, a + rows[q] * k, b, k, n, scratch};
+        double *o = dst + q * n;
+        if (order == PARITY_SUM_PAIRWISE) {
+            pair_cols(&E, 0, k, o, 0);
+            continue;
+        }
+        for (int64_t j = 0; j < n; j++) o[j] = 0;
+        for (int64_t t = 0; t < k; t++)
+            for (int64_t j = 0; j < n; j++)
+                o[j] = fast_add(&F, o[j], (double)(float)(E.a[t] * b[t * n + j]));
+    }
+    free(a);
+    free(b);
+    free(scratch);
+    return PARITY_OK;
+}
+
+static parity_status_t gemm_emulate(const parity_case_t *c, int out, const parity_format_t *acc,
+                                    parity_sum_order_t order, const int64_t *rows, int64_t n_rows,
+                                    double *dst)
+{
+    if (out != 0) return PARITY_E_UNSUPPORTED;
+    const parity_abi_tensor_t *A = &c->inputs[0]->view, *B = &c->inputs[1]->view;
+    return emulate_product(mat_f64(A, 0), mat_f64(B, 0), A->shape[1], B->shape[1], acc, order,
+                           rows, n_rows, dst);
+}
+
+static parity_status_t bwd_emulate(const parity_case_t *c, int out, const parity_format_t *acc,
+                                   parity_sum_order_t order, const int64_t *rows, int64_t n_rows,
+                                   double *dst)
+{
+    const parity_abi_tensor_t *X = &c->inputs[0]->view, *W = &c->inputs[1]->view,
+                              *DY = &c->inputs[2]->view;
+    int64_t m = X->shape[0], k = X->shape[1], n = W->shape[1];
+    if (out == 0) /* dX = dY · Wᵀ: n terms, k columns */
+        return emulate_product(mat_f64(DY, 0), mat_f64(W, 1), n, k, acc, order, rows, n_rows, dst);
+    if (out == 1) /* dW = Xᵀ · dY: m terms, n columns */
+        return emulate_product(mat_f64(X, 1), mat_f64(DY, 0), m, n, acc, order, rows, n_rows, dst);
+    return PARITY_E_UNSUPPORTED;
+}
+
+/* ---- presets -------------------------------------------------------------------------------- */
+
+#define NORMAL PARITY_VALS_NORMAL
+#define GRAD PARITY_VALS_GRADSCALE
+#define OUTL PARITY_VALS_OUTLIER
+#define U01 PARITY_VALS_UNIFORM01
+#define IDS PARITY_IDS_UNIFORM
+#define G1 PARITY_GAMMA_ONES
+/* name, summary, M, K, N, ids (unused), zipf_s (unused), B values, B scale, A values, A scale,
+ * gamma (unused), outlier channels of A, their factor, production */
+static const parity_workload_t GEMM_PRESETS[] = {
+    {"llm-fwd", "projection forward: randn hidden states x 0.02 randn weights, M=256 tokens, K=4096, N=64", 256, 4096, 64, IDS, 0, NORMAL, 0.02, NORMAL, 1, G1, 0, 0, 0, ""},
+    {"odd-k4097", "K=4097 (a tile of 64 plus one): randn x 0.02 randn, M=128, N=64", 128, 4097, 64, IDS, 0, NORMAL, 0.02, NORMAL, 1, G1, 0, 0, 0, ""},
+    {"odd-k1000", "K=1000 (15 tiles of 64 and 40), randn x 0.02 randn, M=256, N=128", 256, 1000, 128, IDS, 0, NORMAL, 0.02, NORMAL, 1, G1, 0, 0, 0, ""},
+    {"outlier-ch", "activations with 4 outlier channels (K columns of A) at 80x, LLM.int8-style; M=256, K=4096, N=64", 256, 4096, 64, IDS, 0, NORMAL, 0.02, OUTL, 1, G1, 4, 80, 0, ""},
+    {"dw-32k", "weight gradient dW = X^T dY (a 32 x 16 tile): M=32 input features, K=32768 tokens, N=16 output features; dY at gradient scale 1e-3..1e-6 per token", 32, 32768, 16, IDS, 0, GRAD, 1, NORMAL, 1, G1, 0, 0, 0, ""},
+    {"dw-varlen", "dW over a packed variable-length batch: K=20011 tokens (no tile divides it), gradient-scale dY, M=32, N=16", 32, 20011, 16, IDS, 0, GRAD, 1, NORMAL, 1, G1, 0, 0, 0, ""},
+    {"prod-llama7b-down", "Llama-2-7B MLP down_proj forward: 256 tokens x K=11008 x 256 of its 4096 output columns, 4 outlier channels at 60x", 256, 11008, 256, IDS, 0, NORMAL, 0.02, OUTL, 1, G1, 4, 60, 1, ""},
+};
+
+static const parity_workload_t GEMM_BASELINES[] = {
+    {"sol-execbench", "randn A and B, M=N=128, K=4096, seed 200 (stand-in shape)", 128, 4096, 128, IDS, 0, NORMAL, 1, NORMAL, 1, G1, 0, 0, 0, ""},
+    {"kernelbench", "torch.rand A and B, square 512 (its level-1 square matmul, scaled from 2048)", 512, 512, 512, IDS, 0, U01, 1, U01, 1, G1, 0, 0, 0, ""},
+    {"assert_close", "small randn A and B, 64 x 256 x 64", 64, 256, 64, IDS, 0, NORMAL, 1, NORMAL, 1, G1, 0, 0, 0, ""},
+};
+
+const parity_op_t parity_op_gemm = {
+    .name = "gemm",
+    .summary = "matrix multiply C (M,N) = A (M,K) . B (K,N); workload N x D x V = M x K x N "
+               "(dX and dW of training are this op with transposed operands)",
+    .n_inputs = 2,
+    .n_outputs = 1,
+    .input_names = {"A", "B"},
+    .output_names = {"C"},
+    .input_is_float = {1, 1},
+    .faithful_accumulator = "fp32",
+    .error_model = "C[i,j]: K-term sum of products a_ik b_kj (exact in fp32 for bf16 inputs, one "
+                   "rounding for fp32 inputs), any order/blocking/split-K with fp32 partials",
+    .presets = GEMM_PRESETS,
+    .n_presets = (int)(sizeof GEMM_PRESETS / sizeof GEMM_PRESETS[0]),
+    .baseline_workloads = GEMM_BASELINES,
+    .build = gemm_build,
+    .emulate = gemm_emulate,
+    .free_priv = NULL,
+};
+
+/* gemm_bwd presets. Shape letters: N tokens = M, D = K in-features, V = N out-features; dW's
+ * reduction runs over the N tokens, dX's over the V out-features. X takes x_vals (outlier
+ * channels are K columns, i.e. input features), dY takes dy_vals (gradient scale per token);
+ * W is 0.02·N(0,1). */
+static const parity_workload_t BWD_PRESETS[] = {
+    {"train-8k", "8192 tokens, 32 in x 64 out features (a tile of a layer): randn X, gradient-scale dY", 8192, 32, 64, IDS, 0, GRAD, 1, NORMAL, 1, G1, 0, 0, 0, ""},
+    {"train-varlen", "packed variable-length batch: 6007 tokens (no tile divides it), randn X, gradient-scale dY", 6007, 32, 64, IDS, 0, GRAD, 1, NORMAL, 1, G1, 0, 0, 0, ""},
+    {"train-outlier", "4096 tokens, X with 4 outlier input features at 80x, gradient-scale dY, 64 in x 32 out", 4096, 64, 32, IDS, 0, GRAD, 1, OUTL, 1, G1, 4, 80, 0, ""},
+    {"prod-dw-64k", "64k tokens (16 x 4096) through a 64 x 64 tile of a 7B layer's projection, gradient-scale dY", 65536, 64, 64, IDS, 0, GRAD, 1, NORMAL, 1, G1, 0, 0, 1, ""},
+};
+
+static const parity_workload_t BWD_BASELINES[] = {
+    {"sol-execbench", "randn X, W, dY: 1024 tokens, 256 x 256, seed 200 (stand-in shape)", 1024, 256, 256, IDS, 0, NORMAL, 1, NORMAL, 1, G1, 0, 0, 0, ""},
+    {"kernelbench", "torch.rand X and dY, 512 tokens, 256 x 256", 512, 256, 256, IDS, 0, U01, 1, U01, 1, G1, 0, 0, 0, ""},
+    {"assert_close", "small randn: 64 tokens, 128 x 64", 64, 128, 64, IDS, 0, NORMAL, 1, NORMAL, 1, G1, 0, 0, 0, ""},
+};
+
+const parity_op_t parity_op_gemm_bwd = {
+    .name = "gemm_bwd",
+    .summary = "linear layer backward: dX (M,K) = dY.W^T and dW (K,N) = X^T.dY from X (M,K), "
+               "W (K,N), dY (M,N); workload N x D x V = tokens x in x out",
+    .n_inputs = 3,
+    .n_outputs = 2,
+    .input_names = {"X", "W", "dY"},
+    .output_names = {"dX", "dW"},
+    .input_is_float = {1, 1, 1},
+    .faithful_accumulator = "fp32",
+    .error_model = "dX[i,k]: N-term sum of dY_in W_kn; dW[k,n]: M-term (token) sum of X_ik dY_in; "
+                   "products exact for bf16 inputs, one rounding for fp32",
+    .presets = BWD_PRESETS,
+    .n_presets = (int)(sizeof BWD_PRESETS / sizeof BWD_PRESETS[0]),
+    .baseline_workloads = BWD_BASELINES,
+    .build = bwd_build,
+    .emulate = bwd_emulate,
+    .free_priv = NULL,
+};

@@ -1,0 +1,348 @@
+/* log_softmax (logits (N,V) -> logprobs (N,V)) and the fused cross-entropy forward + backward
+ * (logits, targets -> loss (N), dlogits (N,V) = softmax - onehot), with fp64 references and the
+ * error-model data derived in docs/ops/log_softmax.md. Shape: N rows, V classes (the workload's
+ * v; its d is unused). Deliberately not here: the kernels (ops/log_softmax/kernels.c), judging. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/ops_impl.h"
+#include "src/core/parallel.h"
+
+/* Streams of the logit generator: one rng per row, so any split of the rows gives the same
+ * values; targets and outlier rows from their own streams. */
+#define LSM_STREAM_ROW 0x4c534d0000000000ull
+#define LSM_STREAM_TARGET 0x4c534d5400000000ull
+
+/* ---- workloads ------------------------------------------------------------------------------
+ * Field use (documented here because the workload struct is shared with the embedding family):
+ *   x_vals, x_scale   base logits: N(0,1)*x_scale (trained-LM-like spread) or U[0,1)*x_scale
+ *   outliers          peaks per row: that many columns get a large logit U[f-5, f+5], f =
+ *                     outlier_factor (trained LMs put a few tokens at 20-30); in every other row
+ *                     the first peak sits at the row's target (the model is often right)
+ *   dy_vals, dy_scale PARITY_VALS_OUTLIER marks outlier rows: each row with probability 1/8
+ *                     gets one column at dy_scale + U[0, 10) (a single huge logit)
+ *   ids               targets: real text (GPT-2 ids of tinyshakespeare, id mod V when V < 50257)
+ *                     or uniform over [0, V) */
+
+static parity_status_t gen_targets(const parity_workload_t *wl, uint64_t seed, int64_t n, int64_t v,
+                                   int32_t *t, parity_diag_t *diag)
+{
+    if (wl->ids != PARITY_IDS_TEXT) return parity_workload_ids(wl, seed, n, v, t, diag);
+    const int32_t *text;
+    size_t tn;
+    parity_status_t st = parity_workload_text_ids(&text, &tn, diag);
+    if (st != PARITY_OK) return st;
+    if (tn == 0) return parity_diag_set(diag, PARITY_E_IO, "workload %s: empty text", wl->name);
+    parity_rng_t rng;
+    parity_rng_seed(&rng, seed, LSM_STREAM_TARGET);
+    size_t off = (size_t)parity_rng_below(&rng, tn);
+    for (int64_t i = 0; i < n; i++) t[i] = (int32_t)(text[(off + (size_t)i) % tn] % v);
+    return PARITY_OK;
+}
+
+/* Row i of the logits as exact doubles (before rounding to the input dtype). */
+static void gen_row(const parity_workload_t *wl, uint64_t seed, int64_t i, int64_t v,
+                    int32_t target, double *x)
+{
+    parity_rng_t rng;
+    parity_rng_seed(&rng, seed, LSM_STREAM_ROW + (uint64_t)i);
+    for (int64_t j = 0; j < v; j++)
+        x[j] = wl->x_vals == PARITY_VALS_UNIFORM01 ? parity_rng_uniform(&rng) * wl->x_scale
+                                                   : parity_rng_normal(&rng) * wl->x_scale;
+    int at_target = parity_rng_below(&rng, 2) == 0;
+    for (int p = 0; p < wl->outliers; p++) {
+        int64_t col = (p == 0 && at_target) ? target : (int64_t)parity_rng_below(&rng, (uint64_t)v);
+        x[col] = wl->outlier_factor - 5.0 + 10.0 * parity_rng_uniform(&rng);
+    }
+    if (wl->dy_vals == PARITY_VALS_OUTLIER && parity_rng_below(&rng, 8) == 0) {
+        int64_t col = (int64_t)parity_rng_below(&rng, (uint64_t)v);
+        x[col] = wl->dy_scale + 10.0 * parity_rng_uniform(&rng);
+    }
+}
+
+/* ---- the fp64 reference of one row ---------------------------------------------------------- */
+
+void parity_ref_log_softmax_row(const double *x, int64_t v, int32_t target, double *logp,
+                                double *dlogits, double *loss, double *cond)
+{
+    double m = -INFINITY;
+    for (int64_t j = 0; j < v; j++) m = x[j] > m ? x[j] : m;
+    /* e_j = exp(x_j - m) in (0, 1], summed with Neumaier's compensation: the sum's relative
+     * error is about 2^-106 V, far below anything judged. */
+    double s = 0, c = 0, spd = 0;
+    for (int64_t j = 0; j < v; j++) {
+        double d = x[j] - m, e = exp(d);
+        double t = s + e;
+        c += fabs(s) >= fabs(e) ? (s - t) + e : (e - t) + s;
+        s = t;
+        spd += e * -d; /* Σ e_j |d_j| for Σ p_j |d_j|: a condition number, plain sum suffices */
+    }
+    s += c;
+    double L = log(s), pd = spd / s;
+    /* The absolute condition A_j of logprob_j (docs/ops/log_softmax.md, "Per-element
+     * condition"): u·A_j bounds every rounding a faithful fp32 kernel makes outside the V-term
+     * accumulation of the exps, to first order. */
+    double base = fabs(m) + 5.0 * L + 2.0 * pd + 4.0 + 6.0 * (1.0 + log((double)v));
+    for (int64_t j = 0; j < v; j++) {
+        double d = x[j] - m, y = d - L;
+        if (logp) logp[j] = y;
+        if (cond) cond[j] = fabs(d) + fabs(y) + base;
+        if (dlogits) dlogits[j] = j == target ? expm1(y) : exp(y);
+    }
+    if (loss) *loss = L - (x[target] - m);
+}
+
+/* ---- building a case ------------------------------------------------------------------------ */
+
+typedef struct {
+    const parity_workload_t *wl;
+    uint64_t seed;
+    int64_t v;
+    const int32_t *targets;
+    parity_case_t *c;
+    int ce; /* 1: cross_entropy (loss, dlogits); 0: log_softmax */
+    int failed;
+} build_ctx_t;
+
+static void build_rows(void *p, int64_t b, int64_t e, int thread)
+{
+    (void)thread;
+    build_ctx_t *g = p;
+    int64_t v = g->v;
+    double *x = malloc((size_t)v * 3 * sizeof *x);
+    if (!x) {
+        g->failed = 1;
+        return;
+    }
+    double *out = x + v, *cond = x + 2 * v;
+    parity_abi_tensor_t *X = &g->c->inputs[0]->view;
+    for (int64_t i = b; i < e; i++) {
+        int32_t t = g->targets[i];
+        gen_row(g->wl, g->seed, i, v, t, x);
+        for (int64_t j = 0; j < v; j++) { /* store, then read back the exact input value */
+            int64_t idx = i * v + j;
+            if (X->dtype == PARITY_DT_F32) {
+                ((float *)X->data)[idx] = (float)x[j];
+                x[j] = ((float *)X->data)[idx];
+            } else {
+                parity_tensor_set(X, idx, x[j]);
+                x[j] = parity_tensor_get(X, idx);
+            }
+        }
+        parity_ref_output_t *R = &g->c->ref[g->ce ? 1 : 0];
+        double loss = 0;
+        parity_ref_log_softmax_row(x, v, t, g->ce ? NULL : out, g->ce ? out : NULL,
+                                   g->ce ? &loss : NULL, cond);
+        R->k[i] = v;
+        double *ref = R->ref + i * v, *sa = R->s_acc + i * v, *su = R->s_up + i * v;
+        if (!g->ce) {
+            /* logprob_j: the accumulated sum's relative error is its absolute error (s_acc = 1,
+             * k = V); everything else is u·A_j. */
+            for (int64_t j = 0; j < v; j++) {
+                ref[j] = out[j];
+                sa[j] = 1.0;
+                su[j] = cond[j];
+            }
+            continue;
+        }
+        /* dlogits_j = p_j - [j = t]: p_j carries the sum's relative error (s_acc = p_j) and
+         * u·A_j relative from the rest, plus the subtraction of 1 (|dlogits_j|). */
+        for (int64_t j = 0; j < v; j++) {
+            double pj = out[j] + (j == t ? 1.0 : 0.0);
+            ref[j] = out[j];
+            sa[j] = pj;
+            su[j] = pj * cond[j] + fabs(out[j]);
+        }
+        parity_ref_output_t *Lo = &g->c->ref[0];
+        Lo->k[i] = v;
+        Lo->ref[i] = loss;
+        Lo->s_acc[i] = 1.0;
+        Lo->s_up[i] = cond[t];
+    }
+    free(x);
+}
+
+static parity_status_t build(const parity_op_t *op, const parity_workload_t *wl, uint64_t seed,
+                             parity_dtype_t dt, parity_case_t *c, parity_diag_t *diag, int ce)
+{
+    (void)op;
+    int64_t n = wl->n, v = wl->v;
+    if (n < 1 || v < 1 || v > INT32_MAX)
+        return parity_diag_set(diag, PARITY_E_INVALID, "workload %s: need N >= 1 and 1 <= V < 2^31",
+                               wl->name);
+    int64_t shape[2] = {n, v};
+    c->inputs[0] = parity_tensor_new("logits", dt, 2, shape);
+    if (!c->inputs[0]) return PARITY_E_NOMEM;
+    int32_t *targets = NULL;
+    parity_tensor_t *tt = NULL;
+    if (ce) {
+        int64_t tshape[1] = {n};
+        tt = c->inputs[1] = parity_tensor_new("targets", PARITY_DT_I32, 1, tshape);
+        if (!tt) return PARITY_E_NOMEM;
+        targets = tt->view.data;
+    } else {
+        targets = malloc((size_t)n * sizeof *targets); /* peaks follow the text, as in an LM */
+        if (!targets) return PARITY_E_NOMEM;
+    }
+    parity_status_t st = gen_targets(wl, seed, n, v, targets, diag);
+    if (st == PARITY_OK) {
+        if (ce) {
+            st = parity_ref_output_alloc(&c->ref[0], "loss", "row", n, 1, 0, 0, 1);
+            if (st == PARITY_OK) st = parity_ref_output_alloc(&c->ref[1], "dlogits", "row", n, v, 0, 0, 1);
+        } else {
+            st = parity_ref_output_alloc(&c->ref[0], "logprobs", "row", n, v, 0, 0, 1);
+        }
+    }
+    if (st == PARITY_OK) {
+        /* m_up = 2: the first-order bound is u·A_j; gamma_2 ≈ 2u doubles it, which covers the
+         * second-order terms and the evaluation orders of docs/ops/log_softmax.md. */
+        for (int o = 0; o < (ce ? 2 : 1); o++) c->ref[o].m_up = 2;
+        c->out_ndim[0] = ce ? 1 : 2;
+        c->out_shape[0][0] = n;
+        c->out_shape[0][1] = v;
+        if (ce) {
+            c->out_ndim[1] = 2;
+            c->out_shape[1][0] = n;
+            c->out_shape[1][1] = v;
+        }
+        build_ctx_t g = {wl, seed, v, targets, c, ce, 0};
+        parity_parallel_for(n, 0, build_rows, &g);
+        if (g.failed) st = PARITY_E_NOMEM;
+    }
+    if (!ce) free(targets);
+    return st;
+}
+
+static parity_status_t lsm_build(const parity_op_t *op, const parity_workload_t *wl, uint64_t seed,
+                                 parity_dtype_t dt, parity_case_t *c, parity_diag_t *diag)
+{
+    return build(op, wl, seed, dt, c, diag, 0);
+}
+
+static parity_status_t ce_build(const parity_op_t *op, const parity_workload_t *wl, uint64_t seed,
+                                parity_dtype_t dt, parity_case_t *c, parity_diag_t *diag)
+{
+    return build(op, wl, seed, dt, c, diag, 1);
+}
+
+/* ---- emulation for the diagnosis ------------------------------------------------------------
+ * Rows as the two-pass fp32 kernel (ops/log_softmax/kernels.c, M_TWO_PASS) computes them, except
+ * that the V-term sum of exps is accumulated in `acc` with `order`: m = max, e_j = expf(x_j - m)
+ * in fp32, S = the emulated sum (parity_gemm_fast_sum: parity_format_sum's rounding, fast), then
+ * L = logf(S) and every output in fp32. S is exact in fp32 for every format of at most 24
+ * significant bits and 8 exponent bits (the diagnosis's bf16, 11-bit and fp32). */
+static parity_status_t emulate(const parity_case_t *c, int out, const parity_format_t *acc,
+                               parity_sum_order_t order, const int64_t *rows, int64_t n_rows,
+                               double *dst, int ce)
+{
+    if (out < 0 || out > ce) return PARITY_E_UNSUPPORTED;
+    const parity_abi_tensor_t *X = &c->inputs[0]->view;
+    int64_t v = X->shape[1];
+    const int32_t *tg = ce ? c->inputs[1]->view.data : NULL;
+    float *x = malloc((size_t)v * sizeof *x);
+    double *e = malloc((size_t)v * sizeof *e);
+    if (!x || !e) {
+        free(x);
+        free(e);
+        return PARITY_E_NOMEM;
+    }
+    for (int64_t q = 0; q < n_rows; q++) {
+        int64_t i = rows[q];
+        parity_row_to_f32(X, i, x);
+        float m = -INFINITY;
+        for (int64_t j = 0; j < v; j++) m = x[j] > m ? x[j] : m;
+        for (int64_t j = 0; j < v; j++) e[j] = expf(x[j] - m);
+        float s = (float)parity_gemm_fast_sum(acc, e, v, order), L = logf(s);
+        if (!ce) {
+            for (int64_t j = 0; j < v; j++) dst[q * v + j] = (x[j] - m) - L;
+        } else if (out == 0) {
+            dst[q] = L - (x[tg[i]] - m);
+        } else {
+            for (int64_t j = 0; j < v; j++) {
+                float p = (float)e[j] / s;
+                dst[q * v + j] = j == tg[i] ? p - 1.0f : p;
+            }
+        }
+    }
+    free(x);
+    free(e);
+    return PARITY_OK;
+}
+
+static parity_status_t lsm_emulate(const parity_case_t *c, int out, const parity_format_t *acc,
+                                   parity_sum_order_t order, const int64_t *rows, int64_t n_rows,
+                                   double *dst)
+{
+    return emulate(c, out, acc, order, rows, n_rows, dst, 0);
+}
+
+static parity_status_t ce_emulate(const parity_case_t *c, int out, const parity_format_t *acc,
+                                  parity_sum_order_t order, const int64_t *rows, int64_t n_rows,
+                                  double *dst)
+{
+    return emulate(c, out, acc, order, rows, n_rows, dst, 1);
+}
+
+#define NORMAL PARITY_VALS_NORMAL
+#define OUTROWS PARITY_VALS_OUTLIER
+/* name, summary, N, D (unused), V, ids, zipf_s, dy_vals (outlier rows), dy_scale (their logit),
+ * x_vals, x_scale, gamma, peaks, peak level, production */
+static const parity_workload_t LSM_PRESETS[] = {
+    {"text", "GPT-2 vocabulary, real-text targets, randn*2 logits with 4 peaks at 20-30", 512, 1, 50257, PARITY_IDS_TEXT, 0, NORMAL, 0, NORMAL, 2, PARITY_GAMMA_ONES, 4, 25, 0, ""},
+    {"odd-v32001", "odd vocabulary V=32001, text targets mod V, randn*3 logits with peaks", 512, 1, 32001, PARITY_IDS_TEXT, 0, NORMAL, 0, NORMAL, 3, PARITY_GAMMA_ONES, 4, 25, 0, ""},
+    {"outlier-rows", "1 row in 8 has one logit at 110-120 (fp32 exp overflows past 88.7)", 256, 1, 32000, PARITY_IDS_UNIFORM, 0, OUTROWS, 110, NORMAL, 2, PARITY_GAMMA_ONES, 4, 25, 0, ""},
+    {"small-v", "classifier-sized V=1000, randn logits, uniform targets", 2048, 1, 1000, PARITY_IDS_UNIFORM, 0, NORMAL, 0, NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"prod-llama3", "Llama-3 vocabulary V=128256, N=1024 rows, text targets (reference about 3.5 GB)", 1024, 1, 128256, PARITY_IDS_TEXT, 0, OUTROWS, 110, NORMAL, 2, PARITY_GAMMA_ONES, 4, 25, 1, ""},
+};
+
+static const parity_workload_t LSM_BASELINES[] = {
+    {"sol-execbench", "randn logits, uniform targets, seed 200", 512, 1, 32000, PARITY_IDS_UNIFORM, 0, NORMAL, 0, NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"kernelbench", "torch.rand logits (16 x 16384)", 16, 1, 16384, PARITY_IDS_UNIFORM, 0, NORMAL, 0, PARITY_VALS_UNIFORM01, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"assert_close", "small randn logits", 64, 1, 1000, PARITY_IDS_UNIFORM, 0, NORMAL, 0, NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+};
+
+static const parity_workload_t CE_BASELINES[] = {
+    {"sol-execbench", "randn logits, uniform targets, seed 200", 512, 1, 32000, PARITY_IDS_UNIFORM, 0, NORMAL, 0, NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"kernelbench", "torch.rand logits (4096 x 10), uniform targets", 4096, 1, 10, PARITY_IDS_UNIFORM, 0, NORMAL, 0, PARITY_VALS_UNIFORM01, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"assert_close", "small randn logits", 64, 1, 1000, PARITY_IDS_UNIFORM, 0, NORMAL, 0, NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+};
+
+const parity_op_t parity_op_log_softmax = {
+    .name = "log_softmax",
+    .summary = "log-softmax over the last dim: logprobs (N,V) from logits (N,V)",
+    .n_inputs = 1,
+    .n_outputs = 1,
+    .input_names = {"logits"},
+    .output_names = {"logprobs"},
+    .input_is_float = {1},
+    .faithful_accumulator = "fp32",
+    .error_model = "logprobs[i,j]: V-term sum of exps (relative error = absolute error) + u*A_ij "
+                   "(|x-m|, |y|, |m|, log S, exp/log ulps)",
+    .presets = LSM_PRESETS,
+    .n_presets = (int)(sizeof LSM_PRESETS / sizeof LSM_PRESETS[0]),
+    .baseline_workloads = LSM_BASELINES,
+    .build = lsm_build,
+    .emulate = lsm_emulate,
+    .free_priv = NULL,
+};
+
+const parity_op_t parity_op_cross_entropy = {
+    .name = "cross_entropy",
+    .summary = "fused cross-entropy forward+backward: loss (N), dlogits (N,V) = softmax - onehot "
+               "(upstream gradient 1 per row)",
+    .n_inputs = 2,
+    .n_outputs = 2,
+    .input_names = {"logits", "targets"},
+    .output_names = {"loss", "dlogits"},
+    .input_is_float = {1, 0},
+    .faithful_accumulator = "fp32",
+    .error_model = "loss[i]: V-term sum of exps + u*A; dlogits[i,j]: p_j times the sum's relative "
+                   "error + u*(p_j A_j + |g_j|)",
+    .presets = LSM_PRESETS,
+    .n_presets = (int)(sizeof LSM_PRESETS / sizeof LSM_PRESETS[0]),
+    .baseline_workloads = CE_BASELINES,
+    .build = ce_build,
+    .emulate = ce_emulate,
+    .free_priv = NULL,
+};

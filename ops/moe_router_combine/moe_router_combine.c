@@ -1,0 +1,455 @@
+/* moe_router_combine: the MoE router (softmax over E experts, top-k with the lower-id tie rule,
+ * optional renormalisation) fused with the combine of the selected experts' outputs, with an fp64
+ * reference and the error-model data derived in docs/ops/moe_router_combine.md. Inputs: router
+ * logits (N, E) and every expert's output for every token (N, E, D), so a wrong selection shows.
+ * Outputs: out (N, D) = Σ_{r selected} w_r·y[i, e_r, :] and the dense gate matrix gates (N, E)
+ * (the routing weights, exactly 0 at unselected experts). Attributes: k (top-k), renorm (1:
+ * weights divided by their sum, Mixtral / Qwen3-MoE; 0: raw probabilities, Switch / Qwen2-MoE /
+ * DeepSeek-V2). Shape letters: N tokens (the workload's n), D hidden (d), E experts (v).
+ * The bit-exact routing emulator of src/moe/moe.c supplies the top-k with its tie rule; the catalog
+ * (ops/moe_router_combine/kernels.c) uses its softmax, routing and combine. Deliberately not here:
+ * sigmoid scoring, grouped (node-limited) routing, capacity limits, the expert MLPs. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/ops_impl.h"
+#include "src/core/parallel.h"
+#include "parity/format.h"
+#include "parity/moe.h"
+
+/* rng streams: one per token row of logits (any split of rows gives the same values), the
+ * expert outputs (parity_workload_values, one stream per (token, expert) row), the hot-expert
+ * permutation. */
+#define MRC_STREAM_ROW 0x4d52430000000000ull
+#define MRC_STREAM_Y 0x4d52435900000000ull
+#define MRC_STREAM_PERM 0x4d52435000000000ull
+#define MRC_MAX_THREADS 64 /* parity_parallel_for uses at most 64 */
+
+/* ---- workloads ------------------------------------------------------------------------------
+ * Field use (the workload struct is shared with the embedding family):
+ *   n, d, v           N tokens, D hidden size, E experts (so "NAME@NxDxE" reshapes a preset)
+ *   x_vals, x_scale   router logits: N(0,1)*x_scale, or U[0,1)*x_scale (torch.rand)
+ *   ids, zipf_s       PARITY_IDS_ZIPF: hot experts. Each expert gets a bias -zipf_s*ln(1 + rank)
+ *                     added to its logit, ranks a seeded permutation of the experts, so expert
+ *                     popularity falls like rank^-zipf_s (load imbalance before any balancing
+ *                     loss); PARITY_IDS_UNIFORM: no bias
+ *   dy_vals, dy_scale expert outputs y (N, E, D): unit normal * dy_scale, gradient-scale
+ *   outliers, factor  (per (token, expert) magnitude 10^U(-6,-3)), or outlier channels (the same
+ *                     `outliers` channels of every expert scaled by outlier_factor: massive
+ *                     activations)
+ *   gamma             unused
+ * k, renorm and the fraction of tokens given an exact tie at the top-k boundary have no field in
+ * the shared struct: they live in MRC_PARAMS below, keyed by the preset's name (a "NAME@..."
+ * workload keeps its preset's). */
+typedef struct {
+    const char *name;
+    int k;
+    int renorm;
+    double ties; /* fraction of tokens whose (k+1)-th largest logit is set to the k-th's value */
+} mrc_params_t;
+
+static const mrc_params_t MRC_PARAMS[] = {
+    {"mixtral", 2, 1, 0.0},
+    {"skewed", 6, 0, 0.0},
+    {"e256-top8", 8, 0, 0.0},
+    {"bf16-ties", 8, 1, 0.05},
+    {"grad-scale", 4, 0, 0.0},
+    {"outlier-odd-d", 4, 1, 0.0},
+    {"prod-dsv3", 8, 1, 0.0},
+    /* the baselines' schemes */
+    {"sol-execbench", 2, 1, 0.0},
+    {"kernelbench", 8, 1, 0.0},
+    {"assert_close", 2, 1, 0.0},
+};
+
+static const mrc_params_t *mrc_params(const parity_workload_t *wl)
+{
+    size_t bl = strcspn(wl->name, "@");
+    for (size_t i = 0; i < sizeof MRC_PARAMS / sizeof MRC_PARAMS[0]; i++)
+        if (strlen(MRC_PARAMS[i].name) == bl && !strncmp(MRC_PARAMS[i].name, wl->name, bl))
+            return &MRC_PARAMS[i];
+    return NULL;
+}
+
+/* Per-expert logit biases (E): 0 without skew. */
+static void expert_bias(const parity_workload_t *wl, uint64_t seed, int64_t e, double *bias)
+{
+    for (int64_t j = 0; j < e; j++) bias[j] = 0;
+    if (wl->ids != PARITY_IDS_ZIPF || wl->zipf_s == 0) return;
+    int64_t *perm = malloc((size_t)e * sizeof *perm);
+    if (!perm) return; /* unreachable in practice; the build then runs without skew */
+    for (int64_t j = 0; j < e; j++) perm[j] = j;
+    parity_rng_t rng;
+    parity_rng_seed(&rng, seed, MRC_STREAM_PERM);
+    for (int64_t j = e - 1; j > 0; j--) { /* Fisher-Yates */
+        int64_t q = (int64_t)parity_rng_below(&rng, (uint64_t)j + 1), t = perm[j];
+        perm[j] = perm[q];
+        perm[q] = t;
+    }
+    for (int64_t r = 0; r < e; r++) bias[perm[r]] = -wl->zipf_s * log(1.0 + (double)r);
+    free(perm);
+}
+
+/* ---- the fp64 reference of one token ---------------------------------------------------------
+ * Selection: the k largest LOGITS, equal logits by the lower expert id. exp is strictly
+ * increasing, so this is the top-k of the exact probabilities with the tie rule of TensorRT-LLM /
+ * vLLM / SGLang's topk_softmax kernels (docs/ops/moe_router_combine.md cites them); it never
+ * depends on how probabilities round. The reference computes it by its own definition (ref_topk
+ * below), sharing no code with the selection that the catalog kernels and the emulator use
+ * (parity_moe_topk in src/moe/moe.c), so a bug there cannot hide in the reference too. */
+
+/* Expert j's rank is the number of experts before it in the order (larger logit first, equal
+ * logits by lower id); the experts of rank < k are the selection, in rank order. O(E^2) per row,
+ * the definition itself. */
+static void ref_topk(const double *x, int64_t e, int k, int32_t *sel)
+{
+    for (int64_t j = 0; j < e; j++) {
+        int64_t rank = 0;
+        for (int64_t i = 0; i < e; i++) rank += x[i] > x[j] || (x[i] == x[j] && i < j);
+        if (rank < k) sel[rank] = (int32_t)j;
+    }
+}
+
+double parity_mrc_margin(const double *x, int64_t e, double t)
+{
+    /* A faithful fp32 kernel's computed log-probability of expert j is log p_j + eps_j with
+     * |eps_j| <= u(|x_j - m| + ln S + 8) (docs/ops/moe_router_combine.md, "Selection"): two
+     * logits further apart than |eps_a| + |eps_b| keep their strict order in any faithful
+     * kernel. This returns twice that bound for the logits near t (u = 2^-24). */
+    double m = -INFINITY;
+    for (int64_t j = 0; j < e; j++) m = x[j] > m ? x[j] : m;
+    double ls = log((double)e); /* ln S <= ln E */
+    return 2.0 * 0x1p-24 * (2.0 * (fabs(t - m) + ls + 8.0) + 1.0);
+}
+
+void parity_ref_mrc_row(const double *x, const double *y, int64_t e, int64_t d, int k, int renorm,
+                        int32_t *sel, double *w, double *gates, double *out, double *cond)
+{
+    ref_topk(x, e, k, sel);
+    double m = -INFINITY;
+    for (int64_t j = 0; j < e; j++) m = x[j] > m ? x[j] : m;
+    /* The normaliser: over all E experts, or over the k selected ones when renormalised (then
+     * S cancels: w_j = e_j / Σ_sel e_l exactly). Neumaier-compensated, as in log_softmax. */
+    int64_t nn = renorm ? k : e;
+    double s = 0, c = 0, sd = 0;
+    for (int64_t q = 0; q < nn; q++) {
+        int64_t j = renorm ? sel[q] : q;
+        double dj = x[j] - m, ej = exp(dj), t = s + ej;
+        c += fabs(s) >= fabs(ej) ? (s - t) + ej : (ej - t) + s;
+        s = t;
+        sd += ej * -dj;
+    }
+    s += c;
+    /* Per-weight absolute condition in units of w_j (docs/ops/moe_router_combine.md, "Gates"):
+     * |d_j| for the rounding of x_j - m, the weighted |d_l| of the normaliser's terms, ln S twice
+     * for exp(x - lse) forms, and 12 for the roundings of the two exps (2 ulp each), the
+     * division and a renormalisation of probabilities (three more). */
+    double base = sd / s + 2.0 * log(s) + 12.0;
+    if (gates)
+        for (int64_t j = 0; j < e; j++) gates[j] = 0;
+    for (int q = 0; q < k; q++) {
+        double dj = x[sel[q]] - m;
+        w[q] = exp(dj) / s;
+        if (gates) gates[sel[q]] = w[q];
+        if (cond) cond[q] = fabs(dj) + base;
+    }
+    if (out)
+        for (int64_t col = 0; col < d; col++) {
+            double acc = 0;
+            for (int q = 0; q < k; q++) acc += w[q] * y[(int64_t)sel[q] * d + col];
+            out[col] = acc; /* k <= E double products and sums: 2^-53 k relative, negligible */
+        }
+}
+
+/* ---- building a case ------------------------------------------------------------------------ */
+
+typedef struct {
+    const parity_workload_t *wl;
+    const mrc_params_t *pp;
+    uint64_t seed;
+    int64_t e, d;
+    const double *bias;
+    parity_case_t *c;
+    int failed;
+    int64_t snapped[MRC_MAX_THREADS], tied[MRC_MAX_THREADS];
+} build_ctx_t;
+
+static double load(const parity_abi_tensor_t *t, int64_t idx)
+{
+    if (t->dtype == PARITY_DT_F32) return ((const float *)t->data)[idx];
+    return parity_tensor_get(t, idx);
+}
+
+static void store(parity_abi_tensor_t *t, int64_t idx, double v)
+{
+    if (t->dtype == PARITY_DT_F32) ((float *)t->data)[idx] = (float)v;
+    else parity_tensor_set(t, idx, v);
+}
+
+static void build_rows(void *p, int64_t b, int64_t end, int thread)
+{
+    build_ctx_t *g = p;
+    int64_t e = g->e, d = g->d;
+    int k = g->pp->k;
+    double *x = malloc(((size_t)e * (1 + (size_t)d) + (size_t)d + 2 * (size_t)k) * sizeof *x);
+    int32_t *sel = malloc(((size_t)k + 1) * sizeof *sel);
+    if (!x || !sel) {
+        free(x);
+        free(sel);
+        g->failed = 1;
+        return;
+    }
+    double *y = x + e, *outr = y + e * d, *w = outr + d, *cond = w + k;
+    parity_abi_tensor_t *X = &g->c->inputs[0]->view, *Y = &g->c->inputs[1]->view;
+    parity_ref_output_t *O = &g->c->ref[0], *G = &g->c->ref[1];
+    for (int64_t i = b; i < end; i++) {
+        parity_rng_t rng;
+        parity_rng_seed(&rng, g->seed, MRC_STREAM_ROW + (uint64_t)i);
+        for (int64_t j = 0; j < e; j++)
+            x[j] = (g->wl->x_vals == PARITY_VALS_UNIFORM01 ? parity_rng_uniform(&rng)
+                                                           : parity_rng_normal(&rng)) *
+                       g->wl->x_scale +
+                   g->bias[j];
+        if (g->pp->ties > 0 && k < e && parity_rng_uniform(&rng) < g->pp->ties) {
+            parity_moe_topk(x, (size_t)e, (size_t)k + 1, PARITY_MOE_TIE_LOWID, sel);
+            x[sel[k]] = x[sel[k - 1]]; /* an exact tie at the boundary, in any input dtype */
+        }
+        for (int64_t j = 0; j < e; j++) { /* store, then read back the exact input value */
+            store(X, i * e + j, x[j]);
+            x[j] = load(X, i * e + j);
+        }
+        if (k < e) {
+            /* Selection must be decidable by every faithful fp32 kernel: a logit within the
+             * margin of the k-th largest t (but not equal) could tie with it or swap with it in
+             * fp32 probabilities. Such a logit is set to t (an exact tie, which the tie rule
+             * decides); the doc shows this never happens for distinct bf16 logits at |t| above
+             * 2^-10 (m) and counts how rarely it happens for fp32 logits. */
+            parity_moe_topk(x, (size_t)e, (size_t)k, PARITY_MOE_TIE_LOWID, sel);
+            double t = x[sel[k - 1]], mg = parity_mrc_margin(x, e, t);
+            int snapped = 0, tied = 0;
+            for (int64_t j = 0; j < e; j++) {
+                if (x[j] != t && fabs(x[j] - t) <= mg) {
+                    x[j] = t;
+                    store(X, i * e + j, t);
+                    snapped = 1;
+                }
+            }
+            /* A boundary tie: some unselected expert has the k-th's logit. */
+            parity_moe_topk(x, (size_t)e, (size_t)k, PARITY_MOE_TIE_LOWID, sel);
+            for (int64_t j = 0; j < e && !tied; j++) {
+                int in = 0;
+                for (int q = 0; q < k; q++) in |= sel[q] == (int32_t)j;
+                tied = !in && x[j] == t;
+            }
+            g->snapped[thread] += snapped;
+            g->tied[thread] += tied;
+        }
+        parity_workload_values(g->wl->dy_vals, g->wl->dy_scale, g->wl->outliers,
+                               g->wl->outlier_factor, g->seed, MRC_STREAM_Y, i * e, (i + 1) * e, d,
+                               y);
+        for (int64_t q = 0; q < e * d; q++) {
+            store(Y, i * e * d + q, y[q]);
+            y[q] = load(Y, i * e * d + q);
+        }
+        parity_ref_mrc_row(x, y, e, d, k, g->pp->renorm, sel, w, G->ref + i * e, outr, cond);
+        /* gates: k = the normaliser's terms, s_acc = w (its relative error scales w), s_up =
+         * w*A; zero with zero data elsewhere (an unselected gate must be exactly 0). out: the
+         * normaliser's and the combine's accumulations (2 Σ|t|, k = max of both term counts),
+         * each term's own error |t|(A + 1). */
+        int64_t nk = g->pp->renorm ? k : e;
+        G->k[i] = nk;
+        O->k[i] = nk;
+        double *gsa = G->s_acc + i * e, *gsu = G->s_up + i * e;
+        for (int64_t j = 0; j < e; j++) gsa[j] = gsu[j] = 0;
+        for (int64_t col = 0; col < d; col++) {
+            double sa = 0, su = 0;
+            for (int q = 0; q < k; q++) {
+                double t = fabs(w[q] * y[(int64_t)sel[q] * d + col]);
+                sa += t;
+                su += t * (cond[q] + 1.0);
+            }
+            O->ref[i * d + col] = outr[col];
+            O->s_acc[i * d + col] = 2.0 * sa;
+            O->s_up[i * d + col] = su;
+        }
+        for (int q = 0; q < k; q++) {
+            gsa[sel[q]] = w[q];
+            gsu[sel[q]] = w[q] * cond[q];
+        }
+    }
+    free(x);
+    free(sel);
+}
+
+static void mrc_free_priv(parity_case_t *c)
+{
+    free(c->priv);
+    c->priv = NULL;
+}
+
+static parity_status_t mrc_build(const parity_op_t *op, const parity_workload_t *wl, uint64_t seed,
+                                 parity_dtype_t dt, parity_case_t *c, parity_diag_t *diag)
+{
+    (void)op;
+    const mrc_params_t *pp = mrc_params(wl);
+    if (!pp)
+        return parity_diag_set(diag, PARITY_E_INVALID, "workload %s: no MoE parameters (k, renorm)",
+                               wl->name);
+    int64_t n = wl->n, d = wl->d, e = wl->v;
+    if (n < 1 || d < 1 || e < pp->k || e > 4096 || (double)n * (double)e * (double)d > 2147483648.0)
+        return parity_diag_set(diag, PARITY_E_INVALID,
+                               "workload %s: need N, D >= 1, k (%d) <= E <= 4096 and N*E*D <= 2^31",
+                               wl->name, pp->k);
+    int64_t xs[2] = {n, e}, ys[3] = {n, e, d};
+    c->inputs[0] = parity_tensor_new("router_logits", dt, 2, xs);
+    c->inputs[1] = parity_tensor_new("expert_out", dt, 3, ys);
+    parity_mrc_stats_t *stats = calloc(1, sizeof *stats);
+    double *bias = malloc((size_t)e * sizeof *bias);
+    c->priv = stats;
+    if (!c->inputs[0] || !c->inputs[1] || !stats || !bias) {
+        free(bias);
+        return PARITY_E_NOMEM;
+    }
+    parity_status_t st = parity_ref_output_alloc(&c->ref[0], "out", "token", n, d, 0, 0, 1);
+    if (st == PARITY_OK) st = parity_ref_output_alloc(&c->ref[1], "gates", "token", n, e, 0, 0, 1);
+    if (st == PARITY_OK) {
+        /* m_up = 2: the first-order bounds are u·A; gamma_2 doubles them (as log_softmax). */
+        c->ref[0].m_up = c->ref[1].m_up = 2;
+        c->out_ndim[0] = c->out_ndim[1] = 2;
+        c->out_shape[0][0] = c->out_shape[1][0] = n;
+        c->out_shape[0][1] = d;
+        c->out_shape[1][1] = e;
+        c->n_attrs = 2;
+        c->attr_names[0] = "k";
+        c->attr_values[0] = pp->k;
+        c->attr_names[1] = "renorm";
+        c->attr_values[1] = pp->renorm;
+        expert_bias(wl, seed, e, bias);
+        build_ctx_t *g = calloc(1, sizeof *g);
+        if (!g) st = PARITY_E_NOMEM;
+        else {
+            g->wl = wl;
+            g->pp = pp;
+            g->seed = seed;
+            g->e = e;
+            g->d = d;
+            g->bias = bias;
+            g->c = c;
+            parity_parallel_for(n, 0, build_rows, g);
+            if (g->failed) st = PARITY_E_NOMEM;
+            for (int t = 0; t < MRC_MAX_THREADS; t++) {
+                stats->snapped_rows += g->snapped[t];
+                stats->tied_rows += g->tied[t];
+            }
+            free(g);
+        }
+    }
+    free(bias);
+    return st;
+}
+
+/* ---- diagnosis: the op recomputed with a chosen accumulator ---------------------------------
+ * out: the reference's selection, weights as a faithful fp32 kernel computes them (fp32
+ * softmax of src/moe/moe.c, fp32 renormalisation in slot order), the fp32 products w·y summed in
+ * `acc`. gates: the softmax's sum of exps (and the renormalisation's sum) accumulated in `acc`,
+ * everything else fp32. */
+static parity_status_t mrc_emulate(const parity_case_t *c, int out, const parity_format_t *acc,
+                                   parity_sum_order_t order, const int64_t *rows, int64_t n_rows,
+                                   double *dst)
+{
+    const parity_abi_tensor_t *X = &c->inputs[0]->view, *Y = &c->inputs[1]->view;
+    int64_t e = X->shape[1], d = Y->shape[2];
+    int k = (int)c->attr_values[0], renorm = c->attr_values[1] != 0;
+    parity_round_opts_t o = parity_format_default_opts(acc);
+    parity_format_t f32;
+    parity_format_get("fp32", &f32, NULL);
+    double *x = malloc((size_t)(3 * e + 2 * k) * sizeof *x);
+    int32_t *sel = malloc((size_t)k * sizeof *sel);
+    if (!x || !sel) {
+        free(x);
+        free(sel);
+        return PARITY_E_NOMEM;
+    }
+    double *ex = x + e, *tmp = ex + e, *w = tmp + e, *terms = w + k;
+    for (int64_t q = 0; q < n_rows; q++) {
+        int64_t i = rows[q];
+        double m = -INFINITY;
+        for (int64_t j = 0; j < e; j++) {
+            x[j] = load(X, i * e + j);
+            m = x[j] > m ? x[j] : m;
+        }
+        parity_moe_topk(x, (size_t)e, (size_t)k, PARITY_MOE_TIE_LOWID, sel);
+        for (int64_t j = 0; j < e; j++) ex[j] = (float)exp((float)(x[j] - m));
+        double s = out == 1 ? parity_format_sum(acc, ex, (size_t)e, order, 0, &o, NULL)
+                            : parity_format_sum(&f32, ex, (size_t)e,
+                                                PARITY_SUM_SEQUENTIAL, 0, NULL, NULL);
+        for (int q2 = 0; q2 < k; q2++) w[q2] = (float)(ex[sel[q2]] / s);
+        if (renorm) {
+            double rs = out == 1 ? parity_format_sum(acc, w, (size_t)k, order, 0, &o, NULL)
+                                 : parity_format_sum(&f32, w, (size_t)k,
+                                                     PARITY_SUM_SEQUENTIAL, 0, NULL, NULL);
+            for (int q2 = 0; q2 < k; q2++) w[q2] = (float)(w[q2] / rs);
+        }
+        if (out == 1) {
+            for (int64_t j = 0; j < e; j++) dst[q * e + j] = 0;
+            for (int q2 = 0; q2 < k; q2++) dst[q * e + sel[q2]] = w[q2];
+            continue;
+        }
+        for (int64_t col = 0; col < d; col++) {
+            for (int q2 = 0; q2 < k; q2++)
+                terms[q2] = (float)(w[q2] * load(Y, (i * e + sel[q2]) * d + col));
+            dst[q * d + col] = parity_format_sum(acc, terms, (size_t)k, order, 0, &o, NULL);
+        }
+    }
+    free(x);
+    free(sel);
+    return PARITY_OK;
+}
+
+#define NORMAL PARITY_VALS_NORMAL
+#define GRAD PARITY_VALS_GRADSCALE
+#define OUTCH PARITY_VALS_OUTLIER
+#define U01 PARITY_VALS_UNIFORM01
+#define UNI PARITY_IDS_UNIFORM
+#define ZIPF PARITY_IDS_ZIPF
+/* name, summary, N, D, E, ids (ZIPF: hot experts), zipf_s (skew), expert-output kind and scale,
+ * logit kind and scale, gamma (unused), outlier channels, their factor, production; k, renorm
+ * and boundary ties are in MRC_PARAMS. */
+static const parity_workload_t MRC_PRESETS[] = {
+    {"mixtral", "Mixtral-like: E=8, top-2 renormalised, randn*2 logits, D=1024", 1024, 1024, 8, UNI, 0, NORMAL, 1, NORMAL, 2, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"skewed", "hot experts: E=64, top-6 raw probabilities, logit bias -1.2 ln(1 + rank) (load imbalance)", 1024, 256, 64, ZIPF, 1.2, NORMAL, 1, NORMAL, 1.5, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"e256-top8", "many experts: E=256, top-8 raw probabilities (DeepSeek-V2 / Qwen2-MoE style), randn logits", 512, 128, 256, UNI, 0, NORMAL, 1, NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"bf16-ties", "E=128 top-8 renormalised, narrow logits (0.5 randn): bf16 ties, 5% forced at the top-k boundary", 1024, 64, 128, UNI, 0, NORMAL, 1, NORMAL, 0.5, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"grad-scale", "E=64 top-4 raw probabilities, gradient-scale expert outputs (1e-6..1e-3), hot experts", 1024, 256, 64, ZIPF, 0.8, GRAD, 1, NORMAL, 2, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"outlier-odd-d", "E=32 top-4 renormalised, odd D=1027, 6 outlier channels x100 in every expert's output", 512, 1027, 32, UNI, 0, OUTCH, 1, NORMAL, 2, PARITY_GAMMA_ONES, 6, 100, 0, ""},
+    {"prod-dsv3", "DeepSeek-V3-shaped: E=256, top-8 renormalised, D=7168, 64 tokens, hot experts (expert outputs 235 MB in bf16)", 64, 7168, 256, ZIPF, 1.0, NORMAL, 1, NORMAL, 1.5, PARITY_GAMMA_ONES, 0, 0, 1, ""},
+};
+
+static const parity_workload_t MRC_BASELINES[] = {
+    {"sol-execbench", "randn logits and expert outputs, E=8 top-2 renormalised, seed 200", 1024, 512, 8, UNI, 0, NORMAL, 1, NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"kernelbench", "torch.rand logits and expert outputs (512 x 64 experts x 256), top-8", 512, 256, 64, UNI, 0, U01, 1, U01, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"assert_close", "small randn: 64 tokens, E=8 top-2, D=64", 64, 64, 8, UNI, 0, NORMAL, 1, NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+};
+
+const parity_op_t parity_op_moe_router_combine = {
+    .name = "moe_router_combine",
+    .summary = "MoE router + combine: softmax over E experts, top-k (ties: lower id), optional "
+               "renormalisation; out (N,D) = sum of the k weighted expert outputs, gates (N,E) "
+               "dense routing weights (0 where unselected); attrs k, renorm",
+    .n_inputs = 2,
+    .n_outputs = 2,
+    .input_names = {"router_logits", "expert_out"},
+    .output_names = {"out", "gates"},
+    .input_is_float = {1, 1},
+    .faithful_accumulator = "fp32",
+    .error_model = "gates[i,e]: normaliser sum (E terms, or k when renormalised) relative error "
+                   "times w + u*w*A; out[i,:]: that plus the k-term combine, + u*sum|w y|(A+1); "
+                   "selection exact (top-k of the logits, ties to the lower id)",
+    .presets = MRC_PRESETS,
+    .n_presets = (int)(sizeof MRC_PRESETS / sizeof MRC_PRESETS[0]),
+    .baseline_workloads = MRC_BASELINES,
+    .build = mrc_build,
+    .emulate = mrc_emulate,
+    .free_priv = mrc_free_priv,
+};

@@ -1,0 +1,272 @@
+/* moe_router_combine_bwd: the backward of moe_router_combine (the MoE router's softmax, top-k
+ * with the lower-id tie rule, optional renormalisation, and the combine of the selected experts'
+ * outputs), with an fp64 reference and the error-model data derived in
+ * docs/ops/moe_router_combine.md ("Backward"). Inputs: router_logits (N, E), expert_out
+ * (N, E, D) and dout (N, D), the gradient of the combined output. Outputs: d_expert_out
+ * (N, E, D) = w_e·dout for the selected experts and exactly 0 for the others, and d_logits (N, E),
+ * the gradient through the routing weights (the selection itself is piecewise constant: no
+ * gradient). Attributes k and renorm as in the forward.
+ * Inputs: logits and expert outputs are the forward's own (its build is called on the same
+ * workload, seed and dtype and its inputs taken over), so selection, ties and the near-tie snap
+ * are identical to the forward's; dout is drawn here. The workload names are the forward's preset
+ * names (its k / renorm table is keyed by them), at smaller shapes: d_expert_out has N·E·D
+ * elements with three doubles of reference data each. Shape letters: N tokens (the workload's
+ * n), D hidden (d), E experts (v), as in the forward. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/ops_impl.h"
+#include "src/core/parallel.h"
+#include "parity/moe.h"
+
+#define MRB_STREAM_DOUT 0x4d52424400000000ull
+
+/* dout: per token a magnitude 10^U(-5,-3) times unit normals (gradient scale; a token's gradient
+ * magnitude varies with its loss weight). Its own stream per token row. */
+static void dout_row(uint64_t seed, int64_t i, int64_t d, double *o)
+{
+    parity_rng_t rng;
+    parity_rng_seed(&rng, seed, MRB_STREAM_DOUT + (uint64_t)i);
+    double mag = pow(10.0, -3.0 - 2.0 * parity_rng_uniform(&rng));
+    for (int64_t c = 0; c < d; c++) o[c] = parity_rng_normal(&rng) * mag;
+}
+
+/* ---- the fp64 reference of one token ---------------------------------------------------------
+ * The forward's reference row gives the selection sel (k experts) and the weights w over it.
+ * With q the softmax over the normaliser's set (the k selected when renorm, all E otherwise),
+ * g_e = dout·y_e for selected e (0 elsewhere: g~) and G = Σ_{f sel} q_f g_f:
+ *   d_expert_out[e] = w_e·dout (selected), 0 (unselected)
+ *   d_logits[j]     = q_j (g~_j − G) for j in the normaliser's set, 0 outside it.
+ * (∂q_e/∂x_j = q_e(δ_ej − q_j) on the set; docs/ops/moe_router_combine.md derives it.) The
+ * D-term dots and the k-term G are plain double sums of exact-input products: relative error
+ * ~2^-53·D, negligible against fp32's. dlog, dexp (k × D, slot order), g (E) and q (E) are
+ * outputs; sel (k) and w (k) as parity_ref_mrc_row. */
+void parity_ref_mrc_bwd_row(const double *x, const double *y, const double *dout, int64_t e,
+                            int64_t d, int k, int renorm, int32_t *sel, double *w, double *q,
+                            double *g, double *dlog, double *dexp)
+{
+    parity_ref_mrc_row(x, NULL, e, 0, k, renorm, sel, w, NULL, NULL, NULL);
+    /* q over all E (raw probabilities) when not renormalised, compensated as the forward. */
+    for (int64_t j = 0; j < e; j++) q[j] = 0;
+    if (renorm) {
+        for (int r = 0; r < k; r++) q[sel[r]] = w[r];
+    } else {
+        double m = -INFINITY, s = 0, c = 0;
+        for (int64_t j = 0; j < e; j++) m = x[j] > m ? x[j] : m;
+        for (int64_t j = 0; j < e; j++) {
+            double ej = exp(x[j] - m), t = s + ej;
+            c += fabs(s) >= fabs(ej) ? (s - t) + ej : (ej - t) + s;
+            s = t;
+        }
+        s += c;
+        for (int64_t j = 0; j < e; j++) q[j] = exp(x[j] - m) / s;
+        for (int r = 0; r < k; r++) q[sel[r]] = w[r]; /* identical values, the forward's */
+    }
+    double G = 0;
+    for (int64_t j = 0; j < e; j++) g[j] = 0;
+    for (int r = 0; r < k; r++) {
+        const double *yr = y + (int64_t)sel[r] * d;
+        double acc = 0;
+        for (int64_t c = 0; c < d; c++) acc += dout[c] * yr[c];
+        g[sel[r]] = acc;
+        G += w[r] * acc;
+        if (dexp)
+            for (int64_t c = 0; c < d; c++) dexp[(int64_t)r * d + c] = w[r] * dout[c];
+    }
+    for (int64_t j = 0; j < e; j++) dlog[j] = q[j] * (g[j] - G);
+}
+
+/* ---- building a case ------------------------------------------------------------------------ */
+
+typedef struct {
+    parity_case_t *c;
+    int k, renorm;
+    int64_t e, d;
+    int failed;
+} bwd_ctx_t;
+
+static void build_rows(void *p, int64_t b, int64_t end, int thread)
+{
+    (void)thread;
+    bwd_ctx_t *g = p;
+    int64_t e = g->e, d = g->d;
+    int k = g->k;
+    double *x = malloc(((size_t)e * (6 + (size_t)d) + (size_t)d * (1 + (size_t)k) + 2 * (size_t)k) *
+                       sizeof *x);
+    int32_t *sel = malloc((size_t)k * sizeof *sel);
+    if (!x || !sel) {
+        free(x);
+        free(sel);
+        g->failed = 1;
+        return;
+    }
+    double *y = x + e, *q = y + e * d, *gg = q + e, *dlog = gg + e, *A = dlog + e, *a = A + e,
+           *dout = a + e, *dexp = dout + d, *w = dexp + (int64_t)k * d;
+    const parity_abi_tensor_t *X = &g->c->inputs[0]->view, *Y = &g->c->inputs[1]->view,
+                              *DO = &g->c->inputs[2]->view;
+    parity_ref_output_t *DE = &g->c->ref[0], *DL = &g->c->ref[1];
+    for (int64_t i = b; i < end; i++) {
+        for (int64_t j = 0; j < e; j++) x[j] = parity_tensor_get(X, i * e + j);
+        for (int64_t j = 0; j < e * d; j++) y[j] = parity_tensor_get(Y, i * e * d + j);
+        for (int64_t c = 0; c < d; c++) dout[c] = parity_tensor_get(DO, i * d + c);
+        parity_ref_mrc_bwd_row(x, y, dout, e, d, k, g->renorm, sel, w, q, gg, dlog, dexp);
+        /* The forward's per-weight condition A_j (in units of u·w_j), for every expert of the
+         * normaliser's set: the forward's formula, whose data only the selected get from
+         * parity_ref_mrc_row; computed here for all (docs, "Backward", d_logits). */
+        double m = -INFINITY;
+        for (int64_t j = 0; j < e; j++) m = x[j] > m ? x[j] : m;
+        double s = 0, sd = 0;
+        for (int64_t j = 0; j < e; j++) {
+            int in = !g->renorm;
+            for (int r = 0; r < k && !in; r++) in = sel[r] == (int32_t)j;
+            if (!in) continue;
+            double ej = exp(x[j] - m);
+            s += ej;
+            sd += ej * (m - x[j]);
+        }
+        double base = sd / s + 2.0 * log(s) + 12.0;
+        for (int64_t j = 0; j < e; j++) A[j] = (m - x[j]) + base;
+        int64_t nn = g->renorm ? k : e; /* the normaliser's terms */
+        /* d_expert_out: one weight times one dout element. The weight carries the forward's
+         * gate error γ̃_{n−1}·w + u·w·A; the product one rounding. k = n, s_acc = |w dout|,
+         * s_up = |w dout|(A + 1). Unselected rows: ref 0, no terms (must be exactly 0). */
+        for (int64_t j = 0; j < e; j++) {
+            int64_t row = i * e + j;
+            DE->k[row] = nn;
+            for (int64_t c = 0; c < d; c++) DE->ref[row * d + c] = DE->s_acc[row * d + c] = DE->s_up[row * d + c] = 0;
+        }
+        /* d_logits: the D-term dots a_f = Σ|dout·y_f|, G's k terms |q_f g_f|, and the weights'
+         * errors (docs, "Backward"). K = max(D, n, k): one γ̃ covers the three accumulations. */
+        double sq_a = 0, sq_g = 0, sq_ga = 0;
+        for (int r = 0; r < k; r++) {
+            int64_t j = sel[r];
+            const double *yr = y + j * d;
+            double aj = 0;
+            for (int64_t c = 0; c < d; c++) aj += fabs(dout[c] * yr[c]);
+            a[r] = aj;
+            sq_a += q[j] * aj;
+            sq_g += q[j] * fabs(gg[j]);
+            sq_ga += q[j] * fabs(gg[j]) * A[j];
+            int64_t row = i * e + j;
+            for (int64_t c = 0; c < d; c++) {
+                double t = fabs(w[r] * dout[c]);
+                DE->ref[row * d + c] = dexp[(int64_t)r * d + c];
+                DE->s_acc[row * d + c] = t;
+                DE->s_up[row * d + c] = t * (A[j] + 1.0);
+            }
+        }
+        DL->k[i] = nn > d ? nn : d;
+        double G = 0;
+        for (int r = 0; r < k; r++) G += w[r] * gg[sel[r]];
+        for (int64_t j = 0; j < e; j++) {
+            double *ra = DL->s_acc + i * e + j, *ru = DL->s_up + i * e + j;
+            DL->ref[i * e + j] = dlog[j];
+            if (q[j] == 0) { /* outside the normaliser's set (renorm, unselected): exactly 0 */
+                *ra = *ru = 0;
+                continue;
+            }
+            double aj = 0;
+            for (int r = 0; r < k; r++)
+                if (sel[r] == (int32_t)j) aj = a[r];
+            double diff = fabs(gg[j] - G);
+            *ra = q[j] * (diff + aj + sq_a + 2.0 * sq_g);
+            *ru = q[j] * (diff * (A[j] + 1.0) + aj + sq_a + sq_g + sq_ga) + fabs(dlog[j]);
+        }
+    }
+    free(x);
+    free(sel);
+}
+
+static parity_status_t mrb_build(const parity_op_t *op, const parity_workload_t *wl, uint64_t seed,
+                                 parity_dtype_t dt, parity_case_t *c, parity_diag_t *diag)
+{
+    (void)op;
+    /* The forward's inputs: same workload, seed and dtype, so the same logits (with its ties and
+     * near-tie snap) and expert outputs; its reference is discarded. */
+    parity_case_t *fc = NULL;
+    parity_status_t st = parity_case_build(&parity_op_moe_router_combine, wl, seed, dt, &fc, diag);
+    if (st != PARITY_OK) return st;
+    c->inputs[0] = fc->inputs[0];
+    c->inputs[1] = fc->inputs[1];
+    fc->inputs[0] = fc->inputs[1] = NULL;
+    int k = (int)fc->attr_values[0], renorm = fc->attr_values[1] != 0;
+    parity_case_free(fc);
+    int64_t n = wl->n, d = wl->d, e = wl->v;
+    int64_t ds[2] = {n, d};
+    c->inputs[2] = parity_tensor_new("dout", dt, 2, ds);
+    if (!c->inputs[2]) return PARITY_E_NOMEM;
+    {
+        double *row = malloc((size_t)d * sizeof *row);
+        if (!row) return PARITY_E_NOMEM;
+        for (int64_t i = 0; i < n; i++) {
+            dout_row(seed, i, d, row);
+            for (int64_t col = 0; col < d; col++) parity_tensor_set(&c->inputs[2]->view, i * d + col, row[col]);
+        }
+        free(row);
+    }
+    st = parity_ref_output_alloc(&c->ref[0], "d_expert_out", "token-expert", n * e, d, 0, 0, 1);
+    if (st == PARITY_OK) st = parity_ref_output_alloc(&c->ref[1], "d_logits", "token", n, e, 0, 0, 1);
+    if (st != PARITY_OK) return st;
+    /* m_up = 2 as the forward: the first-order bounds are u·(...); γ̃_2 doubles them. */
+    c->ref[0].m_up = c->ref[1].m_up = 2;
+    c->out_ndim[0] = 3;
+    c->out_shape[0][0] = n;
+    c->out_shape[0][1] = e;
+    c->out_shape[0][2] = d;
+    c->out_ndim[1] = 2;
+    c->out_shape[1][0] = n;
+    c->out_shape[1][1] = e;
+    c->n_attrs = 2;
+    c->attr_names[0] = "k";
+    c->attr_values[0] = k;
+    c->attr_names[1] = "renorm";
+    c->attr_values[1] = renorm;
+    bwd_ctx_t g = {c, k, renorm, e, d, 0};
+    parity_parallel_for(n, 0, build_rows, &g);
+    return g.failed ? PARITY_E_NOMEM : PARITY_OK;
+}
+
+#define NORMAL PARITY_VALS_NORMAL
+#define GRAD PARITY_VALS_GRADSCALE
+#define OUTCH PARITY_VALS_OUTLIER
+#define U01 PARITY_VALS_UNIFORM01
+#define UNI PARITY_IDS_UNIFORM
+#define ZIPF PARITY_IDS_ZIPF
+/* The forward's presets (same names: k, renorm and forced ties come from its table) at shapes
+ * that keep d_expert_out's N·E·D small; its production preset prod-dsv3 is left out here
+ * (N·E·D = 117M elements of reference data, 2.8 GB). Expert outputs are the forward's y. */
+static const parity_workload_t MRB_PRESETS[] = {
+    {"mixtral", "Mixtral-like: E=8, top-2 renormalised, randn*2 logits, D=512", 512, 512, 8, UNI, 0, NORMAL, 1, NORMAL, 2, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"skewed", "hot experts: E=64, top-6 raw probabilities (unselected experts get gradient), logit bias -1.2 ln(1 + rank)", 256, 128, 64, ZIPF, 1.2, NORMAL, 1, NORMAL, 1.5, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"e256-top8", "many experts: E=256, top-8 raw probabilities (DeepSeek-V2 / Qwen2-MoE style)", 128, 64, 256, UNI, 0, NORMAL, 1, NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"bf16-ties", "E=128 top-8 renormalised, narrow logits: bf16 ties, 5% forced at the top-k boundary", 256, 64, 128, UNI, 0, NORMAL, 1, NORMAL, 0.5, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"grad-scale", "E=64 top-4 raw probabilities, gradient-scale expert outputs (1e-6..1e-3), hot experts", 256, 128, 64, ZIPF, 0.8, GRAD, 1, NORMAL, 2, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"outlier-odd-d", "E=32 top-4 renormalised, odd D=1027, 6 outlier channels x100 in every expert's output", 128, 1027, 32, UNI, 0, OUTCH, 1, NORMAL, 2, PARITY_GAMMA_ONES, 6, 100, 0, ""},
+};
+
+static const parity_workload_t MRB_BASELINES[] = {
+    {"sol-execbench", "randn logits and expert outputs, E=8 top-2 renormalised, seed 200", 1024, 256, 8, UNI, 0, NORMAL, 1, NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"kernelbench", "torch.rand logits and expert outputs (256 x 64 experts x 128), top-8", 256, 128, 64, UNI, 0, U01, 1, U01, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"assert_close", "small randn: 64 tokens, E=8 top-2, D=64", 64, 64, 8, UNI, 0, NORMAL, 1, NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+};
+
+const parity_op_t parity_op_moe_router_combine_bwd = {
+    .name = "moe_router_combine_bwd",
+    .summary = "backward of moe_router_combine from logits (N,E), expert_out (N,E,D), dout (N,D): "
+               "d_expert_out (N,E,D) = w*dout at selected experts (0 elsewhere), d_logits (N,E) "
+               "through the softmax (over the k selected when renorm, over E otherwise); attrs k, renorm",
+    .n_inputs = 3,
+    .n_outputs = 2,
+    .input_names = {"router_logits", "expert_out", "dout"},
+    .output_names = {"d_expert_out", "d_logits"},
+    .input_is_float = {1, 1, 1},
+    .faithful_accumulator = "fp32",
+    .error_model = "d_expert_out: the forward gate's error times |dout| + one product; d_logits: "
+                   "D-term dots g = dout.y, the k-term G = sum w g, the weights' errors, "
+                   "K = max(D, n); selection exact (the forward's)",
+    .presets = MRB_PRESETS,
+    .n_presets = (int)(sizeof MRB_PRESETS / sizeof MRB_PRESETS[0]),
+    .baseline_workloads = MRB_BASELINES,
+    .build = mrb_build,
+};

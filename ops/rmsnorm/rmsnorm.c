@@ -1,0 +1,293 @@
+/* RMSNorm forward and backward as standalone ops, with fp64 references and error-model data.
+ * y = x r g with r = (mean x^2 + eps)^-1/2; backward as in ops/embedding/embedding.c's fused op. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/ops_impl.h"
+#include "src/core/parallel.h"
+
+static parity_tensor_t *matrix(const char *name, parity_dtype_t dt, int64_t rows, int64_t cols,
+                               parity_vals_kind_t kind, double scale, int outliers, double factor,
+                               uint64_t seed, uint64_t stream)
+{
+    int64_t shape[2] = {rows, cols};
+    parity_tensor_t *t = parity_tensor_new(name, dt, 2, shape);
+    double *buf = malloc((size_t)((rows * cols) > 0 ? rows * cols : 1) * sizeof *buf);
+    if (!t || !buf) {
+        parity_tensor_free(t);
+        free(buf);
+        return NULL;
+    }
+    parity_workload_values(kind, scale, outliers, factor, seed, stream, 0, rows, cols, buf);
+    parity_store_f64(t, buf);
+    free(buf);
+    return t;
+}
+
+static parity_tensor_t *gamma_vec(const parity_workload_t *wl, parity_dtype_t dt, uint64_t seed)
+{
+    int64_t shape[1] = {wl->d};
+    parity_tensor_t *t = parity_tensor_new("gamma", dt, 1, shape);
+    double *g = malloc((size_t)wl->d * sizeof *g);
+    if (!t || !g) {
+        parity_tensor_free(t);
+        free(g);
+        return NULL;
+    }
+    parity_workload_gamma(wl->gamma, seed, wl->d, g);
+    parity_store_f64(t, g);
+    free(g);
+    return t;
+}
+
+static void set_eps(parity_case_t *c)
+{
+    c->n_attrs = 1;
+    c->attr_names[0] = "eps";
+    c->attr_values[0] = PARITY_RMS_EPS;
+}
+
+/* ---- rmsnorm_fwd ---- */
+static parity_status_t rfwd_build(const parity_op_t *op, const parity_workload_t *wl,
+                                  uint64_t seed, parity_dtype_t dt, parity_case_t *c,
+                                  parity_diag_t *diag)
+{
+    (void)op;
+    (void)diag;
+    int64_t n = wl->n, d = wl->d;
+    c->inputs[0] = matrix("x", dt, n, d, wl->x_vals, wl->x_scale, wl->outliers, wl->outlier_factor, seed, 2);
+    c->inputs[1] = gamma_vec(wl, dt, seed);
+    if (!c->inputs[0] || !c->inputs[1]) return PARITY_E_NOMEM;
+    set_eps(c);
+    parity_ref_output_t *R = &c->ref[0];
+    parity_status_t st = parity_ref_output_alloc(R, "y", "row", n, d, 0, 0, 1);
+    if (st != PARITY_OK) return st;
+    /* y_j = x_j r g_j: no accumulation into y itself (k = 1); the term carries r's error, about
+     * D+4 roundings (sum of squares, mean, eps, sqrt, divide), plus two products: m_up = D+8. */
+    R->m_up = d + 8;
+    c->out_ndim[0] = 2;
+    c->out_shape[0][0] = n;
+    c->out_shape[0][1] = d;
+    double *x = malloc((size_t)d * sizeof *x), *g = malloc((size_t)d * sizeof *g);
+    if (!x || !g) {
+        free(x);
+        free(g);
+        return PARITY_E_NOMEM;
+    }
+    parity_tensor_to_f64(&c->inputs[1]->view, g);
+    for (int64_t i = 0; i < n; i++) {
+        double ss = 0;
+        for (int64_t k = 0; k < d; k++) {
+            x[k] = parity_tensor_get(&c->inputs[0]->view, i * d + k);
+            ss += x[k] * x[k];
+        }
+        double r = 1.0 / sqrt(ss / (double)d + PARITY_RMS_EPS);
+        R->k[i] = 1;
+        for (int64_t j = 0; j < d; j++) {
+            double y = x[j] * r * g[j];
+            R->ref[i * d + j] = y;
+            R->s_acc[i * d + j] = fabs(y);
+            R->s_up[i * d + j] = fabs(y);
+        }
+    }
+    free(x);
+    free(g);
+    return PARITY_OK;
+}
+
+/* ---- emulation for the diagnosis ------------------------------------------------------------
+ * Rows as the fp32 kernels (ops/rmsnorm/kernels.c, parity_rms_bwd_row_f32) compute them, except for the
+ * accumulations, done in `acc` with `order` (parity_gemm_fast_sum: parity_format_sum's rounding,
+ * fast): forward, the D-term sum of squares fl32(x_k^2); backward dx, that sum and the D-term
+ * c = Σ fl32(fl32(g_k dy_k) fl32(x_k r)); backward dgamma (rows are channels), the N-term sum of
+ * the rows' fl32(dy_j xhat_j) computed by the faithful fp32 backward. The sums are exact in fp32
+ * for the diagnosis's formats (at most 24 significant bits, 8 exponent bits). */
+
+/* r = 1/sqrtf(mean x^2 + eps) with the sum of squares in acc; sq: d doubles of scratch. */
+static float emu_r(const float *x, int64_t d, const parity_format_t *acc, parity_sum_order_t order,
+                   double *sq)
+{
+    for (int64_t k = 0; k < d; k++) sq[k] = x[k] * x[k];
+    float ss = (float)parity_gemm_fast_sum(acc, sq, d, order);
+    return 1.0f / sqrtf(ss / (float)d + (float)PARITY_RMS_EPS);
+}
+
+static parity_status_t rfwd_emulate(const parity_case_t *c, int out, const parity_format_t *acc,
+                                    parity_sum_order_t order, const int64_t *rows, int64_t n_rows,
+                                    double *dst)
+{
+    if (out != 0) return PARITY_E_UNSUPPORTED;
+    int64_t d = c->inputs[0]->view.shape[1];
+    float *x = malloc((size_t)d * 2 * sizeof *x);
+    double *sq = malloc((size_t)d * sizeof *sq);
+    if (!x || !sq) {
+        free(x);
+        free(sq);
+        return PARITY_E_NOMEM;
+    }
+    float *g = x + d;
+    parity_row_to_f32(&c->inputs[1]->view, 0, g);
+    for (int64_t q = 0; q < n_rows; q++) {
+        parity_row_to_f32(&c->inputs[0]->view, rows[q], x);
+        float r = emu_r(x, d, acc, order, sq);
+        for (int64_t j = 0; j < d; j++) dst[q * d + j] = x[j] * r * g[j];
+    }
+    free(x);
+    free(sq);
+    return PARITY_OK;
+}
+
+static const parity_workload_t RMS_PRESETS[] = {
+    {"unit", "unit normal x and dy, gamma = 1", 2048, 512, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"small-x", "embedding-scale x (0.02): eps matters", 2048, 512, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
+    {"outlier", "4 outlier channels in x at 100x, trained gamma", 2048, 512, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_OUTLIER, 1, PARITY_GAMMA_TRAINED, 4, 100, 0, ""},
+    {"odd-d4097", "odd hidden size D=4097", 257, 4097, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
+};
+
+static const parity_workload_t RMS_BASELINES[] = {
+    {"sol-execbench", "unit randn, gamma = 1, seed 200", 4096, 2048, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"kernelbench", "torch.rand inputs", 2048, 1024, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_UNIFORM01, 1, PARITY_VALS_UNIFORM01, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"assert_close", "randn inputs and gamma, small shape", 512, 256, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_NORMAL, 0, 0, 0, ""},
+};
+
+const parity_op_t parity_op_rmsnorm_fwd = {
+    .name = "rmsnorm_fwd",
+    .summary = "RMSNorm forward: y = x / sqrt(mean(x^2) + eps) * gamma",
+    .n_inputs = 2,
+    .n_outputs = 1,
+    .input_names = {"x", "gamma"},
+    .output_names = {"y"},
+    .input_is_float = {1, 1},
+    .faithful_accumulator = "fp32",
+    .error_model = "y[i,j]: one term carrying ~D+8 roundings (the row's sum of squares)",
+    .presets = RMS_PRESETS,
+    .n_presets = (int)(sizeof RMS_PRESETS / sizeof RMS_PRESETS[0]),
+    .baseline_workloads = RMS_BASELINES,
+    .build = rfwd_build,
+    .emulate = rfwd_emulate,
+    .free_priv = NULL,
+};
+
+/* ---- rmsnorm_bwd ---- */
+static parity_status_t rbwd_build(const parity_op_t *op, const parity_workload_t *wl,
+                                  uint64_t seed, parity_dtype_t dt, parity_case_t *c,
+                                  parity_diag_t *diag)
+{
+    (void)op;
+    (void)diag;
+    int64_t n = wl->n, d = wl->d;
+    c->inputs[0] = matrix("dy", dt, n, d, wl->dy_vals, wl->dy_scale, 0, 1, seed, 1);
+    c->inputs[1] = matrix("x", dt, n, d, wl->x_vals, wl->x_scale, wl->outliers, wl->outlier_factor, seed, 2);
+    c->inputs[2] = gamma_vec(wl, dt, seed);
+    if (!c->inputs[0] || !c->inputs[1] || !c->inputs[2]) return PARITY_E_NOMEM;
+    set_eps(c);
+    parity_ref_output_t *R = &c->ref[0], *G = &c->ref[1];
+    parity_status_t st = parity_ref_output_alloc(R, "dx", "row", n, d, 0, 0, 1);
+    if (st == PARITY_OK) st = parity_ref_output_alloc(G, "dgamma", "channel", d, 1, 0, 0, 1);
+    if (st != PARITY_OK) return st;
+    R->m_up = 4 * d + 32; /* derivation: docs/error-model.md, as for the fused op */
+    G->m_up = d + 8;
+    c->out_ndim[0] = 2;
+    c->out_shape[0][0] = n;
+    c->out_shape[0][1] = d;
+    c->out_ndim[1] = 1;
+    c->out_shape[1][0] = d;
+    double *x = malloc((size_t)d * sizeof *x), *dy = malloc((size_t)d * sizeof *dy),
+           *g = malloc((size_t)d * sizeof *g);
+    if (!x || !dy || !g) st = PARITY_E_NOMEM;
+    if (st == PARITY_OK) parity_tensor_to_f64(&c->inputs[2]->view, g);
+    for (int64_t i = 0; st == PARITY_OK && i < n; i++) {
+        double ss = 0;
+        for (int64_t k = 0; k < d; k++) {
+            x[k] = parity_tensor_get(&c->inputs[1]->view, i * d + k);
+            dy[k] = parity_tensor_get(&c->inputs[0]->view, i * d + k);
+            ss += x[k] * x[k];
+        }
+        double r = 1.0 / sqrt(ss / (double)d + PARITY_RMS_EPS), cc = 0, ca = 0;
+        for (int64_t k = 0; k < d; k++) {
+            double t = g[k] * dy[k] * x[k] * r;
+            cc += t;
+            ca += fabs(t);
+        }
+        cc /= (double)d;
+        ca /= (double)d;
+        R->k[i] = 1;
+        for (int64_t j = 0; j < d; j++) {
+            double xh = x[j] * r, dx = r * (g[j] * dy[j] - xh * cc);
+            R->ref[i * d + j] = dx;
+            R->s_acc[i * d + j] = fabs(dx);
+            R->s_up[i * d + j] = r * (fabs(g[j] * dy[j]) + fabs(xh) * ca);
+            G->ref[j] += dy[j] * xh;
+            G->s_acc[j] += fabs(dy[j] * xh);
+        }
+    }
+    for (int64_t j = 0; st == PARITY_OK && j < d; j++) {
+        G->s_up[j] = G->s_acc[j];
+        G->k[j] = n;
+    }
+    free(x);
+    free(dy);
+    free(g);
+    return st;
+}
+
+static parity_status_t rbwd_emulate(const parity_case_t *c, int out, const parity_format_t *acc,
+                                    parity_sum_order_t order, const int64_t *rows, int64_t n_rows,
+                                    double *dst)
+{
+    if (out != 0 && out != 1) return PARITY_E_UNSUPPORTED;
+    const parity_abi_tensor_t *DY = &c->inputs[0]->view, *X = &c->inputs[1]->view;
+    int64_t n = X->shape[0], d = X->shape[1];
+    float *buf = malloc((size_t)d * 5 * sizeof *buf);
+    /* scratch: d doubles for a row's terms; for dgamma also the n_rows channels' N terms */
+    double *sq = malloc((size_t)(d + (out == 1 ? n_rows * n : 0)) * sizeof *sq);
+    if (!buf || !sq) {
+        free(buf);
+        free(sq);
+        return PARITY_E_NOMEM;
+    }
+    float *x = buf, *dy = buf + d, *g = buf + 2 * d, *dx = buf + 3 * d, *xdy = buf + 4 * d;
+    parity_row_to_f32(&c->inputs[2]->view, 0, g);
+    if (out == 1) {
+        double *terms = sq + d;
+        for (int64_t i = 0; i < n; i++) {
+            parity_row_to_f32(X, i, x);
+            parity_row_to_f32(DY, i, dy);
+            parity_rms_bwd_row_f32(x, dy, g, d, (float)PARITY_RMS_EPS, dx, xdy, 0, 0);
+            for (int64_t q = 0; q < n_rows; q++) terms[q * n + i] = xdy[rows[q]];
+        }
+        for (int64_t q = 0; q < n_rows; q++)
+            dst[q] = parity_gemm_fast_sum(acc, terms + q * n, n, order);
+    } else {
+        for (int64_t q = 0; q < n_rows; q++) {
+            parity_row_to_f32(X, rows[q], x);
+            parity_row_to_f32(DY, rows[q], dy);
+            float r = emu_r(x, d, acc, order, sq);
+            for (int64_t k = 0; k < d; k++) sq[k] = (g[k] * dy[k]) * (x[k] * r);
+            float cc = (float)parity_gemm_fast_sum(acc, sq, d, order) / (float)d;
+            for (int64_t j = 0; j < d; j++) dst[q * d + j] = r * (g[j] * dy[j] - (x[j] * r) * cc);
+        }
+    }
+    free(buf);
+    free(sq);
+    return PARITY_OK;
+}
+
+const parity_op_t parity_op_rmsnorm_bwd = {
+    .name = "rmsnorm_bwd",
+    .summary = "RMSNorm backward: dx (N,D) and dgamma (D)",
+    .n_inputs = 3,
+    .n_outputs = 2,
+    .input_names = {"dy", "x", "gamma"},
+    .output_names = {"dx", "dgamma"},
+    .input_is_float = {1, 1, 1},
+    .faithful_accumulator = "fp32",
+    .error_model = "dx[i,j]: one term from ~4D+32 roundings; dgamma[j]: N terms dy*xhat",
+    .presets = RMS_PRESETS,
+    .n_presets = (int)(sizeof RMS_PRESETS / sizeof RMS_PRESETS[0]),
+    .baseline_workloads = RMS_BASELINES,
+    .build = rbwd_build,
+    .emulate = rbwd_emulate,
+    .free_priv = NULL,
+};

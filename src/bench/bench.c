@@ -1,0 +1,423 @@
+/* `parity bench`'s engine: check first, then time every kernel that ran on one workload in a
+ * child process (inputs regenerated and caches scrubbed between runs), and score the faithful
+ * ones against the speed of light and a baseline kernel (SOL-ExecBench's S).
+ * Deliberately not here: cost models (bench_cost.c), ceilings (bench_ceil.c), printing. */
+#include "parity/bench.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "src/core/parallel.h"
+#include "parity/tensor.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void progress(const parity_bench_opts_t *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void progress(const parity_bench_opts_t *o, const char *fmt, ...)
+{
+    if (!o->progress) return;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    o->progress(o->progress_ctx, msg);
+}
+
+void parity_time_opts_default(parity_time_opts_t *o)
+{
+    memset(o, 0, sizeof *o);
+    o->warmup = 2;
+    o->runs = 10;
+    o->timeout_s = 300;
+}
+
+void parity_bench_opts_default(parity_bench_opts_t *o)
+{
+    memset(o, 0, sizeof *o);
+    parity_check_opts_default(&o->check);
+    o->check.quick = 1;
+    o->check.noise_floor = 0;
+    parity_time_opts_default(&o->time);
+    parity_ceiling_opts_default(&o->ceil);
+    o->seed = 1;
+}
+
+/* ---- timing in a child ---------------------------------------------------------------------- */
+
+static int is_float_dtype(int32_t dt)
+{
+    return dt == PARITY_DT_F32 || dt == PARITY_DT_BF16 || dt == PARITY_DT_F16 || dt == PARITY_DT_F64;
+}
+
+/* Flip the sign bit of every element of the first floating-point input (exact for every float
+ * format; the distribution of a symmetric workload is unchanged, the outputs change). */
+static void regenerate(const parity_abi_call_t *call)
+{
+    for (int i = 0; i < call->n_inputs; i++) {
+        const parity_abi_tensor_t *t = &call->inputs[i];
+        if (!is_float_dtype(t->dtype)) continue;
+        int64_t ne = parity_tensor_numel(t);
+        if (t->dtype == PARITY_DT_BF16 || t->dtype == PARITY_DT_F16) {
+            uint16_t *p = t->data;
+            for (int64_t e = 0; e < ne; e++) p[e] ^= 0x8000u;
+        } else if (t->dtype == PARITY_DT_F32) {
+            uint32_t *p = t->data;
+            for (int64_t e = 0; e < ne; e++) p[e] ^= 0x80000000u;
+        } else {
+            uint64_t *p = t->data;
+            for (int64_t e = 0; e < ne; e++) p[e] ^= 0x8000000000000000ull;
+        }
+        return;
+    }
+}
+
+static void scrub(unsigned char *buf, int64_t n, int r)
+{
+    if (!buf) return;
+    memset(buf, r & 0xff, (size_t)n);
+    /* and read it back, so the lines are resident rather than in flight */
+    volatile unsigned char sink = 0;
+    for (int64_t i = 0; i < n; i += 4096) sink ^= buf[i];
+    (void)sink;
+}
+
+static int64_t default_scrub(void)
+{
+    int64_t llc = 0;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (l3 > 0) llc = l3;
+#endif
+    int64_t b = 2 * llc;
+    if (b < ((int64_t)64 << 20)) b = (int64_t)64 << 20;
+    long pages = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && psz > 0 && b > (int64_t)pages * psz / 8) b = (int64_t)pages * psz / 8;
+    return b;
+}
+
+parity_verdict_t parity_bench_time_kernel(const parity_abi_kernel_t *k, const parity_abi_call_t *call,
+                                          const parity_time_opts_t *o, double *times,
+                                          char *detail, size_t detail_len)
+{
+    parity_time_opts_t def;
+    if (!o) {
+        parity_time_opts_default(&def);
+        o = &def;
+    }
+    int runs = o->runs > 0 ? o->runs : 1, warm = o->warmup > 0 ? o->warmup : 0;
+    int64_t sb = o->scrub_bytes == 0 ? default_scrub() : o->scrub_bytes;
+    size_t shm_len = sizeof(double) * (size_t)(runs + 1);
+    double *shm = mmap(NULL, shm_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (shm == MAP_FAILED) {
+        snprintf(detail, detail_len, "cannot map shared memory for the times");
+        return PARITY_VERDICT_CRASHED;
+    }
+    memset(shm, 0, shm_len);
+    fflush(NULL);
+    double t0 = now_s();
+    pid_t pid = fork();
+    if (pid < 0) {
+        munmap(shm, shm_len);
+        snprintf(detail, detail_len, "cannot fork: %s", strerror(errno));
+        return PARITY_VERDICT_CRASHED;
+    }
+    if (pid == 0) {
+        /* The child owns copy-on-write inputs: regenerating them never reaches the parent. */
+        unsigned char *buf = sb > 0 ? malloc((size_t)sb) : NULL;
+        for (int r = 0; r < warm + runs; r++) {
+            regenerate(call);
+            scrub(buf, sb > 0 ? sb : 0, r);
+            double a = now_s();
+            int rc = k->run(call);
+            double b = now_s();
+            if (rc != PARITY_KERNEL_OK) _exit(rc == PARITY_KERNEL_UNSUPPORTED ? 64 : 65);
+            if (r >= warm) shm[r - warm] = b - a;
+        }
+        shm[runs] = 1.0; /* done */
+        _exit(0);
+    }
+    int status = 0;
+    long sleep_us = 500;
+    parity_verdict_t v = PARITY_VERDICT_FAITHFUL;
+    for (;;) {
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid) break;
+        if (r < 0 && errno != EINTR) break;
+        if (now_s() - t0 > o->timeout_s) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            snprintf(detail, detail_len, "timing not done after %.0f s (killed)", o->timeout_s);
+            munmap(shm, shm_len);
+            return PARITY_VERDICT_TIMEOUT;
+        }
+        usleep((useconds_t)sleep_us);
+        if (sleep_us < 20000) sleep_us *= 2;
+    }
+    if (WIFSIGNALED(status)) {
+        int sig = WTERMSIG(status);
+        snprintf(detail, detail_len, "killed by signal %d (%s) while timing", sig, strsignal(sig));
+        v = PARITY_VERDICT_CRASHED;
+    } else if (WIFEXITED(status) && WEXITSTATUS(status) == 64) {
+        snprintf(detail, detail_len, "kernel declined this shape/dtype");
+        v = PARITY_VERDICT_UNSUPPORTED;
+    } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || shm[runs] != 1.0) {
+        snprintf(detail, detail_len, "kernel failed while timing (exit status %d)",
+                 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        v = PARITY_VERDICT_CRASHED;
+    } else {
+        memcpy(times, shm, sizeof(double) * (size_t)runs);
+    }
+    munmap(shm, shm_len);
+    return v;
+}
+
+/* ---- the bench ------------------------------------------------------------------------------ */
+
+/* Merge a second check's verdicts into the rows (a kernel is faithful only if both say so). */
+static void take_verdicts(parity_bench_row_t *rows, int n, const parity_kernel_result_t *kr,
+                          const char *timed)
+{
+    for (int i = 0; i < n; i++) {
+        if (rows[i].verdict != PARITY_VERDICT_FAITHFUL) continue;
+        rows[i].verdict = kr[i].verdict;
+        if (kr[i].verdict == PARITY_VERDICT_FAITHFUL || kr[i].n_wl < 1) continue;
+        /* Name the timed workload when it failed there too ("unfaithful on text"), else the one
+         * that decided the verdict. */
+        const parity_wl_result_t *w = &kr[i].wl[kr[i].worst_wl];
+        for (int j = 0; j < kr[i].n_wl; j++)
+            if (strcmp(kr[i].wl[j].workload, timed) == 0 &&
+                kr[i].wl[j].verdict != PARITY_VERDICT_FAITHFUL)
+                w = &kr[i].wl[j];
+        snprintf(rows[i].verdict_wl, sizeof rows[i].verdict_wl, "%s", w->workload);
+        snprintf(rows[i].check_detail, sizeof rows[i].check_detail, "%s", w->detail);
+    }
+}
+
+static const parity_abi_kernel_t *default_baseline(const parity_op_t *op)
+{
+    for (int i = 0; i < parity_catalog_count(); i++) {
+        const parity_abi_kernel_t *k = parity_catalog_at(i);
+        if (strcmp(k->op, op->name) == 0 && k->expected && strcmp(k->expected, "faithful") == 0)
+            return k;
+    }
+    return NULL;
+}
+
+parity_status_t parity_bench_run(const parity_op_t *op, const parity_kernel_list_t *kernels,
+                                 const parity_bench_opts_t *o, parity_bench_result_t *res,
+                                 parity_diag_t *diag)
+{
+    memset(res, 0, sizeof *res);
+    res->baseline_row = -1;
+    if (!op || !kernels || !o) return parity_diag_set(diag, PARITY_E_INVALID, "bench: NULL argument");
+    res->op = op;
+    res->seed = o->seed;
+    parity_cost_t probe;
+    if (parity_bench_cost_shape(op->name, 1, 1, 1, PARITY_DT_F32, PARITY_DT_F32, &probe) != PARITY_OK)
+        return parity_diag_set(diag, PARITY_E_NOTFOUND,
+                               "op %s has no cost model (docs/bench.md lists the ops bench covers)",
+                               op->name);
+    /* The timed workload. */
+    const char *wname = o->workload;
+    if (!wname) wname = parity_op_find_preset(op, "text") ? "text" : op->presets[0].name;
+    parity_status_t st = parity_op_workload(op, wname, &res->wl);
+    if (st != PARITY_OK)
+        return parity_diag_set(diag, st, "op %s has no workload '%s' (list them: parity ops %s)",
+                               op->name, wname, op->name);
+
+    /* The rows: the kernels asked for, then the baseline if it is not among them. */
+    const char *bspec = o->baseline;
+    char bbuf[300];
+    if (!bspec) {
+        const parity_abi_kernel_t *bk = default_baseline(op);
+        if (bk) {
+            snprintf(bbuf, sizeof bbuf, "builtin:%s", bk->name);
+            bspec = bbuf;
+        }
+    }
+    int n = kernels->n, brow = -1;
+    if (bspec) {
+        for (int i = 0; i < n; i++)
+            if (strcmp(kernels->items[i].label, bspec) == 0) brow = i;
+        if (brow < 0) {
+            st = parity_kernel_resolve(bspec, op->name, &res->extra, diag);
+            if (st != PARITY_OK) return st;
+            brow = n;
+        }
+    }
+    int total = n + (brow == n ? 1 : 0);
+    res->refs = calloc((size_t)total, sizeof *res->refs);
+    res->rows = calloc((size_t)total, sizeof *res->rows);
+    if (!res->refs || !res->rows) return PARITY_E_NOMEM;
+    for (int i = 0; i < n; i++) res->refs[i] = kernels->items[i];
+    if (brow == n) res->refs[n] = res->extra.items[0];
+    res->n_rows = total;
+    for (int i = 0; i < total; i++) {
+        res->rows[i].kr = &res->refs[i];
+        res->rows[i].is_baseline = i == brow;
+        res->rows[i].added_baseline = i == brow && brow == n;
+        res->rows[i].verdict = PARITY_VERDICT_FAITHFUL;
+        res->rows[i].score = NAN;
+        res->rows[i].gbs = res->rows[i].gflops = res->rows[i].frac_sol = NAN;
+        res->rows[i].t_median = res->rows[i].t_best = res->rows[i].t_worst = NAN;
+    }
+    int n_threads = o->time.n_threads > 0 ? o->time.n_threads : parity_num_threads();
+    res->n_threads = n_threads;
+    res->n = res->wl.n;
+    res->d = res->wl.d;
+    res->v = res->wl.v;
+    res->runs = o->time.runs > 0 ? o->time.runs : 1;
+    res->warmup = o->time.warmup;
+
+    /* 1. The ceilings, with the threads the kernels get. */
+    parity_ceiling_opts_t co = o->ceil;
+    co.n_threads = n_threads;
+    progress(o, "bench: machine ceilings%s", co.remeasure ? " (remeasuring)" : "");
+    st = parity_bench_ceilings(&co, &res->ceil, diag);
+    if (st != PARITY_OK) return st;
+
+    /* 2. The gate: check every row (the suite, and the timed workload if the suite lacks it). */
+    parity_kernel_list_t all = {res->refs, total, NULL, 0};
+    parity_check_opts_t chk = o->check;
+    chk.seed = o->seed;
+    chk.n_threads = n_threads;
+    chk.progress = o->progress;
+    chk.progress_ctx = o->progress_ctx;
+    int suite_has_timed = 0;
+    if (chk.workload) {
+        suite_has_timed = strcmp(chk.workload, wname) == 0;
+        snprintf(res->check_workloads, sizeof res->check_workloads, "%s", chk.workload);
+    } else {
+        for (int i = 0; i < op->n_presets; i++)
+            if (!(chk.quick && op->presets[i].production) && strcmp(op->presets[i].name, wname) == 0)
+                suite_has_timed = 1;
+        snprintf(res->check_workloads, sizeof res->check_workloads, "%s",
+                 chk.quick ? "every non-production workload (--quick)" : "every workload");
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            if (suite_has_timed) break;
+            chk.workload = wname;
+            size_t l = strlen(res->check_workloads);
+            snprintf(res->check_workloads + l, sizeof res->check_workloads - l, " + %s", wname);
+        }
+        progress(o, "bench: check %s on %s", op->name, chk.workload ? chk.workload : res->check_workloads);
+        parity_kernel_result_t *kr = NULL;
+        st = parity_check_run(op, &all, &chk, &kr, diag);
+        if (st != PARITY_OK) return st;
+        take_verdicts(res->rows, total, kr, wname);
+        parity_check_results_free(kr, total);
+    }
+
+    /* 3. Time every kernel that ran to completion in the check, on the timed workload. */
+    parity_case_t *cases[4] = {0};
+    parity_dtype_t case_dt[4];
+    int n_cases = 0;
+    double *times = malloc(sizeof(double) * (size_t)res->runs);
+    if (!times) return PARITY_E_NOMEM;
+    int have_cost = 0;
+    for (int i = 0; i < total && st == PARITY_OK; i++) {
+        parity_bench_row_t *row = &res->rows[i];
+        const parity_abi_kernel_t *k = row->kr->k;
+        if (row->verdict == PARITY_VERDICT_CRASHED || row->verdict == PARITY_VERDICT_TIMEOUT ||
+            row->verdict == PARITY_VERDICT_UNSUPPORTED) {
+            snprintf(row->time_detail, sizeof row->time_detail, "not timed: %s in the check",
+                     parity_verdict_name(row->verdict));
+            continue;
+        }
+        parity_case_t *c = NULL;
+        for (int j = 0; j < n_cases; j++)
+            if (case_dt[j] == (parity_dtype_t)k->in_dtype) c = cases[j];
+        if (!c) {
+            if (n_cases == 4) {
+                parity_case_free(cases[0]);
+                memmove(cases, cases + 1, 3 * sizeof *cases);
+                memmove(case_dt, case_dt + 1, 3 * sizeof *case_dt);
+                n_cases = 3;
+            }
+            st = parity_case_build(op, &res->wl, o->seed, (parity_dtype_t)k->in_dtype, &c, diag);
+            if (st != PARITY_OK) break;
+            cases[n_cases] = c;
+            case_dt[n_cases++] = (parity_dtype_t)k->in_dtype;
+        }
+        parity_tensor_t *outs[PARITY_OP_MAX_ARGS] = {0};
+        int ok = 1;
+        for (int j = 0; j < c->n_outputs; j++) {
+            outs[j] = parity_tensor_new(op->output_names[j], (parity_dtype_t)k->out_dtype,
+                                        c->out_ndim[j], c->out_shape[j]);
+            if (!outs[j]) ok = 0;
+        }
+        if (ok) {
+            parity_abi_tensor_t in[PARITY_OP_MAX_ARGS], out[PARITY_OP_MAX_ARGS];
+            parity_abi_call_t call;
+            parity_case_make_call(c, in, out, outs, n_threads, o->seed, &call);
+            parity_cost_t cost;
+            int cost_ok = parity_bench_cost_call(&call, &cost) == PARITY_OK;
+            if (cost_ok && (!have_cost || i == brow)) {
+                /* The problem's cost (and T_SOL) is the baseline's: its dtypes define the task. */
+                res->cost = cost;
+                have_cost = 1;
+            }
+            progress(o, "bench: timing %s (%d of %d): %d warm-up + %d runs, %d thread(s)",
+                     row->kr->label, i + 1, total, res->warmup, res->runs, n_threads);
+            parity_verdict_t tv = parity_bench_time_kernel(k, &call, &o->time, times,
+                                                           row->time_detail,
+                                                           sizeof row->time_detail);
+            if (tv == PARITY_VERDICT_FAITHFUL) {
+                row->timed = 1;
+                parity_bench_stats(times, res->runs, &row->t_median, &row->t_best, &row->t_worst);
+                if (cost_ok && row->t_median > 0) {
+                    row->gbs = cost.bytes / row->t_median * 1e-9;
+                    row->gflops = cost.flops / row->t_median * 1e-9;
+                }
+            }
+        } else {
+            snprintf(row->time_detail, sizeof row->time_detail, "cannot allocate the outputs");
+        }
+        for (int j = 0; j < c->n_outputs; j++) parity_tensor_free(outs[j]);
+    }
+    for (int j = 0; j < n_cases; j++) parity_case_free(cases[j]);
+    free(times);
+    if (st != PARITY_OK) return st;
+
+    /* 4. Speed of light and scores. */
+    res->t_sol = have_cost ? parity_bench_sol(&res->cost, &res->ceil) : NAN;
+    if (brow >= 0 && res->rows[brow].timed && res->rows[brow].verdict == PARITY_VERDICT_FAITHFUL)
+        res->baseline_row = brow;
+    for (int i = 0; i < total; i++) {
+        parity_bench_row_t *row = &res->rows[i];
+        if (!row->timed) continue;
+        row->frac_sol = res->t_sol / row->t_median;
+        if (row->verdict != PARITY_VERDICT_FAITHFUL || res->baseline_row < 0) continue;
+        row->score = parity_bench_score(row->t_median, res->t_sol, res->rows[brow].t_median);
+        row->scored = !isnan(row->score);
+    }
+    return PARITY_OK;
+}
+
+void parity_bench_result_free(parity_bench_result_t *res)
+{
+    if (!res) return;
+    free(res->rows);
+    free(res->refs);
+    parity_kernel_list_free(&res->extra);
+    res->rows = NULL;
+    res->refs = NULL;
+    res->n_rows = 0;
+}

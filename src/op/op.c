@@ -1,0 +1,167 @@
+/* The op registry and helpers shared by op implementations. */
+#include "parity/op.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/ops_impl.h"
+
+static const parity_op_t *const OPS[] = {
+    &parity_op_embedding_rmsnorm_bwd,
+    &parity_op_embedding_bwd,
+    &parity_op_embedding_fwd,
+    &parity_op_rmsnorm_fwd,
+    &parity_op_rmsnorm_bwd,
+    &parity_op_log_softmax, &parity_op_cross_entropy,
+    &parity_op_moe_router_combine,
+    &parity_op_moe_router_combine_bwd,
+    &parity_op_gemm, &parity_op_gemm_bwd,
+    &parity_op_attention, &parity_op_attention_bwd,
+};
+
+int parity_op_count(void) { return (int)(sizeof OPS / sizeof OPS[0]); }
+
+const parity_op_t *parity_op_at(int i)
+{
+    return i >= 0 && i < parity_op_count() ? OPS[i] : NULL;
+}
+
+const parity_op_t *parity_op_find(const char *name)
+{
+    for (int i = 0; i < parity_op_count(); i++)
+        if (strcmp(OPS[i]->name, name) == 0) return OPS[i];
+    return NULL;
+}
+
+const parity_workload_t *parity_op_find_preset(const parity_op_t *op, const char *name)
+{
+    for (int i = 0; i < op->n_presets; i++)
+        if (strcmp(op->presets[i].name, name) == 0) return &op->presets[i];
+    return NULL;
+}
+
+parity_status_t parity_op_workload(const parity_op_t *op, const char *name, parity_workload_t *out)
+{
+    char base[40];
+    const char *at = strchr(name, '@');
+    size_t bl = at ? (size_t)(at - name) : strlen(name);
+    if (bl >= sizeof base) return PARITY_E_NOTFOUND;
+    memcpy(base, name, bl);
+    base[bl] = 0;
+    const parity_workload_t *p = parity_op_find_preset(op, base);
+    if (!p) return PARITY_E_NOTFOUND;
+    *out = *p;
+    if (!at) return PARITY_OK;
+    long long n = 0, d = 0, v = p->v;
+    char extra;
+    int got = sscanf(at + 1, "%lldx%lldx%lld%c", &n, &d, &v, &extra);
+    /* A preset without a V dimension (V = 0: rmsnorm, ...) takes NxD as its whole shape. */
+    int no_v = got == 2 && p->v == 0;
+    if (got < 2 || got > 3 || n < 1 || d < 1 || (v < 1 && !no_v) ||
+        (double)n * (double)d > 2147483648.0 || (double)v * (double)d > 2147483648.0)
+        return PARITY_E_INVALID;
+    out->n = n;
+    out->d = d;
+    out->v = v;
+    if (no_v) snprintf(out->label, sizeof out->label, "%s@%lldx%lld", base, n, d);
+    else snprintf(out->label, sizeof out->label, "%s@%lldx%lldx%lld", base, n, d, v);
+    out->name = out->label;
+    return PARITY_OK;
+}
+
+parity_status_t parity_case_build(const parity_op_t *op, const parity_workload_t *wl, uint64_t seed,
+                                  parity_dtype_t in_dtype, parity_case_t **out, parity_diag_t *diag)
+{
+    *out = NULL;
+    parity_case_t *c = calloc(1, sizeof *c);
+    if (!c) return PARITY_E_NOMEM;
+    c->op = op;
+    c->wl = wl;
+    c->seed = seed;
+    c->in_dtype = in_dtype;
+    c->n_inputs = op->n_inputs;
+    c->n_outputs = op->n_outputs;
+    parity_status_t st = op->build(op, wl, seed, in_dtype, c, diag);
+    if (st != PARITY_OK) {
+        parity_case_free(c);
+        return st;
+    }
+    *out = c;
+    return PARITY_OK;
+}
+
+void parity_case_make_call(const parity_case_t *c, parity_abi_tensor_t *in, parity_abi_tensor_t *out,
+                           parity_tensor_t *const *outs, int n_threads, uint64_t seed,
+                           parity_abi_call_t *call)
+{
+    for (int i = 0; i < c->n_inputs; i++) in[i] = c->inputs[i]->view;
+    for (int i = 0; i < c->n_outputs; i++) out[i] = outs[i]->view;
+    memset(call, 0, sizeof *call);
+    call->abi_version = PARITY_ABI_VERSION;
+    call->struct_size = sizeof *call;
+    call->op = c->op->name;
+    call->n_inputs = c->n_inputs;
+    call->n_outputs = c->n_outputs;
+    call->inputs = in;
+    call->outputs = out;
+    call->n_attrs = c->n_attrs;
+    call->attr_names = c->attr_names;
+    call->attr_values = c->attr_values;
+    call->seed = seed;
+    call->n_threads = n_threads > 0 ? n_threads : 1;
+}
+
+static void ref_free(parity_ref_output_t *r)
+{
+    free(r->slot);
+    free(r->ref);
+    free(r->s_acc);
+    free(r->s_up);
+    free(r->k);
+    free(r->row_key);
+    free(r->s_op);
+}
+
+void parity_case_free(parity_case_t *c)
+{
+    if (!c) return;
+    if (c->op && c->op->free_priv) c->op->free_priv(c);
+    for (int i = 0; i < PARITY_OP_MAX_ARGS; i++) {
+        parity_tensor_free(c->inputs[i]);
+        ref_free(&c->ref[i]);
+    }
+    free(c->owned_wl);
+    free(c);
+}
+
+parity_status_t parity_ref_output_alloc(parity_ref_output_t *r, const char *name,
+                                        const char *row_kind, int64_t rows, int64_t cols,
+                                        int sparse, int64_t n_slots, int with_s_up)
+{
+    memset(r, 0, sizeof *r);
+    r->name = name;
+    r->row_kind = row_kind;
+    r->rows = rows;
+    r->cols = cols;
+    r->n_slots = sparse ? n_slots : rows;
+    size_t ne = (size_t)r->n_slots * (size_t)cols;
+    if (sparse && !(r->slot = malloc((size_t)rows * sizeof *r->slot))) return PARITY_E_NOMEM;
+    r->ref = calloc(ne ? ne : 1, sizeof *r->ref);
+    r->s_acc = calloc(ne ? ne : 1, sizeof *r->s_acc);
+    r->k = calloc(r->n_slots ? (size_t)r->n_slots : 1, sizeof *r->k);
+    if (with_s_up) r->s_up = calloc(ne ? ne : 1, sizeof *r->s_up);
+    if (!r->ref || !r->s_acc || !r->k || (with_s_up && !r->s_up)) return PARITY_E_NOMEM;
+    return PARITY_OK;
+}
+
+void parity_store_f64(parity_tensor_t *t, const double *src)
+{
+    int64_t n = parity_tensor_numel(&t->view);
+    if (t->view.dtype == PARITY_DT_F32) {
+        float *p = t->view.data;
+        for (int64_t i = 0; i < n; i++) p[i] = (float)src[i];
+    } else { /* encodes from double directly: no double rounding through fp32 */
+        for (int64_t i = 0; i < n; i++) parity_tensor_set(&t->view, i, src[i]);
+    }
+}

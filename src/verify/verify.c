@@ -1,0 +1,361 @@
+/* Runs candidates against references over workloads and judges them (see verify.h and
+ * docs/error-model.md). Runs are isolated in child processes; buffers live in shared memory. */
+#include "parity/verify.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "src/verify/verify_impl.h"
+
+/* The 11-bit emulation keeps fp32's exponent range (custom:m=10,e=8): the emulations then differ
+ * in precision only, so error falls monotonically with bits. fp16 itself would also underflow
+ * gradient-scale terms, which is a range problem, not a precision one. */
+const char *const parity_emu_names[PARITY_N_EMU] = {
+    "bf16 sequential", "bf16 pairwise", "11-bit sequential", "11-bit pairwise",
+    "fp32 sequential", "fp32 pairwise"};
+const int parity_emu_bits[PARITY_N_EMU] = {8, 8, 11, 11, 24, 24};
+
+/* The failure probability we accept for a faithful kernel on one output of one workload. */
+#define PARITY_ALPHA 1e-6
+
+const char *parity_verdict_name(parity_verdict_t v)
+{
+    switch (v) {
+    case PARITY_VERDICT_FAITHFUL: return "faithful";
+    case PARITY_VERDICT_UNFAITHFUL: return "unfaithful";
+    case PARITY_VERDICT_CRASHED: return "crashed";
+    case PARITY_VERDICT_TIMEOUT: return "timeout";
+    case PARITY_VERDICT_OOB: return "wrote-out-of-bounds";
+    case PARITY_VERDICT_MODIFIED_INPUTS: return "modified-inputs";
+    case PARITY_VERDICT_NONDETERMINISTIC: return "nondeterministic";
+    case PARITY_VERDICT_UNSUPPORTED: return "unsupported";
+    }
+    return "?";
+}
+
+void parity_check_opts_default(parity_check_opts_t *o)
+{
+    memset(o, 0, sizeof *o);
+    o->seed = 1;
+    o->noise_floor = 1;
+    o->timeout_s = 120;
+}
+
+double parity_gamma(double n, double u)
+{
+    if (n <= 0) return 0;
+    double nu = n * u;
+    return nu >= 1 ? INFINITY : nu / (1 - nu);
+}
+
+double parity_gamma_prob(double n, double u, double lambda)
+{
+    if (n <= 0) return 0;
+    return expm1(lambda * sqrt(n) * u + n * u * u / (1 - u));
+}
+
+double parity_lambda(double n, double elements, double alpha)
+{
+    /* 2 n exp(-lambda^2/2) * elements <= alpha  =>  lambda = sqrt(2 ln(2 n elements / alpha));
+     * the (1-u)^2 factor is folded in by the caller's u << 1 (it changes lambda by < 1e-6). */
+    if (n < 1) n = 1;
+    if (elements < 1) elements = 1;
+    return sqrt(2.0 * log(2.0 * n * elements / alpha));
+}
+
+double parity_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- isolated execution ---------------------------------------------------------------------- */
+
+/* A forked child does not inherit the page tables of shared mappings (Linux copies them for
+ * private memory only), so a kernel touching a pooled output of hundreds of MB would take a
+ * fault per 4 KiB page. One madvise per tensor fills the tables in a single call instead:
+ * measured 2-3x less time than first-touch faults for 800 MB on this machine
+ * (docs/check-speed.md). Advisory: an older kernel without MADV_POPULATE_* changes nothing. */
+static void populate(const parity_abi_tensor_t *t, int n, int write)
+{
+#if defined(MADV_POPULATE_WRITE) && defined(MADV_POPULATE_READ)
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0) return;
+    for (int i = 0; i < n; i++) {
+        size_t es = parity_dtype_size((parity_dtype_t)t[i].dtype);
+        int64_t ne = parity_tensor_numel(&t[i]);
+        if (!t[i].data || es == 0 || ne <= 0) continue;
+        uintptr_t a = (uintptr_t)t[i].data, e = a + (uintptr_t)ne * es;
+        a &= ~(uintptr_t)(page - 1);
+        e = (e + (uintptr_t)page - 1) & ~(uintptr_t)(page - 1);
+        (void)madvise((void *)a, e - a, write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
+    }
+#else
+    (void)t; (void)n; (void)write;
+#endif
+}
+
+static void populate_call(const parity_abi_call_t *c)
+{
+    populate(c->inputs, c->n_inputs, 0);
+    populate(c->outputs, c->n_outputs, 1);
+}
+
+parity_verdict_t parity_run_isolated(const parity_abi_kernel_t *k, const parity_abi_call_t *decoy,
+                                     const parity_abi_call_t *call, double timeout_s, char *detail,
+                                     size_t detail_len, double *seconds)
+{
+    double t0 = parity_now();
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) { /* cannot isolate: run in-process rather than give up */
+        if (decoy) (void)k->run(decoy);
+        int rc = k->run(call);
+        *seconds = parity_now() - t0;
+        if (rc == PARITY_KERNEL_UNSUPPORTED) {
+            snprintf(detail, detail_len, "kernel declined this shape/dtype");
+            return PARITY_VERDICT_UNSUPPORTED;
+        }
+        if (rc != PARITY_KERNEL_OK) {
+            snprintf(detail, detail_len, "kernel returned error %d", rc);
+            return PARITY_VERDICT_CRASHED;
+        }
+        return PARITY_VERDICT_FAITHFUL;
+    }
+    if (pid == 0) {
+        /* The decoy call runs first in the same process, on different inputs of the same shape:
+         * a kernel that caches results across calls returns the decoy's answer and fails. */
+        if (decoy) populate_call(decoy);
+        populate_call(call);
+        if (decoy) (void)k->run(decoy);
+        int rc = k->run(call);
+        _exit(rc == PARITY_KERNEL_OK ? 0 : rc == PARITY_KERNEL_UNSUPPORTED ? 64 : 65);
+    }
+    int status = 0;
+    long sleep_us = 200;
+    for (;;) {
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid) break;
+        if (r < 0 && errno != EINTR) break;
+        if (parity_now() - t0 > timeout_s) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            *seconds = parity_now() - t0;
+            snprintf(detail, detail_len, "no result after %.0f s (killed)", timeout_s);
+            return PARITY_VERDICT_TIMEOUT;
+        }
+        usleep((useconds_t)sleep_us);
+        if (sleep_us < 20000) sleep_us *= 2;
+    }
+    *seconds = parity_now() - t0;
+    if (WIFSIGNALED(status)) {
+        int sig = WTERMSIG(status);
+        snprintf(detail, detail_len, "killed by signal %d (%s)", sig, strsignal(sig));
+        return PARITY_VERDICT_CRASHED;
+    }
+    if (WIFEXITED(status)) {
+        int code = WEXITSTATUS(status);
+        if (code == 0) return PARITY_VERDICT_FAITHFUL; /* "ran"; judged later */
+        if (code == 64) {
+            snprintf(detail, detail_len, "kernel declined this shape/dtype");
+            return PARITY_VERDICT_UNSUPPORTED;
+        }
+        if (code == 65) snprintf(detail, detail_len, "kernel returned an error");
+        else snprintf(detail, detail_len, "kernel exited the process with status %d", code);
+        return PARITY_VERDICT_CRASHED;
+    }
+    snprintf(detail, detail_len, "child ended abnormally");
+    return PARITY_VERDICT_CRASHED;
+}
+
+/* ---- judgement ------------------------------------------------------------------------------ */
+
+/* Precision (bits) and unit roundoff of a dtype; min subnormal for the absolute underflow term. */
+static void dtype_precision(parity_dtype_t dt, double *u, double *tiny)
+{
+    switch (dt) {
+    case PARITY_DT_F64: *u = 0x1p-53; *tiny = 0x1p-1074; return;
+    case PARITY_DT_BF16: *u = 0x1p-8; *tiny = 0x1p-133; return;
+    case PARITY_DT_F16: *u = 0x1p-11; *tiny = 0x1p-24; return;
+    default: *u = 0x1p-24; *tiny = 0x1p-149; return;
+    }
+}
+
+/* Tolerance of one element from precomputed coefficients: g_k = gamma(k-1) of the row, g_m =
+ * gamma(m_up) of the output (probabilistic or worst-case alike). */
+static inline double tol_from(double g_k, double g_m, double ref, double sa, double su,
+                              double under, double u_out, double tiny_out)
+{
+    double acc = g_k * sa + g_m * su + under;
+    /* Output rounding to a narrower dtype: |fl(s) - s| <= u_out |s| <= u_out (|ref| + acc). */
+    return acc + u_out * (fabs(ref) + acc) + tiny_out;
+}
+
+void parity_tolerance(const parity_ref_output_t *R, int64_t slot, int64_t j, double u_acc,
+                      double tiny_acc, double u_out, double tiny_out, double lambda, double *tol_p,
+                      double *tol_d)
+{
+    /* Accumulating k terms takes k-1 additions; each term came from m_up roundings. Underflow:
+     * each operation may lose up to the accumulator's smallest subnormal spacing. */
+    double k = (double)R->k[slot], m = (double)R->m_up;
+    double ref = R->ref[slot * R->cols + j], sa = R->s_acc[slot * R->cols + j];
+    double su = R->s_up ? R->s_up[slot * R->cols + j] : 0;
+    double under = (k + m) * tiny_acc;
+    double op_d = R->s_op ? R->u_op * sa : 0;
+    double op_p = R->s_op ? fmin(lambda * R->u_op * R->s_op[slot * R->cols + j], op_d) : 0;
+    *tol_p = tol_from(parity_gamma_prob(k - 1, u_acc, lambda), parity_gamma_prob(m, u_acc, lambda),
+                      ref, sa, su, under + op_p, u_out, tiny_out);
+    *tol_d = tol_from(parity_gamma(k - 1, u_acc), parity_gamma(m, u_acc), ref, sa, su, under + op_d,
+                      u_out, tiny_out);
+}
+
+/* 1 if elements [start, start + n) are all zero (either sign): a row without terms. */
+static int row_all_zero(const parity_abi_tensor_t *out, int64_t start, int64_t n)
+{
+    if (out->dtype == PARITY_DT_F32) {
+        const uint32_t *p = (const uint32_t *)out->data + start;
+        uint32_t acc = 0;
+        for (int64_t j = 0; j < n; j++) acc |= p[j] & 0x7fffffffu;
+        return acc == 0;
+    }
+    if (out->dtype == PARITY_DT_BF16 || out->dtype == PARITY_DT_F16) {
+        const uint16_t *p = (const uint16_t *)out->data + start;
+        unsigned acc = 0;
+        for (int64_t j = 0; j < n; j++) acc |= p[j] & 0x7fffu;
+        return acc == 0;
+    }
+    for (int64_t j = 0; j < n; j++)
+        if (parity_tensor_get(out, start + j) != 0) return 0;
+    return 1;
+}
+
+/* Judge one output of a run. Fills max_q, max_qd, rows, nan count, worst, and per-row errors
+ * for the hit correlation (row_err may be NULL). */
+void parity_judge_output(const parity_ref_output_t *R, const parity_abi_tensor_t *out,
+                         parity_dtype_t acc_dtype, int out_index, parity_wl_result_t *res,
+                         double *row_err)
+{
+    double u_acc, tiny_acc, u_out, tiny_out;
+    dtype_precision(acc_dtype, &u_acc, &tiny_acc);
+    dtype_precision((parity_dtype_t)out->dtype, &u_out, &tiny_out);
+    if (u_out <= u_acc) { /* output as wide as the accumulator: its rounding is in gamma_k */
+        u_out = 0;
+        tiny_out = 0;
+    }
+    int64_t kmax = 1;
+    for (int64_t s = 0; s < R->n_slots; s++) kmax = R->k[s] > kmax ? R->k[s] : kmax;
+    double nmax = (double)(kmax > R->m_up ? kmax : R->m_up);
+    double lambda = parity_lambda(nmax, (double)R->rows * (double)R->cols, PARITY_ALPHA);
+    if (lambda > res->lambda) res->lambda = lambda;
+    double m = (double)R->m_up;
+    double gm_p = parity_gamma_prob(m, u_acc, lambda), gm_d = parity_gamma(m, u_acc);
+    for (int64_t r = 0; r < R->rows; r++) {
+        int64_t slot = R->slot ? R->slot[r] : r;
+        double rq = 0, rerr = 0, rscale = 0;
+        int64_t rk = slot >= 0 ? R->k[slot] : 0;
+        double gk_p = parity_gamma_prob((double)rk - 1, u_acc, lambda);
+        double gk_d = parity_gamma((double)rk - 1, u_acc);
+        double under = ((double)rk + m) * tiny_acc;
+        if (rk > res->max_hits && R->slot) res->max_hits = rk;
+        if (slot < 0 && row_all_zero(out, r * R->cols, R->cols)) { /* the common, fast case */
+            res->rows_judged++;
+            if (row_err) row_err[r] = 0;
+            continue;
+        }
+        parity_worst_t rw; /* this row's worst element */
+        memset(&rw, 0, sizeof rw);
+        for (int64_t j = 0; j < R->cols; j++) {
+            int64_t idx = r * R->cols + j;
+            double y = out->dtype == PARITY_DT_F32 ? ((const float *)out->data)[idx]
+                                                   : parity_tensor_get(out, idx);
+            double ref = 0, tp = 0, td = 0;
+            if (slot >= 0) {
+                int64_t e = slot * R->cols + j;
+                ref = R->ref[e];
+                double sc = R->s_acc[e], su = R->s_up ? R->s_up[e] : 0;
+                /* Operand roundings: u_op sum|x| <= u_op s_acc always holds (worst case);
+                 * Hoeffding's lambda u_op sqrt(sum x^2) is smaller when many terms share the
+                 * sum, larger when one dominates: the verdict takes the smaller (op.h). */
+                double op_d = R->s_op ? R->u_op * sc : 0;
+                double op_p = R->s_op ? fmin(lambda * R->u_op * R->s_op[e], op_d) : 0;
+                tp = tol_from(gk_p, gm_p, ref, sc, su, under + op_p, u_out, tiny_out);
+                td = tol_from(gk_d, gm_d, ref, sc, su, under + op_d, u_out, tiny_out);
+                rscale = sc > rscale ? sc : rscale;
+            }
+            double err, q, qd;
+            if (isnan(y)) {
+                res->nan_count++;
+                err = INFINITY;
+                q = qd = INFINITY;
+            } else if (isinf(y) || isinf(ref)) {
+                err = (y == ref) ? 0 : INFINITY;
+                q = qd = (y == ref) ? 0 : INFINITY;
+            } else {
+                err = fabs(y - ref);
+                q = err == 0 ? 0 : tp > 0 ? err / tp : INFINITY;
+                qd = err == 0 ? 0 : td > 0 ? err / td : INFINITY;
+            }
+            if (err > rerr) rerr = err;
+            if (q > rq || j == 0) {
+                rw = (parity_worst_t){.row = r, .row_key = R->row_key ? R->row_key[r] : r, .col = j,
+                                      .k = rk, .got = y, .ref = ref, .err = err, .tol = tp, .q = q};
+                snprintf(rw.output, sizeof rw.output, "%s", R->name);
+            }
+            if (q > rq) rq = q;
+            if (qd > res->max_qd) res->max_qd = qd;
+            if (q > res->worst.q || (res->worst.q == 0 && res->worst.output[0] == 0)) {
+                res->worst.q = q;
+                snprintf(res->worst.output, sizeof res->worst.output, "%s", R->name);
+                res->worst.row = r;
+                res->worst.row_key = R->row_key ? R->row_key[r] : r;
+                res->worst.col = j;
+                res->worst.k = rk;
+                res->worst.got = y;
+                res->worst.ref = ref;
+                res->worst.err = err;
+                res->worst.tol = tp;
+            }
+        }
+        res->rows_judged++;
+        if (rq > 1) { /* keep the PARITY_N_WORST_ROWS failing rows with the largest err/tol */
+            res->rows_failed++;
+            int pos = res->n_worst_rows;
+            while (pos > 0 && res->worst_rows[pos - 1].q < rq) pos--;
+            if (pos < PARITY_N_WORST_ROWS) {
+                int last = res->n_worst_rows < PARITY_N_WORST_ROWS ? res->n_worst_rows : PARITY_N_WORST_ROWS - 1;
+                memmove(&res->worst_rows[pos + 1], &res->worst_rows[pos], (size_t)(last - pos) * sizeof rw);
+                res->worst_rows[pos] = rw;
+                if (res->n_worst_rows < PARITY_N_WORST_ROWS) res->n_worst_rows++;
+            }
+        }
+        if (rq > res->max_q) res->max_q = rq;
+        if (row_err) row_err[r] = rscale > 0 ? rerr / rscale : (rerr > 0 ? INFINITY : 0);
+    }
+    (void)out_index;
+}
+
+/* Pearson r of log(k) and log(row error) over rows with k > 0 and a finite, positive error. */
+double parity_hit_correlation(const parity_ref_output_t *R, const double *row_err)
+{
+    double n = 0, sx = 0, sy = 0, sxx = 0, syy = 0, sxy = 0;
+    for (int64_t r = 0; r < R->rows; r++) {
+        int64_t slot = R->slot ? R->slot[r] : r;
+        if (slot < 0 || R->k[slot] <= 0 || !(row_err[r] > 0) || isinf(row_err[r])) continue;
+        double x = log((double)R->k[slot]), y = log(row_err[r]);
+        n++;
+        sx += x; sy += y; sxx += x * x; syy += y * y; sxy += x * y;
+    }
+    if (n < 3) return NAN;
+    double cov = sxy - sx * sy / n, vx = sxx - sx * sx / n, vy = syy - sy * sy / n;
+    if (vx <= 0 || vy <= 0) return NAN;
+    return cov / sqrt(vx * vy);
+}
