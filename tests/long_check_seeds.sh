@@ -11,8 +11,10 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 runs=0
-# PARITY_OPS="gemm attention_fwd" limits the run to those ops.
-for op in ${PARITY_OPS:-embedding_rmsnorm_bwd embedding_bwd embedding_fwd rmsnorm_fwd rmsnorm_bwd log_softmax cross_entropy moe_router_combine moe_router_combine_bwd gemm gemm_bwd attention_fwd attention_bwd}; do
+# Every op of ops/ops.def (CTest passes the list as PARITY_ALL_OPS); PARITY_OPS="gemm attention_fwd"
+# limits the run to those ops.
+ALL=${PARITY_ALL_OPS:-$(sed -n 's/^PARITY_OP([a-z_0-9]*, *\([a-z_0-9]*\)).*/\1/p' "$(dirname "$0")/../ops/ops.def" | tr '\n' ' ')}
+for op in ${PARITY_OPS:-$ALL}; do
   for seed in 1 2 3 4 5; do
     t0=$(date +%s)
     "$P" check $op --kernel builtin:all --seed $seed -q --json "$tmp/r.json" >"$tmp/r.txt" 2>&1

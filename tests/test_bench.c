@@ -115,6 +115,67 @@ static void cost_from_a_built_case(void **state)
     }
 }
 
+/* Every op of the registry has a cost model (ops/ops.def makes a missing one a link error; this
+ * checks each gives work), and the attention and MoE models by hand through a call's shapes and
+ * attributes. */
+static void cost_every_op(void **state)
+{
+    (void)state;
+    parity_cost_t c;
+    for (int i = 0; i < parity_op_count(); i++) {
+        assert_int_equal(parity_bench_cost_shape(parity_op_at(i)->name, 4, 8, 3, PARITY_DT_BF16,
+                                                 PARITY_DT_F32, &c), PARITY_OK);
+        assert_true(c.bytes > 0 && c.flops >= 0);
+    }
+    /* attention_fwd: Q, K, V (H=2, T=4, Dh=8) bf16, O f32, LSE f32, causal: P = 2*4*5/2 = 20
+     * pairs, flops 20*(4*8+4) + 2*4*(8+2) = 800; read 3*2*4*8*2 = 384 B; write 2*4*8*4 + 2*4*4 =
+     * 288 B. Not causal: P = 32, flops 32*36 + 80 = 1232. */
+    parity_abi_tensor_t in[3], out[2];
+    memset(in, 0, sizeof in);
+    memset(out, 0, sizeof out);
+    for (int a = 0; a < 3; a++) {
+        in[a].dtype = PARITY_DT_BF16;
+        in[a].ndim = 3;
+        in[a].shape[0] = 2, in[a].shape[1] = 4, in[a].shape[2] = 8;
+    }
+    out[0] = in[0];
+    out[0].dtype = PARITY_DT_F32;
+    out[1].dtype = PARITY_DT_F32;
+    out[1].ndim = 2;
+    out[1].shape[0] = 2, out[1].shape[1] = 4;
+    const char *names[1] = {"causal"};
+    double causal = 1;
+    parity_abi_call_t call;
+    memset(&call, 0, sizeof call);
+    call.op = "attention_fwd";
+    call.n_inputs = 3, call.n_outputs = 2, call.inputs = in, call.outputs = out;
+    call.n_attrs = 1, call.attr_names = names, call.attr_values = &causal;
+    assert_int_equal(parity_bench_cost_call(&call, &c), PARITY_OK);
+    assert_true(c.flops == 800 && c.bytes_read == 384 && c.bytes_written == 288);
+    causal = 0;
+    assert_int_equal(parity_bench_cost_call(&call, &c), PARITY_OK);
+    assert_true(c.flops == 1232);
+    /* moe_router_combine: logits (N=4, E=3), expert_out (4, 3, D=8) bf16, k = 2; out (4, 8) and
+     * gates (4, 3) f32: read 4*3*2 + 4*2*8*2 = 152 B, write 4*8*4 + 4*3*4 = 176 B, flops
+     * 4*(5*3 + 2*2 + 2*2*8) = 204. */
+    parity_abi_tensor_t min[2], mout[2];
+    memset(min, 0, sizeof min);
+    memset(mout, 0, sizeof mout);
+    min[0].dtype = min[1].dtype = PARITY_DT_BF16;
+    min[0].ndim = 2, min[0].shape[0] = 4, min[0].shape[1] = 3;
+    min[1].ndim = 3, min[1].shape[0] = 4, min[1].shape[1] = 3, min[1].shape[2] = 8;
+    mout[0].dtype = mout[1].dtype = PARITY_DT_F32;
+    mout[0].ndim = 2, mout[0].shape[0] = 4, mout[0].shape[1] = 8;
+    mout[1].ndim = 2, mout[1].shape[0] = 4, mout[1].shape[1] = 3;
+    const char *knames[1] = {"k"};
+    double k = 2;
+    call.op = "moe_router_combine";
+    call.n_inputs = 2, call.n_outputs = 2, call.inputs = min, call.outputs = mout;
+    call.n_attrs = 1, call.attr_names = knames, call.attr_values = &k;
+    assert_int_equal(parity_bench_cost_call(&call, &c), PARITY_OK);
+    assert_true(c.bytes_read == 152 && c.bytes_written == 176 && c.flops == 204);
+}
+
 static void score_and_sol(void **state)
 {
     (void)state;
@@ -350,6 +411,7 @@ int main(void)
         cmocka_unit_test(cost_fused_by_hand),
         cmocka_unit_test(cost_other_ops_by_hand),
         cmocka_unit_test(cost_from_a_built_case),
+        cmocka_unit_test(cost_every_op),
         cmocka_unit_test(score_and_sol),
         cmocka_unit_test(ceilings_cache),
         cmocka_unit_test(copy_kernel_vs_probe),

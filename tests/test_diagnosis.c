@@ -17,8 +17,8 @@
 #include "parity/kernel.h"
 #include "parity/op.h"
 #include "parity/verify.h"
-#include "src/kernel/kernel_impl.h"
 #include "ops/ops_impl.h"
+#include "src/format/format_fast.h"
 #include "src/verify/verify_impl.h"
 #include "catalog_util.h"
 
@@ -29,7 +29,7 @@ static parity_format_t fmt(const char *name)
     return f;
 }
 
-/* parity_gemm_fast_sum_cols gives, per column, exactly parity_gemm_fast_sum's result. */
+/* parity_format_sum_fast_cols gives, per column, exactly parity_format_sum_fast's result. */
 static void fast_sum_cols_matches_single(void **state)
 {
     (void)state;
@@ -45,10 +45,10 @@ static void fast_sum_cols_matches_single(void **state)
         for (int o = 0; o < 2; o++)
             for (int t = 0; t < 4; t++) {
                 parity_sum_order_t so = o ? PARITY_SUM_PAIRWISE : PARITY_SUM_SEQUENTIAL;
-                assert_int_equal(parity_gemm_fast_sum_cols(&F, x, ks[t], NC, so, out), PARITY_OK);
+                assert_int_equal(parity_format_sum_fast_cols(&F, x, ks[t], NC, so, out), PARITY_OK);
                 for (int c = 0; c < NC; c++) {
                     for (int64_t j = 0; j < ks[t]; j++) col[j] = x[j * NC + c];
-                    assert_true(out[c] == parity_gemm_fast_sum(&F, col, ks[t], so));
+                    assert_true(out[c] == parity_format_sum_fast(&F, col, ks[t], so));
                 }
             }
     }

@@ -16,7 +16,6 @@
 #include "parity/moe.h"
 #include "parity/op.h"
 #include "parity/verify.h"
-#include "src/kernel/kernel_impl.h"
 #include "ops/ops_impl.h"
 #include "src/verify/verify_impl.h"
 #include "catalog_util.h"

@@ -17,7 +17,6 @@
 #include "parity/op.h"
 #include "parity/rng.h"
 #include "parity/verify.h"
-#include "src/kernel/kernel_impl.h"
 #include "ops/ops_impl.h"
 #include "src/verify/verify_impl.h"
 #include "catalog_util.h"

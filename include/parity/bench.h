@@ -31,14 +31,14 @@ typedef struct {
     char formula[256];      /* the model in words, e.g. "read dy,x 2*N*D*2B ..." */
 } parity_cost_t;
 
-/* The cost of `op` at shape N x D (x V) with floating-point inputs of in_dt and outputs of
- * out_dt (ids are int32). Ops covered: embedding_rmsnorm_bwd, embedding_bwd, embedding_fwd,
- * rmsnorm_fwd, rmsnorm_bwd; PARITY_E_NOTFOUND for others, PARITY_E_INVALID for a negative size
- * or a NULL argument. */
+/* The cost of `op` at shape N x D (x V) -- the op's workload dimensions -- with floating-point
+ * inputs of in_dt and outputs of out_dt (ids are int32). Every op parity ships has a model
+ * (ops/<family>/cost.c); attributes take their lower-bound defaults (top-k 1, causal).
+ * PARITY_E_NOTFOUND for an unknown op, PARITY_E_INVALID for a negative size or a NULL argument. */
 parity_status_t parity_bench_cost_shape(const char *op, int64_t n, int64_t d, int64_t v,
                                         parity_dtype_t in_dt, parity_dtype_t out_dt,
                                         parity_cost_t *out);
-/* The same, with N, D, V and the dtypes read from a call's tensors (as parity builds it). */
+/* The same, with N, D, V, the dtypes and the attributes read from a call (as parity builds it). */
 parity_status_t parity_bench_cost_call(const parity_abi_call_t *call, parity_cost_t *out);
 
 /* ---- machine ceilings ---------------------------------------------------------------------- */

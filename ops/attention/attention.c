@@ -8,6 +8,7 @@
 
 #include "ops/ops_impl.h"
 #include "src/core/parallel.h"
+#include "src/format/format_fast.h"
 
 /* Streams of the generators: one rng per (tensor, head, row), so any split of the rows gives the
  * same values. */
@@ -354,7 +355,7 @@ static parity_status_t att_build(const parity_op_t *op, const parity_workload_t 
 
 /* ---- emulation for the diagnosis ------------------------------------------------------------
  * Query rows as the naive two-pass fp32 kernel (ops/attention/kernels.c, cfg bk = 0) computes them,
- * except for the two accumulations over keys, done in `acc` with `order` (parity_gemm_fast_sum:
+ * except for the two accumulations over keys, done in `acc` with `order` (parity_format_sum_fast:
  * parity_format_sum's rounding, fast): the normaliser l = Σ e_j and, per channel, O_c =
  * Σ fl32(p_j v_jc). In fp32: the scores (a Dh-term dot product with four interleaved partial
  * sums, as the kernels' vectorised one, times scale, then the softcap), m = max, e_j =
@@ -411,7 +412,7 @@ static parity_status_t att_emulate(const parity_case_t *c, int out, const parity
         }
         double *e = terms + T * dh;
         for (int64_t j = 0; j < k; j++) e[j] = expf(t[j] - m);
-        float l = (float)parity_gemm_fast_sum(acc, e, k, order);
+        float l = (float)parity_format_sum_fast(acc, e, k, order);
         if (out == 1) {
             dst[n] = m + logf(l);
             continue;
@@ -420,7 +421,7 @@ static parity_status_t att_emulate(const parity_case_t *c, int out, const parity
             float p = (float)e[j] / l;
             for (int64_t ch = 0; ch < dh; ch++) terms[j * dh + ch] = p * vf[j * dh + ch];
         }
-        st = parity_gemm_fast_sum_cols(acc, terms, k, dh, order, dst + n * dh);
+        st = parity_format_sum_fast_cols(acc, terms, k, dh, order, dst + n * dh);
     }
     free(q);
     free(terms);
@@ -450,7 +451,7 @@ static const parity_workload_t ATT_BASELINES[] = {
     {"assert_close", "small randn Q/K/V, H=2 T=128 Dh=32, causal, softcap 50", 128, 32, 2, UNI, 0, NORMAL, 1, NORMAL, 1, ONES, 0, 0, 0, ""},
 };
 
-const parity_op_t parity_op_attention = {
+const parity_op_t parity_op_attention_fwd = {
     .name = "attention_fwd",
     .summary = "attention forward: O (H,T,Dh), LSE (H,T) from Q, K, V (H,T,Dh); attrs scale, softcap, "
                "causal (N = T, D = Dh, V = H)",

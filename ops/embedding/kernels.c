@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/kernel/kernel_impl.h"
 #include "ops/ops_impl.h"
 
 /* How a fused/scatter kernel accumulates dE. */

@@ -10,6 +10,7 @@
 
 #include "ops/ops_impl.h"
 #include "src/core/parallel.h"
+#include "src/format/format_fast.h"
 
 /* Value streams of the two operands (parity_workload_values draws each row from its own rng
  * stream derived from (seed, stream, row), so the values do not depend on threading). */
@@ -203,110 +204,13 @@ static parity_status_t bwd_build(const parity_op_t *op, const parity_workload_t 
 }
 
 /* ---- emulation for the diagnosis ------------------------------------------------------------
- * parity_format_sum rounds every addition through the general encoder (about 60-110 ns an
- * addition on this machine), which for the diagnosis rows of a long-K workload (64 rows x N x K
- * x 6 emulations, hundreds of millions of additions) would take minutes. The fast path below
- * gives the same results (tests/test_gemm.c checks it against parity_format_sum) for round-to-
- * nearest-even in the normal range, falls back to parity_format_add everywhere else, and runs
- * the N columns of a row side by side (independent chains: the CPU overlaps them). */
-
-typedef struct {
-    const parity_format_t *f;
-    parity_round_opts_t o;
-    int shift; /* 53 - precision: the double bits the format drops */
-} fastfmt_t;
-
-static inline double fast_add(const fastfmt_t *F, double a, double b)
-{
-    double s = a + b;
-    double as = fabs(s);
-    if (!(as >= F->f->min_normal) || !(as < F->f->max_finite))
-        return parity_format_add(F->f, a, b, &F->o, NULL);
-    /* 2Sum: s + e == a + b exactly. Rounding s to p bits gives the correctly rounded a + b except
-     * when s is a midpoint of the p-bit grid (a midpoint is a double, so s + e cannot cross one
-     * unless s is on it); then e's sign decides, and e == 0 is a true tie (to even). */
-    double bp = s - a, ap = s - bp, e = (a - ap) + (b - bp);
-    uint64_t u;
-    memcpy(&u, &s, sizeof u);
-    uint64_t mask = (1ull << F->shift) - 1, half = 1ull << (F->shift - 1), low = u & mask;
-    uint64_t hi = u & ~mask;
-    uint64_t tie_up = e != 0 ? (uint64_t)((e > 0) == (s > 0)) : (hi >> F->shift) & 1u;
-    uint64_t up = (uint64_t)(low > half) | ((uint64_t)(low == half) & tie_up);
-    hi += up << F->shift; /* a carry moves into the exponent: the next binade */
-    double r;
-    memcpy(&r, &hi, sizeof r);
-    if (!(fabs(r) <= F->f->max_finite)) return parity_format_add(F->f, a, b, &F->o, NULL);
-    return r;
-}
-
-static fastfmt_t fastfmt(const parity_format_t *f)
-{
-    fastfmt_t F = {f, parity_format_default_opts(f), 53 - (f->mant_bits + 1)};
-    F.o.rounding = PARITY_ROUND_NEAREST_EVEN;
-    return F;
-}
-
-/* The sum of x[0..n) with parity_format_sum's orders: sequential, or PARITY_SUM_PAIRWISE
- * (halves of n/2, leaves fl(0 + x)). */
-static double fast_pair(const fastfmt_t *F, const double *x, int64_t n)
-{
-    if (n == 0) return 0;
-    if (n == 1) return fast_add(F, 0, x[0]);
-    int64_t h = n / 2;
-    double l = fast_pair(F, x, h);
-    return fast_add(F, l, fast_pair(F, x + h, n - h));
-}
-
-double parity_gemm_fast_sum(const parity_format_t *f, const double *x, int64_t n,
-                            parity_sum_order_t order)
-{
-    fastfmt_t F = fastfmt(f);
-    if (order == PARITY_SUM_PAIRWISE) return fast_pair(&F, x, n);
-    double acc = 0;
-    for (int64_t i = 0; i < n; i++) acc = fast_add(&F, acc, x[i]);
-    return acc;
-}
-
-/* n sums side by side: out[c] = parity_gemm_fast_sum of column c of x (k, n) row-major, the
- * same results, with the n independent chains overlapped (for the ops whose emulation sums
- * many channels over the same terms: attention's P·V, ops/attention/attention.c). */
-static void pair_cols_x(const fastfmt_t *F, const double *x, int64_t k0, int64_t len, int64_t n,
-                        double *out, double *scratch)
-{
-    if (len == 1) {
-        for (int64_t c = 0; c < n; c++) out[c] = fast_add(F, 0, x[k0 * n + c]);
-        return;
-    }
-    int64_t h = len / 2;
-    double *right = scratch;
-    pair_cols_x(F, x, k0, h, n, out, scratch + n);
-    pair_cols_x(F, x, k0 + h, len - h, n, right, scratch + n);
-    for (int64_t c = 0; c < n; c++) out[c] = fast_add(F, out[c], right[c]);
-}
-
-parity_status_t parity_gemm_fast_sum_cols(const parity_format_t *f, const double *x, int64_t k,
-                                          int64_t n, parity_sum_order_t order, double *out)
-{
-    fastfmt_t F = fastfmt(f);
-    if (order != PARITY_SUM_PAIRWISE || k == 0) {
-        for (int64_t c = 0; c < n; c++) out[c] = 0;
-        for (int64_t t = 0; t < k; t++)
-            for (int64_t c = 0; c < n; c++) out[c] = fast_add(&F, out[c], x[t * n + c]);
-        return PARITY_OK;
-    }
-    int levels = 2; /* recursion depth ceil(log2 k) + 1, one scratch row of n per level */
-    while (((int64_t)1 << (levels - 2)) < k) levels++;
-    double *scratch = malloc((size_t)levels * (size_t)(n > 0 ? n : 1) * sizeof *scratch);
-    if (!scratch) return PARITY_E_NOMEM;
-    pair_cols_x(&F, x, 0, k, n, out, scratch);
-    free(scratch);
-    return PARITY_OK;
-}
+ * The fast emulated addition of src/format/format_fast.h (parity_format_sum's results, fast), the
+ * N columns of a row side by side (independent chains: the CPU overlaps them). */
 
 /* One row of the emulation, all columns side by side. The products are what a faithful fp32
  * kernel forms: fl32(a·b) (exact for bf16/fp16 inputs). b is B' (k, n) row-major in double. */
 typedef struct {
-    const fastfmt_t *F;
+    const parity_fastfmt_t *F;
     const double *a, *b;
     int64_t k, n;
     double *scratch; /* (levels) x n for the pairwise recursion */
@@ -317,14 +221,14 @@ static void pair_cols(const emu_row_t *E, int64_t k0, int64_t len, double *out, 
     int64_t n = E->n;
     if (len == 1) {
         const double *b = E->b + k0 * n;
-        for (int64_t j = 0; j < n; j++) out[j] = fast_add(E->F, 0, (double)(float)(E->a[k0] * b[j]));
+        for (int64_t j = 0; j < n; j++) out[j] = parity_fast_add(E->F, 0, (double)(float)(E->a[k0] * b[j]));
         return;
     }
     int64_t h = len / 2;
     double *right = E->scratch + (size_t)level * (size_t)n;
     pair_cols(E, k0, h, out, level + 1);
     pair_cols(E, k0 + h, len - h, right, level + 1);
-    for (int64_t j = 0; j < n; j++) out[j] = fast_add(E->F, out[j], right[j]);
+    for (int64_t j = 0; j < n; j++) out[j] = parity_fast_add(E->F, out[j], right[j]);
 }
 
 /* Rows `rows` of A'·B' (A' (.., k), B' (k, n), exact doubles; freed here) as a kernel
@@ -342,7 +246,7 @@ static parity_status_t emulate_product(double *a, double *b, int64_t k, int64_t 
         free(scratch);
         return PARITY_E_NOMEM;
     }
-    fastfmt_t F = fastfmt(acc);
+    parity_fastfmt_t F = parity_fastfmt(acc);
     for (int64_t q = 0; q < n_rows; q++) {
         emu_row_t E = {&F, a + rows[q] * k, b, k, n, scratch};
         double *o = dst + q * n;
@@ -353,7 +257,7 @@ static parity_status_t emulate_product(double *a, double *b, int64_t k, int64_t 
         for (int64_t j = 0; j < n; j++) o[j] = 0;
         for (int64_t t = 0; t < k; t++)
             for (int64_t j = 0; j < n; j++)
-                o[j] = fast_add(&F, o[j], (double)(float)(E.a[t] * b[t * n + j]));
+                o[j] = parity_fast_add(&F, o[j], (double)(float)(E.a[t] * b[t * n + j]));
     }
     free(a);
     free(b);

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/kernel/kernel_impl.h"
 #include "ops/ops_impl.h"
 
 static float bf(float x) { return parity_round_bf16(x); }

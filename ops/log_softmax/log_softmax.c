@@ -8,6 +8,7 @@
 
 #include "ops/ops_impl.h"
 #include "src/core/parallel.h"
+#include "src/format/format_fast.h"
 
 /* Streams of the logit generator: one rng per row, so any split of the rows gives the same
  * values; targets and outlier rows from their own streams. */
@@ -229,7 +230,7 @@ static parity_status_t ce_build(const parity_op_t *op, const parity_workload_t *
 /* ---- emulation for the diagnosis ------------------------------------------------------------
  * Rows as the two-pass fp32 kernel (ops/log_softmax/kernels.c, M_TWO_PASS) computes them, except
  * that the V-term sum of exps is accumulated in `acc` with `order`: m = max, e_j = expf(x_j - m)
- * in fp32, S = the emulated sum (parity_gemm_fast_sum: parity_format_sum's rounding, fast), then
+ * in fp32, S = the emulated sum (parity_format_sum_fast: parity_format_sum's rounding, fast), then
  * L = logf(S) and every output in fp32. S is exact in fp32 for every format of at most 24
  * significant bits and 8 exponent bits (the diagnosis's bf16, 11-bit and fp32). */
 static parity_status_t emulate(const parity_case_t *c, int out, const parity_format_t *acc,
@@ -253,7 +254,7 @@ static parity_status_t emulate(const parity_case_t *c, int out, const parity_for
         float m = -INFINITY;
         for (int64_t j = 0; j < v; j++) m = x[j] > m ? x[j] : m;
         for (int64_t j = 0; j < v; j++) e[j] = expf(x[j] - m);
-        float s = (float)parity_gemm_fast_sum(acc, e, v, order), L = logf(s);
+        float s = (float)parity_format_sum_fast(acc, e, v, order), L = logf(s);
         if (!ce) {
             for (int64_t j = 0; j < v; j++) dst[q * v + j] = (x[j] - m) - L;
         } else if (out == 0) {

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/kernel/kernel_impl.h"
 #include "ops/ops_impl.h"
 #include "parity/moe.h"
 

@@ -1,33 +1,10 @@
-/* Built-in catalog for embedding forward and RMSNorm forward/backward: a faithful fp32 kernel and
- * mutants modelling real bugs for each. */
+/* Built-in catalog for RMSNorm forward/backward: a faithful fp32 kernel and mutants modelling
+ * real bugs for each. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/kernel/kernel_impl.h"
 #include "ops/ops_impl.h"
-
-/* embedding_fwd */
-static int efwd(const parity_abi_call_t *call, int off_by_one)
-{
-    const parity_abi_tensor_t *E = &call->inputs[0], *ids = &call->inputs[1];
-    parity_abi_tensor_t *Y = &call->outputs[0];
-    int64_t n = ids->shape[0], d = E->shape[1], v = E->shape[0];
-    float *row = malloc((size_t)d * sizeof *row);
-    if (!row) return PARITY_KERNEL_ERROR;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t id = ((const int32_t *)ids->data)[i];
-        /* off_by_one models a gather with a wrong base: the last id reads past the table's
-         * logical end, wrapped to stay in memory. */
-        if (off_by_one) id = (id + 1) % v;
-        parity_row_to_f32(E, id, row);
-        for (int64_t j = 0; j < d; j++) parity_put_f32(Y, i * d + j, row[j]);
-    }
-    free(row);
-    return PARITY_KERNEL_OK;
-}
-static int efwd_copy(const parity_abi_call_t *c) { return efwd(c, 0); }
-static int efwd_obo(const parity_abi_call_t *c) { return efwd(c, 1); }
 
 /* rmsnorm_fwd: mode 0 faithful, 1 eps outside sqrt, 2 sum of squares in bf16 */
 static int rfwd(const parity_abi_call_t *call, int mode)
@@ -90,10 +67,7 @@ static int rbwd_bf16dg(const parity_abi_call_t *c) { return rbwd(c, 3); }
 #define BF PARITY_DT_BF16
 #define F32 PARITY_DT_F32
 
-const parity_abi_kernel_t parity_catalog_norm[] = {
-    K("copy", "embedding_fwd", "row gather, exact copy", BF, BF, efwd_copy, "faithful"),
-    K("copy_fp32_out", "embedding_fwd", "row gather, widened to fp32 (exact)", BF, F32, efwd_copy, "faithful"),
-    K("off_by_one", "embedding_fwd", "gathers row id+1: a wrong base offset", BF, BF, efwd_obo, "unfaithful"),
+const parity_abi_kernel_t parity_catalog_rmsnorm[] = {
     K("fp32", "rmsnorm_fwd", "fp32 sum of squares, 1/sqrtf(mean + eps)", BF, F32, rfwd_fp32, "faithful"),
     K("bf16_out", "rmsnorm_fwd", "fp32 math, output rounded to bf16", BF, BF, rfwd_fp32, "faithful"),
     K("eps_outside_sqrt", "rmsnorm_fwd", "1/(sqrt(mean x^2) + eps)", BF, F32, rfwd_eps, "unfaithful"),
@@ -103,4 +77,4 @@ const parity_abi_kernel_t parity_catalog_norm[] = {
     K("gamma_ignored", "rmsnorm_bwd", "dx computed as if gamma were 1", BF, F32, rbwd_gamma, "unfaithful"),
     K("bf16_dgamma", "rmsnorm_bwd", "dgamma accumulated over tokens in bf16", BF, F32, rbwd_bf16dg, "unfaithful"),
 };
-const int parity_catalog_norm_count = (int)(sizeof parity_catalog_norm / sizeof parity_catalog_norm[0]);
+const int parity_catalog_rmsnorm_count = (int)(sizeof parity_catalog_rmsnorm / sizeof parity_catalog_rmsnorm[0]);

@@ -6,6 +6,7 @@
 
 #include "ops/ops_impl.h"
 #include "src/core/parallel.h"
+#include "src/format/format_fast.h"
 
 static parity_tensor_t *matrix(const char *name, parity_dtype_t dt, int64_t rows, int64_t cols,
                                parity_vals_kind_t kind, double scale, int outliers, double factor,
@@ -98,7 +99,7 @@ static parity_status_t rfwd_build(const parity_op_t *op, const parity_workload_t
 
 /* ---- emulation for the diagnosis ------------------------------------------------------------
  * Rows as the fp32 kernels (ops/rmsnorm/kernels.c, parity_rms_bwd_row_f32) compute them, except for the
- * accumulations, done in `acc` with `order` (parity_gemm_fast_sum: parity_format_sum's rounding,
+ * accumulations, done in `acc` with `order` (parity_format_sum_fast: parity_format_sum's rounding,
  * fast): forward, the D-term sum of squares fl32(x_k^2); backward dx, that sum and the D-term
  * c = Σ fl32(fl32(g_k dy_k) fl32(x_k r)); backward dgamma (rows are channels), the N-term sum of
  * the rows' fl32(dy_j xhat_j) computed by the faithful fp32 backward. The sums are exact in fp32
@@ -109,7 +110,7 @@ static float emu_r(const float *x, int64_t d, const parity_format_t *acc, parity
                    double *sq)
 {
     for (int64_t k = 0; k < d; k++) sq[k] = x[k] * x[k];
-    float ss = (float)parity_gemm_fast_sum(acc, sq, d, order);
+    float ss = (float)parity_format_sum_fast(acc, sq, d, order);
     return 1.0f / sqrtf(ss / (float)d + (float)PARITY_RMS_EPS);
 }
 
@@ -168,6 +169,25 @@ const parity_op_t parity_op_rmsnorm_fwd = {
     .emulate = rfwd_emulate,
     .free_priv = NULL,
 };
+
+/* ---- the faithful fp32 row backward, shared with the embedding family's kernels ---- */
+void parity_rms_bwd_row_f32(const float *x, const float *dy, const float *g, int64_t d, float eps,
+                            float *dx, float *xhat_dy, int ignore_gamma, int eps_outside)
+{
+    float ss = 0.0f;
+    for (int64_t k = 0; k < d; k++) ss += x[k] * x[k];
+    float ms = ss / (float)d;
+    float r = eps_outside ? 1.0f / (sqrtf(ms) + eps) : 1.0f / sqrtf(ms + eps);
+    float c = 0.0f;
+    for (int64_t k = 0; k < d; k++) c += (ignore_gamma ? 1.0f : g[k]) * dy[k] * (x[k] * r);
+    c /= (float)d;
+    for (int64_t j = 0; j < d; j++) {
+        float xh = x[j] * r;
+        float gj = ignore_gamma ? 1.0f : g[j];
+        if (dx) dx[j] = r * (gj * dy[j] - xh * c);
+        if (xhat_dy) xhat_dy[j] = dy[j] * xh;
+    }
+}
 
 /* ---- rmsnorm_bwd ---- */
 static parity_status_t rbwd_build(const parity_op_t *op, const parity_workload_t *wl,
@@ -258,14 +278,14 @@ static parity_status_t rbwd_emulate(const parity_case_t *c, int out, const parit
             for (int64_t q = 0; q < n_rows; q++) terms[q * n + i] = xdy[rows[q]];
         }
         for (int64_t q = 0; q < n_rows; q++)
-            dst[q] = parity_gemm_fast_sum(acc, terms + q * n, n, order);
+            dst[q] = parity_format_sum_fast(acc, terms + q * n, n, order);
     } else {
         for (int64_t q = 0; q < n_rows; q++) {
             parity_row_to_f32(X, rows[q], x);
             parity_row_to_f32(DY, rows[q], dy);
             float r = emu_r(x, d, acc, order, sq);
             for (int64_t k = 0; k < d; k++) sq[k] = (g[k] * dy[k]) * (x[k] * r);
-            float cc = (float)parity_gemm_fast_sum(acc, sq, d, order) / (float)d;
+            float cc = (float)parity_format_sum_fast(acc, sq, d, order) / (float)d;
             for (int64_t j = 0; j < d; j++) dst[q * d + j] = r * (g[j] * dy[j] - (x[j] * r) * cc);
         }
     }

@@ -7,21 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/kernel/kernel_impl.h"
+#include "ops/ops_impl.h"
 
-/* The catalog: one array per kernel file (src/kernel/kernel_impl.h), in listing order. */
+/* The catalog: the tables of ops/ops.def, in its order (the listing order). */
 static const struct {
     const parity_abi_kernel_t *k;
     const int *n;
 } CATALOGS[] = {
-    {parity_catalog_embedding, &parity_catalog_embedding_count},
-    {parity_catalog_norm, &parity_catalog_norm_count},
-    {parity_catalog_embedding_fast, &parity_catalog_embedding_fast_count},
-    {parity_catalog_log_softmax, &parity_catalog_log_softmax_count},
-    {parity_catalog_moe_router_combine, &parity_catalog_moe_router_combine_count},
-    {parity_catalog_moe_router_combine_bwd, &parity_catalog_moe_router_combine_bwd_count},
-    {parity_catalog_gemm, &parity_catalog_gemm_count},
-    {parity_catalog_attention, &parity_catalog_attention_count},
+#define PARITY_CATALOG(family, name) {parity_catalog_##name, &parity_catalog_##name##_count},
+#include "ops/ops.def"
 };
 
 int parity_catalog_count(void)

@@ -7,17 +7,10 @@
 
 #include "ops/ops_impl.h"
 
+/* The registry, in ops/ops.def's order. */
 static const parity_op_t *const OPS[] = {
-    &parity_op_embedding_rmsnorm_bwd,
-    &parity_op_embedding_bwd,
-    &parity_op_embedding_fwd,
-    &parity_op_rmsnorm_fwd,
-    &parity_op_rmsnorm_bwd,
-    &parity_op_log_softmax, &parity_op_cross_entropy,
-    &parity_op_moe_router_combine,
-    &parity_op_moe_router_combine_bwd,
-    &parity_op_gemm, &parity_op_gemm_bwd,
-    &parity_op_attention, &parity_op_attention_bwd,
+#define PARITY_OP(family, name) &parity_op_##name,
+#include "ops/ops.def"
 };
 
 int parity_op_count(void) { return (int)(sizeof OPS / sizeof OPS[0]); }

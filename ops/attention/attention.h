@@ -1,0 +1,22 @@
+/* Internal: the attention family's shared pieces: the forward's workload generation and fp64 row
+ * reference (work: 5k doubles), ops/attention/attention.c; the backward's fp64 reference (one
+ * call, any H), ops/attention/attention_bwd.c. */
+#ifndef PARITY_OPS_ATTENTION_H
+#define PARITY_OPS_ATTENTION_H
+
+#include <stdint.h>
+
+#include "parity/op.h"
+
+void parity_ref_attention_bwd(const double *Q, const double *K, const double *V, const double *O,
+                              const double *dO, const double *LSE, int64_t H, int64_t T, int64_t dh,
+                              double scale, double softcap, int causal, double *dQ, double *dK,
+                              double *dV);
+parity_status_t parity_attention_gen(const parity_workload_t *wl, uint64_t seed, parity_dtype_t dt,
+                                     parity_case_t *c, double **Q, double **K, double **V,
+                                     parity_diag_t *diag);
+void parity_ref_attention_row(const double *q, const double *K, const double *V, int64_t k,
+                              int64_t dh, double scale, double softcap, double *o, double *lse,
+                              double *o_sacc, double *o_sup, double *lse_sup, double *work);
+
+#endif
