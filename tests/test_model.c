@@ -17,7 +17,9 @@
 #include "test_files.h"
 
 #include "parity/model.h"
+#include "parity/reduce.h"
 #include "parity/tokenizer.h"
+#include "src/model/model_impl.h"
 
 static char g_tmp[256];
 static char g_model[1024], g_tok[1024];
@@ -423,6 +425,66 @@ static void test_hidden_and_logprob(void **state)
     parity_model_runner_free(NULL);
 }
 
+/* One definition of each reduction order: a row-parallel GEMM of the model under tpR:ALGO:HOP
+ * gives, bit for bit, what `parity allreduce ALGO:R:HOP` (the reduce module, through its spec
+ * parser and its vector entry point) gives on the same rank partials: each rank's slice of K
+ * summed in order in fp32 and rounded to the hop dtype, all-reduced, then stored in bf16. */
+static void test_tp_allreduce_is_reduce_module(void **state)
+{
+    (void)state;
+    enum { N = 64, K = 172 }; /* w2's shape in stories260K: D x F */
+    static double W[N * K], x[K], out[N], part[8 * N], want[N];
+    uint64_t z = 12345;
+    for (int i = 0; i < N * K + K; i++) {
+        z = z * 6364136223846793005ull + 1442695040888963407ull;
+        double u = (double)(z >> 11) / 9007199254740992.0 * 2 - 1;
+        double v = parity_reduce_round(PARITY_AR_BF16, u);
+        if (i < N * K) W[i] = v;
+        else x[i - N * K] = v;
+    }
+    static const char *const algos[3] = {"ring", "tree", "oneshot"};
+    static const char *const hops[2] = {"bf16", "fp32"};
+    static const int ranks[3] = {2, 4, 8};
+    int differ_from_tp1 = 0;
+    for (int a = 0; a < 3; a++)
+        for (int h = 0; h < 2; h++)
+            for (int ri = 0; ri < 3; ri++) {
+                int R = ranks[ri];
+                char spec[64], arspec[64];
+                snprintf(spec, sizeof spec, "bf16+tp%d:%s:%s", R, algos[a], hops[h]);
+                snprintf(arspec, sizeof arspec, "%s:%d:%s", algos[a], R, hops[h]);
+                parity_model_path_t p;
+                assert_int_equal(parity_model_path_parse(spec, &p, NULL), PARITY_OK);
+                parity_model_runner_t *r;
+                assert_int_equal(parity_model_runner_new(g_m, &p, &r, NULL), PARITY_OK);
+                model_gemm(r, out, W, x, N, K, 1, 1);
+                parity_model_runner_free(r);
+                parity_ar_spec_t ar;
+                assert_int_equal(parity_reduce_spec_parse(arspec, &ar, NULL), PARITY_OK);
+                parity_ar_dtype_t hop = h == 0 ? PARITY_AR_BF16 : PARITY_AR_FP32;
+                for (int k = 0; k < R; k++) {
+                    int k0 = K * k / R, k1 = K * (k + 1) / R;
+                    for (int i = 0; i < N; i++) {
+                        float acc = 0;
+                        for (int t = k0; t < k1; t++) acc += (float)(W[i * K + t] * x[t]);
+                        part[k * N + i] = parity_reduce_round(hop, acc);
+                    }
+                }
+                assert_int_equal(parity_reduce_allreduce(&ar, part, N, want), PARITY_OK);
+                for (int i = 0; i < N; i++) {
+                    double w = parity_reduce_round(PARITY_AR_BF16, want[i]);
+                    if (memcmp(&w, &out[i], sizeof w) != 0)
+                        fail_msg("%s vs parity allreduce %s: element %d: %a vs %a", spec, arspec, i,
+                                 out[i], w);
+                    float acc = 0;
+                    for (int t = 0; t < K; t++) acc += (float)(W[i * K + t] * x[t]);
+                    differ_from_tp1 += parity_reduce_round(PARITY_AR_BF16, acc) != w;
+                }
+            }
+    /* The orders matter on these data (the test would pass vacuously if every order agreed). */
+    assert_true(differ_from_tp1 > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -434,6 +496,7 @@ int main(void)
         cmocka_unit_test(test_path_relations),
         cmocka_unit_test(test_forward_matches_generate),
         cmocka_unit_test(test_hidden_and_logprob),
+        cmocka_unit_test(test_tp_allreduce_is_reduce_module),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

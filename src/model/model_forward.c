@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "parity/reduce.h"
 #include "src/model/model_impl.h"
 
 /* ------------------------------------------------------------------------------------------ */
@@ -152,38 +153,21 @@ static double local_dot(const parity_model_runner_t *r, const double *w, const d
     return total;
 }
 
-/* All-reduce of R partials (already rounded to the hop dtype) for output element i of N. Adds
- * are in the compute dtype; every value sent over a hop is rounded to the hop dtype. */
-static double tree_sum(const parity_model_runner_t *r, const double *p, int lo, int hi)
+/* The all-reduce of a row-parallel GEMM's R partials (part, R x N rank-major, each already rounded
+ * to the hop dtype) into out[0..N): the reduce module's orders (src/reduce/reduce.c, the same code
+ * as `parity allreduce`), the adds in the compute dtype, every value sent over a hop -- and the
+ * result -- rounded to the hop dtype. The model's dtypes and algorithms map one to one. */
+static parity_status_t model_allreduce(const parity_model_runner_t *r, const double *part, int R,
+                                       int N, double *out)
 {
-    if (hi - lo == 1) return p[lo];
-    parity_model_dtype_t cd = cmp_dtype(r);
-    int mid = lo + (hi - lo + 1) / 2;
-    double a = tree_sum(r, p, lo, mid), b = tree_sum(r, p, mid, hi);
-    return rnd(r, r->p.hop, C(a + b));
-}
-
-static double allreduce(const parity_model_runner_t *r, const double *p, int R, int i, int N)
-{
-    parity_model_dtype_t cd = cmp_dtype(r);
-    switch (r->p.allreduce) {
-    case PARITY_MODEL_AR_ONESHOT: {
-        double s = p[0];
-        for (int k = 1; k < R; k++) s = C(s + p[k]);
-        return s;
-    }
-    case PARITY_MODEL_AR_TREE:
-        return tree_sum(r, p, 0, R);
-    case PARITY_MODEL_AR_RING:
-    default: {
-        /* Reduce-scatter: the N outputs form R contiguous chunks; chunk c starts at rank c+1,
-         * travels c+2, ..., and ends at its owner c, each rank adding its partial. */
-        int c = (int)((long)i * R / N);
-        double acc = p[(c + 1) % R];
-        for (int j = 2; j <= R; j++) acc = rnd(r, r->p.hop, C(acc + p[(c + j) % R]));
-        return acc;
-    }
-    }
+    static const parity_ar_dtype_t DT[] = {
+        [PARITY_MODEL_FP64] = PARITY_AR_FP64, [PARITY_MODEL_FP32] = PARITY_AR_FP32,
+        [PARITY_MODEL_BF16] = PARITY_AR_BF16, [PARITY_MODEL_FP16] = PARITY_AR_FP16};
+    static const parity_ar_algo_t ALGO[] = {[PARITY_MODEL_AR_RING] = PARITY_AR_RING,
+                                            [PARITY_MODEL_AR_TREE] = PARITY_AR_TREE,
+                                            [PARITY_MODEL_AR_ONESHOT] = PARITY_AR_ONESHOT};
+    parity_ar_spec_t s = {ALGO[r->p.allreduce], R, DT[r->p.hop], DT[cmp_dtype(r)], 1};
+    return parity_reduce_allreduce(&s, part, (size_t)N, out);
 }
 
 /* out[i] = ST(sum_k W[i*K + k] x[k]) for i in [0, N). A row-parallel GEMM under tpR splits K
@@ -198,19 +182,21 @@ void model_gemm(parity_model_runner_t *r, double *out, const double *W, const do
         int k0 = (int)((long)K * k / R), k1 = (int)((long)K * (k + 1) / R);
         s[k] = gemm_splits(r, rows, N, k1 - k0);
     }
+    if (R == 1) {
+        for (int i = 0; i < N; i++) out[i] = ST(local_dot(r, W + (size_t)i * (size_t)K, x, 0, K, s[0]));
+        return;
+    }
+    double *part = r->arpart; /* R x N, rank-major; N <= D for every row-parallel GEMM */
     for (int i = 0; i < N; i++) {
         const double *w = W + (size_t)i * (size_t)K;
-        if (R == 1) {
-            out[i] = ST(local_dot(r, w, x, 0, K, s[0]));
-            continue;
-        }
-        double *part = r->part;
         for (int k = 0; k < R; k++) {
             int k0 = (int)((long)K * k / R), k1 = (int)((long)K * (k + 1) / R);
-            part[k] = rnd(r, r->p.hop, local_dot(r, w, x, k0, k1, s[k]));
+            part[(size_t)k * (size_t)N + (size_t)i] = rnd(r, r->p.hop, local_dot(r, w, x, k0, k1, s[k]));
         }
-        out[i] = ST(allreduce(r, part, R, i, N));
     }
+    /* The spec is valid by construction (R <= 8, dtypes and algorithm mapped), so this cannot fail. */
+    (void)model_allreduce(r, part, R, N, out);
+    for (int i = 0; i < N; i++) out[i] = ST(out[i]);
 }
 
 #define gemm model_gemm
@@ -503,7 +489,7 @@ parity_status_t parity_model_runner_new(const parity_model_t *m, const parity_mo
                         c->shared_classifier ? 0 : V * D};
     size_t nw = 0;
     for (int i = 0; i < 12; i++) nw += sizes[i];
-    size_t nscratch = 4 * D + S + D + 2 * F + 2 * (size_t)(r->hs > 8 ? r->hs : 8) + 16;
+    size_t nscratch = 4 * D + S + D + 2 * F + 2 * (size_t)(r->hs > 8 ? r->hs : 8) + 16 + 8 * (size_t)D;
     r->wbuf = malloc((nw + 2 * L * S * kvd + nscratch) * sizeof(double));
     if (!r->wbuf) {
         free(r);
@@ -529,7 +515,8 @@ parity_status_t parity_model_runner_new(const parity_model_t *m, const parity_mo
     r->att = q, q += S + D; /* scores over S positions; squares over D in the norms */
     r->hb = q, q += F;
     r->hb2 = q, q += F;
-    r->part = q;
+    r->part = q, q += 2 * (size_t)(r->hs > 8 ? r->hs : 8) + 16;
+    r->arpart = q;
     r->img = malloc((size_t)PARITY_MODEL_MAX_PATCHES * D * sizeof(double));
     if (!r->img) {
         parity_model_runner_free(r);

@@ -62,6 +62,7 @@ struct parity_model_runner {
     double *att;       /* (S) attention scores */
     double *hb, *hb2;  /* (F) */
     double *part;      /* (8 * 16) split-K and rank partials */
+    double *arpart;    /* (8, D): a row-parallel GEMM's rank partials, rank-major (N <= D) */
     size_t *companions; /* (batch - 1) companion lengths, or NULL: own length */
     parity_format_t fmt_bf16, fmt_fp16;
     /* MoE (model_moe.c), NULL for a dense model */
