@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "logprob_cmp_impl.h"
+#include "logprob_dense_impl.h"
 #include "parallel.h"
 
 parity_lp_cmp_opts_t parity_lp_cmp_default_opts(void)

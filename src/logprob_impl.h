@@ -83,20 +83,6 @@ parity_status_t lp_npy_open(parity_lp_reader_t *r, parity_diag_t *d);
 parity_status_t lp_st_open(parity_lp_reader_t *r, parity_diag_t *d);
 parity_status_t lp_dense_next(parity_lp_reader_t *r, parity_lp_seq_t *seqs, size_t max, size_t *got,
                               parity_diag_t *d);
-/* Reading dense rows directly (the comparison's path for two plain dense dumps, which reads
- * and compares a row in the same thread): whether every row of r can be read so; row `row` into
- * s as lp_dense_next returns it (PARITY_OK, or an error with *bad, *why), except that the keys
- * of a dump without token ids are left unwritten (every token is flagged PARITY_LP_KEY_NONE,
- * whose key reads as -1); the message of such an error; and marking n more rows consumed
- * (their pages are given back). */
-int lp_dense_direct_ok(const parity_lp_reader_t *r);
-parity_status_t lp_dense_row(const parity_lp_reader_t *r, uint64_t row, parity_lp_seq_t *s, uint64_t *bad,
-                             int *why);
-parity_status_t lp_dense_row_error(const parity_lp_reader_t *r, uint64_t row, uint64_t bad, int why,
-                                   parity_diag_t *d);
-void lp_dense_consume(parity_lp_reader_t *r, uint64_t n);
-/* Map the pages of rows [row0, row0 + n) ahead of reading them (advisory). */
-void lp_dense_populate(const parity_lp_reader_t *r, uint64_t row0, uint64_t n);
 parity_status_t lp_jsonl_open(parity_lp_reader_t *r, parity_diag_t *d);
 parity_status_t lp_jsonl_next(parity_lp_reader_t *r, parity_lp_seq_t *seqs, size_t max, size_t *got,
                               parity_diag_t *d);
@@ -105,7 +91,6 @@ parity_status_t lp_jsonl_next(parity_lp_reader_t *r, parity_lp_seq_t *seqs, size
 parity_status_t lp_jsonl_next2(parity_lp_reader_t *ra, parity_lp_seq_t *sa, size_t maxa, size_t *gota,
                                parity_lp_reader_t *rb, parity_lp_seq_t *sb, size_t maxb, size_t *gotb,
                                parity_diag_t *d);
-void lp_release(parity_lp_reader_t *r, size_t upto);
 /* The JSONL reader's own tree builder against cJSON's parser on one line (for tests and the
  * fuzzer): -1 when the builder leaves the line to cJSON, 0 when both trees are the same, 1 when
  * they differ (a bug). */

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "logprob_impl.h"
 #include "parallel.h"
@@ -1725,6 +1727,21 @@ static parity_status_t jl_collect(parity_lp_reader_t *r, parity_lp_seq_t *seqs, 
     }
     return PARITY_OK;
 }
+
+/* Give back the pages of a mapped dump below upto (the lines read). */
+static void lp_release(parity_lp_reader_t *r, size_t upto)
+{
+    if (!r->mapped) return;
+    long pg = sysconf(_SC_PAGESIZE);
+    if (pg <= 0) return;
+    size_t e = upto / (size_t)pg * (size_t)pg;
+    /* Release in steps of at least 8 MiB to keep the syscall count low. */
+    if (e > r->released + ((size_t)8 << 20)) {
+        madvise((void *)(r->base + r->released), e - r->released, MADV_DONTNEED);
+        r->released = e;
+    }
+}
+
 
 /* The parsed batch in line order: the first failed line's error, the lines before it read. */
 static parity_status_t jl_finish(jl_batch_t *b, size_t *got, parity_diag_t *d)
