@@ -1,5 +1,7 @@
-/* Internal to the metrics module (metrics.c, metrics_quantile.c, metrics_dist.c): the inline
- * compensated-sum step shared by the accumulators. Not a public header. */
+/* Internal to the metrics module (metrics.c, metrics_quantile.c, metrics_dist.c, metrics_topk.c,
+ * metrics_dist_summary.c, metrics_vec.c): the inline compensated-sum step shared by the
+ * accumulators, the quantile sketch's and the distribution accumulator's layouts. Not a public
+ * header. */
 #ifndef PARITY_METRICS_IMPL_H
 #define PARITY_METRICS_IMPL_H
 
@@ -84,6 +86,44 @@ struct parity_qsketch {
     int sorted;       /* exact[0..n_exact) is sorted */
     double exact[PARITY_QSKETCH_EXACT_MAX];
     uint64_t bins[QS_NBINS];
+};
+
+/* The distribution accumulator (parity_dist_t): filled and merged by metrics_dist.c and
+ * metrics_topk.c, read by metrics_dist_summary.c. */
+/* Welford's running mean and sum of squared deviations, merged with Chan, Golub & LeVeque's
+ * pairwise update (1979): stable where sum x^2 - n mean^2 would cancel. */
+typedef struct {
+    double n, mean, m2;
+} welford_t;
+
+/* The same for two variables with their co-moment, for Pearson's r. */
+typedef struct {
+    double n, mx, my, m2x, m2y, cxy;
+} comoment_t;
+
+struct parity_dist {
+    parity_dist_opts_t opts;
+    /* tokens */
+    uint64_t n_tok, n_finite, n_invalid, n_inf_mismatch, n_zero_match;
+    parity_csum_t k1, k2, k3, abs_dlp, abs_dp, chi2;
+    double k3_max, abs_dlp_max, abs_dp_max, chi2_max;
+    /* importance weights r = exp(a - b) */
+    parity_csum_t iw_sum, iw_sum2;
+    welford_t iw;
+    double iw_min, iw_max;
+    uint64_t iw_n_low, iw_n_high;
+    comoment_t pearson;
+    /* sequences */
+    uint64_t n_seq, n_seq_empty, n_seq_nonfinite;
+    parity_csum_t dlogppl, ppl_ratio, chi2_seq;
+    double dlogppl_max_abs, ppl_ratio_min, ppl_ratio_max;
+    /* top-k */
+    uint64_t n_topk, n_top1;
+    parity_csum_t overlap;
+    uint64_t n_tkl, n_tkl_invalid, n_tkl_inf;
+    parity_csum_t tkl;
+    double tkl_max;
+    struct parity_qsketch q_dlp, q_dp;
 };
 
 /* Add x to the sketch; x must be finite and >= 0 (the caller checks; -0 counts as 0). The
