@@ -1,7 +1,12 @@
-/* Internal to the logprob module: the comparison state (logprob_compare.c) and the result
- * object read by the reports (logprob_report.c). Not a public header. */
+/* Internal to the logprob module: the comparison state shared by the comparison's units
+ * (logprob_compare.c the driver, logprob_pair.c one pair, logprob_slices.c the slices'
+ * accumulators, logprob_direct.c the direct dense path, logprob_result.c floor and verdicts)
+ * and the result object read by the reports (logprob_report.c). Not a public header. */
 #ifndef PARITY_LOGPROB_CMP_IMPL_H
 #define PARITY_LOGPROB_CMP_IMPL_H
+
+#include <stdint.h>
+#include <stdlib.h>
 
 #include "src/logprob/logprob_impl.h"
 #include "src/metrics/metrics_impl.h"
@@ -11,6 +16,15 @@
 #define MAX_DIV 1000
 #define NPOS 21   /* position buckets: [0,16), [16,32), ..., [2^23, inf) */
 #define HBINS 40  /* |delta| histogram: 4 bins per decade over [1e-9, 1e1) */
+
+/* The position bucket of position p (inline: once per gathered token). */
+static inline int pos_bucket(uint64_t p)
+{
+    /* [0,16) is bucket 0, then powers of two: [16,32) 1, [32,64) 2, ...: floor(log2 p) - 3 */
+    if (p < 16) return 0;
+    int b = 63 - __builtin_clzll(p) - 3;
+    return b < NPOS - 1 ? b : NPOS - 1;
+}
 
 /* Metrics compared with the floor (index into floor arrays). Only appended. */
 enum {
@@ -162,6 +176,70 @@ typedef struct {
     int eof[2];
 } cmp_t;
 
+/* A new entry of slice si in the pair's log (NULL when out of memory); inline: once per block
+ * or slow token of every run. */
+static inline entry_t *new_entry(pair_t *pr, int si, int type)
+{
+    if (pr->ne == pr->ecap) {
+        size_t c = pr->ecap ? pr->ecap * 2 : 64;
+        entry_t *e = realloc(pr->e, c * sizeof *e);
+        if (!e) return NULL;
+        pr->e = e;
+        pr->ecap = c;
+    }
+    entry_t *e = &pr->e[pr->ne++];
+    e->slice = (int16_t)si;
+    e->type = (uint8_t)type;
+    return e;
+}
+
+/* What the runs of a pair add up over the pair: the compensated sum of log r over its finite
+ * pairs and their count (its sequence statistics), and the largest |delta| of a finite pair
+ * (whether the worst-token scan must look at its tokens). */
+typedef struct {
+    parity_csum_t slr;
+    uint64_t nf;
+    double mx;
+} runsum_t;
+
+/* --- the slices (logprob_slices.c) -------------------------------------------------------- */
+
+/* Register the fixed slices (overall, phases, position buckets) as the options ask. */
+void lp_cmp_init_names(cmp_t *c);
+/* Map every modality name of both readers to a slice (names agree across the two files). */
+void lp_cmp_map_mods(cmp_t *c);
+/* The slice of --slice-by value v (the "(other)" slice once the registry is full), or -1. */
+int lp_cmp_field_slice(cmp_t *c, const char *v);
+/* The histogram's map from sketch bins (once per process). */
+void lp_cmp_hist_init(void);
+/* Tokens [i0, i1) of thread t's gathered arrays into slice si (at the definition). */
+void lp_cmp_add_run(cmp_t *c, int t, pair_t *pr, int si, size_t i0, size_t i1, int as_seq, runsum_t *rs_out);
+/* A pair's entries into the slices' stream-order accumulators (serial, in pair order); *nomem
+ * set when out of memory. */
+void lp_cmp_apply_pair(cmp_t *c, const pair_t *pr, int *nomem);
+/* The result's slices, floors and worst tokens from the accumulators (after the last pair). */
+void lp_cmp_finish(cmp_t *c);
+
+/* --- one pair (logprob_pair.c) ------------------------------------------------------------ */
+
+/* Compare pair pr in thread t: divergence check, gather present tokens, accumulate per slice. */
+void lp_cmp_pair(cmp_t *c, int t, pair_t *pr);
+/* A pair in a reused slot: its entry and top-k buffers are kept. */
+void lp_cmp_set_pair(pair_t *p, parity_lp_seq_t *a, parity_lp_seq_t *b);
+/* A compared pair into the counts and the divergence list (serial, in pair order). */
+void lp_cmp_account_pair(cmp_t *c, const pair_t *p);
+void lp_cmp_free_pairs(pair_t *pairs, size_t n);
+
+/* --- the direct dense path (logprob_direct.c) --------------------------------------------- */
+
+/* Whether the two readers are plain dense dumps of the same shape, compared row by row. */
+int lp_cmp_direct_ok(const cmp_t *c);
+/* Every row pair of such dumps compared and applied, as the batched path would. */
+parity_status_t lp_cmp_run_direct(cmp_t *c, parity_diag_t *d);
+
+/* --- the result (logprob_result.c) -------------------------------------------------------- */
+
+/* The unit roundoff of a dtype name (fp32 for JSON text and unknown names). */
 double lp_unit_roundoff(const char *dtype);
 double lp_metric(const parity_dist_summary_t *m, int k);
 const char *lp_metric_name(int k);

@@ -1,6 +1,41 @@
-/* Internal to the logprob module: the reader object shared by the format-specific readers
- * (logprob_npy.c for npy/safetensors, logprob_jsonl.c for the JSON shapes) and the sequence
- * buffer helpers. Not a public header. */
+/* Internal to the logprob module: the reader object every reader fills, the shared record
+ * helpers (logprob_record.c) and the readers' entry points the dispatcher (logprob_read.c) and
+ * the comparison call. Not a public header.
+ *
+ * The module's units, bottom up. "->" names the units whose functions a unit calls; the graph
+ * has no cycle (checked with nm on the object files: an undefined symbol of one object that
+ * another defines is an edge). The private headers follow it: logprob_json_scan.h is included
+ * by the scanner, the tree and the fast paths only, logprob_dense_impl.h by logprob_dense.c and
+ * logprob_direct.c only:
+ *
+ *   logprob_record.c        shared record helpers (this header)             -> none
+ *   logprob_json_scan.c     strict JSON scanner (logprob_json_scan.h)       -> none
+ *   logprob_jsonl_tree.c    cJSON trees from a per-thread arena             -> json_scan
+ *   logprob_jsonl_schema.c  records from cJSON trees, one per shape         -> record
+ *   logprob_jsonl_fast.c    fast paths, a line's bytes to a record          -> json_scan, record
+ *   logprob_jsonl.c         the JSONL reader: lines, batches, value checks  -> jsonl_fast,
+ *                           (its units share logprob_jsonl_impl.h)             jsonl_schema,
+ *                                                                              jsonl_tree, record
+ *   logprob_npy.c           opening npy and safetensors dumps               -> record
+ *   logprob_dense.c         reading their rows                              -> record
+ *   logprob_read.c          the dispatcher: open, next batch, close         -> npy, dense, jsonl
+ *   logprob_result.c        floor metrics, verdicts, result accessors       -> none
+ *   logprob_slices.c        slice registry, accumulators, final merge       -> read, metrics
+ *   logprob_pair.c          one pair compared                               -> slices, read,
+ *                                                                              record, metrics
+ *   logprob_direct.c        two plain dense dumps compared row by row       -> dense, pair, slices
+ *   logprob_compare.c       the comparison's driver                         -> direct, pair,
+ *                           (the comparison's units share logprob_cmp_impl.h)  slices, result,
+ *                                                                              jsonl, read, record,
+ *                                                                              metrics
+ *   logprob_report.c        text, JSON and HTML reports                     -> result, read
+ *   logprob_rl.c            one RL step's view of two dumps                 -> read, record
+ *
+ * logprob_direct.c is the only caller of the dense reader's row-level functions, declared in
+ * logprob_dense_impl.h apart from this header; everything else reads a dense dump in batches
+ * through the dispatcher (lp_dense_next). The comparison also reads the reader object's fields
+ * below (names, format, shape, ordinal), and calls lp_jsonl_next2 to parse a batch of each of
+ * two JSONL dumps in one parallel section. */
 #ifndef PARITY_LOGPROB_IMPL_H
 #define PARITY_LOGPROB_IMPL_H
 
@@ -52,6 +87,8 @@ struct parity_lp_reader {
     size_t side_len[2];
 };
 
+/* --- the shared record helpers (logprob_record.c) ---------------------------------------- */
+
 /* Why v cannot be a logprob of a present token under the relaxations `allow`
  * (PARITY_LP_ALLOW_*, logprob.h): 0 when it can (-inf included), else LP_BAD_*. The common case
  * (v <= slack) is one comparison. */
@@ -79,24 +116,16 @@ uint16_t lp_intern_mod(parity_lp_reader_t *r, const char *name);
 int64_t lp_text_key(const char *t, size_t len);
 int32_t lp_text_id(const char *t, size_t len);
 
+/* --- the readers' entry points ----------------------------------------------------------- */
+
+/* Open r (mapped by the dispatcher) as npy or safetensors (logprob_npy.c): its dense views. */
 parity_status_t lp_npy_open(parity_lp_reader_t *r, parity_diag_t *d);
 parity_status_t lp_st_open(parity_lp_reader_t *r, parity_diag_t *d);
+/* The next batch of rows of a dense dump (logprob_dense.c), as parity_lp_next_batch. */
 parity_status_t lp_dense_next(parity_lp_reader_t *r, parity_lp_seq_t *seqs, size_t max, size_t *got,
                               parity_diag_t *d);
-/* Reading dense rows directly (the comparison's path for two plain dense dumps, which reads
- * and compares a row in the same thread): whether every row of r can be read so; row `row` into
- * s as lp_dense_next returns it (PARITY_OK, or an error with *bad, *why), except that the keys
- * of a dump without token ids are left unwritten (every token is flagged PARITY_LP_KEY_NONE,
- * whose key reads as -1); the message of such an error; and marking n more rows consumed
- * (their pages are given back). */
-int lp_dense_direct_ok(const parity_lp_reader_t *r);
-parity_status_t lp_dense_row(const parity_lp_reader_t *r, uint64_t row, parity_lp_seq_t *s, uint64_t *bad,
-                             int *why);
-parity_status_t lp_dense_row_error(const parity_lp_reader_t *r, uint64_t row, uint64_t bad, int why,
-                                   parity_diag_t *d);
-void lp_dense_consume(parity_lp_reader_t *r, uint64_t n);
-/* Map the pages of rows [row0, row0 + n) ahead of reading them (advisory). */
-void lp_dense_populate(const parity_lp_reader_t *r, uint64_t row0, uint64_t n);
+/* Open r as JSONL, the shape told from the first record unless forced; the next batch of
+ * lines (logprob_jsonl.c). */
 parity_status_t lp_jsonl_open(parity_lp_reader_t *r, parity_diag_t *d);
 parity_status_t lp_jsonl_next(parity_lp_reader_t *r, parity_lp_seq_t *seqs, size_t max, size_t *got,
                               parity_diag_t *d);
@@ -105,9 +134,8 @@ parity_status_t lp_jsonl_next(parity_lp_reader_t *r, parity_lp_seq_t *seqs, size
 parity_status_t lp_jsonl_next2(parity_lp_reader_t *ra, parity_lp_seq_t *sa, size_t maxa, size_t *gota,
                                parity_lp_reader_t *rb, parity_lp_seq_t *sb, size_t maxb, size_t *gotb,
                                parity_diag_t *d);
-void lp_release(parity_lp_reader_t *r, size_t upto);
-/* The JSONL reader's own tree builder against cJSON's parser on one line (for tests and the
- * fuzzer): -1 when the builder leaves the line to cJSON, 0 when both trees are the same, 1 when
+/* The JSONL reader's own tree builder (logprob_jsonl_tree.c) against cJSON's parser on one
+ * line (for tests and the fuzzer): -1 when the builder leaves the line to cJSON, 0 when both trees are the same, 1 when
  * they differ (a bug). */
 int lp_jsonl_tree_check(const char *line, size_t len);
 

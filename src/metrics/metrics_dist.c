@@ -1,8 +1,11 @@
 /* Distribution metrics for aligned logprob pairs (A = e.g. trainer, B = e.g. the server that
  * sampled the tokens): KL estimators k1/k2/k3 (Schulman 2020), chi-square, importance-ratio
  * statistics with Kish's ESS, |dlogprob| and |dprob| quantiles, Pearson r of probabilities,
- * per-sequence perplexity differences, top-k agreement and truncated KL. One streaming,
- * mergeable accumulator with memory independent of n. Not here: reading or aligning dumps. */
+ * per-sequence perplexity differences. One streaming, mergeable accumulator with memory
+ * independent of n (struct parity_dist, metrics_impl.h): here it is created, fed token by token,
+ * block by block and sequence by sequence, and merged. The top-k metrics: metrics_topk.c; the
+ * summary, quantiles and the ctypes field table: metrics_dist_summary.c. Not here: reading or
+ * aligning dumps. */
 #include "src/metrics/metrics_impl.h"
 
 #include <math.h>
@@ -13,12 +16,7 @@
 
 #include "parity/metrics.h"
 
-/* Welford's running mean and sum of squared deviations, merged with Chan, Golub & LeVeque's
- * pairwise update (1979): stable where sum x^2 - n mean^2 would cancel. */
-typedef struct {
-    double n, mean, m2;
-} welford_t;
-
+/* Welford's update and Chan, Golub & LeVeque's merge (welford_t, metrics_impl.h). */
 static void welford_add(welford_t *w, double x)
 {
     w->n += 1.0;
@@ -40,11 +38,7 @@ static void welford_merge(welford_t *a, const welford_t *b)
     a->n = n;
 }
 
-/* The same for two variables with their co-moment, for Pearson's r. */
-typedef struct {
-    double n, mx, my, m2x, m2y, cxy;
-} comoment_t;
-
+/* The same for the co-moment (comoment_t). */
 static void comoment_add(comoment_t *c, double x, double y)
 {
     c->n += 1.0;
@@ -71,31 +65,6 @@ static void comoment_merge(comoment_t *a, const comoment_t *b)
     a->cxy += b->cxy + dx * dy * f;
     a->n = n;
 }
-
-struct parity_dist {
-    parity_dist_opts_t opts;
-    /* tokens */
-    uint64_t n_tok, n_finite, n_invalid, n_inf_mismatch, n_zero_match;
-    parity_csum_t k1, k2, k3, abs_dlp, abs_dp, chi2;
-    double k3_max, abs_dlp_max, abs_dp_max, chi2_max;
-    /* importance weights r = exp(a - b) */
-    parity_csum_t iw_sum, iw_sum2;
-    welford_t iw;
-    double iw_min, iw_max;
-    uint64_t iw_n_low, iw_n_high;
-    comoment_t pearson;
-    /* sequences */
-    uint64_t n_seq, n_seq_empty, n_seq_nonfinite;
-    parity_csum_t dlogppl, ppl_ratio, chi2_seq;
-    double dlogppl_max_abs, ppl_ratio_min, ppl_ratio_max;
-    /* top-k */
-    uint64_t n_topk, n_top1;
-    parity_csum_t overlap;
-    uint64_t n_tkl, n_tkl_invalid, n_tkl_inf;
-    parity_csum_t tkl;
-    double tkl_max;
-    struct parity_qsketch q_dlp, q_dp;
-};
 
 parity_dist_opts_t parity_metrics_dist_default_opts(void)
 {
@@ -124,126 +93,11 @@ parity_status_t parity_metrics_dist_new(const parity_dist_opts_t *opts, parity_d
 
 void parity_metrics_dist_free(parity_dist_t *d) { free(d); }
 
-/* k3 = (r - 1) - log r = e^x - 1 - x with x = log r. Near x = 0 the naive expm1(x) - x loses
- * about log2(2/|x|) bits to cancellation (1e-13 relative at x = 1e-3, 1e-8 at x = 1e-8), and
- * logprob differences between two faithful implementations are exactly that small. So for
- * |x| <= 1/2 we sum the Taylor series sum_{n>=2} x^n / n! by Horner, with as many terms as |x|
- * needs: the first omitted term x^(N+1)/(N+1)! relative to the leading x^2/2 is
- * 2 |x|^(N-1) / (N+1)!, which is
- *   N = 8  for |x| <= 2^-7:  2 * 2^-49 / 9!  < 2^-66,
- *   N = 11 for |x| <= 2^-4:  2 * 2^-40 / 12! < 2^-67,
- *   N = 17 for |x| <= 1/2:   2 * 2^-16 / 18! < 2^-67,
- * and the terms shrink by at least |x|/3 <= 1/6 each, so the rounding error stays a few ulps.
- * (Typical logprob differences are ~1e-3: 7 coefficients instead of 16, the cost of k3 in a
- * report.) Beyond 1/2 the cancellation costs at most about 2.2 bits (at x = -1/2:
- * 0.5 - 0.393 = 0.107). */
-
-/* x^2 (1/2 + x/6 + ... + x^(N-2)/N!) with the first nc coefficients (N = nc + 1). */
-static inline double k3_series(double x, int nc)
-{
-    double s = metrics_inv_fact2[nc - 1];
-    for (int i = nc - 2; i >= 0; i--) s = fma(x, s, metrics_inv_fact2[i]); /* as metrics_vec.c */
-    return x * x * s;
-}
-
-/* k3 from x = log r and rm1 = expm1(x) (the caller has it), x finite. */
-static inline double k3_of(double x, double rm1)
-{
-    double ax = fabs(x);
-    if (ax <= 0x1p-7) return k3_series(x, 7);
-    if (ax <= 0x1p-4) return k3_series(x, 10);
-    if (ax <= 0.5) return k3_series(x, 16);
-    return rm1 - x;
-}
-
-double parity_metrics_k3(double x)
-{
-    if (isnan(x)) return x;
-    if (x == -INFINITY) return INFINITY;
-    if (fabs(x) <= 0.5) return k3_of(x, 0.0);
-    return expm1(x) - x;
-}
-
-enum { PAIR_FINITE, PAIR_INVALID, PAIR_ZERO_MATCH, PAIR_INF_MISMATCH };
-
 #define DIST_BLOCK 256
-
-/* Logprobs are <= 0 in exact arithmetic; small positive values are rounding noise and are
- * accepted. +inf (probability e^inf) and NaN are invalid; -inf is probability 0. */
-static int classify(double a, double b)
-{
-    if (isnan(a) || isnan(b) || a == INFINITY || b == INFINITY) return PAIR_INVALID;
-    if (a == -INFINITY && b == -INFINITY) return PAIR_ZERO_MATCH;
-    if (a == -INFINITY || b == -INFINITY) return PAIR_INF_MISMATCH;
-    return PAIR_FINITE;
-}
 
 static void upd_max(double *m, double v, uint64_t nprev)
 {
     if (nprev == 0 || v > *m) *m = v;
-}
-
-/* One pair's per-token quantities. The blocked path (fast = 1: finite pair, |log r| <= 30,
- * finite probabilities) derives r from expm1 when |log r| < 1/2 (1 + expm1(x) is within about
- * 1.5 ulp of exp(x) there, since the result is >= 0.6) and |p_B - p_A| from
- * -expm1(-x) = expm1(x) / e^x, saving three exponentials per token. Everything else takes the
- * single-token definitions verbatim. */
-static void prep_one(double a, double b, parity_dist_tok_t *t)
-{
-    memset(t, 0, sizeof *t);
-    t->cls = (uint32_t)classify(a, b);
-    if (t->cls != PAIR_FINITE) return;
-    double lr = a - b; /* log r; exact when a and b are within a factor 2 (Sterbenz) */
-    t->lr = lr;
-    t->pa = exp(a);
-    t->pb = exp(b);
-    if (fabs(lr) <= 30.0 && isfinite(t->pa) && isfinite(t->pb)) {
-        double rm1 = expm1(lr); /* r - 1 without cancellation */
-        double w = fabs(lr) < 0.5 ? 1.0 + rm1 : exp(lr);
-        t->rm1 = rm1;
-        t->w = w;
-        t->k3 = k3_of(lr, rm1);
-        /* |p_B - p_A| = e^max |expm1(min - max)|: for a > b that is p_A (1 - e^-x) = p_A rm1 / r,
-         * for a <= b it is p_B (-expm1(x)) exactly as below. */
-        t->adp = lr > 0.0 ? t->pa * (rm1 / w) : t->pb * -rm1;
-        t->fast = 1;
-        return;
-    }
-    t->k3 = parity_metrics_k3(lr);
-    t->rm1 = expm1(lr);
-    t->w = exp(lr);
-    /* |p_B - p_A| = e^max |expm1(min - max)|: no cancellation, no overflow. */
-    double hi = a > b ? a : b, lo = a > b ? b : a;
-    t->adp = exp(hi) * -expm1(lo - hi);
-}
-
-void metrics_prep_slow(double a, double b, const metrics_soa_t *o, size_t i)
-{
-    parity_dist_tok_t t;
-    prep_one(a, b, &t);
-    t.fast = 0; /* the blocked path takes only what metrics_prep_soa computed */
-    o->lr[i] = t.lr;
-    o->k3[i] = t.k3;
-    o->rm1[i] = t.rm1;
-    o->w[i] = t.w;
-    o->adp[i] = t.adp;
-    o->pa[i] = t.pa;
-    o->pb[i] = t.pb;
-    o->cls[i] = (uint8_t)t.cls;
-    o->fast[i] = 0;
-}
-
-void metrics_soa_get(const metrics_soa_t *s, size_t i, parity_dist_tok_t *t)
-{
-    t->lr = s->lr[i];
-    t->k3 = s->k3[i];
-    t->rm1 = s->rm1[i];
-    t->w = s->w[i];
-    t->adp = s->adp[i];
-    t->pa = s->pa[i];
-    t->pb = s->pb[i];
-    t->cls = s->cls[i];
-    t->fast = s->fast[i];
 }
 
 /* Through the SIMD records (metrics_vec.c), a block at a time, so that the public path and the
@@ -406,7 +260,7 @@ parity_status_t parity_metrics_seq(const double *lp_a, const double *lp_b, size_
     uint64_t nf = 0;
     for (size_t i = 0; i < n; i++) {
         double a = lp_a[i], b = lp_b[i];
-        if (classify(a, b) != PAIR_FINITE) continue;
+        if (metrics_classify(a, b) != PAIR_FINITE) continue;
         nf++;
         metrics_csum_add(&sa, a);
         metrics_csum_add(&sb, b);
@@ -481,63 +335,6 @@ parity_status_t parity_metrics_dist_add_seq_stats(parity_dist_t *d, const parity
     return PARITY_OK;
 }
 
-double parity_metrics_topk_overlap(const int32_t *ids_a, const int32_t *ids_b, size_t k)
-{
-    if (k == 0 || !ids_a || !ids_b) return 0.0;
-    size_t cnt = 0;
-    for (size_t i = 0; i < k; i++) {
-        int32_t id = ids_a[i];
-        if (id < 0) continue;
-        int seen = 0;
-        for (size_t j = 0; j < i && !seen; j++) seen = ids_a[j] == id;
-        if (seen) continue;
-        for (size_t j = 0; j < k; j++) {
-            if (ids_b[j] == id) {
-                cnt++;
-                break;
-            }
-        }
-    }
-    return (double)cnt / (double)k;
-}
-
-parity_status_t parity_metrics_dist_add_topk(parity_dist_t *d, const int32_t *ids_a,
-                                             const int32_t *ids_b, size_t ntok, size_t k)
-{
-    if (!d || k == 0 || (ntok > 0 && (!ids_a || !ids_b))) return PARITY_E_INVALID;
-    for (size_t t = 0; t < ntok; t++) {
-        const int32_t *a = ids_a + t * k, *b = ids_b + t * k;
-        metrics_dist_topk_one(d, a[0] >= 0 && a[0] == b[0], parity_metrics_topk_overlap(a, b, k));
-    }
-    return PARITY_OK;
-}
-
-void metrics_dist_topk_one(parity_dist_t *d, int top1, double overlap)
-{
-    d->n_topk++;
-    d->n_top1 += top1 != 0;
-    metrics_csum_add(&d->overlap, overlap);
-}
-
-void metrics_dist_tkl_one(parity_dist_t *d, double v)
-{
-    if (isnan(v)) {
-        d->n_tkl_invalid++;
-        return;
-    }
-    if (isinf(v)) {
-        d->n_tkl_inf++;
-        d->tkl_max = INFINITY;
-        return;
-    }
-    if (d->n_tkl == 0 && d->n_tkl_inf == 0)
-        d->tkl_max = v;
-    else if (v > d->tkl_max)
-        d->tkl_max = v;
-    d->n_tkl++;
-    metrics_csum_add(&d->tkl, v);
-}
-
 double metrics_dist_seq_lr(const parity_dist_tok_t *t, size_t n, uint64_t *nf_out)
 {
     parity_csum_t slr = {0, 0};
@@ -555,55 +352,6 @@ void metrics_dist_sketches(parity_dist_t *d, struct parity_qsketch **q_dlp, stru
 {
     *q_dlp = &d->q_dlp;
     *q_dp = &d->q_dp;
-}
-
-/* log sum exp(x_i) as m + log1p(sum_{i != argmax} e^(x_i - m)): the log1p keeps the tail mass
- * -expm1(lse) accurate when one id holds almost all of the probability (lse near 0). */
-static double logsumexp(const double *x, size_t k)
-{
-    size_t im = 0;
-    for (size_t i = 1; i < k; i++)
-        if (x[i] > x[im]) im = i;
-    double m = x[im];
-    if (m == -INFINITY) return -INFINITY;
-    parity_csum_t s = {0, 0};
-    for (size_t i = 0; i < k; i++)
-        if (i != im) metrics_csum_add(&s, exp(x[i] - m));
-    return m + log1p(metrics_csum_value(&s));
-}
-
-/* Truncated KL(B_S || A_S): both distributions coarsened to the k ids of S and one tail
- * bucket holding the rest of the vocabulary. The tail mass 1 - sum_S p is -expm1(lse), which
- * has no cancellation; a mass that sums past 1 by rounding (lse > 0) is a tail of 0. By the
- * data-processing inequality (coarsening is a Markov map) the result is <= KL(B || A). */
-double parity_metrics_topk_kl(const double *lp_a, const double *lp_b, size_t k)
-{
-    if (k == 0) return 0.0;
-    if (!lp_a || !lp_b) return NAN;
-    for (size_t i = 0; i < k; i++)
-        if (isnan(lp_a[i]) || isnan(lp_b[i]) || lp_a[i] == INFINITY || lp_b[i] == INFINITY)
-            return NAN;
-    double la = logsumexp(lp_a, k), lb = logsumexp(lp_b, k);
-    double ta = la >= 0.0 ? 0.0 : -expm1(la), tb = lb >= 0.0 ? 0.0 : -expm1(lb);
-    parity_csum_t s = {0, 0};
-    for (size_t i = 0; i < k; i++) {
-        if (lp_b[i] == -INFINITY) continue; /* 0 log(0 / x) = 0 */
-        if (lp_a[i] == -INFINITY) return INFINITY;
-        metrics_csum_add(&s, exp(lp_b[i]) * (lp_b[i] - lp_a[i]));
-    }
-    if (tb > 0.0) {
-        if (ta == 0.0) return INFINITY;
-        metrics_csum_add(&s, tb * (log(tb) - log(ta)));
-    }
-    return metrics_csum_value(&s);
-}
-
-parity_status_t parity_metrics_dist_add_topk_kl(parity_dist_t *d, const double *lp_a,
-                                                const double *lp_b, size_t ntok, size_t k)
-{
-    if (!d || k == 0 || (ntok > 0 && (!lp_a || !lp_b))) return PARITY_E_INVALID;
-    for (size_t t = 0; t < ntok; t++) metrics_dist_tkl_one(d, parity_metrics_topk_kl(lp_a + t * k, lp_b + t * k, k));
-    return PARITY_OK;
 }
 
 static void merge_max(double *a, uint64_t na, double b, uint64_t nb)
@@ -669,166 +417,5 @@ parity_status_t parity_metrics_dist_merge(parity_dist_t *a, const parity_dist_t 
 
     (void)parity_metrics_qsketch_merge(&a->q_dlp, &b->q_dlp);
     (void)parity_metrics_qsketch_merge(&a->q_dp, &b->q_dp);
-    return PARITY_OK;
-}
-
-parity_status_t parity_metrics_dist_quantile(parity_dist_t *d, parity_dist_qty_t which, double p,
-                                             double *out)
-{
-    if (!d) return PARITY_E_INVALID;
-    switch (which) {
-    case PARITY_DIST_ABS_DLOGPROB: return parity_metrics_qsketch_quantile(&d->q_dlp, p, out);
-    case PARITY_DIST_ABS_DPROB: return parity_metrics_qsketch_quantile(&d->q_dp, p, out);
-    }
-    return PARITY_E_INVALID;
-}
-
-static double mean_of(const parity_csum_t *s, uint64_t n)
-{
-    return n ? metrics_csum_value(s) / (double)n : 0.0;
-}
-
-parity_status_t parity_metrics_dist_summary(parity_dist_t *d, parity_dist_summary_t *out)
-{
-    if (!d || !out) return PARITY_E_INVALID;
-    memset(out, 0, sizeof *out);
-    uint64_t n = d->n_finite;
-    out->n_tok = d->n_tok;
-    out->n_finite = n;
-    out->n_invalid = d->n_invalid;
-    out->n_inf_mismatch = d->n_inf_mismatch;
-    out->n_zero_match = d->n_zero_match;
-    out->k1_mean = mean_of(&d->k1, n);
-    out->k2_mean = mean_of(&d->k2, n);
-    out->k3_mean = mean_of(&d->k3, n);
-    out->dlogprob_mean = out->k1_mean;
-    out->abs_dlogprob_mean = mean_of(&d->abs_dlp, n);
-    out->abs_dprob_mean = mean_of(&d->abs_dp, n);
-    out->chi2_mean = mean_of(&d->chi2, n);
-    out->iw_mean = mean_of(&d->iw_sum, n);
-    out->pearson_p = NAN;
-    if (n > 0) {
-        out->k3_max = d->k3_max;
-        out->abs_dlogprob_max = d->abs_dlp_max;
-        out->abs_dprob_max = d->abs_dp_max;
-        out->chi2_max = d->chi2_max;
-        out->iw_min = d->iw_min;
-        out->iw_max = d->iw_max;
-        out->iw_std = sqrt(d->iw.m2 / d->iw.n);
-        /* Kish's effective sample size (sum w)^2 / sum w^2, divided by n: 1 for equal
-         * weights, 1/n when one weight dominates. */
-        double s1 = metrics_csum_value(&d->iw_sum), s2 = metrics_csum_value(&d->iw_sum2);
-        out->iw_ess = s2 > 0.0 ? (s1 / (double)n) * (s1 / s2) : 0.0;
-        out->iw_frac_low = (double)d->iw_n_low / (double)n;
-        out->iw_frac_high = (double)d->iw_n_high / (double)n;
-        out->iw_frac_out = (double)(d->iw_n_low + d->iw_n_high) / (double)n;
-        const comoment_t *c = &d->pearson;
-        if (c->m2x > 0.0 && c->m2y > 0.0) out->pearson_p = c->cxy / sqrt(c->m2x * c->m2y);
-    }
-    static const double qs[3] = {0.5, 0.99, 0.999};
-    double *qa[3] = {&out->abs_dlogprob_p50, &out->abs_dlogprob_p99, &out->abs_dlogprob_p999};
-    double *qb[3] = {&out->abs_dprob_p50, &out->abs_dprob_p99, &out->abs_dprob_p999};
-    for (int i = 0; i < 3; i++) {
-        (void)parity_metrics_qsketch_quantile(&d->q_dlp, qs[i], qa[i]);
-        (void)parity_metrics_qsketch_quantile(&d->q_dp, qs[i], qb[i]);
-    }
-    uint64_t ns = d->n_seq - d->n_seq_empty;
-    out->n_seq = d->n_seq;
-    out->n_seq_empty = d->n_seq_empty;
-    out->n_seq_nonfinite = d->n_seq_nonfinite;
-    out->dlogppl_mean = mean_of(&d->dlogppl, ns);
-    out->ppl_ratio_mean = mean_of(&d->ppl_ratio, ns);
-    out->chi2_seq_mean = mean_of(&d->chi2_seq, ns);
-    if (ns > 0) {
-        out->dlogppl_max_abs = d->dlogppl_max_abs;
-        out->ppl_ratio_min = d->ppl_ratio_min;
-        out->ppl_ratio_max = d->ppl_ratio_max;
-    }
-    out->n_topk = d->n_topk;
-    out->top1_agree = d->n_topk ? (double)d->n_top1 / (double)d->n_topk : 0.0;
-    out->topk_overlap_mean = mean_of(&d->overlap, d->n_topk);
-    out->n_tkl = d->n_tkl;
-    out->n_tkl_invalid = d->n_tkl_invalid;
-    out->n_tkl_inf = d->n_tkl_inf;
-    out->tkl_mean = mean_of(&d->tkl, d->n_tkl);
-    out->tkl_max = (d->n_tkl || d->n_tkl_inf) ? d->tkl_max : 0.0;
-    return PARITY_OK;
-}
-
-/* Field table for the ctypes interface: names in summary order, each a double or a count. */
-#define FD(f) {#f, offsetof(parity_dist_summary_t, f), 0}
-#define FU(f) {#f, offsetof(parity_dist_summary_t, f), 1}
-static const struct {
-    const char *name;
-    size_t off;
-    int is_count;
-} dist_fields[] = {
-    FU(n_tok), FU(n_finite), FU(n_invalid), FU(n_inf_mismatch), FU(n_zero_match),
-    FD(k1_mean), FD(k2_mean), FD(k3_mean), FD(k3_max), FD(dlogprob_mean),
-    FD(abs_dlogprob_max), FD(abs_dlogprob_mean), FD(abs_dlogprob_p50), FD(abs_dlogprob_p99),
-    FD(abs_dlogprob_p999), FD(abs_dprob_max), FD(abs_dprob_mean), FD(abs_dprob_p50),
-    FD(abs_dprob_p99), FD(abs_dprob_p999), FD(chi2_mean), FD(chi2_max), FD(iw_mean),
-    FD(iw_min), FD(iw_max), FD(iw_std), FD(iw_ess), FD(iw_frac_low), FD(iw_frac_high),
-    FD(iw_frac_out), FD(pearson_p), FU(n_seq), FU(n_seq_empty), FU(n_seq_nonfinite),
-    FD(dlogppl_mean), FD(dlogppl_max_abs), FD(ppl_ratio_mean), FD(ppl_ratio_min),
-    FD(ppl_ratio_max), FD(chi2_seq_mean), FU(n_topk), FD(top1_agree), FD(topk_overlap_mean),
-    FU(n_tkl), FU(n_tkl_invalid), FU(n_tkl_inf), FD(tkl_mean), FD(tkl_max),
-};
-_Static_assert(sizeof dist_fields / sizeof dist_fields[0] == PARITY_METRICS_DIST_NFIELDS,
-               "one entry per summary field");
-
-const char *parity_metrics_dist_field_name(size_t i)
-{
-    return i < PARITY_METRICS_DIST_NFIELDS ? dist_fields[i].name : NULL;
-}
-
-parity_status_t parity_metrics_dist_eval(const double *lp_a, const double *lp_b, size_t n,
-                                         const uint64_t *seq_lens, size_t nseq,
-                                         const int32_t *ids_a, const int32_t *ids_b,
-                                         const double *tk_lp_a, const double *tk_lp_b,
-                                         size_t ntok_topk, size_t k, double iw_low,
-                                         double iw_high, double *out, size_t out_len)
-{
-    if ((out_len > 0 && !out) || (n > 0 && (!lp_a || !lp_b)) || (nseq > 0 && !seq_lens))
-        return PARITY_E_INVALID;
-    if (nseq > 0) {
-        uint64_t tot = 0;
-        for (size_t s = 0; s < nseq; s++) {
-            if (seq_lens[s] > n - tot) return PARITY_E_INVALID;
-            tot += seq_lens[s];
-        }
-        if (tot != n) return PARITY_E_INVALID;
-    }
-    if (ntok_topk > 0 && k == 0) return PARITY_E_INVALID;
-    parity_dist_opts_t o = {iw_low, iw_high};
-    parity_dist_t *d;
-    parity_status_t st = parity_metrics_dist_new(&o, &d);
-    if (st != PARITY_OK) return st;
-    if (nseq > 0) {
-        size_t off = 0;
-        for (size_t s = 0; s < nseq; s++) {
-            (void)parity_metrics_dist_add_seq(d, lp_a + off, lp_b + off, (size_t)seq_lens[s]);
-            off += (size_t)seq_lens[s];
-        }
-    } else {
-        (void)parity_metrics_dist_add_tokens(d, lp_a, lp_b, n);
-    }
-    if (ntok_topk > 0 && ids_a && ids_b) (void)parity_metrics_dist_add_topk(d, ids_a, ids_b, ntok_topk, k);
-    if (ntok_topk > 0 && tk_lp_a && tk_lp_b)
-        (void)parity_metrics_dist_add_topk_kl(d, tk_lp_a, tk_lp_b, ntok_topk, k);
-    parity_dist_summary_t sum;
-    (void)parity_metrics_dist_summary(d, &sum);
-    parity_metrics_dist_free(d);
-    size_t m = out_len < PARITY_METRICS_DIST_NFIELDS ? out_len : PARITY_METRICS_DIST_NFIELDS;
-    for (size_t i = 0; i < m; i++) {
-        const char *p = (const char *)&sum + dist_fields[i].off;
-        if (dist_fields[i].is_count) {
-            uint64_t u;
-            memcpy(&u, p, sizeof u);
-            out[i] = (double)u;
-        } else {
-            memcpy(&out[i], p, sizeof out[i]);
-        }
-    }
     return PARITY_OK;
 }

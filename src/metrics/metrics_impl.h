@@ -1,5 +1,10 @@
-/* Internal to the metrics module (metrics.c, metrics_quantile.c, metrics_dist.c): the inline
- * compensated-sum step shared by the accumulators. Not a public header. */
+/* Internal to the metrics module (metrics.c, metrics_quantile.c, metrics_record.c, metrics_vec.c,
+ * metrics_dist.c, metrics_topk.c, metrics_dist_summary.c): the inline compensated-sum step shared
+ * by the accumulators, the quantile sketch's and the distribution accumulator's layouts, the
+ * class of a pair. Units, bottom up: metrics_quantile.c and metrics_record.c call no other;
+ * metrics_vec.c calls metrics_record.c; metrics_dist.c calls those three; metrics_topk.c none;
+ * metrics_dist_summary.c calls metrics_dist.c, metrics_topk.c, metrics_quantile.c. Not a public
+ * header. */
 #ifndef PARITY_METRICS_IMPL_H
 #define PARITY_METRICS_IMPL_H
 
@@ -10,7 +15,7 @@
 #include "parity/metrics.h"
 
 /* 1/(n+2)! for n = 0..15 (1/2! .. 1/17!): the coefficients of q(x) = (e^x - 1 - x) / x^2 =
- * sum_n x^n / (n+2)!, which the k3 series (metrics_dist.c) and the SIMD expm1 and k3
+ * sum_n x^n / (n+2)!, which the k3 series (metrics_record.c) and the SIMD expm1 and k3
  * (metrics_vec.c) evaluate by Horner. Each entry is the quotient rounded once (the factorials
  * are exact in binary64 up to 18!). Static so that each file's loops see constants. */
 static const double metrics_inv_fact2[16] __attribute__((unused)) = {
@@ -86,6 +91,57 @@ struct parity_qsketch {
     uint64_t bins[QS_NBINS];
 };
 
+/* The class of a pair (a, b) of logprobs (parity_dist_tok_t.cls). */
+enum { PAIR_FINITE, PAIR_INVALID, PAIR_ZERO_MATCH, PAIR_INF_MISMATCH };
+
+/* Logprobs are <= 0 in exact arithmetic; small positive values are rounding noise and are
+ * accepted. +inf (probability e^inf) and NaN are invalid; -inf is probability 0. */
+static inline int metrics_classify(double a, double b)
+{
+    if (isnan(a) || isnan(b) || a == INFINITY || b == INFINITY) return PAIR_INVALID;
+    if (a == -INFINITY && b == -INFINITY) return PAIR_ZERO_MATCH;
+    if (a == -INFINITY || b == -INFINITY) return PAIR_INF_MISMATCH;
+    return PAIR_FINITE;
+}
+
+/* The distribution accumulator (parity_dist_t): filled and merged by metrics_dist.c and
+ * metrics_topk.c, read by metrics_dist_summary.c. */
+/* Welford's running mean and sum of squared deviations, merged with Chan, Golub & LeVeque's
+ * pairwise update (1979): stable where sum x^2 - n mean^2 would cancel. */
+typedef struct {
+    double n, mean, m2;
+} welford_t;
+
+/* The same for two variables with their co-moment, for Pearson's r. */
+typedef struct {
+    double n, mx, my, m2x, m2y, cxy;
+} comoment_t;
+
+struct parity_dist {
+    parity_dist_opts_t opts;
+    /* tokens */
+    uint64_t n_tok, n_finite, n_invalid, n_inf_mismatch, n_zero_match;
+    parity_csum_t k1, k2, k3, abs_dlp, abs_dp, chi2;
+    double k3_max, abs_dlp_max, abs_dp_max, chi2_max;
+    /* importance weights r = exp(a - b) */
+    parity_csum_t iw_sum, iw_sum2;
+    welford_t iw;
+    double iw_min, iw_max;
+    uint64_t iw_n_low, iw_n_high;
+    comoment_t pearson;
+    /* sequences */
+    uint64_t n_seq, n_seq_empty, n_seq_nonfinite;
+    parity_csum_t dlogppl, ppl_ratio, chi2_seq;
+    double dlogppl_max_abs, ppl_ratio_min, ppl_ratio_max;
+    /* top-k */
+    uint64_t n_topk, n_top1;
+    parity_csum_t overlap;
+    uint64_t n_tkl, n_tkl_invalid, n_tkl_inf;
+    parity_csum_t tkl;
+    double tkl_max;
+    struct parity_qsketch q_dlp, q_dp;
+};
+
 /* Add x to the sketch; x must be finite and >= 0 (the caller checks; -0 counts as 0). The
  * body of parity_metrics_qsketch_add, inlined into the distribution accumulator's loops. */
 static inline void metrics_qs_add(struct parity_qsketch *q, double x)
@@ -144,7 +200,7 @@ typedef struct {
 /* The records of the pairs (a[i], b[i]), i < n, into o's arrays at 0..n) (metrics_vec.c): the
  * fast pairs by the SIMD exp/expm1, the others by metrics_prep_slow. */
 void metrics_prep_soa(const double *a, const double *b, size_t n, const metrics_soa_t *o);
-/* The record of one pair by the scalar (libm) definitions, into index i (metrics_dist.c). */
+/* The record of one pair by the scalar (libm) definitions, into index i (metrics_record.c). */
 void metrics_prep_slow(double a, double b, const metrics_soa_t *o, size_t i);
 /* Record i as a parity_dist_tok_t. */
 void metrics_soa_get(const metrics_soa_t *s, size_t i, parity_dist_tok_t *t);

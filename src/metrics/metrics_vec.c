@@ -278,10 +278,10 @@ void metrics_vexpm1(const double *x, size_t n, double *out, double *ex)
 }
 
 /* ---- per-token records ----------------------------------------------------------------------
- * What prep_one (metrics_dist.c) computes for a fast pair, four pairs at a time; the pairs that
+ * What prep_one (metrics_record.c) computes for a fast pair, four pairs at a time; the pairs that
  * are not fast (non-finite, |log r| > 30, an overflowed probability) are then redone one by one
  * by metrics_prep_slow. k3 = e^x - 1 - x by the Taylor series for |x| <= 1/2, with the number
- * of terms metrics_dist.c derives, chosen by the largest |x| of the four lanes (more terms than
+ * of terms metrics_record.c derives, chosen by the largest |x| of the four lanes (more terms than
  * a lane needs only shrink its truncation error). */
 
 

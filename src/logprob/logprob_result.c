@@ -1,0 +1,145 @@
+/* The comparison's result: the unit roundoff of a dtype (the analytic floor's scale), the metrics
+ * compared with the floor, a measured floor from another comparison, the verdict of each slice,
+ * the exit code, and the accessors of the public result object. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/logprob/logprob_cmp_impl.h"
+
+const char *parity_lp_verdict_name(parity_lp_verdict_t v)
+{
+    switch (v) {
+    case PARITY_LP_OK: return "ok";
+    case PARITY_LP_ABOVE_FLOOR: return "above-floor";
+    case PARITY_LP_ALARM: return "alarm";
+    case PARITY_LP_EMPTY: return "empty";
+    }
+    return "?";
+}
+
+double lp_unit_roundoff(const char *dtype)
+{
+    if (!dtype) return ldexp(1, -24);
+    if (!strcmp(dtype, "bf16")) return ldexp(1, -8);
+    if (!strcmp(dtype, "fp16")) return ldexp(1, -11);
+    if (!strcmp(dtype, "fp64")) return ldexp(1, -53);
+    if (!strcmp(dtype, "tf32")) return ldexp(1, -11);
+    return ldexp(1, -24); /* fp32, and JSON text (engines print fp32 values) */
+}
+
+/* ---- floor and verdicts ------------------------------------------------------------------ */
+
+void parity_lp_result_free(parity_lp_result_t *r)
+{
+    if (!r) return;
+    free(r->slices);
+    free(r->fl);
+    free(r);
+}
+
+double lp_metric(const parity_dist_summary_t *m, int k)
+{
+    switch (k) {
+    case LP_F_MAX_ABS: return m->abs_dlogprob_max;
+    case LP_F_MEAN_ABS: return m->abs_dlogprob_mean;
+    case LP_F_P50: return m->abs_dlogprob_p50;
+    case LP_F_P99: return m->abs_dlogprob_p99;
+    case LP_F_P999: return m->abs_dlogprob_p999;
+    case LP_F_K1: return fabs(m->k1_mean);
+    case LP_F_K2: return m->k2_mean;
+    case LP_F_K3: return m->k3_mean;
+    case LP_F_CHI2: return m->chi2_mean;
+    case LP_F_DPROB_MAX: return m->abs_dprob_max;
+    case LP_F_DPROB_MEAN: return m->abs_dprob_mean;
+    case LP_F_DLOGPPL: return m->dlogppl_max_abs;
+    case LP_F_TKL: return m->tkl_mean;
+    }
+    return NAN;
+}
+
+const char *lp_metric_name(int k)
+{
+    static const char *n[LP_NF] = {"max_abs_dlogprob", "mean_abs_dlogprob", "p50_abs_dlogprob", "p99_abs_dlogprob",
+                                   "p999_abs_dlogprob", "abs_k1", "k2", "k3", "chi2_mean", "max_abs_dprob",
+                                   "mean_abs_dprob", "max_abs_dlogppl", "tkl_mean"};
+    return k >= 0 && k < LP_NF ? n[k] : "";
+}
+
+parity_status_t parity_lp_result_set_floor(parity_lp_result_t *r, parity_lp_result_t *floor)
+{
+    if (!r || !floor) return PARITY_E_INVALID;
+    for (size_t i = 0; i < r->nslices; i++) {
+        double *F = r->fl[i].v;
+        const parity_lp_slice_t *fs = NULL;
+        for (size_t j = 0; j < floor->nslices; j++)
+            if (!strcmp(floor->slices[j].name, r->slices[i].name)) fs = &floor->slices[j];
+        for (int k = 0; k < LP_NF; k++) F[k] = fs && fs->m.n_finite ? lp_metric(&fs->m, k) : NAN;
+    }
+    r->floor_kind = 2;
+    snprintf(r->name_floor, sizeof r->name_floor, "%s", floor->name_b);
+    return PARITY_OK;
+}
+
+parity_lp_verdict_t parity_lp_result_verdict(const parity_lp_result_t *r, size_t i)
+{
+    if (!r || i >= r->nslices) return PARITY_LP_EMPTY;
+    const parity_dist_summary_t *m = &r->slices[i].m;
+    if (m->n_finite == 0 && m->n_invalid == 0 && m->n_inf_mismatch == 0) return PARITY_LP_EMPTY;
+    if (m->n_inf_mismatch || m->n_invalid) return PARITY_LP_ALARM;
+    const double *F = r->fl[i].v;
+    double fac = r->opts.floor_factor;
+    /* A metric is "explained by the floor" when it is within factor x floor. */
+    int k3_above = !(m->k3_mean <= fac * F[LP_F_K3]);
+    int max_above = !(m->abs_dlogprob_max <= fac * F[LP_F_MAX_ABS]);
+    int mean_above = !(m->abs_dlogprob_mean <= fac * F[LP_F_MEAN_ABS]);
+    if ((m->k3_mean > r->opts.k3_alarm && k3_above) || (m->abs_dlogprob_max > r->opts.dlogprob_alarm && max_above))
+        return PARITY_LP_ALARM;
+    if (k3_above || mean_above) return PARITY_LP_ABOVE_FLOOR;
+    return PARITY_LP_OK;
+}
+
+int parity_lp_result_exit_code(const parity_lp_result_t *r)
+{
+    if (!r) return PARITY_EXIT_INPUT;
+    if (r->counts.n_diverged || r->counts.n_only_a || r->counts.n_only_b) return PARITY_EXIT_VERDICT;
+    for (size_t i = 0; i < r->nslices; i++)
+        if (parity_lp_result_verdict(r, i) == PARITY_LP_ALARM) return PARITY_EXIT_VERDICT;
+    return PARITY_EXIT_OK;
+}
+
+size_t parity_lp_result_nslices(const parity_lp_result_t *r)
+{
+    return r ? r->nslices : 0;
+}
+
+const parity_lp_slice_t *parity_lp_result_slice(const parity_lp_result_t *r, size_t i)
+{
+    return r && i < r->nslices ? &r->slices[i] : NULL;
+}
+
+size_t parity_lp_result_nworst(const parity_lp_result_t *r)
+{
+    return r ? r->nworst : 0;
+}
+
+const parity_lp_token_t *parity_lp_result_worst(const parity_lp_result_t *r, size_t i)
+{
+    return r && i < r->nworst ? &r->worst[i] : NULL;
+}
+
+size_t parity_lp_result_ndiv(const parity_lp_result_t *r)
+{
+    return r ? r->ndiv : 0;
+}
+
+const parity_lp_divergence_t *parity_lp_result_div(const parity_lp_result_t *r, size_t i)
+{
+    return r && i < r->ndiv ? &r->div[i] : NULL;
+}
+
+const parity_lp_counts_t *parity_lp_result_counts(const parity_lp_result_t *r)
+{
+    return r ? &r->counts : NULL;
+}
