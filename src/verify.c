@@ -359,3 +359,5 @@ double parity_hit_correlation(const parity_ref_output_t *R, const double *row_er
     if (vx <= 0 || vy <= 0) return NAN;
     return cov / sqrt(vx * vy);
 }
+
+void parity_populate_call(const parity_abi_call_t *c) { populate_call(c); }
