@@ -225,8 +225,17 @@ void parity_tolerance(const parity_ref_output_t *R, int64_t slot, int64_t j, dou
                       u_out, tiny_out);
 }
 
-/* 1 if elements [start, start + n) are all zero (either sign): a row without terms. */
-static int row_all_zero(const parity_abi_tensor_t *out, int64_t start, int64_t n)
+/* Integer loops only (no floating-point operation changes): let GCC vectorize them at -O3. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define VERIFY_VECTOR_INT __attribute__((optimize("O3")))
+#else
+#define VERIFY_VECTOR_INT
+#endif
+
+/* 1 if elements [start, start + n) are all zero (either sign): a row without terms. Most rows of
+ * a vocabulary-sized output are such rows, and this scan was most of the judge's time when it ran
+ * one element per step (docs/check-speed.md). */
+VERIFY_VECTOR_INT static int row_all_zero(const parity_abi_tensor_t *out, int64_t start, int64_t n)
 {
     if (out->dtype == PARITY_DT_F32) {
         const uint32_t *p = (const uint32_t *)out->data + start;
