@@ -55,4 +55,8 @@ int parity_call_input(const parity_abi_call_t *call, const char *name);
 int parity_call_output(const parity_abi_call_t *call, const char *name);
 double parity_call_attr(const parity_abi_call_t *call, const char *name, double dflt);
 
+/* x[0..n) stored into v's elements [start, start + n), each rounded to v's dtype as
+ * parity_tensor_set does (tensor.c). */
+void parity_tensor_store_f64(parity_abi_tensor_t *v, int64_t start, const double *x, int64_t n);
+
 #endif

@@ -244,6 +244,21 @@ static uint16_t bf16_from_double(double x)
     return (uint16_t)parity_format_encode(f, x, &o, NULL);
 }
 
+void parity_tensor_store_f64(parity_abi_tensor_t *v, int64_t start, const double *x, int64_t n)
+{
+    /* The per-element parity_tensor_set, without a call and a dtype switch per element (input
+     * generation stores hundreds of millions of them on production shapes): the same bits. */
+    if (v->dtype == PARITY_DT_BF16) {
+        uint16_t *p = (uint16_t *)v->data + start;
+        for (int64_t i = 0; i < n; i++) p[i] = bf16_from_double(x[i]);
+    } else if (v->dtype == PARITY_DT_F32) {
+        float *p = (float *)v->data + start;
+        for (int64_t i = 0; i < n; i++) p[i] = (float)x[i];
+    } else {
+        for (int64_t i = 0; i < n; i++) parity_tensor_set(v, start + i, x[i]);
+    }
+}
+
 double parity_tensor_get(const parity_abi_tensor_t *v, int64_t i)
 {
     switch ((parity_dtype_t)v->dtype) {
