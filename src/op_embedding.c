@@ -63,7 +63,7 @@ float parity_pairwise_f32(const float *v, int64_t n)
     return parity_pairwise_f32(v, h) + parity_pairwise_f32(v + h, n - h);
 }
 
-void parity_rms_bwd_row_f32(const float *x, const float *dy, const float *g, int64_t d, float eps,
+REF_HOT void parity_rms_bwd_row_f32(const float *x, const float *dy, const float *g, int64_t d, float eps,
                             float *dx, float *xhat_dy, int ignore_gamma, int eps_outside)
 {
     float ss = 0.0f;
