@@ -7,14 +7,32 @@
 
 #include "ops/ops_impl.h"
 #include "src/core/parallel.h"
+#include "src/core/tensor_impl.h"
 
 /* ---- shared helpers ---------------------------------------------------------------------- */
+
+/* GCC at -O3 for the reference's hot loops: it hoists elem()'s dtype switch out of them and
+ * vectorizes the element-wise ones; it never reorders a sum (no -fassociative-math) and the
+ * build's -ffp-contract=off still holds, so the reference keeps its bits (docs/check-speed.md). */
+#if defined(__GNUC__) && !defined(__clang__)
+#define REF_HOT __attribute__((optimize("O3")))
+#else
+#define REF_HOT
+#endif
+
+static inline float bf16_f32(uint16_t b) /* parity_bf16_to_fp32_1, inlined */
+{
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
 
 static inline double elem(const parity_abi_tensor_t *t, int64_t i)
 {
     switch (t->dtype) {
     case PARITY_DT_F32: return ((const float *)t->data)[i];
-    case PARITY_DT_BF16: return parity_bf16_to_fp32_1(((const uint16_t *)t->data)[i]);
+    case PARITY_DT_BF16: return bf16_f32(((const uint16_t *)t->data)[i]);
     case PARITY_DT_F64: return ((const double *)t->data)[i];
     default: return parity_tensor_get(t, i);
     }
@@ -110,13 +128,7 @@ static void gen_rows(void *p, int64_t b, int64_t e, int thread)
         int64_t re = r + CHUNK < e ? r + CHUNK : e;
         parity_workload_values(g->kind, g->scale, g->outliers, g->factor, g->seed, g->stream, r, re,
                                g->cols, buf);
-        for (int64_t i = r; i < re; i++)
-            for (int64_t j = 0; j < g->cols; j++) {
-                int64_t idx = i * g->cols + j;
-                double x = buf[(i - r) * g->cols + j];
-                if (g->t->view.dtype == PARITY_DT_F32) ((float *)g->t->view.data)[idx] = (float)x;
-                else parity_tensor_set(&g->t->view, idx, x);
-            }
+        parity_tensor_store_f64(&g->t->view, r * g->cols, buf, (re - r) * g->cols);
     }
     free(buf);
 }
@@ -182,7 +194,7 @@ typedef struct {
     int ignore_gamma;              /* embedding_bwd reuses nothing of this; kept for clarity */
 } fused_ctx_t;
 
-static void fused_pass1(void *p, int64_t b, int64_t e, int thread)
+REF_HOT static void fused_pass1(void *p, int64_t b, int64_t e, int thread)
 {
     (void)thread;
     fused_ctx_t *f = p;
@@ -213,7 +225,7 @@ static void fused_pass1(void *p, int64_t b, int64_t e, int thread)
     }
 }
 
-static void fused_pass2(void *p, int64_t jb, int64_t je, int thread)
+REF_HOT static void fused_pass2(void *p, int64_t jb, int64_t je, int thread)
 {
     (void)thread;
     fused_ctx_t *f = p;

@@ -71,7 +71,12 @@ static float load_out(const parity_abi_tensor_t *o, int64_t i)
     return ((const float *)o->data)[i];
 }
 
-/* The shared body of every fused (and, with fused = 0, plain scatter) catalog kernel. */
+/* The shared body of every fused (and, with fused = 0, plain scatter) catalog kernel. GCC -O3:
+ * the configuration's branches hoisted out of the loops and the element-wise ones vectorized,
+ * each element's operations unchanged (no sum is reordered, no contraction): the same bits. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("O3")))
+#endif
 static int scatter_kernel(const parity_abi_call_t *call, const cfg_t *cfg, int fused)
 {
     const parity_abi_tensor_t *dy = &call->inputs[0];
@@ -86,15 +91,25 @@ static int scatter_kernel(const parity_abi_call_t *call, const cfg_t *cfg, int f
     int64_t dlim = cfg->tail128 ? d / 128 * 128 : d;
     uint64_t rs = call->seed;
 
-    float *acc = malloc((size_t)v * (size_t)d * sizeof *acc); /* fp32 scratch rows of dE */
+    /* fp32 rows of dE: the output itself when it is fp32 (the same float operations in the same
+     * order, so the same bits, without a V x D scratch to fault in and copy: most of a floor run's
+     * time on the large-vocabulary workloads, docs/check-speed.md), else a scratch rounded at the
+     * end. */
+    int in_place = dE->dtype == PARITY_DT_F32;
+    float *acc = in_place ? dE->data : malloc((size_t)v * (size_t)d * sizeof *acc);
     float *row = malloc((size_t)d * 5 * sizeof *row);
     float *dgacc = calloc((size_t)d, sizeof *dgacc);
     int64_t *perm = malloc((size_t)(n ? n : 1) * sizeof *perm);
     if (!acc || !row || !dgacc || !perm) {
-        free(acc); free(row); free(dgacc); free(perm);
+        if (!in_place) free(acc);
+        free(row); free(dgacc); free(perm);
         return PARITY_KERNEL_ERROR;
     }
-    for (int64_t i = 0; i < v * d; i++) acc[i] = cfg->no_zero ? load_out(dE, i) : 0.0f;
+    if (!in_place) {
+        for (int64_t i = 0; i < v * d; i++) acc[i] = cfg->no_zero ? load_out(dE, i) : 0.0f;
+    } else if (!cfg->no_zero) {
+        memset(acc, 0, (size_t)v * (size_t)d * sizeof *acc); /* +0.0f, as the loop stored */
+    }
     float *xr = row, *dyr = row + d, *gr = row + 2 * d, *dx = row + 3 * d, *xdy = row + 4 * d;
     if (fused) parity_row_to_f32(g, 0, gr);
 
@@ -109,7 +124,7 @@ static int scatter_kernel(const parity_abi_call_t *call, const cfg_t *cfg, int f
     } else if (cfg->order == ORDER_SORTED || cfg->order == ORDER_PAIRWISE) {
         /* stable counting sort of positions by id: segmented reduction order */
         int64_t *cnt = calloc((size_t)v + 1, sizeof *cnt);
-        if (!cnt) { free(acc); free(row); free(dgacc); free(perm); return PARITY_KERNEL_ERROR; }
+        if (!cnt) { if (!in_place) free(acc); free(row); free(dgacc); free(perm); return PARITY_KERNEL_ERROR; }
         for (int64_t i = 0; i < n; i++) cnt[ids[i] + 1]++;
         for (int64_t r = 0; r < v; r++) cnt[r + 1] += cnt[r];
         for (int64_t i = 0; i < n; i++) perm[cnt[ids[i]]++] = i;
@@ -129,7 +144,7 @@ static int scatter_kernel(const parity_abi_call_t *call, const cfg_t *cfg, int f
                 free(seg); free(col);
                 seg = malloc((size_t)h * (size_t)d * sizeof *seg);
                 col = malloc((size_t)h * sizeof *col);
-                if (!seg || !col) { free(seg); free(col); free(acc); free(row); free(dgacc); free(perm); return PARITY_KERNEL_ERROR; }
+                if (!seg || !col) { free(seg); free(col); if (!in_place) free(acc); free(row); free(dgacc); free(perm); return PARITY_KERNEL_ERROR; }
             }
             for (int64_t t = 0; t < h; t++) {
                 int64_t i = perm[s0 + t];
@@ -172,7 +187,7 @@ static int scatter_kernel(const parity_abi_call_t *call, const cfg_t *cfg, int f
         /* dgamma: fp32, in blocks of 256 rows reduced sequentially, as a two-stage GPU reduction
          * does; every catalog kernel computes it the same faithful way. */
         float *part = calloc((size_t)d, sizeof *part);
-        if (!part) { free(acc); free(row); free(dgacc); free(perm); return PARITY_KERNEL_ERROR; }
+        if (!part) { if (!in_place) free(acc); free(row); free(dgacc); free(perm); return PARITY_KERNEL_ERROR; }
         for (int64_t i = 0; i < n; i++) {
             parity_row_to_f32(x, i, xr);
             parity_row_to_f32(dy, i, dyr);
@@ -188,8 +203,11 @@ static int scatter_kernel(const parity_abi_call_t *call, const cfg_t *cfg, int f
         free(part);
         for (int64_t j = 0; j < d; j++) parity_put_f32(dg, j, dgacc[j]);
     }
-    for (int64_t i = 0; i < v * d; i++) parity_put_f32(dE, i, acc[i]);
-    free(acc); free(row); free(dgacc); free(perm);
+    if (!in_place) {
+        for (int64_t i = 0; i < v * d; i++) parity_put_f32(dE, i, acc[i]);
+        free(acc);
+    }
+    free(row); free(dgacc); free(perm);
     return PARITY_KERNEL_OK;
 }
 

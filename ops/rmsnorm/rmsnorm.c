@@ -171,6 +171,12 @@ const parity_op_t parity_op_rmsnorm_fwd = {
 };
 
 /* ---- the faithful fp32 row backward, shared with the embedding family's kernels ---- */
+
+/* GCC at -O3 (it vectorizes the element-wise loops; it never reorders a sum without
+ * -fassociative-math, and -ffp-contract=off holds), so the bits are those of -O2. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("O3")))
+#endif
 void parity_rms_bwd_row_f32(const float *x, const float *dy, const float *g, int64_t d, float eps,
                             float *dx, float *xhat_dy, int ignore_gamma, int eps_outside)
 {

@@ -178,12 +178,28 @@ static int decoy_inputs(case_slot_t *cs)
 }
 
 
+/* dst[j] = (float)ref[j]: a conversion per element, exact IEEE rounding whether scalar or
+ * vector, so GCC may vectorize it (-O3 here; no contraction or fast-math is involved). */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("O3")))
+#endif
+static void fill_ref_row_f32(float *restrict dst, const double *restrict ref, int64_t n)
+{
+    for (int64_t j = 0; j < n; j++) dst[j] = (float)ref[j];
+}
+
 /* Fill an output with the reference rounded to its dtype (the second run's prefill: a kernel
  * that leaves elements unwritten then returns different bits than with the NaN prefill). */
 void parity_fill_reference(parity_tensor_t *t, const parity_ref_output_t *R)
 {
     for (int64_t r = 0; r < R->rows; r++) {
         int64_t slot = R->slot ? R->slot[r] : r;
+        if (t->view.dtype == PARITY_DT_F32) { /* the common case, at memory speed: same bits */
+            float *dst = (float *)t->view.data + r * R->cols;
+            if (slot < 0) memset(dst, 0, (size_t)R->cols * sizeof *dst); /* +0.0f */
+            else fill_ref_row_f32(dst, R->ref + slot * R->cols, R->cols);
+            continue;
+        }
         for (int64_t j = 0; j < R->cols; j++) {
             double v = slot >= 0 ? R->ref[slot * R->cols + j] : 0;
             if (t->view.dtype == PARITY_DT_F32) ((float *)t->view.data)[r * R->cols + j] = (float)v;
@@ -580,18 +596,28 @@ parity_status_t check_unit_floor(check_worker_t *w, const parity_op_t *op,
 {
     *floor_q = -1;
     *complete = 1;
-    for (int f = 0; f < nf; f++) {
+    /* Consecutive variants on the same case run in one child (check_floor.c). */
+    for (int f = 0; f < nf;) {
         case_slot_t *cs;
         parity_status_t st = worker_case(w, op, wl, opts->seed, (parity_dtype_t)fk[f]->in_dtype, &cs, diag);
         if (st != PARITY_OK) return st;
-        parity_kernel_ref_t fr = {fk[f], "", 1};
-        parity_wl_result_t fres;
-        memset(&fres, 0, sizeof fres);
-        run_one(&fr, cs, opts, 0, 0, &fres, NULL);
-        if (fres.verdict == PARITY_VERDICT_FAITHFUL || fres.verdict == PARITY_VERDICT_UNFAITHFUL)
-            *floor_q = fres.max_q > *floor_q ? fres.max_q : *floor_q;
-        else
-            *complete = 0; /* a timeout or crash of a floor variant: not a value to keep */
+        int n = 1;
+        while (f + n < nf && fk[f + n]->in_dtype == fk[f]->in_dtype) n++;
+        parity_tensor_t *o[PARITY_OP_MAX_ARGS] = {0};
+        double q[CHECK_N_FLOOR_KERNELS];
+        int judged[CHECK_N_FLOOR_KERNELS], modified = 0;
+        if (pool_outputs(cs, POOL_RUN, fk[f], o) != 0) {
+            *complete = 0;
+            f++;
+            continue;
+        }
+        int used = check_floor_child(cs->c, o, fk + f, n, opts, q, judged, &modified);
+        for (int i = 0; i < used; i++) {
+            if (judged[i]) *floor_q = q[i] > *floor_q ? q[i] : *floor_q;
+            else *complete = 0; /* a timeout or crash of a floor variant: not a value to keep */
+        }
+        if (modified) cs->dirty = 1; /* the next use rebuilds the inputs */
+        f += used;
     }
     return PARITY_OK;
 }

@@ -84,7 +84,13 @@ double parity_now(void)
  * private memory only), so a kernel touching a pooled output of hundreds of MB would take a
  * fault per 4 KiB page. One madvise per tensor fills the tables in a single call instead:
  * measured 2-3x less time than first-touch faults for 800 MB on this machine
- * (docs/check-speed.md). Advisory: an older kernel without MADV_POPULATE_* changes nothing. */
+ * (docs/check-speed.md). Outputs too are populated for reading: their pages exist already (the
+ * parent wrote them), a read fault on shared memory maps 16 of them at once (fault-around), and
+ * shared anonymous memory needs no write notification, so those entries are writable and the
+ * kernel's stores take no further fault; MADV_POPULATE_WRITE takes one fault per page (824 MB:
+ * 0.39-0.58 s against 0.99-1.27 s here, 13k against 211k faults). Where entries come out
+ * read-only (another kernel version) a store traps once per page, as it would without this.
+ * Advisory: an older kernel without MADV_POPULATE_* changes nothing. */
 static void populate(const parity_abi_tensor_t *t, int n, int write)
 {
 #if defined(MADV_POPULATE_WRITE) && defined(MADV_POPULATE_READ)
@@ -97,7 +103,8 @@ static void populate(const parity_abi_tensor_t *t, int n, int write)
         uintptr_t a = (uintptr_t)t[i].data, e = a + (uintptr_t)ne * es;
         a &= ~(uintptr_t)(page - 1);
         e = (e + (uintptr_t)page - 1) & ~(uintptr_t)(page - 1);
-        (void)madvise((void *)a, e - a, write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
+        (void)write;
+        (void)madvise((void *)a, e - a, MADV_POPULATE_READ);
     }
 #else
     (void)t; (void)n; (void)write;
@@ -218,8 +225,17 @@ void parity_tolerance(const parity_ref_output_t *R, int64_t slot, int64_t j, dou
                       u_out, tiny_out);
 }
 
-/* 1 if elements [start, start + n) are all zero (either sign): a row without terms. */
-static int row_all_zero(const parity_abi_tensor_t *out, int64_t start, int64_t n)
+/* Integer loops only (no floating-point operation changes): let GCC vectorize them at -O3. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define VERIFY_VECTOR_INT __attribute__((optimize("O3")))
+#else
+#define VERIFY_VECTOR_INT
+#endif
+
+/* 1 if elements [start, start + n) are all zero (either sign): a row without terms. Most rows of
+ * a vocabulary-sized output are such rows, and this scan was most of the judge's time when it ran
+ * one element per step (docs/check-speed.md). */
+VERIFY_VECTOR_INT static int row_all_zero(const parity_abi_tensor_t *out, int64_t start, int64_t n)
 {
     if (out->dtype == PARITY_DT_F32) {
         const uint32_t *p = (const uint32_t *)out->data + start;
@@ -359,3 +375,5 @@ double parity_hit_correlation(const parity_ref_output_t *R, const double *row_er
     if (vx <= 0 || vy <= 0) return NAN;
     return cov / sqrt(vx * vy);
 }
+
+void parity_populate_call(const parity_abi_call_t *c) { populate_call(c); }

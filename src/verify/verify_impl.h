@@ -14,6 +14,9 @@ double parity_now(void);
 parity_verdict_t parity_run_isolated(const parity_abi_kernel_t *k, const parity_abi_call_t *decoy,
                                      const parity_abi_call_t *call, double timeout_s, char *detail,
                                      size_t detail_len, double *seconds);
+/* Fill this process's page tables for c's inputs (read) and outputs (write) in one system call
+ * each (advisory), as a child does before its kernel runs. */
+void parity_populate_call(const parity_abi_call_t *c);
 void parity_tolerance(const parity_ref_output_t *R, int64_t slot, int64_t j, double u_acc,
                       double tiny_acc, double u_out, double tiny_out, double lambda, double *tol_p,
                       double *tol_d);

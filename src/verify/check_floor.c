@@ -1,0 +1,138 @@
+/* The noise floor's runs in one child process: the faithful catalog variants of a floor (our own
+ * builtin kernels, never a candidate) run one after another in a single fork, each on
+ * NaN-prefilled pooled outputs, and each is judged in that child. Before, every variant had a
+ * child of its own, and each child paid the page tables of the shared outputs again (a fork
+ * copies them for private memory only): on the quick workloads of embedding_rmsnorm_bwd that was
+ * about a third of a cold check (docs/check-speed.md). The value is the same: the same kernels,
+ * the same bytes in front of each call, the same judgement code (parity_judge_output).
+ * Deliberately not here: candidates. A candidate is judged by the parent from what it wrote,
+ * never by code running in the candidate's own process. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "src/verify/check_impl.h"
+#include "src/verify/verify_impl.h"
+
+enum { F_PENDING = 0, F_JUDGED = 1, F_FAILED = 2 }; /* per variant, in the shared page */
+
+typedef struct {
+    volatile int32_t state[CHECK_N_FLOOR_KERNELS];
+    volatile double q[CHECK_N_FLOOR_KERNELS];
+} floor_shared_t;
+
+/* Variant f on case c into the pooled outputs o: what run_one does for a floor run (guards
+ * reset, NaN prefill, the call, the guard and input checks, the judgement), in this process.
+ * Returns F_JUDGED with *q, or F_FAILED (the variant declined, failed, wrote out of bounds or
+ * changed an input: not a value to keep, as before). */
+static int floor_one(const parity_case_t *c, parity_tensor_t *const *o,
+                     const parity_abi_kernel_t *k, const parity_check_opts_t *opts,
+                     const uint64_t *in_hash, double *q)
+{
+    parity_abi_tensor_t in[PARITY_OP_MAX_ARGS], out[PARITY_OP_MAX_ARGS];
+    parity_abi_call_t call;
+    for (int i = 0; i < c->n_inputs; i++) parity_tensor_reset_guards(c->inputs[i]);
+    for (int i = 0; i < c->n_outputs; i++) {
+        parity_tensor_reset_guards(o[i]);
+        parity_tensor_fill_nan(o[i]);
+    }
+    parity_case_make_call(c, in, out, (parity_tensor_t **)o, opts->n_threads, c->seed, &call);
+    if (k->run(&call) != PARITY_KERNEL_OK) return F_FAILED;
+    for (int i = 0; i < c->n_outputs; i++)
+        if (!parity_tensor_guards_ok(o[i])) return F_FAILED;
+    for (int i = 0; i < c->n_inputs; i++)
+        if (!parity_tensor_guards_ok(c->inputs[i]) || parity_tensor_hash(c->inputs[i]) != in_hash[i])
+            return F_FAILED;
+    parity_wl_result_t res;
+    memset(&res, 0, sizeof res);
+    res.verdict = PARITY_VERDICT_FAITHFUL;
+    for (int i = 0; i < c->n_outputs; i++)
+        parity_judge_output(&c->ref[i], &o[i]->view, PARITY_DT_F32, i, &res, NULL);
+    *q = res.max_q;
+    return F_JUDGED;
+}
+
+/* How many variants were used when the first not judged is f (nf: all judged); *modified when
+ * then an input differs from its hash before the runs. */
+static int floor_used(const parity_case_t *c, const uint64_t *in_hash, int f, int nf, int *modified)
+{
+    *modified = 0;
+    if (f >= nf) return nf;
+    for (int i = 0; i < c->n_inputs; i++)
+        if (parity_tensor_hash(c->inputs[i]) != in_hash[i]) *modified = 1;
+    return f + 1;
+}
+
+int check_floor_child(const parity_case_t *c, parity_tensor_t *const *o,
+                      const parity_abi_kernel_t *const *fk, int nf, const parity_check_opts_t *opts,
+                      double *q, int *judged, int *modified)
+{
+    uint64_t in_hash[PARITY_OP_MAX_ARGS];
+    for (int i = 0; i < c->n_inputs; i++) in_hash[i] = parity_tensor_hash(c->inputs[i]);
+    for (int f = 0; f < nf; f++) judged[f] = 0;
+    floor_shared_t *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    pid_t pid = -1;
+    if (sh != MAP_FAILED) {
+        memset(sh, 0, sizeof *sh);
+        fflush(NULL);
+        pid = fork();
+    }
+    if (pid <= 0) { /* the child, or no child to be had: run here (as parity_run_isolated does) */
+        if (pid == 0) {
+            parity_abi_tensor_t in[PARITY_OP_MAX_ARGS], out[PARITY_OP_MAX_ARGS];
+            parity_abi_call_t call;
+            parity_case_make_call(c, in, out, (parity_tensor_t **)o, opts->n_threads, c->seed, &call);
+            parity_populate_call(&call); /* once for all the variants: the point of this file */
+        }
+        int f = 0;
+        for (; f < nf; f++) {
+            double qf = 0;
+            int s = floor_one(c, o, fk[f], opts, in_hash, &qf);
+            if (pid == 0) {
+                sh->q[f] = qf;
+                __atomic_store_n(&sh->state[f], s, __ATOMIC_SEQ_CST);
+            } else {
+                q[f] = qf;
+                judged[f] = s == F_JUDGED;
+            }
+            if (s != F_JUDGED) break; /* inputs may have changed: the caller rebuilds, goes on */
+        }
+        if (pid == 0) _exit(0);
+        if (sh != MAP_FAILED) munmap(sh, sizeof *sh);
+        return floor_used(c, in_hash, f, nf, modified);
+    }
+    /* Each variant has opts->timeout_s from the end of the one before (or from the fork). */
+    double t_last = parity_now();
+    int seen = 0, status = 0;
+    long sleep_us = 200;
+    for (;;) {
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        while (seen < nf && __atomic_load_n(&sh->state[seen], __ATOMIC_SEQ_CST) != F_PENDING) {
+            seen++;
+            t_last = parity_now();
+            sleep_us = 200;
+        }
+        if (r == pid || (r < 0 && errno != EINTR)) break;
+        if (parity_now() - t_last > opts->timeout_s) {
+            kill(pid, SIGKILL);
+            while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+            break;
+        }
+        usleep((useconds_t)sleep_us);
+        if (sleep_us < 20000) sleep_us *= 2;
+    }
+    int f = 0;
+    for (; f < nf; f++) {
+        int s = __atomic_load_n(&sh->state[f], __ATOMIC_SEQ_CST);
+        if (s == F_PENDING) break; /* the variant that crashed or timed out */
+        judged[f] = s == F_JUDGED;
+        q[f] = sh->q[f];
+        if (s != F_JUDGED) break;
+    }
+    munmap(sh, sizeof *sh);
+    return floor_used(c, in_hash, f, nf, modified);
+}

@@ -1,0 +1,182 @@
+/* The check's bulk passes written for speed (docs/check-speed.md) against their element-wise
+ * definitions: the NaN prefill (a string store on x86), the rerun's reference prefill, the bulk
+ * input store, the judge's zero-row scan. Each must give the same bytes as the one-element code
+ * it replaced, at odd lengths and offsets, and never touch a guard byte. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "ops/ops_impl.h"
+#include "src/core/tensor_impl.h"
+#include "parity/op.h"
+#include "parity/tensor.h"
+#include "parity/verify.h"
+#include "src/verify/verify_impl.h"
+
+static void free_ref(parity_ref_output_t *R)
+{
+    free(R->slot);
+    free(R->ref);
+    free(R->s_acc);
+    free(R->s_up);
+    free(R->k);
+}
+
+/* Every element of t holds the bits `want` (elements of es bytes) and its guards are intact. */
+static void assert_filled(const parity_tensor_t *t, size_t es, uint64_t want)
+{
+    int64_t n = parity_tensor_numel(&t->view);
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t got = 0;
+        memcpy(&got, (const char *)t->view.data + (size_t)i * es, es);
+        if (got != want) fail_msg("element %lld of %lld: 0x%llx, want 0x%llx", (long long)i,
+                                  (long long)n, (unsigned long long)got, (unsigned long long)want);
+    }
+    assert_true(parity_tensor_guards_ok(t));
+}
+
+static void nan_prefill_patterns(void **state)
+{
+    (void)state;
+    /* Lengths around the string store's and the pair packing's edges (0, odd, one page + 1). */
+    const int64_t lens[] = {0, 1, 2, 3, 7, 1023, 1025, 4097};
+    for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+        int64_t shape[1] = {lens[l]};
+        parity_tensor_t *f = parity_tensor_new("f", PARITY_DT_F32, 1, shape);
+        parity_tensor_t *b = parity_tensor_new("b", PARITY_DT_BF16, 1, shape);
+        parity_tensor_t *h = parity_tensor_new("h", PARITY_DT_F16, 1, shape);
+        assert_non_null(f);
+        assert_non_null(b);
+        assert_non_null(h);
+        memset(f->view.data, 0x11, f->nbytes);
+        memset(b->view.data, 0x11, b->nbytes);
+        memset(h->view.data, 0x11, h->nbytes);
+        parity_tensor_fill_nan(f);
+        parity_tensor_fill_nan(b);
+        parity_tensor_fill_nan(h);
+        float nan = NAN;
+        uint32_t w;
+        memcpy(&w, &nan, sizeof w);
+        assert_true(w == 0x7fc00000u); /* the quiet NaN the loop stored */
+        assert_filled(f, 4, w);
+        assert_filled(b, 2, 0x7fc0);
+        assert_filled(h, 2, 0x7e00);
+        parity_tensor_free(f);
+        parity_tensor_free(b);
+        parity_tensor_free(h);
+    }
+    /* A bf16 view that starts 2 bytes past a 4-byte boundary: the first element alone, then pairs. */
+    int64_t shape[1] = {9};
+    parity_tensor_t *b = parity_tensor_new("b", PARITY_DT_BF16, 1, shape);
+    assert_non_null(b);
+    memset(b->view.data, 0x11, b->nbytes);
+    parity_tensor_t view = *b;
+    view.view.data = (uint16_t *)b->view.data + 1;
+    view.view.shape[0] = 7;
+    view.nbytes = 14;
+    parity_tensor_fill_nan(&view);
+    const uint16_t *p = b->view.data;
+    assert_true(p[0] == 0x1111 && p[8] == 0x1111); /* outside the view: untouched */
+    for (int i = 1; i < 8; i++) assert_true(p[i] == 0x7fc0);
+    parity_tensor_free(b);
+}
+
+static void reference_prefill_matches_elementwise(void **state)
+{
+    (void)state;
+    /* 5 rows x 7 columns, rows 1 and 3 without terms (slot -1): zeros; the others the fp32
+     * rounding of the reference, including a tie, a subnormal and an overflow to infinity. */
+    parity_ref_output_t R;
+    assert_int_equal(parity_ref_output_alloc(&R, "dE", "token", 5, 7, 1, 3, 0), PARITY_OK);
+    const int64_t slots[5] = {0, -1, 1, -1, 2};
+    memcpy(R.slot, slots, sizeof slots);
+    const double special[7] = {1.0 + 0x1p-24, -0x1p-140, 0x1.fffffffp127, 1e300, -0.0, 3.0, 0x1p-150};
+    for (int64_t e = 0; e < 21; e++) R.ref[e] = special[e % 7] * (double)(1 + e / 7);
+    int64_t shape[2] = {5, 7};
+    parity_tensor_t *t = parity_tensor_new("dE", PARITY_DT_F32, 2, shape);
+    assert_non_null(t);
+    parity_tensor_fill_nan(t);
+    parity_fill_reference(t, &R);
+    const float *y = t->view.data;
+    for (int64_t r = 0; r < 5; r++)
+        for (int64_t j = 0; j < 7; j++) {
+            float want = slots[r] >= 0 ? (float)R.ref[slots[r] * 7 + j] : 0.0f;
+            uint32_t a, b;
+            memcpy(&a, &y[r * 7 + j], 4);
+            memcpy(&b, &want, 4);
+            if (a != b) fail_msg("row %lld col %lld: 0x%08x, want 0x%08x", (long long)r, (long long)j, a, b);
+        }
+    assert_true(parity_tensor_guards_ok(t));
+    parity_tensor_free(t);
+    free_ref(&R);
+}
+
+static void bulk_store_matches_set(void **state)
+{
+    (void)state;
+    /* bf16 from double in one rounding: ties both ways, just above a tie (the case double
+     * rounding through fp32 gets wrong), subnormals, the overflow edge, infinities, NaN. */
+    const double x[] = {1.0 + 0x1p-8, 1.0 + 3 * 0x1p-8, 1.0 + 0x1p-8 + 0x1p-40, -0x1p-130,
+                        0x1p-133, 0x1.ff7fffffffffffp127, 0x1.ff8p127, INFINITY, -INFINITY, NAN,
+                        0.0, -0.0, 1e-320, 3.14159};
+    const int n = (int)(sizeof x / sizeof x[0]);
+    const parity_dtype_t dts[] = {PARITY_DT_BF16, PARITY_DT_F32, PARITY_DT_F16};
+    for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
+        int64_t shape[1] = {n + 3};
+        parity_tensor_t *a = parity_tensor_new("a", dts[d], 1, shape);
+        parity_tensor_t *b = parity_tensor_new("b", dts[d], 1, shape);
+        assert_non_null(a);
+        assert_non_null(b);
+        memset(a->view.data, 0, a->nbytes);
+        memset(b->view.data, 0, b->nbytes);
+        parity_tensor_store_f64(&a->view, 2, x, n);
+        for (int i = 0; i < n; i++) parity_tensor_set(&b->view, 2 + i, x[i]);
+        assert_memory_equal(a->view.data, b->view.data, a->nbytes);
+        parity_tensor_free(a);
+        parity_tensor_free(b);
+    }
+}
+
+static void zero_row_scan(void **state)
+{
+    (void)state;
+    /* A row without terms passes only when every element is +-0: a single set bit anywhere in
+     * a long row (the vectorized scan's tail included) fails it. */
+    parity_ref_output_t R;
+    assert_int_equal(parity_ref_output_alloc(&R, "dE", "token", 1, 1031, 1, 0, 0), PARITY_OK);
+    R.slot[0] = -1;
+    int64_t shape[2] = {1, 1031};
+    parity_tensor_t *t = parity_tensor_new("dE", PARITY_DT_F32, 2, shape);
+    assert_non_null(t);
+    const int64_t pos[] = {0, 1, 15, 16, 1023, 1030};
+    for (size_t p = 0; p < sizeof pos / sizeof pos[0]; p++) {
+        memset(t->view.data, 0, t->nbytes);
+        ((uint32_t *)t->view.data)[3] = 0x80000000u; /* -0.0 is zero */
+        parity_wl_result_t res;
+        memset(&res, 0, sizeof res);
+        parity_judge_output(&R, &t->view, PARITY_DT_F32, 0, &res, NULL);
+        assert_true(res.max_q == 0);
+        ((uint32_t *)t->view.data)[pos[p]] = 1; /* the smallest subnormal */
+        memset(&res, 0, sizeof res);
+        parity_judge_output(&R, &t->view, PARITY_DT_F32, 0, &res, NULL);
+        if (!(res.max_q > 1)) fail_msg("a subnormal at column %lld passed as zero", (long long)pos[p]);
+    }
+    parity_tensor_free(t);
+    free_ref(&R);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(nan_prefill_patterns),
+        cmocka_unit_test(reference_prefill_matches_elementwise),
+        cmocka_unit_test(bulk_store_matches_set),
+        cmocka_unit_test(zero_row_scan),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
