@@ -45,7 +45,8 @@ void parity_help_bench(FILE *out)
         "  --no-cache          neither read nor write the ceilings cache\n"
         "  --probe-mib N       STREAM arrays of N MiB instead of 4x the last-level cache (tests)\n"
         "  --ceilings          only measure/print the ceilings\n"
-        "  --seed S            inputs and check seed (default 1)\n"
+        "  --seed S|fresh      inputs and check seed (default 1); fresh: drawn from the OS,\n"
+        "                      printed and in the JSON\n"
         "  --timeout SEC       per kernel run in the check, and per kernel timing (default 300)\n"
         "  --json FILE         write the report as JSON (docs/bench.md)\n"
         "  -q, --quiet         no progress on stderr\n\n"
@@ -243,7 +244,7 @@ static int write_json(const char *path, const parity_bench_result_t *r)
 int parity_cmd_bench(int argc, char **argv)
 {
     const char *op_name = NULL, *json = NULL, *kspecs[64];
-    int nk = 0, quiet = 0, ceil_only = 0;
+    int nk = 0, quiet = 0, ceil_only = 0, seed_fresh = 0;
     parity_bench_opts_t o;
     parity_bench_opts_default(&o);
     o.check.timeout_s = 300;
@@ -286,8 +287,9 @@ int parity_cmd_bench(int argc, char **argv)
             o.time.n_threads = (int)l;
         } else if (strcmp(a, "--seed") == 0) {
             NEED_VAL();
-            if (cli_parse_u64(val, &o.seed) != 0)
-                return cli_usage_error("bench", "--seed 1", "--seed wants a non-negative integer, got '%s'", val);
+            if (cli_parse_seed(val, &o.seed, &seed_fresh) != 0)
+                return cli_usage_error("bench", "--seed 1 or --seed fresh",
+                                       "--seed wants a non-negative integer or 'fresh', got '%s'", val);
         } else if (strcmp(a, "--timeout") == 0) {
             NEED_VAL();
             double t;
@@ -373,6 +375,9 @@ int parity_cmd_bench(int argc, char **argv)
             return cli_usage_error("bench", "parity ops", "%s", diag.msg[0] ? diag.msg : "not found");
         return cli_input_error("bench", "%s", diag.msg[0] ? diag.msg : parity_status_str(st));
     }
+    if (seed_fresh)
+        printf("seed %llu drawn by --seed fresh (--seed %llu replays these inputs)\n",
+               (unsigned long long)o.seed, (unsigned long long)o.seed);
     print_report(stdout, &res);
     int rc = PARITY_EXIT_OK;
     for (int i = 0; i < res.n_rows; i++)

@@ -65,6 +65,7 @@ typedef struct {
 /* A worker: the cases of the workload it is on, and its pools. */
 struct check_worker {
     case_cache_t cc;
+    check_nbr_t *nbr; /* the shape-neighbour cases of the current workload (check_anticache.c) */
     const parity_workload_t *wl; /* the workload cc holds cases of, with seed */
     uint64_t seed;
 };
@@ -212,6 +213,11 @@ static void judge_case_outputs(const parity_case_t *c, parity_tensor_t *const *o
     }
 }
 
+void check_judge_case(const parity_case_t *c, parity_tensor_t *const *o, parity_wl_result_t *res)
+{
+    judge_case_outputs(c, o, res);
+}
+
 /* One judged run of kernel k on case c.
  * rerun: the reference-prefilled second run (unwritten outputs, nondeterminism); decoy: a first
  * call on decoy inputs in the same child (caching). Both cost a kernel call each, so the driver
@@ -256,9 +262,17 @@ static void run_one(const parity_kernel_ref_t *kr, case_slot_t *cs, const parity
         decoy.outputs = doutv;
         decoy.seed = c->seed ^ 0xdec0dec0ULL;
     }
-    res->verdict = parity_run_isolated(k, have_decoy ? &decoy : NULL, &call, opts->timeout_s,
-                                       res->detail, sizeof res->detail, &res->seconds);
-    if (res->verdict != PARITY_VERDICT_FAITHFUL) goto done;
+    /* With the decoy, the child also calls the kernel on these very buffers holding other
+     * contents before the judged call (check_anticache.c). */
+    res->verdict = parity_run_isolated_step(k, have_decoy ? &decoy : NULL,
+                                            have_decoy ? check_same_buffers_step : NULL, (void *)c,
+                                            &call, opts->timeout_s, res->detail,
+                                            sizeof res->detail, &res->seconds);
+    if (res->verdict != PARITY_VERDICT_FAITHFUL) {
+        for (int i = 0; i < c->n_inputs && have_decoy; i++) /* killed before it restored them? */
+            if (parity_tensor_hash(c->inputs[i]) != in_hash[i]) cs->dirty = 1;
+        goto done;
+    }
     for (int i = 0; i < c->n_outputs; i++)
         if (!parity_tensor_guards_ok(o[i])) {
             res->verdict = PARITY_VERDICT_OOB;
@@ -284,6 +298,12 @@ static void run_one(const parity_kernel_ref_t *kr, case_slot_t *cs, const parity
     }
     /* Numeric judgement of the NaN-prefilled run. */
     judge_case_outputs(c, o, res);
+    if (have_decoy && res->verdict == PARITY_VERDICT_UNFAITHFUL &&
+        check_attribute_caching(c, k, o, &call, &decoy, in_hash, opts, res)) {
+        cs->dirty = 1;
+        res->verdict = PARITY_VERDICT_MODIFIED_INPUTS;
+        snprintf(res->detail, sizeof res->detail, "an input changed during a run");
+    }
     if (rerun && res->verdict == PARITY_VERDICT_FAITHFUL) {
         parity_tensor_t *o2[PARITY_OP_MAX_ARGS] = {0};
         parity_abi_tensor_t out2[PARITY_OP_MAX_ARGS];
@@ -537,13 +557,19 @@ static void run_baseline(int b, const parity_op_t *op, const parity_kernel_ref_t
 
 /* ---- units ---- */
 
-check_worker_t *check_worker_new(void) { return calloc(1, sizeof(check_worker_t)); }
+check_worker_t *check_worker_new(void)
+{
+    check_worker_t *w = calloc(1, sizeof(check_worker_t));
+    if (w) w->nbr = check_nbr_new(); /* NULL: no neighbour sequence, never a wrong verdict */
+    return w;
+}
 
 void check_worker_free(check_worker_t *w)
 {
     if (!w) return;
     cache_clear(&w->cc);
     pools_free(w->cc.pool);
+    check_nbr_free(w->nbr);
     free(w);
 }
 
@@ -617,6 +643,10 @@ parity_status_t check_unit_kernel(check_worker_t *w, const parity_op_t *op,
     parity_tensor_t *outs[PARITY_OP_MAX_ARGS] = {0};
     int small = !wl->production;
     run_one(kr, cs, opts, small, small, r, outs);
+    if (small && r->verdict == PARITY_VERDICT_FAITHFUL) {
+        st = check_neighbours(w->nbr, op, wl, opts, kr, r);
+        if (st != PARITY_OK) return parity_diag_set(diag, st, "check: out of memory (shape neighbours)");
+    }
     /* Diagnosis tells why numbers are wrong: it runs where they are (an unfaithful workload),
      * and on passing ones only when asked (a faithful kernel's check is its runs + judging). */
     if (outs[0] && small && (r->verdict == PARITY_VERDICT_UNFAITHFUL || diagnose_all))
