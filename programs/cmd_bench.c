@@ -130,6 +130,10 @@ static void print_report(FILE *f, const parity_bench_result_t *r)
                 tm, sp, gb, gf, sol);
         if (row->scored) {
             fprintf(f, "%.3f\n", row->score);
+        } else if (row->timed_outputs == 0) { /* bench's own judgement of what it timed */
+            fprintf(f, "unscored: %s in the bench's judged or timed calls\n",
+                    parity_verdict_name(row->verdict));
+            fprintf(f, "%-28s   why: %s\n", "", row->check_detail);
         } else if (row->verdict != PARITY_VERDICT_FAITHFUL) {
             char rep[700];
             reproducer(rep, sizeof rep, r, row);
@@ -204,6 +208,9 @@ static int write_json(const char *path, const parity_bench_result_t *r)
         cJSON_AddBoolToObject(k, "baseline", row->is_baseline);
         cJSON_AddBoolToObject(k, "timed", row->timed);
         if (!row->timed) cJSON_AddStringToObject(k, "time_detail", row->time_detail);
+        cJSON_AddStringToObject(k, "timed_outputs", row->timed_outputs > 0    ? "as judged"
+                                                    : row->timed_outputs == 0 ? "differ"
+                                                                              : "not compared");
         cJSON_AddItemToObject(k, "t_median_s", num_or_null(row->t_median));
         cJSON_AddItemToObject(k, "t_best_s", num_or_null(row->t_best));
         cJSON_AddItemToObject(k, "t_worst_s", num_or_null(row->t_worst));
@@ -214,7 +221,10 @@ static int write_json(const char *path, const parity_bench_result_t *r)
         cJSON_AddItemToObject(k, "score", row->scored ? num_or_null(row->score) : cJSON_CreateNull());
         if (!row->scored) {
             char why[800];
-            if (row->verdict != PARITY_VERDICT_FAITHFUL) {
+            if (row->timed_outputs == 0) {
+                snprintf(why, sizeof why, "%s in the bench's judged or timed calls: %s",
+                         parity_verdict_name(row->verdict), row->check_detail);
+            } else if (row->verdict != PARITY_VERDICT_FAITHFUL) {
                 char rep[700];
                 reproducer(rep, sizeof rep, r, row);
                 snprintf(why, sizeof why, "%s on %s; see: %s", parity_verdict_name(row->verdict),
