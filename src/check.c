@@ -46,6 +46,7 @@ typedef struct {
     /* The worker's output pools (borrowed), and the decoy inputs of this case. */
     parity_tensor_t *(*pool)[PARITY_OP_MAX_ARGS];
     parity_tensor_t *decoy_in[PARITY_OP_MAX_ARGS];
+    uint64_t decoy_hash[PARITY_OP_MAX_ARGS]; /* a decoy input a kernel changed is rebuilt */
 } case_slot_t;
 
 /* The rerun shares the decoy's buffers: the decoy's outputs are dead once its child has exited,
@@ -174,6 +175,7 @@ static int decoy_inputs(case_slot_t *cs)
             memcpy(t->view.data, src->view.data, src->nbytes);
         }
         cs->decoy_in[i] = t;
+        cs->decoy_hash[i] = parity_tensor_hash(t);
     }
     return 0;
 }
@@ -268,6 +270,18 @@ static void run_one(const parity_kernel_ref_t *kr, case_slot_t *cs, const parity
                                             have_decoy ? check_same_buffers_step : NULL, (void *)c,
                                             &call, opts->timeout_s, res->detail,
                                             sizeof res->detail, &res->seconds);
+    /* A decoy input the kernel changed would make the next kernel's decoy another one (and
+     * reports depend on which units ran before on a worker): rebuilt, and a verdict. */
+    for (int i = 0; i < c->n_inputs && have_decoy; i++)
+        if (parity_tensor_hash(cs->decoy_in[i]) != cs->decoy_hash[i]) {
+            parity_tensor_free(cs->decoy_in[i]);
+            cs->decoy_in[i] = NULL;
+            if (res->verdict == PARITY_VERDICT_FAITHFUL) {
+                res->verdict = PARITY_VERDICT_MODIFIED_INPUTS;
+                snprintf(res->detail, sizeof res->detail, "input %s changed during the decoy call",
+                         c->op->input_names[i]);
+            }
+        }
     if (res->verdict != PARITY_VERDICT_FAITHFUL) {
         for (int i = 0; i < c->n_inputs && have_decoy; i++) /* killed before it restored them? */
             if (parity_tensor_hash(c->inputs[i]) != in_hash[i]) cs->dirty = 1;

@@ -91,15 +91,15 @@ int check_same_buffers_step(void *ctx, const parity_abi_kernel_t *k, const parit
     }
     for (int i = 0; i < call->n_outputs; i++) fill_nan_view(&call->outputs[i]);
     (void)k->run(call); /* its answer is not judged: only what it leaves behind matters */
-    int modified = 0;
+    int modified = -1;
     for (int i = 0; i < call->n_inputs && i < PARITY_OP_MAX_ARGS; i++) {
         if (!saved[i]) continue;
-        if (hash_bytes(call->inputs[i].data, nb[i]) != h[i]) modified = 1;
+        if (modified < 0 && hash_bytes(call->inputs[i].data, nb[i]) != h[i]) modified = i;
         memcpy(call->inputs[i].data, saved[i], nb[i]); /* the judged contents, bit for bit */
         free(saved[i]);
     }
     for (int i = 0; i < call->n_outputs; i++) fill_nan_view(&call->outputs[i]);
-    return modified ? PARITY_CHILD_STEP_MODIFIED : 0;
+    return modified >= 0 ? PARITY_CHILD_STEP_MODIFIED + modified : 0;
 }
 
 /* ---- attribution --------------------------------------------------------------------------------- */

@@ -112,14 +112,18 @@ static void populate_call(const parity_abi_call_t *c)
 }
 
 /* The verdict of a child step's exit status (PARITY_CHILD_STEP_*, 64 and 65 as the kernel's). */
-static parity_verdict_t parity_child_status_verdict(int code, char *detail, size_t detail_len)
+static parity_verdict_t parity_child_status_verdict(int code, const parity_abi_call_t *call,
+                                                    char *detail, size_t detail_len)
 {
     if (code == 64) {
         snprintf(detail, detail_len, "kernel declined this shape/dtype");
         return PARITY_VERDICT_UNSUPPORTED;
     }
-    if (code == PARITY_CHILD_STEP_MODIFIED) {
-        snprintf(detail, detail_len, "an input changed during a call before the judged one");
+    if (code >= PARITY_CHILD_STEP_MODIFIED && code < PARITY_CHILD_STEP_MODIFIED + PARITY_OP_MAX_ARGS) {
+        int i = code - PARITY_CHILD_STEP_MODIFIED;
+        const char *name = i < call->n_inputs && call->inputs[i].name ? call->inputs[i].name : "?";
+        snprintf(detail, detail_len, "input %s changed during a call before the judged one (on the "
+                 "same buffers, other contents)", name);
         return PARITY_VERDICT_MODIFIED_INPUTS;
     }
     snprintf(detail, detail_len, "kernel returned an error");
@@ -146,7 +150,7 @@ parity_verdict_t parity_run_isolated_step(const parity_abi_kernel_t *k, const pa
         int sc = step ? step(step_ctx, k, call) : 0;
         int rc = sc ? PARITY_KERNEL_OK : k->run(call);
         *seconds = parity_now() - t0;
-        if (sc) return parity_child_status_verdict(sc, detail, detail_len);
+        if (sc) return parity_child_status_verdict(sc, call, detail, detail_len);
         if (rc == PARITY_KERNEL_UNSUPPORTED) {
             snprintf(detail, detail_len, "kernel declined this shape/dtype");
             return PARITY_VERDICT_UNSUPPORTED;
@@ -198,7 +202,8 @@ parity_verdict_t parity_run_isolated_step(const parity_abi_kernel_t *k, const pa
             return PARITY_VERDICT_UNSUPPORTED;
         }
         if (code == 65) snprintf(detail, detail_len, "kernel returned an error");
-        else if (code == PARITY_CHILD_STEP_MODIFIED) return parity_child_status_verdict(code, detail, detail_len);
+        else if (code >= PARITY_CHILD_STEP_MODIFIED && code < PARITY_CHILD_STEP_MODIFIED + PARITY_OP_MAX_ARGS)
+            return parity_child_status_verdict(code, call, detail, detail_len);
         else snprintf(detail, detail_len, "kernel exited the process with status %d", code);
         return PARITY_VERDICT_CRASHED;
     }

@@ -17,7 +17,7 @@ parity_verdict_t parity_run_isolated(const parity_abi_kernel_t *k, const parity_
 /* A step the child runs after the decoy and before the judged call (check_anticache.c: a call
  * on the judged buffers with other contents, the calls at smaller shape neighbours). Returns 0 to
  * go on to the judged call, else the child's exit status: 64 the kernel declined, 65 it returned
- * an error, PARITY_CHILD_STEP_MODIFIED it changed an input during the step. */
+ * an error, PARITY_CHILD_STEP_MODIFIED + i it changed input i during the step. */
 #define PARITY_CHILD_STEP_MODIFIED 66
 typedef int (*parity_child_step_fn)(void *ctx, const parity_abi_kernel_t *k,
                                     const parity_abi_call_t *call);
