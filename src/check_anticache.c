@@ -1,10 +1,10 @@
 /* Caching probes of a check (docs/check-json.md, "Caching"): a kernel must compute every call from
- * that call's inputs. Besides the decoy call on buffers of its own (check.c), the judged run's
- * child first calls the kernel on the very buffers of the judged call holding other contents, and
- * a sequence of calls at shape neighbours (N-1, N, N+1) runs in one child. A kernel that answers
- * from a memo keyed on pointers, shapes or a few input bytes then returns stale outputs; when it
- * is faithful called alone, the verdict is "stale-cache" and the detail names the probe.
- * Deliberately not here: the judgement itself (verify.c), which units run (check_grid.c). */
+ * that call's inputs. The first run of a kernel is alone in its child; the second (the rerun)
+ * first calls it on a decoy in buffers of its own (check.c) and on the very buffers of the judged
+ * call holding other contents, and a sequence of calls at shape neighbours (N-1, N, N+1) runs in
+ * one child. A kernel that answers from a memo keyed on pointers, shapes or a few input bytes then
+ * returns stale outputs; faithful alone, its verdict is "stale-cache" and the detail names the
+ * probe. Deliberately not here: the judgement itself (verify.c), which units run (check_grid.c). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,8 +89,10 @@ int check_same_buffers_step(void *ctx, const parity_abi_kernel_t *k, const parit
         other_contents(t, c->seed, i);
         h[i] = hash_bytes(t->data, nb[i]);
     }
-    for (int i = 0; i < call->n_outputs; i++) fill_nan_view(&call->outputs[i]);
-    (void)k->run(call); /* its answer is not judged: only what it leaves behind matters */
+    /* NaN-prefilled (by the caller) like a judged call. Its answer is not judged; it stays in the
+     * outputs, so a kernel that skips the judged call ("these buffers are done") leaves it there
+     * (and NaN where this call skipped too), and one that reads its outputs sees it. */
+    (void)k->run(call);
     int modified = -1;
     for (int i = 0; i < call->n_inputs && i < PARITY_OP_MAX_ARGS; i++) {
         if (!saved[i]) continue;
@@ -98,65 +100,51 @@ int check_same_buffers_step(void *ctx, const parity_abi_kernel_t *k, const parit
         memcpy(call->inputs[i].data, saved[i], nb[i]); /* the judged contents, bit for bit */
         free(saved[i]);
     }
-    for (int i = 0; i < call->n_outputs; i++) fill_nan_view(&call->outputs[i]);
     return modified >= 0 ? PARITY_CHILD_STEP_MODIFIED + modified : 0;
 }
 
 /* ---- attribution --------------------------------------------------------------------------------- */
 
-/* One NaN-prefilled run of k on call (outputs o of case c), judged into *r. */
-static void judged_run(const parity_case_t *c, const parity_abi_kernel_t *k, parity_tensor_t **o,
-                       const parity_abi_call_t *decoy, const parity_abi_call_t *call,
-                       const parity_check_opts_t *opts, parity_wl_result_t *r)
+int check_stale_outputs(const parity_case_t *c, const parity_abi_kernel_t *k, parity_tensor_t **o2,
+                        const parity_abi_call_t *call2, const parity_abi_call_t *decoy,
+                        const parity_check_opts_t *opts, parity_wl_result_t *res)
 {
-    memset(r, 0, sizeof *r);
-    for (int i = 0; i < c->n_outputs; i++) {
-        parity_tensor_fill_nan(o[i]);
-        parity_tensor_reset_guards(o[i]);
-    }
-    if (decoy)
-        for (int i = 0; i < decoy->n_outputs; i++) fill_nan_view(&decoy->outputs[i]);
-    r->verdict = parity_run_isolated(k, decoy, call, opts->timeout_s, r->detail, sizeof r->detail,
-                                     &r->seconds);
-    if (r->verdict != PARITY_VERDICT_FAITHFUL) return;
-    for (int i = 0; i < c->n_outputs; i++)
-        if (!parity_tensor_guards_ok(o[i])) {
-            r->verdict = PARITY_VERDICT_OOB;
-            return;
-        }
-    r->verdict = PARITY_VERDICT_FAITHFUL;
-    check_judge_case(c, o, r);
-}
-
-int check_attribute_caching(const parity_case_t *c, const parity_abi_kernel_t *k,
-                            parity_tensor_t **o, const parity_abi_call_t *call,
-                            const parity_abi_call_t *decoy, const uint64_t *in_hash,
-                            const parity_check_opts_t *opts, parity_wl_result_t *res)
-{
-    parity_wl_result_t alone, after_decoy;
-    judged_run(c, k, o, NULL, call, opts, &alone);
-    int dirty = 0;
-    for (int i = 0; i < c->n_inputs; i++) dirty |= parity_tensor_hash(c->inputs[i]) != in_hash[i];
-    if (dirty || alone.verdict != PARITY_VERDICT_FAITHFUL) return dirty; /* wrong on its own */
-    /* Faithful alone: which earlier call made it wrong? The decoy alone, or else the call on the
-     * judged buffers. */
+    parity_wl_result_t after;
+    memset(&after, 0, sizeof after);
+    after.verdict = PARITY_VERDICT_FAITHFUL;
+    check_judge_case(c, o2, &after);
+    if (after.verdict == PARITY_VERDICT_FAITHFUL) return 0; /* bits differ, values fine */
+    /* Faithful alone (the first run), wrong after the earlier calls: which one? The decoy alone
+     * (NaN-prefilled), or else the call on the judged buffers. */
     const char *probe = "a call on the same buffers holding other contents (a memo keyed on "
                         "pointers or a few input bytes)";
-    if (decoy) {
-        judged_run(c, k, o, decoy, call, opts, &after_decoy);
-        for (int i = 0; i < c->n_inputs; i++) dirty |= parity_tensor_hash(c->inputs[i]) != in_hash[i];
-        if (dirty) return dirty;
-        if (after_decoy.verdict != PARITY_VERDICT_FAITHFUL)
-            probe = "a call on other buffers of the same shapes (a memo keyed on shapes or on "
-                    "nothing)";
-    }
+    uint64_t h[PARITY_OP_MAX_ARGS];
+    for (int i = 0; i < c->n_inputs; i++) h[i] = parity_tensor_hash(c->inputs[i]);
+    for (int i = 0; i < c->n_outputs; i++) parity_tensor_fill_nan(o2[i]);
+    for (int i = 0; i < decoy->n_outputs; i++) fill_nan_view(&decoy->outputs[i]);
+    parity_wl_result_t d;
+    memset(&d, 0, sizeof d);
+    double secs;
+    d.verdict = parity_run_isolated(k, decoy, call2, opts->timeout_s, d.detail, sizeof d.detail, &secs);
+    if (d.verdict == PARITY_VERDICT_FAITHFUL) check_judge_case(c, o2, &d);
+    if (d.verdict != PARITY_VERDICT_FAITHFUL)
+        probe = "a call on other buffers of the same shapes (a memo keyed on shapes or on nothing)";
+    int dirty = 0;
+    for (int i = 0; i < c->n_inputs; i++) dirty |= parity_tensor_hash(c->inputs[i]) != h[i];
+    /* The workload's numbers become those of the stale run; the detail keeps the alone run's. */
     char q1[32], q0[32];
-    snprintf(q1, sizeof q1, "%.3g", res->max_q);
-    snprintf(q0, sizeof q0, "%.3g", alone.max_q);
+    snprintf(q1, sizeof q1, "%.3g", after.max_q);
+    snprintf(q0, sizeof q0, "%.3g", res->max_q);
+    parity_wl_result_t keep = *res;
+    *res = after;
+    memcpy(res->workload, keep.workload, sizeof res->workload);
+    res->production = keep.production;
+    res->floor_q = keep.floor_q;
+    res->seconds = keep.seconds;
     res->verdict = PARITY_VERDICT_STALE_CACHE;
     snprintf(res->detail, sizeof res->detail,
              "stale outputs after %s: err/tol %s; faithful called alone (err/tol %s)", probe, q1, q0);
-    return 0;
+    return dirty ? 2 : 1;
 }
 
 /* ---- shape neighbours ---------------------------------------------------------------------------- */

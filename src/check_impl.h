@@ -40,17 +40,17 @@ void check_judge_case(const parity_case_t *c, parity_tensor_t *const *o, parity_
 
 /* The child step of a judged run with the decoy (parity_run_isolated_step): one call on the
  * judged call's own buffers holding other contents, then the judged contents restored bit for
- * bit and the outputs NaN-prefilled again. ctx is the case (const parity_case_t *). */
+ * bit; the outputs keep what it wrote. ctx is the case (const parity_case_t *). */
 int check_same_buffers_step(void *ctx, const parity_abi_kernel_t *k, const parity_abi_call_t *call);
 
-/* After a run with the caching probes judged unfaithful (res): runs the call alone, and if that is
- * faithful, after the decoy only; sets res to "stale-cache" naming the probe when the kernel is
- * faithful alone. o are the judged call's outputs (overwritten), in_hash the inputs' hashes.
- * Returns 1 when an input changed meanwhile (the caller rebuilds the case). */
-int check_attribute_caching(const parity_case_t *c, const parity_abi_kernel_t *k,
-                            parity_tensor_t **o, const parity_abi_call_t *call,
-                            const parity_abi_call_t *decoy, const uint64_t *in_hash,
-                            const parity_check_opts_t *opts, parity_wl_result_t *res);
+/* The rerun (outputs o2, after the decoy and the call on the judged buffers) of a kernel whose
+ * first run, alone, was judged faithful into res, differs from it (or the kernel is declared
+ * nondeterministic): judged, are o2 wrong? Then the decoy alone is tried to name the probe, res
+ * takes the stale run's judgement with verdict "stale-cache", and the return is 1 (2 when an
+ * input changed meanwhile: the caller rebuilds the case). 0: o2 are within tolerance. */
+int check_stale_outputs(const parity_case_t *c, const parity_abi_kernel_t *k, parity_tensor_t **o2,
+                        const parity_abi_call_t *call2, const parity_abi_call_t *decoy,
+                        const parity_check_opts_t *opts, parity_wl_result_t *res);
 
 /* The shape-neighbour cases a worker keeps for its current workload. */
 typedef struct check_nbr check_nbr_t;
