@@ -656,14 +656,15 @@ parity_status_t check_unit_kernel(check_worker_t *w, const parity_op_t *op,
     parity_tensor_t *outs[PARITY_OP_MAX_ARGS] = {0};
     int small = !wl->production;
     run_one(kr, cs, opts, small, small, r, outs);
-    if (small && r->verdict == PARITY_VERDICT_FAITHFUL) {
-        st = check_neighbours(w->nbr, op, wl, opts, kr, r);
-        if (st != PARITY_OK) return parity_diag_set(diag, st, "check: out of memory (shape neighbours)");
-    }
     /* Diagnosis tells why numbers are wrong: it runs where they are (an unfaithful workload),
      * and on passing ones only when asked (a faithful kernel's check is its runs + judging). */
     if (outs[0] && small && (r->verdict == PARITY_VERDICT_UNFAITHFUL || diagnose_all))
         diagnose(cs, kr, outs, r);
+    /* The shape neighbours (check_anticache.c) of a kernel that passed this workload. */
+    if (small && r->verdict == PARITY_VERDICT_FAITHFUL) {
+        st = check_neighbours(w->nbr, op, wl, opts, kr, r);
+        if (st != PARITY_OK) return parity_diag_set(diag, st, "check: out of memory (shape neighbours)");
+    }
     progress(opts, "  %-14s %-40s %-18s err/tol %.3g (%.2f s)", wl->name, kr->label,
              parity_verdict_name(r->verdict), r->max_q, r->seconds);
     return PARITY_OK;
