@@ -1,0 +1,132 @@
+/* check_anticache: the call on the judged buffers holding other contents (what the kernel sees:
+ * the first and last 64 bytes of each input unchanged, about one interior element in eight
+ * scaled by -2, every row touched; the judged contents restored bit for bit afterwards; an input
+ * the kernel changed during that call reported by index). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "check_impl.h"
+#include "parity/op.h"
+#include "parity/verify.h"
+#include "verify_impl.h"
+
+/* What the kernel saw of input 0 (x of rmsnorm_fwd), and whether it scribbles on input 1. */
+static float *seen;
+static int64_t seen_n;
+static int scribble;
+
+static int k_record(const parity_abi_call_t *call)
+{
+    const parity_abi_tensor_t *x = &call->inputs[0];
+    seen_n = parity_tensor_numel(x);
+    seen = realloc(seen, (size_t)seen_n * sizeof *seen);
+    for (int64_t i = 0; i < seen_n; i++) seen[i] = (float)parity_tensor_get(x, i);
+    if (scribble) parity_tensor_set((parity_abi_tensor_t *)&call->inputs[1], 3, 7.0);
+    return PARITY_KERNEL_OK;
+}
+
+static const parity_abi_kernel_t K = {sizeof(parity_abi_kernel_t), "record", "rmsnorm_fwd", "",
+                                      0, PARITY_DT_F32, PARITY_DT_F32, k_record, NULL};
+
+typedef struct {
+    parity_case_t *c;
+    parity_tensor_t *out[PARITY_OP_MAX_ARGS];
+    parity_abi_tensor_t in[PARITY_OP_MAX_ARGS], outv[PARITY_OP_MAX_ARGS];
+    parity_abi_call_t call;
+    uint64_t h[PARITY_OP_MAX_ARGS];
+} fixture_t;
+
+static void setup_case(fixture_t *f, int64_t n, int64_t d)
+{
+    const parity_op_t *op = parity_op_find("rmsnorm_fwd");
+    assert_non_null(op);
+    static parity_workload_t wl;
+    char name[64];
+    snprintf(name, sizeof name, "unit@%lldx%lld", (long long)n, (long long)d);
+    assert_int_equal(parity_op_workload(op, name, &wl), PARITY_OK);
+    wl.name = wl.label;
+    parity_diag_t diag = {{0}};
+    assert_int_equal(parity_case_build(op, &wl, 7, PARITY_DT_F32, &f->c, &diag), PARITY_OK);
+    for (int i = 0; i < f->c->n_outputs; i++) {
+        f->out[i] = parity_tensor_new(op->output_names[i], PARITY_DT_F32, f->c->out_ndim[i],
+                                      f->c->out_shape[i]);
+        assert_non_null(f->out[i]);
+    }
+    parity_case_make_call(f->c, f->in, f->outv, f->out, 1, 7, &f->call);
+    for (int i = 0; i < f->c->n_inputs; i++) f->h[i] = parity_tensor_hash(f->c->inputs[i]);
+}
+
+static void teardown_case(fixture_t *f)
+{
+    for (int i = 0; i < f->c->n_outputs; i++) parity_tensor_free(f->out[i]);
+    parity_case_free(f->c);
+}
+
+static void other_contents_shape(void **state)
+{
+    (void)state;
+    fixture_t f;
+    int64_t n = 64, d = 256;
+    setup_case(&f, n, d);
+    scribble = 0;
+    assert_int_equal(check_same_buffers_step(f.c, &K, &f.call), 0);
+    assert_int_equal(seen_n, n * d);
+    const float *x = f.c->inputs[0]->view.data;
+    int64_t changed = 0, keep = 64 / 4;
+    for (int64_t i = 0; i < n * d; i++) {
+        if (seen[i] == x[i]) continue;
+        changed++;
+        assert_true(seen[i] == -2.0f * x[i]); /* exact, and nothing else */
+        assert_true(i >= keep && i < n * d - keep); /* the fingerprint bytes are untouched */
+    }
+    /* Gaps of 1..15 (mean 8): one in eight, within a wide margin for 16k elements. */
+    assert_true(changed > n * d / 10 && changed < n * d / 6);
+    for (int64_t r = 1; r + 1 < n; r++) { /* every row (but the kept ends) has changed elements */
+        int64_t cr = 0;
+        for (int64_t j = 0; j < d; j++) cr += seen[r * d + j] != x[r * d + j];
+        assert_true(cr > 0);
+    }
+    for (int i = 0; i < f.c->n_inputs; i++) /* restored bit for bit */
+        assert_true(parity_tensor_hash(f.c->inputs[i]) == f.h[i]);
+    teardown_case(&f);
+}
+
+static void modified_input_reported(void **state)
+{
+    (void)state;
+    fixture_t f;
+    setup_case(&f, 16, 64);
+    scribble = 1;
+    assert_int_equal(check_same_buffers_step(f.c, &K, &f.call), PARITY_CHILD_STEP_MODIFIED + 1);
+    scribble = 0;
+    for (int i = 0; i < f.c->n_inputs; i++) /* restored even so */
+        assert_true(parity_tensor_hash(f.c->inputs[i]) == f.h[i]);
+    /* Through a child, the exit status becomes the verdict, naming the input. */
+    scribble = 1;
+    char det[200];
+    double secs;
+    parity_verdict_t v = parity_run_isolated_step(&K, NULL, check_same_buffers_step, f.c, &f.call,
+                                                  10, det, sizeof det, &secs);
+    scribble = 0;
+    assert_int_equal(v, PARITY_VERDICT_MODIFIED_INPUTS);
+    assert_non_null(strstr(det, "input gamma changed"));
+    teardown_case(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(other_contents_shape),
+        cmocka_unit_test(modified_input_reported),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    free(seen);
+    return rc;
+}
