@@ -56,8 +56,8 @@ expect skip_after_3 faithful 0
 # ---- parity bench judges what it times ----
 WL=zipf1.4@2048x64x4096
 BENCH=(--workload $WL --check-workload $WL --runs 3 --warmup 1 --no-scrub --probe-mib 8 --threads 1 -q)
-"$P" bench $OP --kernel "$C:control" --kernel "$C:skip_after_3" "${BENCH[@]}" --json "$tmp/b.json" \
-    >"$tmp/b.out" 2>&1
+"$P" bench $OP --kernel "$C:control" --kernel "$C:skip_after_3" "${BENCH[@]}" --seed fresh \
+    --json "$tmp/b.json" >"$tmp/b.out" 2>&1
 rc=$?
 [ "$rc" = 1 ] && ok || bad "bench with skip_after_3: exit $rc, expected 1"
 grep -q "why: timed call 3: output dE is not the judged run's" "$tmp/b.out" && ok ||
@@ -72,6 +72,8 @@ assert c["verdict"] == "faithful" and c["scored"] and c["timed_outputs"] == "as 
 base = ks["fp32_seq"]
 assert base["timed_outputs"] == "as judged" and base["score"] == 0.5, base
 PY
+BS=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["seed"])' "$tmp/b.json")
+grep -q "^seed $BS drawn by --seed fresh" "$tmp/b.out" && ok || bad "bench --seed fresh: seed $BS not printed"
 
 # ---- --seed fresh ----
 "$P" check rmsnorm_fwd --kernel builtin:fp32 --kernel builtin:bf16_sumsq --quick --no-floor -q \
