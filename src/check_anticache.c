@@ -59,6 +59,9 @@ static void other_contents(const parity_abi_tensor_t *t, uint64_t seed, int inpu
         if (t->dtype == PARITY_DT_F32) {
             float *p = t->data;
             p[e] *= -2.0f;
+        } else if (t->dtype == PARITY_DT_BF16 && ((((uint16_t *)t->data)[e] >> 7) & 0xff) - 1u < 253u) {
+            uint16_t *p = t->data; /* a normal number away from overflow: sign flipped, exponent + 1 */
+            p[e] = (uint16_t)((p[e] ^ 0x8000u) + 0x0080u);
         } else {
             parity_tensor_set(&v, e, -2.0 * parity_tensor_get(&v, e));
         }

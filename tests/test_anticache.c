@@ -43,7 +43,7 @@ typedef struct {
     uint64_t h[PARITY_OP_MAX_ARGS];
 } fixture_t;
 
-static void setup_case(fixture_t *f, int64_t n, int64_t d)
+static void setup_case(fixture_t *f, int64_t n, int64_t d, parity_dtype_t dt)
 {
     const parity_op_t *op = parity_op_find("rmsnorm_fwd");
     assert_non_null(op);
@@ -53,7 +53,7 @@ static void setup_case(fixture_t *f, int64_t n, int64_t d)
     assert_int_equal(parity_op_workload(op, name, &wl), PARITY_OK);
     wl.name = wl.label;
     parity_diag_t diag = {{0}};
-    assert_int_equal(parity_case_build(op, &wl, 7, PARITY_DT_F32, &f->c, &diag), PARITY_OK);
+    assert_int_equal(parity_case_build(op, &wl, 7, dt, &f->c, &diag), PARITY_OK);
     for (int i = 0; i < f->c->n_outputs; i++) {
         f->out[i] = parity_tensor_new(op->output_names[i], PARITY_DT_F32, f->c->out_ndim[i],
                                       f->c->out_shape[i]);
@@ -69,17 +69,19 @@ static void teardown_case(fixture_t *f)
     parity_case_free(f->c);
 }
 
-static void other_contents_shape(void **state)
+static void other_contents_of(parity_dtype_t dt)
 {
-    (void)state;
     fixture_t f;
     int64_t n = 64, d = 256;
-    setup_case(&f, n, d);
+    setup_case(&f, n, d, dt);
     scribble = 0;
     assert_int_equal(check_same_buffers_step(f.c, &K, &f.call), 0);
     assert_int_equal(seen_n, n * d);
-    const float *x = f.c->inputs[0]->view.data;
-    int64_t changed = 0, keep = 64 / 4;
+    const parity_abi_tensor_t *xv = &f.c->inputs[0]->view;
+    int64_t changed = 0, keep = 64 / (int64_t)parity_dtype_size(dt);
+    float *x = malloc((size_t)(n * d) * sizeof *x);
+    assert_non_null(x);
+    for (int64_t i = 0; i < n * d; i++) x[i] = (float)parity_tensor_get(xv, i);
     for (int64_t i = 0; i < n * d; i++) {
         if (seen[i] == x[i]) continue;
         changed++;
@@ -93,16 +95,29 @@ static void other_contents_shape(void **state)
         for (int64_t j = 0; j < d; j++) cr += seen[r * d + j] != x[r * d + j];
         assert_true(cr > 0);
     }
+    free(x);
     for (int i = 0; i < f.c->n_inputs; i++) /* restored bit for bit */
         assert_true(parity_tensor_hash(f.c->inputs[i]) == f.h[i]);
     teardown_case(&f);
+}
+
+static void other_contents_f32(void **state)
+{
+    (void)state;
+    other_contents_of(PARITY_DT_F32);
+}
+
+static void other_contents_bf16(void **state)
+{
+    (void)state;
+    other_contents_of(PARITY_DT_BF16);
 }
 
 static void modified_input_reported(void **state)
 {
     (void)state;
     fixture_t f;
-    setup_case(&f, 16, 64);
+    setup_case(&f, 16, 64, PARITY_DT_F32);
     scribble = 1;
     assert_int_equal(check_same_buffers_step(f.c, &K, &f.call), PARITY_CHILD_STEP_MODIFIED + 1);
     scribble = 0;
@@ -123,7 +138,8 @@ static void modified_input_reported(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(other_contents_shape),
+        cmocka_unit_test(other_contents_f32),
+        cmocka_unit_test(other_contents_bf16),
         cmocka_unit_test(modified_input_reported),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
