@@ -314,10 +314,12 @@ static void run_one(const parity_kernel_ref_t *kr, case_slot_t *cs, const parity
             int modified = -1;
             for (int i = 0; i < c->n_inputs; i++)
                 if (parity_tensor_hash(c->inputs[i]) != in_hash[i]) modified = i;
-            if (modified >= 0) {
+            if (modified >= 0) { /* by the kernel, or left with other contents by a crash */
                 cs->dirty = 1;
-                v2 = PARITY_VERDICT_MODIFIED_INPUTS;
-                snprintf(det, sizeof det, "input %s changed", c->op->input_names[modified]);
+                if (v2 == PARITY_VERDICT_FAITHFUL) {
+                    v2 = PARITY_VERDICT_MODIFIED_INPUTS;
+                    snprintf(det, sizeof det, "input %s changed", c->op->input_names[modified]);
+                }
             }
             if (v2 == PARITY_VERDICT_MODIFIED_INPUTS) cs->dirty = 1;
             /* A decoy input the kernel changed would make the next kernel's decoy another one

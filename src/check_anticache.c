@@ -21,20 +21,6 @@
  * same key and returns its stale answer. 64 bytes = one cache line, the usual fingerprint. */
 #define SAME_KEEP_BYTES 64
 
-static uint64_t hash_bytes(const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    uint64_t h = 0xcbf29ce484222325ULL;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, b + i, 8);
-        h = (h ^ w) * 0x100000001b3ULL;
-    }
-    for (; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
-    return h;
-}
-
 static uint64_t splitmix(uint64_t *s)
 {
     uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
@@ -44,27 +30,47 @@ static uint64_t splitmix(uint64_t *s)
 }
 
 /* Other contents for input t, in place: about one element in eight between the kept ends (gaps of
- * 1..15 elements, seeded) is multiplied by -2 (exact in every binary format at these magnitudes).
- * Sparse, so that a memo keyed on a sample of s bytes sees a changed one with probability about
- * 1 - (7/8)^s only; spread over every row, so that the reference of almost every output element
- * changes (each row of the token-major inputs has D/8 changed elements on average). */
-static void other_contents(const parity_abi_tensor_t *t, uint64_t seed, int input)
+ * 1..15 elements, seeded) is multiplied by -2, where that is exact and finite (so it can be undone
+ * exactly: x -> -2x -> x). Sparse, so that a memo keyed on a sample of s bytes sees a changed one
+ * with probability about 1 - (7/8)^s only; spread over every row, so that the reference of almost
+ * every output element changes (each row of the token-major inputs has D/8 changed elements on
+ * average). done[] marks the k-th visited position when it was changed. With undo, the marked
+ * positions are divided by -2 again: the judged contents come back bit for bit without a copy
+ * (an element the kernel changed meanwhile does not, and the input's hash shows it). */
+static void other_contents(const parity_abi_tensor_t *t, uint64_t seed, int input,
+                           unsigned char *done, int undo)
 {
     size_t es = parity_dtype_size((parity_dtype_t)t->dtype);
     int64_t ne = parity_tensor_numel(t);
     int64_t keep = (int64_t)((SAME_KEEP_BYTES + es - 1) / es);
     uint64_t s = seed ^ (0x5a3e0000ULL + (uint64_t)input);
     parity_abi_tensor_t v = *t;
-    for (int64_t e = keep + (int64_t)(splitmix(&s) % 8); e < ne - keep; e += 1 + (int64_t)(splitmix(&s) % 15)) {
+    int64_t k = 0;
+    for (int64_t e = keep + (int64_t)(splitmix(&s) % 8); e < ne - keep;
+         e += 1 + (int64_t)(splitmix(&s) % 15), k++) {
+        unsigned char bit = (unsigned char)(1u << (k & 7));
+        if (undo) {
+            if (!(done[k >> 3] & bit)) continue;
+            uint16_t *p16 = t->data;
+            if (t->dtype == PARITY_DT_F32) ((float *)t->data)[e] *= -0.5f; /* exact: y = -2x */
+            else if (t->dtype == PARITY_DT_BF16 && ((p16[e] >> 7) & 0xff) - 2u < 253u)
+                p16[e] = (uint16_t)((p16[e] - 0x0080u) ^ 0x8000u); /* the bit path, reversed */
+            else parity_tensor_set(&v, e, -0.5 * parity_tensor_get(&v, e));
+            continue;
+        }
         if (t->dtype == PARITY_DT_F32) {
-            float *p = t->data;
-            p[e] *= -2.0f;
+            float *p = t->data, y = -2.0f * p[e];
+            if (!isfinite(y)) continue;
+            p[e] = y;
         } else if (t->dtype == PARITY_DT_BF16 && ((((uint16_t *)t->data)[e] >> 7) & 0xff) - 1u < 253u) {
             uint16_t *p = t->data; /* a normal number away from overflow: sign flipped, exponent + 1 */
             p[e] = (uint16_t)((p[e] ^ 0x8000u) + 0x0080u);
         } else {
-            parity_tensor_set(&v, e, -2.0 * parity_tensor_get(&v, e));
+            double x = parity_tensor_get(&v, e), y = parity_dtype_round((parity_dtype_t)t->dtype, -2.0 * x);
+            if (!isfinite(y) || parity_dtype_round((parity_dtype_t)t->dtype, -0.5 * y) != x) continue;
+            parity_tensor_set(&v, e, y);
         }
+        done[k >> 3] |= bit;
     }
 }
 
@@ -80,30 +86,26 @@ static void fill_nan_view(const parity_abi_tensor_t *v)
 int check_same_buffers_step(void *ctx, const parity_abi_kernel_t *k, const parity_abi_call_t *call)
 {
     const parity_case_t *c = ctx;
-    void *saved[PARITY_OP_MAX_ARGS] = {0};
-    uint64_t h[PARITY_OP_MAX_ARGS] = {0};
-    size_t nb[PARITY_OP_MAX_ARGS] = {0};
+    unsigned char *done[PARITY_OP_MAX_ARGS] = {0};
     for (int i = 0; i < call->n_inputs && i < PARITY_OP_MAX_ARGS; i++) {
         const parity_abi_tensor_t *t = &call->inputs[i];
         if (!c->op->input_is_float[i] || !parity_dtype_is_float((parity_dtype_t)t->dtype)) continue;
-        nb[i] = (size_t)parity_tensor_numel(t) * parity_dtype_size((parity_dtype_t)t->dtype);
-        if (!(saved[i] = malloc(nb[i] ? nb[i] : 1))) continue; /* that input keeps its contents */
-        memcpy(saved[i], t->data, nb[i]);
-        other_contents(t, c->seed, i);
-        h[i] = hash_bytes(t->data, nb[i]);
+        /* one bit per visited position; at most one position per element */
+        if (!(done[i] = calloc((size_t)parity_tensor_numel(t) / 8 + 1, 1))) continue;
+        other_contents(t, c->seed, i, done[i], 0);
     }
     /* NaN-prefilled (by the caller) like a judged call. Its answer is not judged; it stays in the
      * outputs, so a kernel that skips the judged call ("these buffers are done") leaves it there
      * (and NaN where this call skipped too), and one that reads its outputs sees it. */
     (void)k->run(call);
-    int modified = -1;
     for (int i = 0; i < call->n_inputs && i < PARITY_OP_MAX_ARGS; i++) {
-        if (!saved[i]) continue;
-        if (modified < 0 && hash_bytes(call->inputs[i].data, nb[i]) != h[i]) modified = i;
-        memcpy(call->inputs[i].data, saved[i], nb[i]); /* the judged contents, bit for bit */
-        free(saved[i]);
+        if (!done[i]) continue;
+        other_contents(&call->inputs[i], c->seed, i, done[i], 1); /* the judged contents again */
+        free(done[i]);
     }
-    return modified >= 0 ? PARITY_CHILD_STEP_MODIFIED + modified : 0;
+    /* An input the kernel changed during this call stays changed: the parent's hashes of the
+     * judged inputs, taken after the child, report it ("modified-inputs"). */
+    return 0;
 }
 
 /* ---- attribution --------------------------------------------------------------------------------- */

@@ -40,7 +40,9 @@ void check_judge_case(const parity_case_t *c, parity_tensor_t *const *o, parity_
 
 /* The child step of a judged run with the decoy (parity_run_isolated_step): one call on the
  * judged call's own buffers holding other contents, then the judged contents restored bit for
- * bit; the outputs keep what it wrote. ctx is the case (const parity_case_t *). */
+ * bit (in place: the change is undone, so an element the kernel changed stays changed and the
+ * caller's input hashes show it); the outputs keep what it wrote. ctx is the case
+ * (const parity_case_t *). Returns 0. */
 int check_same_buffers_step(void *ctx, const parity_abi_kernel_t *k, const parity_abi_call_t *call);
 
 /* The rerun (outputs o2, after the decoy and the call on the judged buffers) of a kernel whose

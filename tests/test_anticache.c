@@ -1,7 +1,7 @@
 /* check_anticache: the call on the judged buffers holding other contents (what the kernel sees:
  * the first and last 64 bytes of each input unchanged, about one interior element in eight
- * scaled by -2, every row touched; the judged contents restored bit for bit afterwards; an input
- * the kernel changed during that call reported by index). */
+ * scaled by -2, every row touched; the judged contents restored bit for bit afterwards, in
+ * place; an input the kernel changed during that call still shows as changed). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -113,25 +113,17 @@ static void other_contents_bf16(void **state)
     other_contents_of(PARITY_DT_BF16);
 }
 
-static void modified_input_reported(void **state)
+static void modified_input_stays_visible(void **state)
 {
     (void)state;
     fixture_t f;
     setup_case(&f, 16, 64, PARITY_DT_F32);
+    /* The kernel scribbles on gamma during the call: the undo must not mask it. */
     scribble = 1;
-    assert_int_equal(check_same_buffers_step(f.c, &K, &f.call), PARITY_CHILD_STEP_MODIFIED + 1);
+    assert_int_equal(check_same_buffers_step(f.c, &K, &f.call), 0);
     scribble = 0;
-    for (int i = 0; i < f.c->n_inputs; i++) /* restored even so */
-        assert_true(parity_tensor_hash(f.c->inputs[i]) == f.h[i]);
-    /* Through a child, the exit status becomes the verdict, naming the input. */
-    scribble = 1;
-    char det[200];
-    double secs;
-    parity_verdict_t v = parity_run_isolated_step(&K, NULL, check_same_buffers_step, f.c, &f.call,
-                                                  10, det, sizeof det, &secs);
-    scribble = 0;
-    assert_int_equal(v, PARITY_VERDICT_MODIFIED_INPUTS);
-    assert_non_null(strstr(det, "input gamma changed"));
+    assert_true(parity_tensor_hash(f.c->inputs[1]) != f.h[1]);
+    assert_true(parity_tensor_hash(f.c->inputs[0]) == f.h[0]);
     teardown_case(&f);
 }
 
@@ -140,7 +132,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(other_contents_f32),
         cmocka_unit_test(other_contents_bf16),
-        cmocka_unit_test(modified_input_reported),
+        cmocka_unit_test(modified_input_stays_visible),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     free(seen);
