@@ -74,7 +74,8 @@ static void reproducer(char *b, size_t n, const parity_op_t *op, const parity_ke
 void check_report_text(FILE *out, const parity_op_t *op, const parity_kernel_result_t *res, int n,
                        const check_report_ctx_t *ctx)
 {
-    fprintf(out, "parity %s %s  (seed %llu%s)\n", ctx->command, op->name, (unsigned long long)ctx->seed,
+    fprintf(out, "parity %s %s  (seed %llu%s%s)\n", ctx->command, op->name, (unsigned long long)ctx->seed,
+            ctx->seed_fresh ? " drawn by --seed fresh; --seed with it reproduces this run" : "",
             ctx->quick ? ", --quick: production-sized workloads skipped" : "");
     fprintf(out, "error model: %s; faithful accumulator %s.\n", op->error_model,
             op->faithful_accumulator);

@@ -14,6 +14,7 @@ typedef struct {
     const char *inputs_path; /* compare: the inputs file (the reproducer names it) */
     const char *reproduce;   /* when set, the reproducer line verbatim (the Python package's
                                 parity.check(...) call); NULL: the CLI's command line */
+    int seed_fresh;          /* the seed was drawn by --seed fresh: the text report says so */
 } check_report_ctx_t;
 
 void check_report_text(FILE *out, const parity_op_t *op, const parity_kernel_result_t *res, int n,

@@ -33,6 +33,10 @@ int cli_input_error(const char *cmd, const char *fmt, ...) __attribute__((format
 int cli_parse_u64(const char *s, uint64_t *out);
 int cli_parse_long(const char *s, long min, long max, long *out);
 int cli_parse_double(const char *s, double *out);
+/* A seed: a non-negative integer, or "fresh" for one drawn from the OS (cli_seed.c; *fresh = 1,
+ * 48 bits so that JSON keeps it exactly). -1 on bad text or when the OS gives no randomness. */
+int cli_parse_seed(const char *s, uint64_t *out, int *fresh);
+int cli_fresh_seed(uint64_t *out);
 
 /* A progress callback (parity_check_opts_t.progress and the like): one line to stderr. */
 void cli_progress_stderr(void *ctx, const char *msg);

@@ -29,7 +29,11 @@ void parity_help_bench(FILE *out)
         "achieved GB/s and GFLOP/s, the fraction T_SOL / T, and, if faithful, SOL-ExecBench's\n"
         "score S = 1 / (1 + (T - T_SOL) / (T_base - T_SOL)) against the baseline kernel\n"
         "(0.5 = as fast as the baseline, 1 = at the speed of light). Unfaithful kernels are\n"
-        "timed but unscored, with the check that failed them.\n\n"
+        "timed but unscored, with the check that failed them.\n"
+        "What is timed is judged: each faithful kernel first runs alone at the timed shape\n"
+        "(judged against the fp64 reference), and every timed call must return those outputs\n"
+        "bit for bit (judged within tolerance if declared nondeterministic); one that does not\n"
+        "(work skipped on repeated calls) loses the score and fails the exit code.\n\n"
         "options:\n"
         "  --kernel K          builtin:NAME, builtin:all, PATH.so[:NAME] (as parity check)\n"
         "  --workload W        the timed workload (default: text, else the op's first preset)\n"
@@ -45,7 +49,8 @@ void parity_help_bench(FILE *out)
         "  --no-cache          neither read nor write the ceilings cache\n"
         "  --probe-mib N       STREAM arrays of N MiB instead of 4x the last-level cache (tests)\n"
         "  --ceilings          only measure/print the ceilings\n"
-        "  --seed S            inputs and check seed (default 1)\n"
+        "  --seed S|fresh      inputs and check seed (default 1); fresh: drawn from the OS,\n"
+        "                      printed and in the JSON\n"
         "  --timeout SEC       per kernel run in the check, and per kernel timing (default 300)\n"
         "  --json FILE         write the report as JSON (docs/bench.md)\n"
         "  -q, --quiet         no progress on stderr\n\n"
@@ -129,6 +134,10 @@ static void print_report(FILE *f, const parity_bench_result_t *r)
                 tm, sp, gb, gf, sol);
         if (row->scored) {
             fprintf(f, "%.3f\n", row->score);
+        } else if (row->timed_outputs == 0) { /* bench's own judgement of what it timed */
+            fprintf(f, "unscored: %s in the bench's judged or timed calls\n",
+                    parity_verdict_name(row->verdict));
+            fprintf(f, "%-28s   why: %s\n", "", row->check_detail);
         } else if (row->verdict != PARITY_VERDICT_FAITHFUL) {
             char rep[700];
             reproducer(rep, sizeof rep, r, row);
@@ -203,6 +212,9 @@ static int write_json(const char *path, const parity_bench_result_t *r)
         cJSON_AddBoolToObject(k, "baseline", row->is_baseline);
         cJSON_AddBoolToObject(k, "timed", row->timed);
         if (!row->timed) cJSON_AddStringToObject(k, "time_detail", row->time_detail);
+        cJSON_AddStringToObject(k, "timed_outputs", row->timed_outputs > 0    ? "as judged"
+                                                    : row->timed_outputs == 0 ? "differ"
+                                                                              : "not compared");
         cJSON_AddItemToObject(k, "t_median_s", num_or_null(row->t_median));
         cJSON_AddItemToObject(k, "t_best_s", num_or_null(row->t_best));
         cJSON_AddItemToObject(k, "t_worst_s", num_or_null(row->t_worst));
@@ -213,7 +225,10 @@ static int write_json(const char *path, const parity_bench_result_t *r)
         cJSON_AddItemToObject(k, "score", row->scored ? num_or_null(row->score) : cJSON_CreateNull());
         if (!row->scored) {
             char why[800];
-            if (row->verdict != PARITY_VERDICT_FAITHFUL) {
+            if (row->timed_outputs == 0) {
+                snprintf(why, sizeof why, "%s in the bench's judged or timed calls: %s",
+                         parity_verdict_name(row->verdict), row->check_detail);
+            } else if (row->verdict != PARITY_VERDICT_FAITHFUL) {
                 char rep[700];
                 reproducer(rep, sizeof rep, r, row);
                 snprintf(why, sizeof why, "%s on %s; see: %s", parity_verdict_name(row->verdict),
@@ -243,7 +258,7 @@ static int write_json(const char *path, const parity_bench_result_t *r)
 int parity_cmd_bench(int argc, char **argv)
 {
     const char *op_name = NULL, *json = NULL, *kspecs[64];
-    int nk = 0, quiet = 0, ceil_only = 0;
+    int nk = 0, quiet = 0, ceil_only = 0, seed_fresh = 0;
     parity_bench_opts_t o;
     parity_bench_opts_default(&o);
     o.check.timeout_s = 300;
@@ -286,8 +301,9 @@ int parity_cmd_bench(int argc, char **argv)
             o.time.n_threads = (int)l;
         } else if (strcmp(a, "--seed") == 0) {
             NEED_VAL();
-            if (cli_parse_u64(val, &o.seed) != 0)
-                return cli_usage_error("bench", "--seed 1", "--seed wants a non-negative integer, got '%s'", val);
+            if (cli_parse_seed(val, &o.seed, &seed_fresh) != 0)
+                return cli_usage_error("bench", "--seed 1 or --seed fresh",
+                                       "--seed wants a non-negative integer or 'fresh', got '%s'", val);
         } else if (strcmp(a, "--timeout") == 0) {
             NEED_VAL();
             double t;
@@ -373,6 +389,9 @@ int parity_cmd_bench(int argc, char **argv)
             return cli_usage_error("bench", "parity ops", "%s", diag.msg[0] ? diag.msg : "not found");
         return cli_input_error("bench", "%s", diag.msg[0] ? diag.msg : parity_status_str(st));
     }
+    if (seed_fresh)
+        printf("seed %llu drawn by --seed fresh (--seed %llu replays these inputs)\n",
+               (unsigned long long)o.seed, (unsigned long long)o.seed);
     print_report(stdout, &res);
     int rc = PARITY_EXIT_OK;
     for (int i = 0; i < res.n_rows; i++)

@@ -20,7 +20,10 @@ void parity_help_check(FILE *out)
         "output element with an fp64 reference, and judges it against a tolerance derived from\n"
         "the error model (terms per output, fp32 accumulation): no '99%% of elements' slack.\n"
         "Each run happens in a child process: crashes, hangs, out-of-bounds writes, modified\n"
-        "inputs and nondeterminism get verdicts, the report always completes.\n\n"
+        "inputs and nondeterminism get verdicts, the report always completes. Before the judged\n"
+        "call the child calls the kernel on a decoy and on the judged buffers holding other\n"
+        "contents, and a sequence at shapes N-1, N, N+1 runs in one process: a kernel that\n"
+        "returns an earlier call's answer is 'stale-cache' (docs/check-json.md).\n\n"
         "kernels:\n"
         "  builtin:NAME        a catalog kernel (list: parity kernels OP)\n"
         "  builtin:all         every catalog kernel of OP (faithful variants and mutants)\n"
@@ -31,7 +34,8 @@ void parity_help_check(FILE *out)
         "  --shape NxD[xV]     run the presets at your shape, and at (N+1)x(D+1) and (N-1)x(D-1)\n"
         "                      too (kernels tuned to one shape fail the neighbours)\n"
         "  --quick             skip production-sized workloads\n"
-        "  --seed S            every random choice flows from S (default 1)\n"
+        "  --seed S|fresh      every random choice flows from S (default 1); fresh: a seed\n"
+        "                      drawn from the OS, printed and in the JSON (--seed S replays it)\n"
         "  --baselines         also judge with other verifiers' rules and print the detection matrix\n"
         "  --json FILE         write the report as JSON (schema: docs/check-json.md)\n"
         "  --timeout SEC       per kernel run (default 120)\n"
@@ -57,7 +61,7 @@ int parity_cmd_check(int argc, char **argv)
 {
     const char *op_name = NULL, *json = NULL;
     const char *kspecs[64];
-    int nk = 0, quiet = 0;
+    int nk = 0, quiet = 0, seed_fresh = 0;
     parity_check_opts_t opts;
     parity_check_opts_default(&opts);
     parity_check_exec_t exec;
@@ -85,8 +89,9 @@ int parity_cmd_check(int argc, char **argv)
             opts.workload = val;
         } else if (strcmp(a, "--seed") == 0) {
             NEED_VAL();
-            if (cli_parse_u64(val, &opts.seed) != 0)
-                return cli_usage_error("check", "--seed 1", "--seed wants a non-negative integer, got '%s'", val);
+            if (cli_parse_seed(val, &opts.seed, &seed_fresh) != 0)
+                return cli_usage_error("check", "--seed 1 or --seed fresh",
+                                       "--seed wants a non-negative integer or 'fresh', got '%s'", val);
         } else if (strcmp(a, "--json") == 0) {
             NEED_VAL();
             json = val;
@@ -195,7 +200,7 @@ int parity_cmd_check(int argc, char **argv)
     if (st != PARITY_OK) {
         rc = cli_input_error("check", "%s", diag.msg[0] ? diag.msg : parity_status_str(st));
     } else {
-        check_report_ctx_t ctx = {"check", opts.seed, opts.quick, opts.baselines, NULL, NULL};
+        check_report_ctx_t ctx = {"check", opts.seed, opts.quick, opts.baselines, NULL, NULL, seed_fresh};
         if (lead) check_report_text(stdout, op, res, kl.n, &ctx);
         for (int k = 0; k < kl.n; k++)
             if (res[k].verdict != PARITY_VERDICT_FAITHFUL) rc = PARITY_EXIT_VERDICT;

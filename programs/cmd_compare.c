@@ -65,7 +65,7 @@ int parity_cmd_compare(int argc, char **argv)
     if (st != PARITY_OK) {
         rc = cli_input_error("compare", "%s", parity_status_str(st));
     } else {
-        check_report_ctx_t ctx = {"compare", c->seed, 0, 0, pos[1], NULL};
+        check_report_ctx_t ctx = {"compare", c->seed, 0, 0, pos[1], NULL, 0};
         check_report_text(stdout, op, &res, 1, &ctx);
         rc = res.verdict == PARITY_VERDICT_FAITHFUL ? PARITY_EXIT_OK : PARITY_EXIT_VERDICT;
         if (json && check_report_json(json, op, &res, 1, &ctx) != 0)

@@ -17,7 +17,7 @@ void parity_help_gen(FILE *out)
         "(one tensor per output name, F32/BF16/F16/F64) and judge them with `parity compare`.\n\n"
         "options:\n"
         "  --workload W   a workload preset of OP (default: the first, see parity ops OP)\n"
-        "  --seed S       default 1\n"
+        "  --seed S       default 1; fresh: drawn from the OS (printed, and in the metadata)\n"
         "  --dtype D      dtype of the floating-point inputs: bf16 (default) or f32\n"
         "  --out FILE     where to write (atomically)\n"
         "  --reference F  also write the fp64 reference (atomically): per output NAME a dense F64\n"
@@ -34,6 +34,7 @@ int parity_cmd_gen(int argc, char **argv)
 {
     const char *opn = NULL, *wn = NULL, *outp = NULL, *refp = NULL, *dtn = "bf16";
     uint64_t seed = 1;
+    int fresh = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if ((!strcmp(a, "--workload") || !strcmp(a, "--seed") || !strcmp(a, "--dtype") ||
@@ -44,8 +45,9 @@ int parity_cmd_gen(int argc, char **argv)
         else if (!strcmp(a, "--reference")) refp = argv[++i];
         else if (!strcmp(a, "--dtype")) dtn = argv[++i];
         else if (!strcmp(a, "--seed")) {
-            if (cli_parse_u64(argv[++i], &seed) != 0)
-                return cli_usage_error("gen", "--seed 1", "--seed wants a non-negative integer, got '%s'", v);
+            if (cli_parse_seed(argv[++i], &seed, &fresh) != 0)
+                return cli_usage_error("gen", "--seed 1 or --seed fresh",
+                                       "--seed wants a non-negative integer or 'fresh', got '%s'", v);
         } else if (a[0] == '-') return cli_usage_error("gen", NULL, "unknown option '%s'", a);
         else if (!opn) opn = a;
         else return cli_usage_error("gen", NULL, "unexpected argument '%s'", a);
@@ -66,8 +68,8 @@ int parity_cmd_gen(int argc, char **argv)
     parity_diag_t diag = {{0}};
     parity_status_t st = parity_gen_inputs(op, wl, seed, dt, outp, &diag);
     if (st != PARITY_OK) return cli_input_error("gen", "%s", diag.msg[0] ? diag.msg : parity_status_str(st));
-    fprintf(stderr, "wrote %s: op %s, workload %s, seed %llu, %s inputs\n", outp, op->name, wl->name,
-            (unsigned long long)seed, parity_dtype_name(dt));
+    fprintf(stderr, "wrote %s: op %s, workload %s, seed %llu%s, %s inputs\n", outp, op->name, wl->name,
+            (unsigned long long)seed, fresh ? " (drawn by --seed fresh)" : "", parity_dtype_name(dt));
     if (refp) {
         parity_case_t *c;
         st = parity_case_build(op, wl, seed, dt, &c, &diag);

@@ -149,6 +149,11 @@ typedef struct {
     double frac_sol;     /* t_sol / t_median */
     int scored;
     double score;        /* NaN when not scored */
+    /* What is timed is judged (docs/bench.md): 1 every warm-up and timed call returned the outputs
+     * of the judged runs (bit for bit; within tolerance for nondeterministic kernels), 0 one did
+     * not (verdict and check_detail then say which), -1 not compared (not faithful in the check,
+     * or not timed). */
+    int timed_outputs;
 } parity_bench_row_t;
 
 typedef struct {

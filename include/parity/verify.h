@@ -25,11 +25,13 @@ typedef enum {
     PARITY_VERDICT_OOB,           /* "wrote-out-of-bounds" */
     PARITY_VERDICT_MODIFIED_INPUTS,
     PARITY_VERDICT_NONDETERMINISTIC,
-    PARITY_VERDICT_UNSUPPORTED
+    PARITY_VERDICT_UNSUPPORTED,
+    PARITY_VERDICT_STALE_CACHE    /* "stale-cache": faithful when called alone, wrong after a
+                                   * call on other inputs or shapes (docs/check-json.md) */
 } parity_verdict_t;
 
 /* The DESIGN.md vocabulary: "faithful", "unfaithful", "crashed", "timeout",
- * "wrote-out-of-bounds", "modified-inputs", "nondeterministic", "unsupported". */
+ * "wrote-out-of-bounds", "modified-inputs", "nondeterministic", "unsupported", "stale-cache". */
 const char *parity_verdict_name(parity_verdict_t v);
 
 typedef struct {

@@ -338,7 +338,7 @@ EXPORT const char *parity_py_verdict_name(int v) { return parity_verdict_name((p
 
 static check_report_ctx_t report_ctx(const py_check_t *p, const char *reproduce)
 {
-    check_report_ctx_t ctx = {"check", p->seed, p->quick, 0, NULL, NULL};
+    check_report_ctx_t ctx = {"check", p->seed, p->quick, 0, NULL, NULL, 0};
     ctx.reproduce = reproduce && reproduce[0] ? reproduce : NULL;
     return ctx;
 }

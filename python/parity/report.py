@@ -45,7 +45,7 @@ class WorkloadResult:
 class Report:
     """The verdict on one function for one op. verdict: the CLI's verdict string ("faithful",
     "unfaithful", "crashed", "timeout", "wrote-out-of-bounds", "modified-inputs",
-    "nondeterministic", "unsupported"); ok: verdict == "faithful"; workloads: one
+    "nondeterministic", "unsupported", "stale-cache"); ok: verdict == "faithful"; workloads: one
     WorkloadResult per workload; str(report): the CLI's text report; to_json(): the CLI's JSON."""
 
     def __init__(self, op, text, json_text, reproduce, seconds=None):

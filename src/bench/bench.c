@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "src/bench/bench_impl.h"
 #include "src/core/parallel.h"
 #include "parity/tensor.h"
 
@@ -67,7 +68,7 @@ static int is_float_dtype(int32_t dt)
 
 /* Flip the sign bit of every element of the first floating-point input (exact for every float
  * format; the distribution of a symmetric workload is unchanged, the outputs change). */
-static void regenerate(const parity_abi_call_t *call)
+void bench_flip_first_float(const parity_abi_call_t *call)
 {
     for (int i = 0; i < call->n_inputs; i++) {
         const parity_abi_tensor_t *t = &call->inputs[i];
@@ -115,6 +116,16 @@ parity_verdict_t parity_bench_time_kernel(const parity_abi_kernel_t *k, const pa
                                           const parity_time_opts_t *o, double *times,
                                           char *detail, size_t detail_len)
 {
+    bench_mismatch_t m[2];
+    return bench_time_kernel_judged(k, call, o, NULL, times, m, detail, detail_len);
+}
+
+parity_verdict_t bench_time_kernel_judged(const parity_abi_kernel_t *k, const parity_abi_call_t *call,
+                                          const parity_time_opts_t *o, const bench_expect_t *e,
+                                          double *times, bench_mismatch_t m[2], char *detail,
+                                          size_t detail_len)
+{
+    m[0].run = m[1].run = -1;
     parity_time_opts_t def;
     if (!o) {
         parity_time_opts_default(&def);
@@ -122,13 +133,16 @@ parity_verdict_t parity_bench_time_kernel(const parity_abi_kernel_t *k, const pa
     }
     int runs = o->runs > 0 ? o->runs : 1, warm = o->warmup > 0 ? o->warmup : 0;
     int64_t sb = o->scrub_bytes == 0 ? default_scrub() : o->scrub_bytes;
-    size_t shm_len = sizeof(double) * (size_t)(runs + 1);
+    /* times, a done flag, then the first mismatch (bench_judge.c) */
+    size_t shm_len = sizeof(double) * (size_t)(runs + 1) + 2 * sizeof(bench_mismatch_t);
     double *shm = mmap(NULL, shm_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (shm == MAP_FAILED) {
         snprintf(detail, detail_len, "cannot map shared memory for the times");
         return PARITY_VERDICT_CRASHED;
     }
     memset(shm, 0, shm_len);
+    bench_mismatch_t *sm = (bench_mismatch_t *)(shm + runs + 1);
+    sm[0].run = sm[1].run = -1;
     fflush(NULL);
     double t0 = now_s();
     pid_t pid = fork();
@@ -141,13 +155,22 @@ parity_verdict_t parity_bench_time_kernel(const parity_abi_kernel_t *k, const pa
         /* The child owns copy-on-write inputs: regenerating them never reaches the parent. */
         unsigned char *buf = sb > 0 ? malloc((size_t)sb) : NULL;
         for (int r = 0; r < warm + runs; r++) {
-            regenerate(call);
+            bench_flip_first_float(call);
+            /* NaN before every call, so that one which writes nothing returns NaN, not the last
+             * call's outputs; before the scrub, so the outputs start in DRAM as they did. */
+            if (e)
+                for (int i = 0; i < e->c->n_outputs; i++) parity_tensor_fill_nan(e->outs[i]);
             scrub(buf, sb > 0 ? sb : 0, r);
             double a = now_s();
             int rc = k->run(call);
             double b = now_s();
             if (rc != PARITY_KERNEL_OK) _exit(rc == PARITY_KERNEL_UNSUPPORTED ? 64 : 65);
             if (r >= warm) shm[r - warm] = b - a;
+            bench_mismatch_t mm; /* outside the timed region */
+            if (e && sm[1].run < 0 && bench_expect_check(e, r, &mm)) {
+                if (sm[0].run < 0) sm[0] = mm;
+                if (mm.judged) sm[1] = mm;
+            }
         }
         shm[runs] = 1.0; /* done */
         _exit(0);
@@ -182,6 +205,8 @@ parity_verdict_t parity_bench_time_kernel(const parity_abi_kernel_t *k, const pa
         v = PARITY_VERDICT_CRASHED;
     } else {
         memcpy(times, shm, sizeof(double) * (size_t)runs);
+        m[0] = sm[0];
+        m[1] = sm[1];
     }
     munmap(shm, shm_len);
     return v;
@@ -273,6 +298,7 @@ parity_status_t parity_bench_run(const parity_op_t *op, const parity_kernel_list
         res->rows[i].is_baseline = i == brow;
         res->rows[i].added_baseline = i == brow && brow == n;
         res->rows[i].verdict = PARITY_VERDICT_FAITHFUL;
+        res->rows[i].timed_outputs = -1;
         res->rows[i].score = NAN;
         res->rows[i].gbs = res->rows[i].gflops = res->rows[i].frac_sol = NAN;
         res->rows[i].t_median = res->rows[i].t_best = res->rows[i].t_worst = NAN;
@@ -376,9 +402,32 @@ parity_status_t parity_bench_run(const parity_op_t *op, const parity_kernel_list
             }
             progress(o, "bench: timing %s (%d of %d): %d warm-up + %d runs, %d thread(s)",
                      row->kr->label, i + 1, total, res->warmup, res->runs, n_threads);
-            parity_verdict_t tv = parity_bench_time_kernel(k, &call, &o->time, times,
-                                                           row->time_detail,
+            /* What is timed is judged: a kernel faithful in the check runs twice alone first
+             * (bench_judge.c), and every timed call must return those outputs. */
+            bench_expect_t ex;
+            memset(&ex, 0, sizeof ex);
+            int judging = row->verdict == PARITY_VERDICT_FAITHFUL;
+            row->timed_outputs = -1;
+            if (judging) {
+                char det[256];
+                parity_verdict_t jv = bench_expect_build(c, k, outs, &call, o->time.timeout_s,
+                                                         &ex, det, sizeof det);
+                if (jv != PARITY_VERDICT_FAITHFUL) {
+                    judging = 0;
+                    row->timed_outputs = 0;
+                    row->verdict = jv;
+                    snprintf(row->verdict_wl, sizeof row->verdict_wl, "%s", res->wl.name);
+                    snprintf(row->check_detail, sizeof row->check_detail, "bench: %.240s", det);
+                }
+            }
+            bench_mismatch_t mm[2];
+            parity_verdict_t tv = bench_time_kernel_judged(k, &call, &o->time, judging ? &ex : NULL,
+                                                           times, mm, row->time_detail,
                                                            sizeof row->time_detail);
+            if (judging && tv == PARITY_VERDICT_FAITHFUL) bench_row_judge(row, c, mm, res->warmup);
+            bench_expect_free(&ex);
+            if (judging && row->verdict != PARITY_VERDICT_FAITHFUL)
+                snprintf(row->verdict_wl, sizeof row->verdict_wl, "%s", res->wl.name);
             if (tv == PARITY_VERDICT_FAITHFUL) {
                 row->timed = 1;
                 parity_bench_stats(times, res->runs, &row->t_median, &row->t_best, &row->t_worst);

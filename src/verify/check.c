@@ -46,17 +46,18 @@ typedef struct {
     /* The worker's output pools (borrowed), and the decoy inputs of this case. */
     parity_tensor_t *(*pool)[PARITY_OP_MAX_ARGS];
     parity_tensor_t *decoy_in[PARITY_OP_MAX_ARGS];
+    uint64_t decoy_hash[PARITY_OP_MAX_ARGS]; /* a decoy input a kernel changed is rebuilt */
 } case_slot_t;
 
-/* The rerun shares the decoy's buffers: the decoy's outputs are dead once its child has exited,
- * before the rerun starts (one V x D buffer less to map and fault in per worker). */
-enum { POOL_RUN = 0, POOL_DECOY = 1, POOL_RERUN = POOL_DECOY, N_POOLS = 2 };
+/* The decoy runs in the child of the rerun (before it, with the call on the judged buffers:
+ * check_anticache.c), so each has buffers of its own. */
+enum { POOL_RUN = 0, POOL_DECOY = 1, POOL_RERUN = 2, N_POOLS = 3 };
 
 typedef struct {
     case_slot_t slots[4];
     int n;
     /* Output buffers reused by every run of the worker, across kernels and workloads: one
-     * mapping per (judged run, decoy and rerun) x output, grown to the largest shape seen and
+     * mapping per (judged run, decoy, rerun) x output, grown to the largest shape seen and
      * faulted in once (a fresh mapping per run made the check spend about as long in page faults
      * as in kernels: docs/check-speed.md). */
     parity_tensor_t *pool[N_POOLS][PARITY_OP_MAX_ARGS];
@@ -65,6 +66,7 @@ typedef struct {
 /* A worker: the cases of the workload it is on, and its pools. */
 struct check_worker {
     case_cache_t cc;
+    check_nbr_t *nbr; /* the shape-neighbour cases of the current workload (check_anticache.c) */
     const parity_workload_t *wl; /* the workload cc holds cases of, with seed */
     uint64_t seed;
 };
@@ -173,6 +175,7 @@ static int decoy_inputs(case_slot_t *cs)
             memcpy(t->view.data, src->view.data, src->nbytes);
         }
         cs->decoy_in[i] = t;
+        cs->decoy_hash[i] = parity_tensor_hash(t);
     }
     return 0;
 }
@@ -228,10 +231,17 @@ static void judge_case_outputs(const parity_case_t *c, parity_tensor_t *const *o
     }
 }
 
-/* One judged run of kernel k on case c.
- * rerun: the reference-prefilled second run (unwritten outputs, nondeterminism); decoy: a first
- * call on decoy inputs in the same child (caching). Both cost a kernel call each, so the driver
- * asks for them on the small workloads and not on production-sized ones. */
+void check_judge_case(const parity_case_t *c, parity_tensor_t *const *o, parity_wl_result_t *res)
+{
+    judge_case_outputs(c, o, res);
+}
+
+/* One judged run of kernel k on case c, alone in a fresh child, NaN-prefilled.
+ * rerun: a second run, reference-prefilled (unwritten outputs and nondeterminism show as bits
+ * that differ); with use_decoy, the same child first calls the kernel on a decoy and on the
+ * judged buffers holding other contents (check_anticache.c), so a kernel that answers from an
+ * earlier call returns stale outputs: judged, they give "stale-cache". Each costs kernel calls,
+ * so the driver asks for them on the small workloads and not on production-sized ones. */
 static void run_one(const parity_kernel_ref_t *kr, case_slot_t *cs, const parity_check_opts_t *opts,
                     int rerun, int use_decoy, parity_wl_result_t *res, parity_tensor_t **keep_out)
 {
@@ -252,28 +262,8 @@ static void run_one(const parity_kernel_ref_t *kr, case_slot_t *cs, const parity
     }
     for (int i = 0; i < c->n_outputs; i++) parity_tensor_fill_nan(o[i]);
     parity_case_make_call(c, in, out, o, opts->n_threads, c->seed, &call);
-    /* Decoy: the same shapes with every floating-point input scaled by -2 (exact) and a different
-     * seed, in buffers of its own; run first in the same child to defeat caching. */
-    parity_tensor_t *dout[PARITY_OP_MAX_ARGS] = {0};
-    parity_abi_tensor_t dinv[PARITY_OP_MAX_ARGS], doutv[PARITY_OP_MAX_ARGS];
-    parity_abi_call_t decoy;
-    int have_decoy = use_decoy && pool_outputs(cs, POOL_DECOY, k, dout) == 0 && decoy_inputs(cs) == 0;
-    if (have_decoy) {
-        for (int i = 0; i < c->n_inputs; i++) dinv[i] = cs->decoy_in[i]->view;
-        /* NaN-prefilled like the judged run: what a pooled buffer held before (another kernel's
-         * decoy) must not reach a kernel that reads its outputs, or a verdict would depend on
-         * which units ran before on this worker (and --jobs / ranks would change reports). */
-        for (int i = 0; i < c->n_outputs; i++) {
-            parity_tensor_fill_nan(dout[i]);
-            doutv[i] = dout[i]->view;
-        }
-        decoy = call;
-        decoy.inputs = dinv;
-        decoy.outputs = doutv;
-        decoy.seed = c->seed ^ 0xdec0dec0ULL;
-    }
-    res->verdict = parity_run_isolated(k, have_decoy ? &decoy : NULL, &call, opts->timeout_s,
-                                       res->detail, sizeof res->detail, &res->seconds);
+    res->verdict = parity_run_isolated(k, NULL, &call, opts->timeout_s, res->detail,
+                                       sizeof res->detail, &res->seconds);
     if (res->verdict != PARITY_VERDICT_FAITHFUL) goto done;
     for (int i = 0; i < c->n_outputs; i++)
         if (!parity_tensor_guards_ok(o[i])) {
@@ -307,30 +297,75 @@ static void run_one(const parity_kernel_ref_t *kr, case_slot_t *cs, const parity
         char det[200];
         double secs;
         if (pool_outputs(cs, POOL_RERUN, k, o2) == 0) {
-            for (int i = 0; i < c->n_outputs; i++) parity_fill_reference(o2[i], &c->ref[i]);
             parity_case_make_call(c, in, out2, o2, opts->n_threads, c->seed, &call2);
-            parity_verdict_t v2 = parity_run_isolated(k, NULL, &call2, opts->timeout_s, det, sizeof det, &secs);
+            /* Decoy: the same shapes with every floating-point input scaled by -2 (exact) and a
+             * different seed, in buffers of its own; then the call on the judged buffers. */
+            parity_tensor_t *dout[PARITY_OP_MAX_ARGS] = {0};
+            parity_abi_tensor_t dinv[PARITY_OP_MAX_ARGS], doutv[PARITY_OP_MAX_ARGS];
+            parity_abi_call_t decoy;
+            int have_decoy = use_decoy && pool_outputs(cs, POOL_DECOY, k, dout) == 0 &&
+                             decoy_inputs(cs) == 0;
+            if (have_decoy) {
+                for (int i = 0; i < c->n_inputs; i++) dinv[i] = cs->decoy_in[i]->view;
+                /* NaN-prefilled: what a pooled buffer held before (another kernel's decoy) must
+                 * not reach a kernel that reads its outputs, or a verdict would depend on which
+                 * units ran before on this worker (and --jobs / ranks would change reports). */
+                for (int i = 0; i < c->n_outputs; i++) {
+                    parity_tensor_fill_nan(dout[i]);
+                    doutv[i] = dout[i]->view;
+                }
+                decoy = call2;
+                decoy.inputs = dinv;
+                decoy.outputs = doutv;
+                decoy.seed = c->seed ^ 0xdec0dec0ULL;
+            }
+            /* Without the probes, reference-prefilled; with them, the judged call starts from
+             * what the call on the same buffers wrote (NaN-prefilled itself). */
+            for (int i = 0; i < c->n_outputs; i++)
+                if (have_decoy) parity_tensor_fill_nan(o2[i]);
+                else parity_fill_reference(o2[i], &c->ref[i]);
+            parity_verdict_t v2 = parity_run_isolated_step(
+                k, have_decoy ? &decoy : NULL, have_decoy ? check_same_buffers_step : NULL,
+                (void *)c, &call2, opts->timeout_s, det, sizeof det, &secs);
             int modified = -1;
             for (int i = 0; i < c->n_inputs; i++)
                 if (parity_tensor_hash(c->inputs[i]) != in_hash[i]) modified = i;
-            if (modified >= 0) {
+            if (modified >= 0) { /* by the kernel, or left with other contents by a crash */
                 cs->dirty = 1;
-                v2 = PARITY_VERDICT_MODIFIED_INPUTS;
-                snprintf(det, sizeof det, "input %s changed", c->op->input_names[modified]);
+                if (v2 == PARITY_VERDICT_FAITHFUL) {
+                    v2 = PARITY_VERDICT_MODIFIED_INPUTS;
+                    snprintf(det, sizeof det, "input %s changed", c->op->input_names[modified]);
+                }
             }
+            if (v2 == PARITY_VERDICT_MODIFIED_INPUTS) cs->dirty = 1;
+            /* A decoy input the kernel changed would make the next kernel's decoy another one
+             * (reports would depend on which units ran before on a worker): rebuilt. */
+            for (int i = 0; i < c->n_inputs && have_decoy; i++)
+                if (parity_tensor_hash(cs->decoy_in[i]) != cs->decoy_hash[i]) {
+                    parity_tensor_free(cs->decoy_in[i]);
+                    cs->decoy_in[i] = NULL;
+                    if (v2 == PARITY_VERDICT_FAITHFUL) {
+                        v2 = PARITY_VERDICT_MODIFIED_INPUTS;
+                        snprintf(det, sizeof det, "input %s changed during the decoy call",
+                                 c->op->input_names[i]);
+                    }
+                }
+            int differ = -1;
+            for (int i = 0; i < c->n_outputs && differ < 0 && v2 == PARITY_VERDICT_FAITHFUL; i++)
+                if (memcmp(o[i]->view.data, o2[i]->view.data, o[i]->nbytes) != 0) differ = i;
+            int nondet = (k->flags & PARITY_KERNEL_NONDETERMINISTIC) != 0, stale = 0;
             if (v2 != PARITY_VERDICT_FAITHFUL) {
                 res->verdict = v2;
                 snprintf(res->detail, sizeof res->detail, "second run: %s", det);
-            } else if (!(k->flags & PARITY_KERNEL_NONDETERMINISTIC)) {
-                for (int i = 0; i < c->n_outputs; i++)
-                    if (memcmp(o[i]->view.data, o2[i]->view.data, o[i]->nbytes) != 0) {
-                        res->verdict = PARITY_VERDICT_NONDETERMINISTIC;
-                        snprintf(res->detail, sizeof res->detail,
-                                 "output %s differs bit-wise between two runs on the same inputs "
-                                 "(declare PARITY_KERNEL_NONDETERMINISTIC if intended)",
-                                 c->op->output_names[i]);
-                        break;
-                    }
+            } else if (have_decoy && (differ >= 0 || nondet) &&
+                       (stale = check_stale_outputs(c, k, o2, &call2, &decoy, opts, res)) != 0) {
+                if (stale == 2) cs->dirty = 1; /* res says "stale-cache" */
+            } else if (differ >= 0 && !nondet) {
+                res->verdict = PARITY_VERDICT_NONDETERMINISTIC;
+                snprintf(res->detail, sizeof res->detail,
+                         "output %s differs bit-wise between two runs on the same inputs "
+                         "(declare PARITY_KERNEL_NONDETERMINISTIC if intended)",
+                         c->op->output_names[differ]);
             }
         }
     }
@@ -553,13 +588,19 @@ static void run_baseline(int b, const parity_op_t *op, const parity_kernel_ref_t
 
 /* ---- units ---- */
 
-check_worker_t *check_worker_new(void) { return calloc(1, sizeof(check_worker_t)); }
+check_worker_t *check_worker_new(void)
+{
+    check_worker_t *w = calloc(1, sizeof(check_worker_t));
+    if (w) w->nbr = check_nbr_new(); /* NULL: no neighbour sequence, never a wrong verdict */
+    return w;
+}
 
 void check_worker_free(check_worker_t *w)
 {
     if (!w) return;
     cache_clear(&w->cc);
     pools_free(w->cc.pool);
+    check_nbr_free(w->nbr);
     free(w);
 }
 
@@ -647,6 +688,11 @@ parity_status_t check_unit_kernel(check_worker_t *w, const parity_op_t *op,
      * and on passing ones only when asked (a faithful kernel's check is its runs + judging). */
     if (outs[0] && small && (r->verdict == PARITY_VERDICT_UNFAITHFUL || diagnose_all))
         diagnose(cs, kr, outs, r);
+    /* The shape neighbours (check_anticache.c) of a kernel that passed this workload. */
+    if (small && r->verdict == PARITY_VERDICT_FAITHFUL) {
+        st = check_neighbours(w->nbr, op, wl, opts, kr, r);
+        if (st != PARITY_OK) return parity_diag_set(diag, st, "check: out of memory (shape neighbours)");
+    }
     progress(opts, "  %-14s %-40s %-18s err/tol %.3g (%.2f s)", wl->name, kr->label,
              parity_verdict_name(r->verdict), r->max_q, r->seconds);
     return PARITY_OK;

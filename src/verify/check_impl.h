@@ -40,6 +40,40 @@ parity_status_t check_unit_kernel(check_worker_t *w, const parity_op_t *op,
                                   const parity_kernel_ref_t *kr, int diagnose_all,
                                   parity_wl_result_t *r, parity_diag_t *diag);
 
+/* ---- caching probes (check_anticache.c) ---- */
+
+/* Judge every output of case c (check.c): verdict unfaithful when an element exceeds its
+ * tolerance (res is accumulated into; the caller sets its verdict to faithful first). */
+void check_judge_case(const parity_case_t *c, parity_tensor_t *const *o, parity_wl_result_t *res);
+
+/* The child step of a judged run with the decoy (parity_run_isolated_step): one call on the
+ * judged call's own buffers holding other contents, then the judged contents restored bit for
+ * bit (in place: the change is undone, so an element the kernel changed stays changed and the
+ * caller's input hashes show it); the outputs keep what it wrote. ctx is the case
+ * (const parity_case_t *). Returns 0. */
+int check_same_buffers_step(void *ctx, const parity_abi_kernel_t *k, const parity_abi_call_t *call);
+
+/* The rerun (outputs o2, after the decoy and the call on the judged buffers) of a kernel whose
+ * first run, alone, was judged faithful into res, differs from it (or the kernel is declared
+ * nondeterministic): judged, are o2 wrong? Then the decoy alone is tried to name the probe, res
+ * takes the stale run's judgement with verdict "stale-cache", and the return is 1 (2 when an
+ * input changed meanwhile: the caller rebuilds the case). 0: o2 are within tolerance. */
+int check_stale_outputs(const parity_case_t *c, const parity_abi_kernel_t *k, parity_tensor_t **o2,
+                        const parity_abi_call_t *call2, const parity_abi_call_t *decoy,
+                        const parity_check_opts_t *opts, parity_wl_result_t *res);
+
+/* The shape-neighbour cases a worker keeps for its current workload. */
+typedef struct check_nbr check_nbr_t;
+check_nbr_t *check_nbr_new(void);
+void check_nbr_free(check_nbr_t *nb);
+/* kr at N0 - 1, N0, N0 + 1 tokens (small shapes derived from wl) in one child, each judged; on a
+ * failure r's verdict and detail say so ("stale-cache" when the failing call is faithful alone).
+ * r is left alone when the sequence passes or the kernel declines those shapes. PARITY_E_NOMEM
+ * when the outputs cannot be allocated. */
+parity_status_t check_neighbours(check_nbr_t *nb, const parity_op_t *op, const parity_workload_t *wl,
+                                 const parity_check_opts_t *opts, const parity_kernel_ref_t *kr,
+                                 parity_wl_result_t *r);
+
 /* Baseline verifier b's rule on kr. */
 parity_status_t check_unit_baseline(check_worker_t *w, const parity_op_t *op, int b,
                                     const parity_kernel_ref_t *kr, const parity_check_opts_t *opts,

@@ -37,6 +37,7 @@ const char *parity_verdict_name(parity_verdict_t v)
     case PARITY_VERDICT_MODIFIED_INPUTS: return "modified-inputs";
     case PARITY_VERDICT_NONDETERMINISTIC: return "nondeterministic";
     case PARITY_VERDICT_UNSUPPORTED: return "unsupported";
+    case PARITY_VERDICT_STALE_CACHE: return "stale-cache";
     }
     return "?";
 }
@@ -117,17 +118,46 @@ static void populate_call(const parity_abi_call_t *c)
     populate(c->outputs, c->n_outputs, 1);
 }
 
+/* The verdict of a child step's exit status (PARITY_CHILD_STEP_*, 64 and 65 as the kernel's). */
+static parity_verdict_t parity_child_status_verdict(int code, const parity_abi_call_t *call,
+                                                    char *detail, size_t detail_len)
+{
+    if (code == 64) {
+        snprintf(detail, detail_len, "kernel declined this shape/dtype");
+        return PARITY_VERDICT_UNSUPPORTED;
+    }
+    if (code >= PARITY_CHILD_STEP_MODIFIED && code < PARITY_CHILD_STEP_MODIFIED + PARITY_OP_MAX_ARGS) {
+        int i = code - PARITY_CHILD_STEP_MODIFIED;
+        const char *name = i < call->n_inputs && call->inputs[i].name ? call->inputs[i].name : "?";
+        snprintf(detail, detail_len, "input %s changed during a call before the judged one (on the "
+                 "same buffers, other contents)", name);
+        return PARITY_VERDICT_MODIFIED_INPUTS;
+    }
+    snprintf(detail, detail_len, "kernel returned an error");
+    return PARITY_VERDICT_CRASHED;
+}
+
 parity_verdict_t parity_run_isolated(const parity_abi_kernel_t *k, const parity_abi_call_t *decoy,
                                      const parity_abi_call_t *call, double timeout_s, char *detail,
                                      size_t detail_len, double *seconds)
+{
+    return parity_run_isolated_step(k, decoy, NULL, NULL, call, timeout_s, detail, detail_len, seconds);
+}
+
+parity_verdict_t parity_run_isolated_step(const parity_abi_kernel_t *k, const parity_abi_call_t *decoy,
+                                          parity_child_step_fn step, void *step_ctx,
+                                          const parity_abi_call_t *call, double timeout_s,
+                                          char *detail, size_t detail_len, double *seconds)
 {
     double t0 = parity_now();
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) { /* cannot isolate: run in-process rather than give up */
         if (decoy) (void)k->run(decoy);
-        int rc = k->run(call);
+        int sc = step ? step(step_ctx, k, call) : 0;
+        int rc = sc ? PARITY_KERNEL_OK : k->run(call);
         *seconds = parity_now() - t0;
+        if (sc) return parity_child_status_verdict(sc, call, detail, detail_len);
         if (rc == PARITY_KERNEL_UNSUPPORTED) {
             snprintf(detail, detail_len, "kernel declined this shape/dtype");
             return PARITY_VERDICT_UNSUPPORTED;
@@ -144,6 +174,8 @@ parity_verdict_t parity_run_isolated(const parity_abi_kernel_t *k, const parity_
         if (decoy) populate_call(decoy);
         populate_call(call);
         if (decoy) (void)k->run(decoy);
+        int sc = step ? step(step_ctx, k, call) : 0;
+        if (sc) _exit(sc);
         int rc = k->run(call);
         _exit(rc == PARITY_KERNEL_OK ? 0 : rc == PARITY_KERNEL_UNSUPPORTED ? 64 : 65);
     }
@@ -177,6 +209,8 @@ parity_verdict_t parity_run_isolated(const parity_abi_kernel_t *k, const parity_
             return PARITY_VERDICT_UNSUPPORTED;
         }
         if (code == 65) snprintf(detail, detail_len, "kernel returned an error");
+        else if (code >= PARITY_CHILD_STEP_MODIFIED && code < PARITY_CHILD_STEP_MODIFIED + PARITY_OP_MAX_ARGS)
+            return parity_child_status_verdict(code, call, detail, detail_len);
         else snprintf(detail, detail_len, "kernel exited the process with status %d", code);
         return PARITY_VERDICT_CRASHED;
     }

@@ -17,6 +17,17 @@ parity_verdict_t parity_run_isolated(const parity_abi_kernel_t *k, const parity_
 /* Fill this process's page tables for c's inputs (read) and outputs (write) in one system call
  * each (advisory), as a child does before its kernel runs. */
 void parity_populate_call(const parity_abi_call_t *c);
+/* A step the child runs after the decoy and before the judged call (check_anticache.c: a call
+ * on the judged buffers with other contents, the calls at smaller shape neighbours). Returns 0 to
+ * go on to the judged call, else the child's exit status: 64 the kernel declined, 65 it returned
+ * an error, PARITY_CHILD_STEP_MODIFIED + i it changed input i during the step. */
+#define PARITY_CHILD_STEP_MODIFIED 66
+typedef int (*parity_child_step_fn)(void *ctx, const parity_abi_kernel_t *k,
+                                    const parity_abi_call_t *call);
+parity_verdict_t parity_run_isolated_step(const parity_abi_kernel_t *k, const parity_abi_call_t *decoy,
+                                          parity_child_step_fn step, void *step_ctx,
+                                          const parity_abi_call_t *call, double timeout_s,
+                                          char *detail, size_t detail_len, double *seconds);
 void parity_tolerance(const parity_ref_output_t *R, int64_t slot, int64_t j, double u_acc,
                       double tiny_acc, double u_out, double tiny_out, double lambda, double *tol_p,
                       double *tol_d);
