@@ -23,30 +23,19 @@ def test_torch_fp32_faithful_and_bf16_unfaithful_with_diagnosis():
     assert bad.verdict == "unfaithful" and not bad.ok
     w = bad.workloads[0]
     assert w.err_over_tol > 1 and w.rows_failed > 0
-    if _index_add_accumulates_in_bf16():
+    if kernels.index_add_accumulates_in_bf16():
         # The diagnosis names bf16 accumulation (the emulation closest to the error) and ~8 bits.
         assert bad.diagnosis["closest"].startswith("bf16"), bad.diagnosis
         assert 6 <= bad.diagnosis["effective_bits"] <= 10, bad.diagnosis
         assert "closest to bf16" in str(bad)
     else:
         # torch >= 2 on the CPU sums duplicate indices of a bf16 index_add_ in fp32 and rounds
-        # once (measured: torch 2.15, _index_add_accumulates_in_bf16): what is left is the
+        # once (measured: torch 2.15, kernels.index_add_accumulates_in_bf16): what is left is the
         # terms rounded to bf16 (dx.bfloat16()), one bf16 rounding per term, and the diagnosis
         # says so -- more bits than a bf16 accumulator, fewer than fp32's 24.
         assert not bad.diagnosis["closest"].startswith("bf16"), bad.diagnosis
         assert 8 < bad.diagnosis["effective_bits"] <= 14, bad.diagnosis
 
-
-def _index_add_accumulates_in_bf16():
-    """Whether this torch's CPU index_add_ into a bf16 buffer rounds after every addition (torch
-    1.13) or sums duplicates in fp32 first (torch 2.x): 4096 N(0,1) terms into one row, where a
-    bf16 accumulator is off by whole units and an fp32 one by less than one bf16 ulp of the sum."""
-    torch = kernels.torch
-    g = torch.Generator().manual_seed(0)
-    src = torch.randn(4096, 8, generator=g).bfloat16()
-    got = torch.zeros(1, 8, dtype=torch.bfloat16).index_add_(0, torch.zeros(4096, dtype=torch.long), src)
-    ref = src.double().sum(0)
-    return bool(((got[0].double() - ref).abs() > 1.0).any())
 
 
 def test_numpy_implementation_is_judged():
