@@ -91,6 +91,13 @@ static parity_status_t parse(parity_custom_op_t *op, parity_diag_t *diag)
         return parity_diag_set(diag, PARITY_E_FORMAT,
                                "op %s: n_dims %d, n_inputs %d, n_outputs %d must be 1..%d; n_attrs %d", d->name,
                                d->n_dims, d->n_inputs, d->n_outputs, PARITY_CUSTOM_MAX_ARGS, d->n_attrs);
+    /* Tables are strided by their first entry's struct_size: it must cover ABI v1's fields. */
+    if (!d->dims || !d->inputs || !d->outputs ||
+        d->dims[0].struct_size < offsetof(parity_abi_op_dim_t, fixed) + sizeof(int32_t) ||
+        d->inputs[0].struct_size < offsetof(parity_abi_op_input_t, vocab) + sizeof(void *) ||
+        d->outputs[0].struct_size < offsetof(parity_abi_op_output_t, reduced) + PARITY_ABI_MAX_DIMS * sizeof(void *))
+        return parity_diag_set(diag, PARITY_E_FORMAT, "op %s: dims/inputs/outputs tables missing, or their "
+                               "struct_size smaller than op ABI v1's", d->name);
     op->n_dims = d->n_dims;
     int64_t base[PARITY_CUSTOM_MAX_ARGS], prod[PARITY_CUSTOM_MAX_ARGS];
     int fixed[PARITY_CUSTOM_MAX_ARGS];
