@@ -20,10 +20,11 @@ from test_custom_ops import LOG_SOFTMAX  # noqa: E402
 
 
 def _libparity():
-    exe = os.environ.get("PARITY")
-    p = exe and os.path.join(os.path.dirname(exe), "libparity.so")
-    if not p or not os.path.exists(p):
-        pytest.skip("libparity.so of this build not found beside $PARITY (ctest sets PARITY)")
+    exe = os.environ.get("PARITY")  # a build tree's CLI, or an installed package's bin/parity
+    cands = [os.path.join(os.path.dirname(exe), d, "libparity.so") for d in (".", "../lib")] if exe else []
+    p = next((c for c in cands if os.path.exists(c)), None)
+    if p is None:
+        pytest.skip("libparity.so not found beside $PARITY or in ../lib (ctest sets PARITY)")
     lib = ctypes.CDLL(p)
     f = lib.parity_custom_floor
     f.restype = ctypes.c_double
