@@ -22,6 +22,8 @@ typedef struct {
     void parity_help_##name(FILE *out);
 #include "commands.def"
 #undef PARITY_COMMAND
+/* `parity check --op-plugin`: declared ops (programs/cmd_check_declared.c). */
+int parity_cmd_check_declared(int argc, char **argv);
 
 /* Usage error: prints "parity CMD: <message>" and a hint line to stderr, returns exit code 2. */
 int cli_usage_error(const char *cmd, const char *hint, const char *fmt, ...)

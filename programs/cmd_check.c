@@ -27,7 +27,9 @@ void parity_help_check(FILE *out)
         "kernels:\n"
         "  builtin:NAME        a catalog kernel (list: parity kernels OP)\n"
         "  builtin:all         every catalog kernel of OP (faithful variants and mutants)\n"
-        "  PATH.so[:NAME]      kernels from a plugin (docs/plugins.md)\n\n"
+        "  PATH.so[:NAME]      kernels from a plugin (docs/plugins.md)\n"
+        "  --op-plugin FILE.so an op FILE.so declares (op_abi.h): OP optional, kernels default to\n"
+        "                      FILE.so's own (docs/custom-ops.md, \"In C\")\n\n"
         "options:\n"
         "  --workload W        one workload preset (list: parity ops OP), or W@NxD[xV] for that\n"
         "                      preset at another shape; default: all presets\n"
@@ -59,6 +61,8 @@ void parity_help_check(FILE *out)
 
 int parity_cmd_check(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++) /* an op a plugin declares: programs/cmd_check_declared.c */
+        if (strcmp(argv[i], "--op-plugin") == 0) return parity_cmd_check_declared(argc, argv);
     const char *op_name = NULL, *json = NULL;
     const char *kspecs[64];
     int nk = 0, quiet = 0, seed_fresh = 0;

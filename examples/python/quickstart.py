@@ -6,8 +6,10 @@
 
 The op takes dy (N,D), x (N,D), gamma (D), ids (N) and eps, and returns dE (V,D) and dgamma (D)
 (`parity.op_info("embedding_rmsnorm_bwd")`). V is not in any input's shape, so parity passes it.
-Two kernels: fp32 accumulation (faithful) and the incident's bf16 accumulation (unfaithful,
-and the diagnosis says so).
+Two kernels: fp32 accumulation (faithful) and index_add_ into a bf16 buffer, the incident
+(unfaithful). The diagnosis says how: torch 1.13's CPU index_add_ (and CUDA's atomicAdd) round
+after every addition -- "closest to bf16 sequential"; torch 2.x's CPU index_add_ sums repeated
+ids in fp32 and rounds once, so what is left is each term rounded to bf16 -- "~10 bits".
 """
 import torch
 
@@ -25,7 +27,7 @@ def rmsnorm_embedding_bwd(dy, x, gamma, ids, eps, V, acc=torch.float32):
 
 
 def bf16_accumulation(dy, x, gamma, ids, eps, V):
-    """the same with dE accumulated in bf16 (atomicAdd into a bf16 buffer, the incident)"""
+    """the same with dE accumulated by index_add_ into a bf16 buffer (the incident)"""
     return rmsnorm_embedding_bwd(dy, x, gamma, ids, eps, V, acc=torch.bfloat16)
 
 

@@ -291,7 +291,7 @@ EXPORT int parity_py_check_judge(py_check_t *p, int w, parity_case_t *c, parity_
     opts.seed = c->seed;
     opts.noise_floor = floor;
     parity_wl_result_t *r = &p->res.wl[w];
-    if (parity_compare_case(c, outs, &p->kr, &opts, r) != PARITY_OK) return -1;
+    if (parity_compare_case_diag(c, outs, &p->kr, &opts, 0, r) != PARITY_OK) return -1;
     /* As parity check (check.c, check_unit_kernel): a workload's diagnosis is reported where it
      * fails, so a faithful kernel's report is the same from Python as from the CLI. */
     if (r->verdict != PARITY_VERDICT_UNFAITHFUL) memset(&r->diag, 0, sizeof r->diag);

@@ -123,7 +123,8 @@ def check(op, fn, *, workloads=None, seed=1, dtype="bf16", like=None, device="cp
     if not isinstance(op, str):  # a declared parity.Op (docs/custom-ops.md)
         from . import custom
         return custom.check(op, fn, workloads=workloads, seed=seed, dtype=dtype, like=like, device=device,
-                            baselines=baselines, floor=floor, isolate=isolate, progress=progress)
+                            baselines=baselines, floor=floor, isolate=isolate, timeout=timeout,
+                            progress=progress)
     if baselines:
         raise NotImplementedError("baselines=True: the baseline verifiers' rules run only in the CLI "
                                   "so far (parity check --baselines); docs/python.md says why")

@@ -22,6 +22,14 @@ def _serve(conn):
             return
         if msg is None:
             return
+        if msg[0] == "custom":  # a declared op (python/parity/custom_run.py): outputs back, judged there
+            try:
+                from . import custom_run
+                conn.send(("ok", custom_run.execute(*msg[1:])))
+            except BaseException as e:
+                conn.send(("error", {"status": "crashed", "detail": "worker: %s: %s" % (type(e).__name__, e),
+                                     "seconds": 0.0}))
+            continue
         fn, op, name, seed, dtype, like, device, decoy, rerun, timeout, out_dtype = msg
         try:
             case = _case.Case(op, name, seed, dtype)
@@ -77,6 +85,36 @@ class Worker:
         if status == "ran" and timeout is not None and secs > timeout:
             return Outcome("timeout", "ran %.3g s, past timeout=%g s" % (secs, timeout), seconds=secs)
         return Outcome(status, detail, outputs, secs, rerun)
+
+    def run_custom(self, fn, spec, like, device, small, timeout):
+        """A declared op's workload (custom_run.execute in the worker): its result dict, or a
+        crashed/timeout one when the worker dies or does not answer."""
+        limit = _DEFAULT_TIMEOUT if timeout is None else float(timeout)
+        t0 = time.perf_counter()
+        try:
+            self.conn.send(("custom", fn, spec, like, device, small))
+        except Exception as e:
+            return {"status": "crashed", "seconds": 0.0, "detail": "cannot send fn to the worker (isolate=True "
+                    "needs a module-level, picklable function): %s: %s" % (type(e).__name__, e)}
+        calls = 1 + 2 * int(small)
+        deadline = limit * calls + 30.0  # start-up on top, as run()
+        if not self.conn.poll(deadline):
+            self.p.kill()
+            self.p.join(5)
+            return {"status": "timeout", "seconds": time.perf_counter() - t0, "detail": "no answer within %g s "
+                    "(timeout %g s per call, %d calls); the worker was killed" % (deadline, limit, calls)}
+        try:
+            _, ex = self.conn.recv()
+        except (EOFError, OSError):
+            self.p.join(5)
+            code = self.p.exitcode
+            why = "killed by %s" % _signame(code) if code is not None and code < 0 else "exited with status %s" % code
+            return {"status": "crashed", "detail": "the worker running fn %s" % why,
+                    "seconds": time.perf_counter() - t0}
+        if ex["status"] == "ran" and timeout is not None and ex["seconds"] > timeout:
+            return {"status": "timeout", "detail": "ran %.3g s, past timeout=%g s" % (ex["seconds"], timeout),
+                    "seconds": ex["seconds"]}
+        return ex
 
     def close(self):
         try:

@@ -2,15 +2,14 @@
 derived from the declaration (docs/custom-ops.md), and a Python harness that judges a function
 against the op's fp64 reference.
 
-Deliberately not here: the C plugin-ABI extension (a C op declared through the plugin ABI), the
-baselines matrix and isolate=True for declared ops. The judging is done in numpy float64 in
+Deliberately not here: running the function (python/parity/custom_run.py, in process or in the
+isolate=True worker), the baselines matrix for declared ops. C plugins declare ops through
+include/parity/op_abi.h, judged by src/custom_*.c to the same formulas. The judging is done in numpy float64 in
 Python, not by the C library (its judge takes only the ops compiled into it); the error-model
 formulas are the C library's (src/verify/verify.c) re-stated in Python.
 """
-import inspect
 import json
 import math
-import time
 import zlib
 
 import numpy as np
@@ -389,19 +388,8 @@ def _gamma_prob(n, u, lam):
 
 
 def _normalise(res, op):
-    names = list(op.outputs)
-    if isinstance(res, dict):
-        missing = [n for n in names if n not in res]
-        if missing:
-            raise ValueError("outputs lack %s" % ", ".join(missing))
-        return {n: res[n] for n in names}
-    if isinstance(res, (tuple, list)):
-        if len(res) != len(names):
-            raise ValueError("%d outputs returned, op %s has %d (%s)" % (len(res), op.name, len(names), ", ".join(names)))
-        return dict(zip(names, res))
-    if len(names) != 1:
-        raise ValueError("one output returned, op %s has %d (%s)" % (op.name, len(names), ", ".join(names)))
-    return {names[0]: res}
+    from .custom_run import by_name
+    return by_name(res, list(op.outputs), op.name)
 
 
 def _host_f64(x):
@@ -461,69 +449,27 @@ def judge_outputs(case, outputs):
             "rows_judged": rows_judged, "worst": best, "detail": detail}
 
 
-def _framework(case, like, device, scale=None):
-    """The inputs for fn (fresh copies: a function that writes its inputs is caught)."""
-    out = {}
-    for k, x in case.op.inputs.items():
-        s = case.storage[k]
-        if scale is not None and x.is_float:
-            s = _round_to(case.exact[k] * scale, case.dtype)[1]  # -2 is exact: no rounding happens
-        dt = case.dtype if x.is_float else "i64"
-        out[k] = _arrays.to_framework(np.array(s, copy=True), dt, like, device)
-    return out
-
-
-def _call(fn, ins, case):
-    params = _params(fn)
-    kw = dict(ins)
-    for k, v in case.attrs.items():
-        if params is None or k in params:
-            kw[k] = v
-    return fn(**kw)
-
-
-def _params(fn):
+def _run(fn, case, like, device, small, worker=None, timeout=None):
+    """The harness's steps (python/parity/custom_run.py), in this process or in `worker`, then
+    the outputs judged here: -> (result dict, seconds)."""
+    from . import custom_run
+    spec = custom_run.spec_of(case)
+    if worker is not None:
+        ex = worker.run_custom(fn, spec, like, device, small, timeout)
+    else:
+        ex = custom_run.execute(fn, spec, like, device, small)
+        if ex["status"] == "ran" and timeout is not None and ex["seconds"] > timeout:
+            ex = {"status": "timeout", "detail": "ran %.3g s, past timeout=%g s" % (ex["seconds"], timeout),
+                  "seconds": ex["seconds"]}
+    if ex["status"] != "ran":
+        return {"verdict": ex["status"], "detail": ex["detail"]}, ex["seconds"]
     try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return None
-    if any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
-        return None
-    return set(sig.parameters)
-
-
-def _run(fn, case, like, device, small):
-    """Decoy call, judged call, inputs verified, judged, rerun bit for bit (src/verify/check.c's steps)."""
-    t0 = 0.0
-    try:
-        if small:
-            _call(fn, _framework(case, like, device, scale=-2.0), case)
-        ins = _framework(case, like, device)
-        before = {k: _arrays.host_bits(v).copy() for k, v in ins.items()}
-        t0 = time.perf_counter()
-        res = _call(fn, ins, case)
-        if device not in (None, "cpu") and _arrays.torch is not None:
-            _arrays.torch.cuda.synchronize()
-        secs = time.perf_counter() - t0
-    except NotImplementedError as e:
-        return {"verdict": "unsupported", "detail": str(e) or "NotImplementedError"}, 0.0
-    except Exception as e:  # the candidate raised: crashed, with the exception in the detail
-        return {"verdict": "crashed", "detail": "%s: %s" % (type(e).__name__, e)}, time.perf_counter() - t0 if t0 else 0.0
-    for k, v in ins.items():
-        if not np.array_equal(_arrays.host_bits(v), before[k]):
-            return {"verdict": "modified-inputs", "detail": "input %s was written" % k}, secs
-    try:
-        r = judge_outputs(case, res)
+        r = judge_outputs(case, ex["outputs"])
     except (ValueError, TypeError) as e:
-        return {"verdict": "crashed", "detail": str(e)}, secs
-    if r["verdict"] == "faithful" and small:
-        first = {o: _arrays.host_bits(v).copy() for o, v in _normalise(res, case.op).items()}
-        res2 = _call(fn, _framework(case, like, device), case)
-        for o, v in _normalise(res2, case.op).items():
-            if not np.array_equal(_arrays.host_bits(v), first[o]):
-                r = dict(r, verdict="nondeterministic", detail="output %s differs bit for bit on a rerun" % o)
-                break
-    return r, secs
+        return {"verdict": "crashed", "detail": str(e)}, ex["seconds"]
+    if r["verdict"] == "faithful" and ex.get("rerun"):
+        r = dict(r, verdict="nondeterministic", detail="output %s differs bit for bit on a rerun" % ex["rerun"])
+    return r, ex["seconds"]
 
 
 def _label(fn):
@@ -536,13 +482,14 @@ _ORDER = ["faithful", "unsupported", "nondeterministic", "unfaithful", "modified
 
 
 def check(op, fn, *, workloads=None, seed=1, dtype="bf16", like=None, device="cpu", floor=True,
-          isolate=False, baselines=False, progress=None, **unused):
+          isolate=False, timeout=None, baselines=False, progress=None, **unused):
     """parity.check for a declared op: fn judged on the op's workloads. Returns a Report (the
     package's class: verdict, ok, workloads with err_over_tol, str(), to_json()). floor= is
     accepted for symmetry with built-in ops and ignored (a declared op has no catalog whose
-    spread could be measured)."""
-    if isolate or baselines:
-        raise NotImplementedError("isolate=/baselines= are not implemented for declared ops yet "
+    spread could be measured). isolate=True runs fn in a spawned worker (a module-level,
+    picklable fn): a crash, os._exit or a hang past `timeout` seconds per call is a verdict."""
+    if baselines:
+        raise NotImplementedError("baselines= is not implemented for declared ops yet "
                                   "(docs/custom-ops.md, 'Not here')")
     if unused:
         raise TypeError("unexpected options for a declared op: %s" % ", ".join(sorted(unused)))
@@ -550,17 +497,28 @@ def check(op, fn, *, workloads=None, seed=1, dtype="bf16", like=None, device="cp
     dtype = _arrays.canon_dtype(dtype)
     names = op.workload_names(workloads)
     results, seconds, models = [], [], {}
-    for w in names:
-        case = CustomCase(op, w, seed, dtype)
-        if progress:
-            (progress if callable(progress) else print)("%s: %s" % (op.name, case.workload))
-        r, s = _run(fn, case, like, device, not case.production)
-        r.update(name=case.workload, production=case.production)
-        results.append(r)
-        seconds.append(s)
-        models[case.workload] = case.model
+    worker = None
+    try:
+        for w in names:
+            case = CustomCase(op, w, seed, dtype)
+            if progress:
+                (progress if callable(progress) else print)("%s: %s" % (op.name, case.workload))
+            if isolate and worker is None:
+                from . import _worker
+                worker = _worker.Worker()
+            r, s = _run(fn, case, like, device, not case.production, worker, timeout)
+            if worker is not None and r["verdict"] in ("crashed", "timeout"):
+                worker.close()  # a dead or killed worker: the next workload gets a fresh one
+                worker = None
+            r.update(name=case.workload, production=case.production)
+            results.append(r)
+            seconds.append(s)
+            models[case.workload] = case.model
+    finally:
+        if worker is not None:
+            worker.close()
     return _report(op, _label(fn), (fn.__doc__ or "").strip().split("\n")[0], results, seconds, models,
-                   seed, dtype, _repro(op, fn, seed, dtype, like))
+                   seed, dtype, _repro(op, fn, seed, dtype, like, isolate))
 
 
 def compare(op, inputs, outputs, *, seed=1, dtype="f32", name="outputs"):
@@ -576,15 +534,16 @@ def compare(op, inputs, outputs, *, seed=1, dtype="f32", name="outputs"):
 def inputs(op, workload, *, seed=1, dtype="bf16", like="numpy", device="cpu"):
     """The inputs of a declared op for one workload, as fn receives them (plus the attributes)."""
     case = CustomCase(op, workload, seed, _arrays.canon_dtype(dtype))
-    d = _framework(case, like, device)
+    from . import custom_run
+    d = custom_run.framework(custom_run.spec_of(case), like, device)
     d.update(case.attrs)
     return d
 
 
-def _repro(op, fn, seed, dtype, like):
+def _repro(op, fn, seed, dtype, like, isolate=False):
     def rep(worst):
-        return "parity.check(%s, %s, workloads=[%r], seed=%d, dtype=%r, like=%r)" % (
-            op.name, _label(fn)[len("python:"):], worst, seed, dtype, like)
+        return "parity.check(%s, %s, workloads=[%r], seed=%d, dtype=%r, like=%r%s)" % (
+            op.name, _label(fn)[len("python:"):], worst, seed, dtype, like, ", isolate=True" if isolate else "")
     return rep
 
 

@@ -33,6 +33,17 @@ def torch_bf16(dy, x, gamma, ids, eps, V):
     return {"dE": dE, "dgamma": dg.bfloat16()}
 
 
+def index_add_accumulates_in_bf16():
+    """Whether this torch's CPU index_add_ into a bf16 buffer rounds after every addition (torch
+    1.13) or sums duplicates in fp32 first (torch 2.x): 4096 N(0,1) terms into one row, where a
+    bf16 accumulator is off by whole units and an fp32 one by less than one bf16 ulp of the sum."""
+    g = torch.Generator().manual_seed(0)
+    src = torch.randn(4096, 8, generator=g).bfloat16()
+    got = torch.zeros(1, 8, dtype=torch.bfloat16).index_add_(0, torch.zeros(4096, dtype=torch.long), src)
+    ref = src.double().sum(0)
+    return bool(((got[0].double() - ref).abs() > 1.0).any())
+
+
 def torch_out(dy, x, gamma, ids, eps, out):
     """fp32, writing into the preallocated outputs"""
     dx, dg = _rmsnorm_bwd_torch(dy, x, gamma, eps)

@@ -30,3 +30,23 @@ def exits(dy, x, gamma, ids, eps, V):
 
 def hangs(dy, x, gamma, ids, eps, V):
     time.sleep(3600)
+
+
+# ---- for the declared SwiGLU op (examples/python/custom_op.py) under isolate=True -----------
+def swiglu_np(a, b):
+    """numpy fp32 x * sigmoid(x) * b"""
+    a = a.astype(np.float32)
+    with np.errstate(over="ignore"):
+        return a * (np.float32(1) / (np.float32(1) + np.exp(-a))) * b
+
+
+def swiglu_segfaults(a, b):
+    ctypes.string_at(0)
+
+
+def swiglu_exits(a, b):
+    os._exit(3)
+
+
+def swiglu_hangs(a, b):
+    time.sleep(3600)

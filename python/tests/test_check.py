@@ -23,10 +23,19 @@ def test_torch_fp32_faithful_and_bf16_unfaithful_with_diagnosis():
     assert bad.verdict == "unfaithful" and not bad.ok
     w = bad.workloads[0]
     assert w.err_over_tol > 1 and w.rows_failed > 0
-    # The diagnosis names bf16 accumulation (the emulation closest to the error) and ~8 bits.
-    assert bad.diagnosis["closest"].startswith("bf16"), bad.diagnosis
-    assert 6 <= bad.diagnosis["effective_bits"] <= 10, bad.diagnosis
-    assert "closest to bf16" in str(bad)
+    if kernels.index_add_accumulates_in_bf16():
+        # The diagnosis names bf16 accumulation (the emulation closest to the error) and ~8 bits.
+        assert bad.diagnosis["closest"].startswith("bf16"), bad.diagnosis
+        assert 6 <= bad.diagnosis["effective_bits"] <= 10, bad.diagnosis
+        assert "closest to bf16" in str(bad)
+    else:
+        # torch >= 2 on the CPU sums duplicate indices of a bf16 index_add_ in fp32 and rounds
+        # once (measured: torch 2.15, kernels.index_add_accumulates_in_bf16): what is left is the
+        # terms rounded to bf16 (dx.bfloat16()), one bf16 rounding per term, and the diagnosis
+        # says so -- more bits than a bf16 accumulator, fewer than fp32's 24.
+        assert not bad.diagnosis["closest"].startswith("bf16"), bad.diagnosis
+        assert 8 < bad.diagnosis["effective_bits"] <= 14, bad.diagnosis
+
 
 
 def test_numpy_implementation_is_judged():

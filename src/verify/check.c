@@ -751,6 +751,15 @@ parity_status_t parity_compare_case(parity_case_t *c, parity_tensor_t *const *ou
                                     const parity_kernel_ref_t *kr, const parity_check_opts_t *opts,
                                     parity_wl_result_t *res)
 {
+    return parity_compare_case_diag(c, outs, kr, opts, 1, res);
+}
+
+/* diagnose_all 0: diagnose only an unfaithful workload, as check_unit_kernel (the Python bridge:
+ * a faithful kernel's judgement then costs what the CLI's does, not the emulations too). */
+parity_status_t parity_compare_case_diag(parity_case_t *c, parity_tensor_t *const *outs,
+                                         const parity_kernel_ref_t *kr, const parity_check_opts_t *opts,
+                                         int diagnose_all, parity_wl_result_t *res)
+{
     case_slot_t cs;
     memset(&cs, 0, sizeof cs);
     parity_tensor_t *pool[N_POOLS][PARITY_OP_MAX_ARGS] = {{0}};
@@ -780,7 +789,8 @@ parity_status_t parity_compare_case(parity_case_t *c, parity_tensor_t *const *ou
     }
     res->verdict = PARITY_VERDICT_FAITHFUL;
     judge_case_outputs(c, outs, res);
-    if (!c->wl->production) diagnose(&cs, kr, (parity_tensor_t **)outs, res);
+    if (!c->wl->production && (diagnose_all || res->verdict == PARITY_VERDICT_UNFAITHFUL))
+        diagnose(&cs, kr, (parity_tensor_t **)outs, res);
     slot_release(&cs);
     pools_free(pool);
     return PARITY_OK;

@@ -40,6 +40,11 @@ double parity_hit_correlation(const parity_ref_output_t *R, const double *row_er
 parity_status_t parity_compare_case(parity_case_t *c, parity_tensor_t *const *outs,
                                     const parity_kernel_ref_t *kr, const parity_check_opts_t *opts,
                                     parity_wl_result_t *res);
+/* The same, diagnosing every small workload (diagnose_all 1, parity compare) or only an
+ * unfaithful one (0, as parity check). */
+parity_status_t parity_compare_case_diag(parity_case_t *c, parity_tensor_t *const *outs,
+                                         const parity_kernel_ref_t *kr, const parity_check_opts_t *opts,
+                                         int diagnose_all, parity_wl_result_t *res);
 
 /* Fill output t with reference R rounded to t's dtype (the rerun's prefill: an element a
  * kernel leaves unwritten then differs from the NaN-prefilled first run). */

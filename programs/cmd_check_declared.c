@@ -1,0 +1,215 @@
+/* `parity check [OP] --op-plugin FILE.so [--kernel K ...]`: kernels of an op that a C plugin
+ * declares (op_abi.h), judged by the declared-op harness (custom_op.h) on workloads built from
+ * the inputs' roles, with tolerances derived from the declaration. Text report on stdout,
+ * --json for CI. Reached from `parity check` when --op-plugin is given (cmd_check.c).
+ * Deliberately not here: baselines, the noise floor, the diagnosis, --jobs (not for declared ops). */
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli.h"
+#include "json_out.h"
+#include "parity/custom_op.h"
+#include "parity/kernel.h"
+
+static const char *dt_name(int dt)
+{
+    switch (dt) {
+    case PARITY_DT_F32: return "f32";
+    case PARITY_DT_BF16: return "bf16";
+    case PARITY_DT_F16: return "f16";
+    default: return "?";
+    }
+}
+
+/* Worst first: the kernel's verdict is its worst workload's. */
+static int severity(parity_verdict_t v)
+{
+    static const parity_verdict_t order[] = {PARITY_VERDICT_FAITHFUL, PARITY_VERDICT_UNSUPPORTED,
+                                             PARITY_VERDICT_NONDETERMINISTIC, PARITY_VERDICT_UNFAITHFUL,
+                                             PARITY_VERDICT_MODIFIED_INPUTS, PARITY_VERDICT_OOB,
+                                             PARITY_VERDICT_TIMEOUT, PARITY_VERDICT_CRASHED};
+    for (int i = 0; i < 8; i++)
+        if (order[i] == v) return i;
+    return 8;
+}
+
+static int worst_of(const parity_custom_result_t *r, int n)
+{
+    int w = 0;
+    for (int i = 1; i < n; i++)
+        if (severity(r[i].verdict) > severity(r[w].verdict) ||
+            (severity(r[i].verdict) == severity(r[w].verdict) && r[i].max_err_over_tol > r[w].max_err_over_tol))
+            w = i;
+    return w;
+}
+
+static void index_text(const parity_custom_result_t *r, char *buf, size_t cap)
+{
+    size_t l = (size_t)snprintf(buf, cap, "[");
+    for (int t = 0; t < r->worst_ndim && l < cap; t++)
+        l += (size_t)snprintf(buf + l, cap - l, "%s%lld", t ? ", " : "", (long long)r->worst_index[t]);
+    if (l < cap) snprintf(buf + l, cap - l, "]");
+}
+
+static cJSON *result_json(const parity_custom_result_t *r)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", r->workload);
+    cJSON_AddStringToObject(o, "verdict", parity_verdict_name(r->verdict));
+    cJSON_AddBoolToObject(o, "production", r->production);
+    cJSON_AddItemToObject(o, "max_err_over_tol", cli_json_num(r->max_err_over_tol));
+    cJSON_AddNumberToObject(o, "rows_failed", (double)r->rows_failed);
+    cJSON_AddNumberToObject(o, "rows_judged", (double)r->rows_judged);
+    cJSON *w = cJSON_AddObjectToObject(o, "worst");
+    if (r->rows_judged) {
+        cJSON_AddStringToObject(w, "output", r->worst_output);
+        cJSON *ix = cJSON_AddArrayToObject(w, "index");
+        for (int t = 0; t < r->worst_ndim; t++) cJSON_AddItemToArray(ix, cJSON_CreateNumber((double)r->worst_index[t]));
+        cJSON_AddItemToObject(w, "got", cli_json_num(r->got));
+        cJSON_AddItemToObject(w, "ref", cli_json_num(r->ref));
+        cJSON_AddItemToObject(w, "tol", cli_json_num(r->tol));
+    }
+    cJSON_AddStringToObject(o, "tolerance", r->tolerance);
+    cJSON_AddStringToObject(o, "detail", r->detail);
+    cJSON_AddNumberToObject(o, "seconds", r->seconds);
+    return o;
+}
+
+int parity_cmd_check_declared(int argc, char **argv)
+{
+    const char *op_name = NULL, *plugin = NULL, *json = NULL;
+    const char *kspecs[64];
+    int nk = 0, quiet = 0;
+    parity_custom_opts_t opts;
+    parity_custom_opts_default(&opts);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        int takes = strcmp(a, "--op-plugin") == 0 || strcmp(a, "--kernel") == 0 || strcmp(a, "-k") == 0 ||
+                    strcmp(a, "--workload") == 0 || strcmp(a, "-w") == 0 || strcmp(a, "--seed") == 0 ||
+                    strcmp(a, "--json") == 0 || strcmp(a, "--timeout") == 0;
+        if (takes && !val) return cli_usage_error("check", NULL, "%s needs a value", a);
+        if (strcmp(a, "--op-plugin") == 0) plugin = argv[++i];
+        else if (strcmp(a, "--kernel") == 0 || strcmp(a, "-k") == 0) {
+            if (nk == 64) return cli_usage_error("check", NULL, "at most 64 --kernel options");
+            kspecs[nk++] = argv[++i];
+        } else if (strcmp(a, "--workload") == 0 || strcmp(a, "-w") == 0) opts.workload = argv[++i];
+        else if (strcmp(a, "--seed") == 0) {
+            if (cli_parse_u64(argv[++i], &opts.seed)) return cli_usage_error("check", NULL, "--seed %s: not a number", val);
+        } else if (strcmp(a, "--timeout") == 0) {
+            if (cli_parse_double(argv[++i], &opts.timeout) || !(opts.timeout > 0))
+                return cli_usage_error("check", NULL, "--timeout %s: expected seconds > 0", val);
+        } else if (strcmp(a, "--json") == 0) json = argv[++i];
+        else if (strcmp(a, "--quick") == 0) opts.quick = 1;
+        else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) quiet = 1;
+        else if (a[0] == '-')
+            return cli_usage_error("check", "declared ops take --op-plugin, --kernel, --workload, --quick, --seed, "
+                                   "--timeout, --json, -q (docs/custom-ops.md)", "%s: not an option for a declared op", a);
+        else if (!op_name) op_name = a;
+        else return cli_usage_error("check", NULL, "unexpected argument %s", a);
+    }
+    parity_diag_t diag;
+    memset(&diag, 0, sizeof diag);
+    parity_custom_op_t *op = NULL;
+    parity_status_t st = parity_custom_op_load(plugin, op_name, &op, &diag);
+    if (st) return st == PARITY_E_NOTFOUND ? cli_usage_error("check", NULL, "%s", diag.msg)
+                                           : cli_input_error("check", "%s", diag.msg);
+    const parity_abi_op_decl_t *d = parity_custom_op_decl(op);
+    /* Kernels: the plugin's own for the op by default; NAME alone is one of them. */
+    parity_kernel_list_t kl;
+    memset(&kl, 0, sizeof kl);
+    char specbuf[64][4200];
+    if (nk == 0) kspecs[nk++] = plugin;
+    for (int i = 0; i < nk && !st; i++) {
+        const char *s = kspecs[i];
+        if (!strchr(s, '/') && !strstr(s, ".so")) {
+            snprintf(specbuf[i], sizeof specbuf[i], "%s:%s", plugin, s);
+            s = specbuf[i];
+        }
+        st = parity_kernel_resolve(s, d->name, &kl, &diag);
+    }
+    if (st) {
+        int rc = cli_input_error("check", "%s", diag.msg);
+        parity_kernel_list_free(&kl);
+        parity_custom_op_free(op);
+        return rc;
+    }
+    int nw = parity_custom_op_workload_count(op);
+    printf("parity check: declared op %s (%s), judged by the declared-op harness (docs/custom-ops.md)\n", d->name,
+           plugin);
+    if (d->description) printf("  what: %s\n", d->description);
+    printf("seed %llu; workloads:", (unsigned long long)opts.seed);
+    for (int w = 0; w < nw; w++)
+        if (opts.workload ? strcmp(opts.workload, parity_custom_op_workload_name(op, w)) == 0
+                          : !(opts.quick && parity_custom_op_workload_production(op, w)))
+            printf(" %s", parity_custom_op_workload_name(op, w));
+    printf("\n\n");
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "schema", "parity.check/1");
+    cJSON_AddStringToObject(root, "op", d->name);
+    cJSON_AddBoolToObject(root, "custom_op", 1);
+    cJSON_AddStringToObject(root, "op_plugin", plugin);
+    cJSON_AddNumberToObject(root, "seed", (double)opts.seed);
+    cJSON_AddStringToObject(root, "judge", "C declared-op harness (src/custom/custom_tol.c)");
+    cJSON *jk = cJSON_AddArrayToObject(root, "kernels");
+    int n_ok = 0, rc = 0;
+    for (int i = 0; i < kl.n && !rc; i++) {
+        const parity_abi_kernel_t *k = kl.items[i].k;
+        parity_custom_result_t res[PARITY_CUSTOM_MAX_WORKLOADS];
+        int nr = 0;
+        if (!quiet) fprintf(stderr, "parity check: %s ...\n", kl.items[i].label);
+        st = parity_custom_check(op, k, &opts, res, &nr, &diag);
+        if (st) {
+            rc = st == PARITY_E_INVALID ? cli_usage_error("check", NULL, "%s", diag.msg)
+                                        : cli_input_error("check", "%s", diag.msg);
+            break;
+        }
+        int w = worst_of(res, nr);
+        parity_verdict_t v = res[w].verdict;
+        n_ok += v == PARITY_VERDICT_FAITHFUL;
+        printf("kernel %s  (%s in, %s out)%s%s\n", kl.items[i].label, dt_name(k->in_dtype), dt_name(k->out_dtype),
+               k->description ? "  what: " : "", k->description ? k->description : "");
+        cJSON *ko = cJSON_CreateObject();
+        cJSON_AddStringToObject(ko, "name", kl.items[i].label);
+        cJSON_AddStringToObject(ko, "description", k->description ? k->description : "");
+        cJSON_AddStringToObject(ko, "verdict", parity_verdict_name(v));
+        cJSON *jw = cJSON_AddArrayToObject(ko, "workloads");
+        for (int j = 0; j < nr; j++) {
+            const parity_custom_result_t *r = &res[j];
+            char q[32] = "-";
+            if (r->rows_judged) snprintf(q, sizeof q, "%.3g", r->max_err_over_tol);
+            printf("  %-12s %-17s err/tol %-9s rows failed %lld / %lld  [%s]\n", r->workload,
+                   parity_verdict_name(r->verdict), q, (long long)r->rows_failed, (long long)r->rows_judged,
+                   r->tolerance);
+            if (r->detail[0]) printf("               %s\n", r->detail);
+            else if (r->rows_judged && r->verdict != PARITY_VERDICT_FAITHFUL) {
+                char ix[160];
+                index_text(r, ix, sizeof ix);
+                printf("               worst %s%s: got %.9g, ref %.9g, tol %.3g\n", r->worst_output, ix, r->got,
+                       r->ref, r->tol);
+            }
+            cJSON_AddItemToArray(jw, result_json(r));
+        }
+        char repro[8600];
+        const char *kn = kl.items[i].label; /* a kernel of the op plugin itself: its NAME suffices */
+        size_t pl = strlen(plugin);
+        if (strncmp(kn, plugin, pl) == 0 && kn[pl] == ':') kn += pl + 1;
+        snprintf(repro, sizeof repro, "parity check %s --op-plugin %s --kernel %s --workload %s --seed %llu",
+                 d->name, plugin, kn, res[w].workload, (unsigned long long)opts.seed);
+        cJSON_AddStringToObject(ko, "worst_workload", res[w].workload);
+        cJSON_AddStringToObject(ko, "reproduce", repro);
+        cJSON_AddItemToArray(jk, ko);
+        printf("  verdict: %s (worst workload %s)\n  reproduce: %s\n\n", parity_verdict_name(v), res[w].workload,
+               repro);
+    }
+    if (!rc) {
+        printf("summary: %d of %d kernels faithful\n", n_ok, kl.n);
+        if (json && cli_json_write(json, root) != 0) rc = cli_input_error("check", "cannot write %s", json);
+        else if (n_ok < kl.n) rc = 1;
+    }
+    cJSON_Delete(root);
+    parity_kernel_list_free(&kl);
+    parity_custom_op_free(op);
+    return rc;
+}

@@ -1,0 +1,69 @@
+/* Internals shared by the declared-op files: custom_op.c (loading, workloads, values),
+ * custom_tol.c (reference calls, tolerances, judging), custom_run.c (the child-process run). */
+#ifndef PARITY_CUSTOM_IMPL_H
+#define PARITY_CUSTOM_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "parity/custom_op.h"
+
+enum { CV_BASE, CV_ZIPF, CV_OUTLIER, CV_MAGNITUDE }; /* value variants of a workload */
+
+typedef struct {
+    char name[32];
+    int variant, production;
+    int64_t size[PARITY_CUSTOM_MAX_ARGS]; /* per dimension */
+} custom_workload_t;
+
+typedef struct {
+    const char *name;
+    int ndim, dim[PARITY_ABI_MAX_DIMS];
+} custom_arg_t;
+
+struct parity_custom_op {
+    void *handle;
+    const parity_abi_op_decl_t *d;
+    int n_dims;
+    const char *dim_name[PARITY_CUSTOM_MAX_ARGS];
+    int n_in, n_out;
+    custom_arg_t in[PARITY_CUSTOM_MAX_ARGS], out[PARITY_CUSTOM_MAX_ARGS];
+    int role[PARITY_CUSTOM_MAX_ARGS], vocab[PARITY_CUSTOM_MAX_ARGS];
+    int n_red[PARITY_CUSTOM_MAX_ARGS], red[PARITY_CUSTOM_MAX_ARGS][PARITY_ABI_MAX_DIMS];
+    int multilinear;
+    int n_wl;
+    custom_workload_t wl[PARITY_CUSTOM_MAX_WORKLOADS];
+};
+
+/* One workload's data: inputs (exact values and storage in the contract dtype), the fp64
+ * reference and the per-element tolerance of every output. */
+typedef struct {
+    const parity_custom_op_t *op;
+    const custom_workload_t *wl;
+    int dtype; /* the kernel's float input dtype */
+    int64_t n_in[PARITY_CUSTOM_MAX_ARGS], n_out[PARITY_CUSTOM_MAX_ARGS];
+    int64_t rows[PARITY_CUSTOM_MAX_ARGS], cols[PARITY_CUSTOM_MAX_ARGS]; /* output as rows x last axis */
+    double *exact[PARITY_CUSTOM_MAX_ARGS];  /* float inputs: the stored values, exactly */
+    int64_t *ids[PARITY_CUSTOM_MAX_ARGS];   /* token-id inputs */
+    void *store[PARITY_CUSTOM_MAX_ARGS];    /* float inputs in dtype */
+    void *decoy[PARITY_CUSTOM_MAX_ARGS];    /* float inputs x -2 in dtype (exact) */
+    double *ref[PARITY_CUSTOM_MAX_ARGS], *tol[PARITY_CUSTOM_MAX_ARGS];
+    char model[PARITY_CUSTOM_MAX_ARGS][48];
+} custom_case_t;
+
+size_t custom_dtype_size(int dtype);
+int custom_is_float_role(int role);
+int64_t custom_numel(const parity_custom_op_t *op, const custom_arg_t *a, const int64_t *size);
+void custom_tensor(const parity_custom_op_t *op, const custom_arg_t *a, const int64_t *size, void *data,
+                   int dtype, parity_abi_tensor_t *t);
+
+/* custom_op.c: inputs of a workload (exact, ids, storage, decoy). */
+parity_status_t custom_case_inputs(custom_case_t *c, uint64_t seed, parity_diag_t *diag);
+void custom_case_free(custom_case_t *c);
+double custom_decode(int dtype, const void *data, int64_t i);
+
+/* custom_tol.c: the reference and the tolerances of a case; judging outputs. */
+parity_status_t custom_case_reference(custom_case_t *c, parity_diag_t *diag);
+void custom_judge(const custom_case_t *c, int out_dtype, void *const *outputs, parity_custom_result_t *r);
+
+#endif

@@ -1,0 +1,412 @@
+/* Declared ops (op_abi.h): loading a plugin's declaration, validating it, the workloads made
+ * from the inputs' roles and their values. The same roles and workloads as the Python package's
+ * parity.Op (docs/custom-ops.md); the values come from parity's own generator (rng.h), not
+ * numpy's, so a C-declared op and a Python-declared one see different draws of the same laws.
+ * Deliberately not here: tolerances and judging (custom_tol.c), running kernels (custom_run.c). */
+#include <dlfcn.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/custom/custom_impl.h"
+#include "parity/format.h"
+#include "parity/rng.h"
+
+size_t custom_dtype_size(int dtype)
+{
+    switch (dtype) {
+    case PARITY_DT_F64: case PARITY_DT_I64: return 8;
+    case PARITY_DT_F32: case PARITY_DT_I32: return 4;
+    case PARITY_DT_BF16: case PARITY_DT_F16: return 2;
+    default: return 1;
+    }
+}
+
+int custom_is_float_role(int role) { return role != PARITY_ROLE_TOKEN_IDS; }
+
+int64_t custom_numel(const parity_custom_op_t *op, const custom_arg_t *a, const int64_t *size)
+{
+    (void)op;
+    int64_t n = 1;
+    for (int i = 0; i < a->ndim; i++) n *= size[a->dim[i]];
+    return n;
+}
+
+void custom_tensor(const parity_custom_op_t *op, const custom_arg_t *a, const int64_t *size, void *data,
+                   int dtype, parity_abi_tensor_t *t)
+{
+    (void)op;
+    memset(t, 0, sizeof *t);
+    t->data = data;
+    t->dtype = dtype;
+    t->ndim = a->ndim;
+    t->name = a->name;
+    int64_t st = 1;
+    for (int i = a->ndim - 1; i >= 0; i--) {
+        t->shape[i] = size[a->dim[i]];
+        t->strides[i] = st; /* contiguous, row-major */
+        st *= t->shape[i];
+    }
+}
+
+static int find_dim(const parity_custom_op_t *op, const char *name)
+{
+    for (int i = 0; name && i < op->n_dims; i++)
+        if (strcmp(op->dim_name[i], name) == 0) return i;
+    return -1;
+}
+
+static parity_status_t parse_arg(parity_custom_op_t *op, const char *what, const char *name, int ndim,
+                                 const char *const *dims, custom_arg_t *a, parity_diag_t *diag)
+{
+    const char *opn = op->d->name;
+    if (!name) return parity_diag_set(diag, PARITY_E_FORMAT, "op %s: an %s has no name", opn, what);
+    if (ndim < 0 || ndim > PARITY_ABI_MAX_DIMS)
+        return parity_diag_set(diag, PARITY_E_FORMAT, "op %s: %s %s: ndim %d outside 0..%d", opn, what, name,
+                               ndim, PARITY_ABI_MAX_DIMS);
+    a->name = name;
+    a->ndim = ndim;
+    for (int i = 0; i < ndim; i++) {
+        a->dim[i] = find_dim(op, dims[i]);
+        if (a->dim[i] < 0)
+            return parity_diag_set(diag, PARITY_E_FORMAT, "op %s: %s %s: dimension %s has no sizes in dims[]",
+                                   opn, what, name, dims[i] ? dims[i] : "(null)");
+    }
+    return PARITY_OK;
+}
+
+/* Entries of a table are table[0].struct_size bytes apart (as kernel_abi.h's kernels). */
+#define AT(T, base, i) ((const T *)((const char *)(base) + (size_t)(i) * (base)[0].struct_size))
+
+static parity_status_t parse(parity_custom_op_t *op, parity_diag_t *diag)
+{
+    const parity_abi_op_decl_t *d = op->d;
+    if (!d->name || !d->reference)
+        return parity_diag_set(diag, PARITY_E_FORMAT, "declared op: name or reference missing");
+    if (d->n_dims < 1 || d->n_dims > PARITY_CUSTOM_MAX_ARGS || d->n_inputs < 1 ||
+        d->n_inputs > PARITY_CUSTOM_MAX_ARGS || d->n_outputs < 1 || d->n_outputs > PARITY_CUSTOM_MAX_ARGS ||
+        d->n_attrs < 0 || (d->n_attrs > 0 && (!d->attr_names || !d->attr_values)))
+        return parity_diag_set(diag, PARITY_E_FORMAT,
+                               "op %s: n_dims %d, n_inputs %d, n_outputs %d must be 1..%d; n_attrs %d", d->name,
+                               d->n_dims, d->n_inputs, d->n_outputs, PARITY_CUSTOM_MAX_ARGS, d->n_attrs);
+    /* Tables are strided by their first entry's struct_size: it must cover ABI v1's fields. */
+    if (!d->dims || !d->inputs || !d->outputs ||
+        d->dims[0].struct_size < offsetof(parity_abi_op_dim_t, fixed) + sizeof(int32_t) ||
+        d->inputs[0].struct_size < offsetof(parity_abi_op_input_t, vocab) + sizeof(void *) ||
+        d->outputs[0].struct_size < offsetof(parity_abi_op_output_t, reduced) + PARITY_ABI_MAX_DIMS * sizeof(void *))
+        return parity_diag_set(diag, PARITY_E_FORMAT, "op %s: dims/inputs/outputs tables missing, or their "
+                               "struct_size smaller than op ABI v1's", d->name);
+    op->n_dims = d->n_dims;
+    int64_t base[PARITY_CUSTOM_MAX_ARGS], prod[PARITY_CUSTOM_MAX_ARGS];
+    int fixed[PARITY_CUSTOM_MAX_ARGS];
+    for (int i = 0; i < d->n_dims; i++) {
+        const parity_abi_op_dim_t *dm = AT(parity_abi_op_dim_t, d->dims, i);
+        if (!dm->name || dm->n_sizes < 1 || !dm->sizes)
+            return parity_diag_set(diag, PARITY_E_FORMAT, "op %s: dims[%d] needs a name and at least one size",
+                                   d->name, i);
+        op->dim_name[i] = dm->name;
+        base[i] = prod[i] = dm->sizes[0];
+        for (int j = 0; j < dm->n_sizes; j++) {
+            if (dm->sizes[j] < 1 || dm->sizes[j] > ((int64_t)1 << 31))
+                return parity_diag_set(diag, PARITY_E_FORMAT, "op %s: dimension %s: size %lld outside 1..2^31",
+                                       d->name, dm->name, (long long)dm->sizes[j]);
+            if (dm->sizes[j] > prod[i]) prod[i] = dm->sizes[j];
+        }
+        fixed[i] = dm->fixed;
+    }
+    op->n_in = d->n_inputs;
+    op->n_out = d->n_outputs;
+    int has_ids = 0, has_act = 0;
+    for (int i = 0; i < op->n_in; i++) {
+        const parity_abi_op_input_t *x = AT(parity_abi_op_input_t, d->inputs, i);
+        parity_status_t st = parse_arg(op, "input", x->name, x->ndim, x->dims, &op->in[i], diag);
+        if (st) return st;
+        if (x->role < PARITY_ROLE_TOKEN_IDS || x->role > PARITY_ROLE_MASK)
+            return parity_diag_set(diag, PARITY_E_FORMAT, "op %s: input %s: role %d unknown (op_abi.h)", d->name,
+                                   x->name, x->role);
+        op->role[i] = x->role;
+        op->vocab[i] = -1;
+        if (x->role == PARITY_ROLE_TOKEN_IDS) {
+            op->vocab[i] = find_dim(op, x->vocab ? x->vocab : "V");
+            if (op->vocab[i] < 0)
+                return parity_diag_set(diag, PARITY_E_FORMAT, "op %s: input %s: token ids need the size of "
+                                       "dimension %s", d->name, x->name, x->vocab ? x->vocab : "V");
+            has_ids = 1;
+        }
+        if (x->role == PARITY_ROLE_ACTIVATION) has_act = 1;
+    }
+    op->multilinear = (d->flags & PARITY_OP_MULTILINEAR) != 0;
+    for (int i = 0; i < op->n_out; i++) {
+        const parity_abi_op_output_t *y = AT(parity_abi_op_output_t, d->outputs, i);
+        parity_status_t st = parse_arg(op, "output", y->name, y->ndim, y->dims, &op->out[i], diag);
+        if (st) return st;
+        if (y->n_reduced < 0 || y->n_reduced > PARITY_ABI_MAX_DIMS)
+            return parity_diag_set(diag, PARITY_E_FORMAT, "op %s: output %s: n_reduced %d", d->name, y->name,
+                                   y->n_reduced);
+        op->n_red[i] = y->n_reduced;
+        for (int j = 0; j < y->n_reduced; j++) {
+            op->red[i][j] = find_dim(op, y->reduced[j]);
+            if (op->red[i][j] < 0)
+                return parity_diag_set(diag, PARITY_E_FORMAT, "op %s: output %s: reduced dimension %s unknown",
+                                       d->name, y->name, y->reduced[j] ? y->reduced[j] : "(null)");
+            for (int t = 0; op->multilinear && t < op->out[i].ndim; t++)
+                if (op->out[i].dim[t] == op->red[i][j])
+                    return parity_diag_set(diag, PARITY_E_FORMAT, "op %s: output %s: %s is one of its dimensions, "
+                                           "so it is not summed into it", d->name, y->name, y->reduced[j]);
+        }
+    }
+    /* The workloads, as parity.Op.workloads() (python/parity/custom.py). */
+    custom_workload_t *w = op->wl;
+#define ADD(nm, var, pr, sz)                                                             \
+    do {                                                                                 \
+        snprintf(w[op->n_wl].name, sizeof w[0].name, "%s", nm);                          \
+        w[op->n_wl].variant = var;                                                       \
+        w[op->n_wl].production = pr;                                                     \
+        memcpy(w[op->n_wl].size, sz, sizeof(int64_t) * PARITY_CUSTOM_MAX_ARGS);         \
+        op->n_wl++;                                                                      \
+    } while (0)
+    ADD("base", CV_BASE, 0, base);
+    if (has_ids) ADD("zipf", CV_ZIPF, 0, base);
+    if (has_act) ADD("outlier-ch", CV_OUTLIER, 0, base);
+    int64_t odd[PARITY_CUSTOM_MAX_ARGS] = {0};
+    int differs = 0;
+    for (int i = 0; i < op->n_dims; i++) {
+        odd[i] = fixed[i] ? base[i] : base[i] % 2 == 0 ? base[i] + 1 : base[i] + 2; /* tails of tiles */
+        differs |= prod[i] != base[i];
+    }
+    ADD("odd", CV_BASE, 0, odd);
+    ADD("magnitude", CV_MAGNITUDE, 0, base);
+    if (differs) ADD("production", CV_BASE, 1, prod);
+#undef ADD
+    return PARITY_OK;
+}
+
+parity_status_t parity_custom_op_load(const char *path, const char *name, parity_custom_op_t **out,
+                                      parity_diag_t *diag)
+{
+    *out = NULL;
+    char full[4200];
+    /* dlopen searches the library path for a bare name: "foo.so" means ./foo.so (as kernel.c) */
+    snprintf(full, sizeof full, "%s%s", strchr(path, '/') ? "" : "./", path);
+    void *h = dlopen(full, RTLD_NOW | RTLD_LOCAL);
+    if (!h) return parity_diag_set(diag, PARITY_E_IO, "%s: cannot load shared object: %s", path, dlerror());
+    parity_op_entry_fn entry;
+    *(void **)(&entry) = dlsym(h, PARITY_OP_ENTRY_SYMBOL);
+    const parity_abi_op_table_t *tb = entry ? entry() : NULL;
+    parity_status_t st = PARITY_OK;
+    if (!tb)
+        st = parity_diag_set(diag, PARITY_E_FORMAT, "%s: no symbol '%s' (or it returned NULL): a plugin that "
+                             "declares ops exports `const parity_abi_op_table_t *%s(void)` (op_abi.h, "
+                             "docs/custom-ops.md)", path, PARITY_OP_ENTRY_SYMBOL, PARITY_OP_ENTRY_SYMBOL);
+    else if (tb->op_abi_version == 0 || tb->op_abi_version > PARITY_OP_ABI_VERSION)
+        st = parity_diag_set(diag, PARITY_E_FORMAT, "%s: op_abi_version %u, but this parity understands 1..%u: "
+                             "rebuild the plugin against this parity's op_abi.h", path, tb->op_abi_version,
+                             PARITY_OP_ABI_VERSION);
+    else if (tb->struct_size < offsetof(parity_abi_op_table_t, ops) + sizeof(void *) || tb->n_ops < 1 ||
+             !tb->ops || tb->ops[0].struct_size < offsetof(parity_abi_op_decl_t, reference) + sizeof(void *))
+        st = parity_diag_set(diag, PARITY_E_FORMAT, "%s: op table malformed (struct_size, n_ops %d, ops)", path,
+                             tb->n_ops);
+    const parity_abi_op_decl_t *d = NULL;
+    for (int i = 0; !st && i < tb->n_ops; i++) {
+        const parity_abi_op_decl_t *c = AT(parity_abi_op_decl_t, tb->ops, i);
+        if (name ? (c->name && strcmp(c->name, name) == 0) : tb->n_ops == 1) d = c;
+    }
+    if (!st && !d)
+        st = name ? parity_diag_set(diag, PARITY_E_NOTFOUND, "%s: declares no op named %s", path, name)
+                  : parity_diag_set(diag, PARITY_E_NOTFOUND, "%s: declares %d ops: name one", path, tb->n_ops);
+    parity_custom_op_t *op = st ? NULL : calloc(1, sizeof *op);
+    if (!st && !op) st = PARITY_E_NOMEM;
+    if (!st) {
+        op->handle = h;
+        op->d = d;
+        st = parse(op, diag);
+    }
+    if (st) {
+        free(op);
+        dlclose(h);
+        return st;
+    }
+    *out = op;
+    return PARITY_OK;
+}
+
+void parity_custom_op_free(parity_custom_op_t *op)
+{
+    if (!op) return;
+    if (op->handle) dlclose(op->handle);
+    free(op);
+}
+
+const parity_abi_op_decl_t *parity_custom_op_decl(const parity_custom_op_t *op) { return op->d; }
+int parity_custom_op_workload_count(const parity_custom_op_t *op) { return op->n_wl; }
+const char *parity_custom_op_workload_name(const parity_custom_op_t *op, int w) { return op->wl[w].name; }
+int parity_custom_op_workload_production(const parity_custom_op_t *op, int w) { return op->wl[w].production; }
+
+void parity_custom_opts_default(parity_custom_opts_t *o)
+{
+    memset(o, 0, sizeof *o);
+    o->seed = 1;
+    o->timeout = 120;
+}
+
+/* ---- values ---------------------------------------------------------------------------- */
+static uint64_t fnv1a(uint64_t h, const char *s)
+{
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h ^ 0xff; /* a separator, so ("ab","c") and ("a","bc") differ */
+}
+
+static void values(const custom_case_t *c, int i, parity_rng_t *rng, double *a, int64_t *ids)
+{
+    const parity_custom_op_t *op = c->op;
+    const custom_arg_t *x = &op->in[i];
+    const int64_t *size = c->wl->size;
+    int64_t n = c->n_in[i], rows = x->ndim ? size[x->dim[0]] : 1, cols = x->ndim ? size[x->dim[x->ndim - 1]] : 1;
+    int64_t per_row = rows > 0 ? n / rows : n;
+    int role = op->role[i], var = c->wl->variant;
+    if (role == PARITY_ROLE_TOKEN_IDS) {
+        int64_t v = size[op->vocab[i]];
+        if (var == CV_ZIPF) { /* Zipf s = 1.1 over a permuted vocabulary, by inverse CDF */
+            double *cdf = malloc((size_t)v * sizeof *cdf);
+            int64_t *perm = malloc((size_t)v * sizeof *perm);
+            if (!cdf || !perm) { /* fall back to uniform ids rather than fail a workload */
+                for (int64_t j = 0; j < n; j++) ids[j] = (int64_t)parity_rng_below(rng, (uint64_t)v);
+            } else {
+                double s = 0;
+                for (int64_t t = 0; t < v; t++) cdf[t] = (s += pow((double)(t + 1), -1.1));
+                for (int64_t t = 0; t < v; t++) perm[t] = t;
+                for (int64_t t = v - 1; t > 0; t--) { /* Fisher-Yates: frequent tokens are not low ids */
+                    int64_t r = (int64_t)parity_rng_below(rng, (uint64_t)t + 1), tmp = perm[t];
+                    perm[t] = perm[r];
+                    perm[r] = tmp;
+                }
+                for (int64_t j = 0; j < n; j++) {
+                    double u = parity_rng_uniform(rng) * s;
+                    int64_t lo = 0, hi = v - 1;
+                    while (lo < hi) {
+                        int64_t mid = (lo + hi) / 2;
+                        if (cdf[mid] < u) lo = mid + 1; else hi = mid;
+                    }
+                    ids[j] = perm[lo];
+                }
+            }
+            free(cdf);
+            free(perm);
+        } else {
+            for (int64_t j = 0; j < n; j++) ids[j] = (int64_t)parity_rng_below(rng, (uint64_t)v);
+        }
+        return;
+    }
+    for (int64_t j = 0; j < n; j++)
+        a[j] = role == PARITY_ROLE_MASK ? (parity_rng_uniform(rng) < 0.9) : parity_rng_normal(rng);
+    if (role == PARITY_ROLE_GRADIENT)
+        for (int64_t r = 0; r < rows; r++) {
+            double g = pow(10.0, -6.0 + 3.0 * parity_rng_uniform(rng)); /* parity's gradient scale */
+            for (int64_t j = 0; j < per_row; j++) a[r * per_row + j] *= g;
+        }
+    else if (role == PARITY_ROLE_WEIGHT)
+        for (int64_t j = 0; j < n; j++) a[j] *= 0.02;
+    else if (role == PARITY_ROLE_NORM_WEIGHT)
+        for (int64_t j = 0; j < n; j++) a[j] = 1.0 + 0.1 * a[j];
+    else if (role == PARITY_ROLE_LOGITS && cols > 0)
+        for (int64_t r = 0; r < n / cols; r++) {
+            for (int64_t j = 0; j < cols; j++) a[r * cols + j] *= 3.0;
+            for (int h = 0; h < 2; h++) /* two confident tokens per row */
+                a[r * cols + (int64_t)parity_rng_below(rng, (uint64_t)cols)] = 15.0 + parity_rng_normal(rng);
+        }
+    if (var == CV_OUTLIER && role == PARITY_ROLE_ACTIVATION && x->ndim > 0)
+        for (int h = 0; h < 4 && h < cols; h++) { /* LLM.int8-style outlier channels (may repeat) */
+            int64_t ch = (int64_t)parity_rng_below(rng, (uint64_t)cols);
+            for (int64_t r = 0; r < n / cols; r++) a[r * cols + ch] *= 80.0;
+        }
+    if (var == CV_MAGNITUDE && x->ndim >= 2) { /* exact power-of-two scale per row: exponent stress */
+        int e = c->dtype == PARITY_DT_F16 ? 6 : 24;
+        for (int64_t r = 0; r < rows; r++) {
+            double s = ldexp(1.0, (int)parity_rng_below(rng, (uint64_t)(2 * e + 1)) - e);
+            for (int64_t j = 0; j < per_row; j++) a[r * per_row + j] *= s;
+        }
+    }
+}
+
+static void store(int dtype, const parity_format_t *f, const double *x, int64_t n, double scale, void *out,
+                  double *exact)
+{
+    for (int64_t j = 0; j < n; j++) {
+        double v = x[j] * scale;
+        if (dtype == PARITY_DT_F32) {
+            float s = (float)v;
+            ((float *)out)[j] = s;
+            if (exact) exact[j] = s;
+        } else {
+            uint32_t b = parity_format_encode(f, v, NULL, NULL);
+            ((uint16_t *)out)[j] = (uint16_t)b;
+            if (exact) exact[j] = parity_format_decode(f, b);
+        }
+    }
+}
+
+double custom_decode(int dtype, const void *data, int64_t i)
+{
+    switch (dtype) {
+    case PARITY_DT_F64: return ((const double *)data)[i];
+    case PARITY_DT_F32: return ((const float *)data)[i];
+    case PARITY_DT_BF16: return parity_bf16_to_fp32_1(((const uint16_t *)data)[i]);
+    case PARITY_DT_F16: {
+        float f;
+        parity_fp16_to_fp32((const uint16_t *)data + i, &f, 1);
+        return f;
+    }
+    default: return NAN;
+    }
+}
+
+parity_status_t custom_case_inputs(custom_case_t *c, uint64_t seed, parity_diag_t *diag)
+{
+    const parity_custom_op_t *op = c->op;
+    parity_format_t f;
+    memset(&f, 0, sizeof f);
+    if (c->dtype == PARITY_DT_BF16 || c->dtype == PARITY_DT_F16)
+        parity_format_get(c->dtype == PARITY_DT_BF16 ? "bf16" : "fp16", &f, NULL);
+    else if (c->dtype != PARITY_DT_F32)
+        return parity_diag_set(diag, PARITY_E_INVALID, "declared ops take f32, bf16 or f16 float inputs "
+                               "(kernel in_dtype %d)", c->dtype);
+    for (int i = 0; i < op->n_in; i++) {
+        int64_t n = c->n_in[i] = custom_numel(op, &op->in[i], c->wl->size);
+        parity_rng_t rng;
+        uint64_t h = fnv1a(fnv1a(fnv1a(0xcbf29ce484222325ull, op->d->name), c->wl->name), op->in[i].name);
+        parity_rng_seed(&rng, seed, h);
+        if (!custom_is_float_role(op->role[i])) {
+            if (!(c->ids[i] = malloc((size_t)n * sizeof(int64_t)))) return PARITY_E_NOMEM;
+            values(c, i, &rng, NULL, c->ids[i]);
+            continue;
+        }
+        double *v = malloc((size_t)n * sizeof *v);
+        c->exact[i] = malloc((size_t)n * sizeof(double));
+        c->store[i] = malloc((size_t)n * custom_dtype_size(c->dtype));
+        c->decoy[i] = malloc((size_t)n * custom_dtype_size(c->dtype));
+        if (!v || !c->exact[i] || !c->store[i] || !c->decoy[i]) {
+            free(v);
+            return PARITY_E_NOMEM;
+        }
+        values(c, i, &rng, v, NULL);
+        store(c->dtype, &f, v, n, 1.0, c->store[i], c->exact[i]);
+        store(c->dtype, &f, c->exact[i], n, -2.0, c->decoy[i], NULL); /* x -2 is exact */
+        free(v);
+    }
+    return PARITY_OK;
+}
+
+void custom_case_free(custom_case_t *c)
+{
+    for (int i = 0; i < PARITY_CUSTOM_MAX_ARGS; i++) {
+        free(c->exact[i]);
+        free(c->ids[i]);
+        free(c->store[i]);
+        free(c->decoy[i]);
+        free(c->ref[i]);
+        free(c->tol[i]);
+    }
+    memset(c, 0, sizeof *c);
+}

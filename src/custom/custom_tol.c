@@ -1,0 +1,335 @@
+/* Declared ops: the fp64 reference of a workload, the per-element tolerances derived from the
+ * declaration, and the judgement of a kernel's outputs against them. The formulas are the ones
+ * docs/custom-ops.md derives (and python/parity/custom.py computes for parity.Op):
+ *  - a multilinear op with a declared reduction: the built-in error model (verify.c's gamma and
+ *    lambda), k = product of the reduced sizes, s_acc = the reference on |inputs|;
+ *  - otherwise the empirical floor: the reference evaluated in fp32 (the plugin's reference
+ *    called with F32 tensors), its error against fp64 per row and column, times F = 2 (x sqrt(k)
+ *    for a declared non-multilinear reduction), with a 4u|ref| minimum.
+ * NaN never matches; an infinity matches only the same infinity.
+ * Deliberately not here: workloads and values (custom_op.c), running kernels (custom_run.c). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/custom/custom_impl.h"
+#include "parity/verify.h"
+
+#define ALPHA 1e-6                 /* as PARITY_ALPHA in verify.c, docs/error-model.md */
+#define U32 0x1p-24                /* fp32 unit roundoff */
+#define TINY32 0x1p-149            /* fp32 subnormal spacing */
+#define FORMULA_FACTOR 2.0         /* sqrt(4 x the roundings): docs/custom-ops.md */
+#define MIN_ROUNDINGS 4.0          /* 2-ulp last operation (CUDA's expf/sinf bound) = 4u|y| */
+
+static double dtype_u(int dt)
+{
+    return dt == PARITY_DT_BF16 ? 0x1p-8 : dt == PARITY_DT_F16 ? 0x1p-11 : dt == PARITY_DT_F32 ? U32 : 0;
+}
+static double dtype_tiny(int dt)
+{
+    return dt == PARITY_DT_BF16 ? 0x1p-133 : dt == PARITY_DT_F16 ? 0x1p-24 : TINY32;
+}
+static int dtype_bits(int dt) { return dt == PARITY_DT_BF16 ? 8 : dt == PARITY_DT_F16 ? 11 : 24; }
+
+/* The reference on `vals` (one double array per float input; NULL: the case's exact values),
+ * computed in dt (F64 or F32); out[o] receives doubles. Returns the plugin's return code. */
+static int reference(const custom_case_t *c, int dt, double *const *vals, double **out)
+{
+    const parity_custom_op_t *op = c->op;
+    parity_abi_tensor_t in[PARITY_CUSTOM_MAX_ARGS], ou[PARITY_CUSTOM_MAX_ARGS];
+    void *tmp_in[PARITY_CUSTOM_MAX_ARGS] = {0}, *tmp_out[PARITY_CUSTOM_MAX_ARGS] = {0};
+    int rc = PARITY_KERNEL_ERROR;
+    for (int i = 0; i < op->n_in; i++) {
+        if (!custom_is_float_role(op->role[i])) {
+            custom_tensor(op, &op->in[i], c->wl->size, c->ids[i], PARITY_DT_I64, &in[i]);
+            continue;
+        }
+        const double *v = vals ? vals[i] : c->exact[i];
+        if (dt == PARITY_DT_F32) {
+            float *f = tmp_in[i] = malloc((size_t)c->n_in[i] * sizeof *f);
+            if (!f) goto done;
+            for (int64_t j = 0; j < c->n_in[i]; j++) f[j] = (float)v[j]; /* exact: stored values */
+            custom_tensor(op, &op->in[i], c->wl->size, f, dt, &in[i]);
+        } else {
+            custom_tensor(op, &op->in[i], c->wl->size, (void *)v, dt, &in[i]);
+        }
+    }
+    for (int o = 0; o < op->n_out; o++) {
+        void *p = dt == PARITY_DT_F32 ? (tmp_out[o] = malloc((size_t)c->n_out[o] * sizeof(float))) : out[o];
+        if (!p) goto done;
+        for (int64_t j = 0; j < c->n_out[o]; j++) /* NaN-filled: an element it forgets shows */
+            if (dt == PARITY_DT_F32) ((float *)p)[j] = NAN; else ((double *)p)[j] = NAN;
+        custom_tensor(op, &op->out[o], c->wl->size, p, dt, &ou[o]);
+    }
+    parity_abi_call_t call;
+    memset(&call, 0, sizeof call);
+    call.abi_version = PARITY_ABI_VERSION;
+    call.struct_size = sizeof call;
+    call.op = op->d->name;
+    call.n_inputs = op->n_in;
+    call.n_outputs = op->n_out;
+    call.inputs = in;
+    call.outputs = ou;
+    call.n_attrs = op->d->n_attrs;
+    call.attr_names = op->d->attr_names;
+    call.attr_values = op->d->attr_values;
+    call.seed = 1;
+    call.n_threads = 1;
+    rc = op->d->reference(&call);
+    if (rc == PARITY_KERNEL_OK && dt == PARITY_DT_F32)
+        for (int o = 0; o < op->n_out; o++)
+            for (int64_t j = 0; j < c->n_out[o]; j++) out[o][j] = ((float *)tmp_out[o])[j];
+done:
+    for (int i = 0; i < PARITY_CUSTOM_MAX_ARGS; i++) {
+        free(tmp_in[i]);
+        free(tmp_out[i]);
+    }
+    return rc;
+}
+
+static double **alloc_outs(const custom_case_t *c)
+{
+    double **o = calloc(PARITY_CUSTOM_MAX_ARGS, sizeof *o);
+    for (int i = 0; o && i < c->op->n_out; i++)
+        if (!(o[i] = malloc((size_t)c->n_out[i] * sizeof(double)))) {
+            for (int j = 0; j < i; j++) free(o[j]);
+            free(o);
+            return NULL;
+        }
+    return o;
+}
+static void free_outs(double **o)
+{
+    for (int i = 0; o && i < PARITY_CUSTOM_MAX_ARGS; i++) free(o[i]);
+    free(o);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double parity_custom_floor(const double *ref, const double *got, int64_t rows, int64_t cols, int64_t k,
+                           double *tol)
+{
+    int64_t M = rows * cols;
+    double *sig = calloc((size_t)rows, sizeof *sig), *rho = calloc((size_t)rows, sizeof *rho);
+    double *col = calloc((size_t)cols, sizeof *col), *rel = calloc((size_t)rows, sizeof *rel);
+    double F = FORMULA_FACTOR * (k > 0 ? sqrt((double)k) : 1.0);
+    if (!sig || !rho || !col || !rel) { /* no memory: a zero tolerance fails loudly, never passes */
+        for (int64_t j = 0; j < M; j++) tol[j] = 0;
+        goto done;
+    }
+#define E(j) (isfinite(got[j] - ref[j]) ? fabs(got[j] - ref[j]) : 0.0) /* infinities: judged by sign */
+#define R(j) (isfinite(ref[j]) ? ref[j] : 0.0)
+    int nlive = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        double se = 0, sr = 0;
+        for (int64_t j = r * cols; j < (r + 1) * cols; j++) {
+            se += E(j) * E(j);
+            sr += R(j) * R(j);
+        }
+        sig[r] = sqrt(se / (double)cols);
+        rho[r] = sqrt(sr / (double)cols);
+        if (rho[r] > 0) rel[nlive++] = sig[r] / rho[r];
+    }
+    /* A lucky row (its fp32 evaluation nearly exact) is raised to the median row's sigma/rho:
+     * another faithful order is not as lucky (docs/custom-ops.md). */
+    if (nlive > 0) {
+        qsort(rel, (size_t)nlive, sizeof *rel, cmp_double);
+        double med = nlive % 2 ? rel[nlive / 2] : 0.5 * (rel[nlive / 2 - 1] + rel[nlive / 2]);
+        for (int64_t r = 0; r < rows; r++) sig[r] = fmax(sig[r], med * rho[r]);
+    }
+    /* Error scales vary by column (outlier channels, rotary frequencies). */
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; rho[r] > 0 && j < cols; j++) {
+            double q = E(r * cols + j) / rho[r];
+            col[j] += q * q;
+        }
+    for (int64_t j = 0; j < cols; j++) col[j] = sqrt(col[j] / (double)rows);
+    double lam = sqrt(2.0 * log(2.0 * (double)(M > 1 ? M : 1) / ALPHA));
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < cols; j++) {
+            int64_t i = r * cols + j;
+            double s = fmax(sig[r], col[j] * rho[r]);
+            double scale = rho[r] > 0 ? fmax(1.0, fabs(R(i)) / rho[r]) : 1.0;
+            tol[i] = F * fmax(lam * s * scale, 2.0 * E(i)) + MIN_ROUNDINGS * U32 * fabs(R(i)) + TINY32;
+        }
+#undef E
+#undef R
+done:
+    free(sig);
+    free(rho);
+    free(col);
+    free(rel);
+    return F;
+}
+
+static int64_t reduced_k(const custom_case_t *c, int o)
+{
+    int64_t k = 1;
+    for (int j = 0; j < c->op->n_red[o]; j++) k *= c->wl->size[c->op->red[o][j]];
+    return k;
+}
+
+/* A multilinear op doubles exactly when one float input is doubled (x2 is exact). */
+static parity_status_t check_multilinear(custom_case_t *c, parity_diag_t *diag)
+{
+    const parity_custom_op_t *op = c->op;
+    for (int i = 0; i < op->n_in; i++) {
+        if (!custom_is_float_role(op->role[i])) continue;
+        double *vals[PARITY_CUSTOM_MAX_ARGS] = {0};
+        double *two = malloc((size_t)c->n_in[i] * sizeof *two);
+        double **r2 = alloc_outs(c);
+        if (!two || !r2) {
+            free(two);
+            free_outs(r2);
+            return PARITY_E_NOMEM;
+        }
+        for (int t = 0; t < op->n_in; t++) vals[t] = c->exact[t];
+        for (int64_t j = 0; j < c->n_in[i]; j++) two[j] = 2.0 * c->exact[i][j];
+        vals[i] = two;
+        int rc = reference(c, PARITY_DT_F64, vals, r2);
+        parity_status_t st = PARITY_OK;
+        for (int o = 0; !rc && !st && o < op->n_out; o++)
+            for (int64_t j = 0; j < c->n_out[o]; j++) {
+                double a = r2[o][j], b = 2.0 * c->ref[o][j];
+                if (!(fabs(a - b) <= 1e-12 * fabs(b)) && !(isnan(a) && isnan(b))) {
+                    st = parity_diag_set(diag, PARITY_E_FORMAT, "op %s: declared PARITY_OP_MULTILINEAR but output "
+                                         "%s is not linear in input %s (workload %s): drop the flag to use the "
+                                         "empirical floor", op->d->name, op->out[o].name, op->in[i].name,
+                                         c->wl->name);
+                    break;
+                }
+            }
+        free(two);
+        free_outs(r2);
+        if (rc) return parity_diag_set(diag, PARITY_E_FORMAT, "op %s: reference failed (rc %d)", op->d->name, rc);
+        if (st) return st;
+    }
+    return PARITY_OK;
+}
+
+parity_status_t custom_case_reference(custom_case_t *c, parity_diag_t *diag)
+{
+    const parity_custom_op_t *op = c->op;
+    for (int o = 0; o < op->n_out; o++) {
+        c->n_out[o] = custom_numel(op, &op->out[o], c->wl->size);
+        c->cols[o] = op->out[o].ndim ? c->wl->size[op->out[o].dim[op->out[o].ndim - 1]] : 1;
+        c->rows[o] = c->n_out[o] / c->cols[o];
+        c->ref[o] = malloc((size_t)c->n_out[o] * sizeof(double));
+        c->tol[o] = malloc((size_t)c->n_out[o] * sizeof(double));
+        if (!c->ref[o] || !c->tol[o]) return PARITY_E_NOMEM;
+    }
+    int rc = reference(c, PARITY_DT_F64, NULL, c->ref);
+    if (rc) return parity_diag_set(diag, PARITY_E_FORMAT, "op %s: the reference returned %d on workload %s",
+                                   op->d->name, rc, c->wl->name);
+    for (int o = 0; o < op->n_out; o++)
+        for (int64_t j = 0; j < c->n_out[o]; j++)
+            if (isnan(c->ref[o][j]))
+                return parity_diag_set(diag, PARITY_E_FORMAT, "op %s, workload %s: the reference gives NaN in %s: "
+                                       "it is not defined on these inputs", op->d->name, c->wl->name,
+                                       op->out[o].name);
+    int need_floor = 0, need_model = 0;
+    for (int o = 0; o < op->n_out; o++) {
+        if (op->multilinear && op->n_red[o] > 0) need_model = 1;
+        else need_floor = 1;
+    }
+    if (need_model) {
+        parity_status_t st = check_multilinear(c, diag);
+        if (st) return st;
+        /* s_acc = sum |terms| = the reference on |inputs| (every term a product of one element of
+         * each float input); products of p inputs of t bits are exact in fp32 when p t <= 24. */
+        double *absv[PARITY_CUSTOM_MAX_ARGS] = {0};
+        double **s = alloc_outs(c);
+        int p = 0;
+        for (int i = 0; s && i < op->n_in; i++) {
+            if (!custom_is_float_role(op->role[i])) continue;
+            p++;
+            if (!(absv[i] = malloc((size_t)c->n_in[i] * sizeof(double)))) break;
+            for (int64_t j = 0; j < c->n_in[i]; j++) absv[i][j] = fabs(c->exact[i][j]);
+        }
+        rc = s ? reference(c, PARITY_DT_F64, absv, s) : PARITY_KERNEL_ERROR;
+        int m_up = p * dtype_bits(c->dtype) <= 24 ? 0 : p - 1;
+        for (int o = 0; !rc && o < op->n_out; o++) {
+            if (!(op->multilinear && op->n_red[o] > 0)) continue;
+            int64_t k = reduced_k(c, o);
+            double lam = parity_lambda((double)(k > m_up ? k : m_up), (double)c->n_out[o], ALPHA);
+            double gk = parity_gamma_prob((double)k - 1, U32, lam), gm = parity_gamma_prob(m_up, U32, lam);
+            for (int64_t j = 0; j < c->n_out[o]; j++) {
+                double sa = fabs(s[o][j]);
+                c->tol[o][j] = gk * sa + gm * (m_up ? sa : 0) + (double)(k + m_up) * TINY32;
+            }
+            snprintf(c->model[o], sizeof c->model[o], "error-model k=%lld m_up=%d", (long long)k, m_up);
+        }
+        for (int i = 0; i < PARITY_CUSTOM_MAX_ARGS; i++) free(absv[i]);
+        free_outs(s);
+        if (rc) return parity_diag_set(diag, PARITY_E_FORMAT, "op %s: reference on |inputs| failed", op->d->name);
+    }
+    if (need_floor) {
+        double **got = alloc_outs(c);
+        if (!got) return PARITY_E_NOMEM;
+        rc = reference(c, PARITY_DT_F32, NULL, got);
+        if (rc) {
+            free_outs(got);
+            return parity_diag_set(diag, PARITY_E_FORMAT, "op %s: the reference returned %d for F32 tensors: the "
+                                   "empirical floor needs the reference evaluated in fp32 (op_abi.h); only "
+                                   "outputs with a multilinear reduction can do without", op->d->name, rc);
+        }
+        for (int o = 0; o < op->n_out; o++) {
+            if (op->multilinear && op->n_red[o] > 0) continue;
+            int64_t k = op->n_red[o] > 0 ? reduced_k(c, o) : 0;
+            double F = parity_custom_floor(c->ref[o], got[o], c->rows[o], c->cols[o], k, c->tol[o]);
+            snprintf(c->model[o], sizeof c->model[o], "empirical-floor F=%.3g", F);
+        }
+        free_outs(got);
+    }
+    return PARITY_OK;
+}
+
+void custom_judge(const custom_case_t *c, int out_dtype, void *const *outputs, parity_custom_result_t *r)
+{
+    const parity_custom_op_t *op = c->op;
+    double best = -1, u_out = dtype_u(out_dtype);
+    r->rows_failed = r->rows_judged = 0;
+    r->tolerance[0] = '\0';
+    size_t tl = 0;
+    for (int o = 0; o < op->n_out; o++) {
+        tl += (size_t)snprintf(r->tolerance + tl, tl < sizeof r->tolerance ? sizeof r->tolerance - tl : 0,
+                               "%s%s: %s", o ? ", " : "", op->out[o].name, c->model[o]);
+        if (tl >= sizeof r->tolerance) tl = sizeof r->tolerance - 1;
+        for (int64_t row = 0; row < c->rows[o]; row++) {
+            double rq = 0;
+            for (int64_t j = row * c->cols[o]; j < (row + 1) * c->cols[o]; j++) {
+                double y = custom_decode(out_dtype, outputs[o], j), ref = c->ref[o][j], tol = c->tol[o][j];
+                if (u_out > U32) /* one final rounding to a narrower output (verify.c's tol_from) */
+                    tol += u_out * ((isfinite(ref) ? fabs(ref) : 0) + tol) + dtype_tiny(out_dtype);
+                double err = fabs(y - ref);
+                if (isnan(y)) err = INFINITY; /* NaN never matches */
+                else if (isinf(y) || isinf(ref)) err = y == ref ? 0 : INFINITY;
+                double q = err == 0 ? 0 : err / tol;
+                if (q > rq) rq = q;
+                if (q > best) {
+                    best = q;
+                    snprintf(r->worst_output, sizeof r->worst_output, "%s", op->out[o].name);
+                    int64_t rem = j;
+                    r->worst_ndim = op->out[o].ndim;
+                    for (int t = op->out[o].ndim - 1; t >= 0; t--) {
+                        int64_t s = c->wl->size[op->out[o].dim[t]];
+                        r->worst_index[t] = rem % s;
+                        rem /= s;
+                    }
+                    r->got = y;
+                    r->ref = ref;
+                    r->tol = tol;
+                }
+            }
+            r->rows_failed += rq > 1;
+            r->rows_judged++;
+        }
+    }
+    r->max_err_over_tol = best < 0 ? 0 : best;
+    r->verdict = r->max_err_over_tol <= 1 ? PARITY_VERDICT_FAITHFUL : PARITY_VERDICT_UNFAITHFUL;
+}
