@@ -1,6 +1,7 @@
 /* Workload generators: every input is a pure function of (spec, seed). Token ids uniform, Zipf(s)
  * or real text (tinyshakespeare through GPT-2 BPE); values unit-normal, gradient-scale, with
- * outlier channels, uniform [0,1) (as some public verifiers use) or exact small integers.
+ * outlier channels, uniform [0,1) (as some public verifiers use), exact small integers or sparse
+ * powers of two (docs/workloads.md).
  * Deliberately not here: which workloads an op runs (the op's presets, op.h). */
 #ifndef PARITY_WORKLOAD_H
 #define PARITY_WORKLOAD_H
