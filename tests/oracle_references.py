@@ -172,8 +172,18 @@ def torch_ref(op, x, a):
         dl, dy = grads(f, [lg, y], [do])
         E, D = lg.shape[1], y.shape[-1]
         A = lg.abs().amax(-1, keepdim=True)
+        # Autograd through softmax-then-renormalise spreads G = sum_f w_f g_f (g_f = dout.y_f) to
+        # every logit of the row before the terms cancel (exactly, for the unselected experts
+        # when renorm): torch's own rounding on those is ~2^-53 * sum_f |w_f g_f|, which parity's
+        # per-element sums (0 for an unselected expert) do not hold. Negligible at unit scale;
+        # 1e13 absolute at the near-max workload's g ~ 2^110 (docs/workloads.md).
+        _, w = moe_weights(lg, k, rn)
+        ysel = torch.gather(y, 1, sel[..., None].expand(-1, -1, D))
+        G = (w * (do[:, None, :] * ysel).sum(-1)).abs().sum(-1, keepdim=True)
+        # only where parity's reference is an exact 0 (unselected, renorm): elsewhere as it was
+        unsel = torch.ones_like(dl).scatter_(1, sel, 0.0) * rn
         return {"d_expert_out": dy, "d_logits": dl}, {"d_expert_out": (E + k + 16, A[..., None].expand_as(dy)),
-                                                      "d_logits": (E + k + D + 16, A.expand_as(dl))}
+                                                      "d_logits": (E + k + D + 16, A + G * unsel)}
     if op == "gemm":
         return {"C": x["A"] @ x["B"]}, {"C": (x["A"].shape[1], 0)}
     if op == "gemm_bwd":

@@ -1,6 +1,7 @@
 /* Workload generators: every input is a pure function of (spec, seed). Token ids uniform, Zipf(s)
  * or real text (tinyshakespeare through GPT-2 BPE); values unit-normal, gradient-scale, with
- * outlier channels, uniform [0,1) (as some public verifiers use) or exact small integers.
+ * outlier channels, uniform [0,1) (as some public verifiers use), exact small integers or sparse
+ * powers of two (docs/workloads.md).
  * Deliberately not here: which workloads an op runs (the op's presets, op.h). */
 #ifndef PARITY_WORKLOAD_H
 #define PARITY_WORKLOAD_H
@@ -32,8 +33,20 @@ typedef enum {
     PARITY_VALS_UNIFORM01 = 3, /* U[0,1) * scale (torch.rand, as KernelBench feeds kernels) */
     PARITY_VALS_INTPROBE = 4,  /* integers uniform in [-4, 4]: exact sums stay representable in
                                   fp32, so any lost addition shows */
-    PARITY_VALS_ONES = 5       /* all 1 (e.g. freshly initialised norm weights) */
+    PARITY_VALS_ONES = 5,      /* all 1 (e.g. freshly initialised norm weights) */
+    PARITY_VALS_SPARSE_POW2 = 6 /* sparse and exactly representable: 0 with probability 1/2, else
+                                  ±2^e with e uniform in [-PARITY_POW2_EMAX, PARITY_POW2_EMAX],
+                                  times scale (a power of two keeps it exact). Sums of products
+                                  of such values are exact in fp32 up to the term counts derived
+                                  in docs/workloads.md, so a dropped term, a wrong index or a
+                                  missed tail is an error of at least 2^-2EMAX*scale, not noise */
 } parity_vals_kind_t;
+
+/* Largest |exponent| of PARITY_VALS_SPARSE_POW2. A product of f such values is a multiple of
+ * 2^(-f*EMAX) of magnitude <= 2^(f*EMAX), so every partial sum of n products fits fp32's 24 bits
+ * while n <= 2^(24 - 2*f*EMAX): with EMAX = 2, 2^20 inputs (f = 1), 2^16 products of two, 2^12
+ * of three (docs/workloads.md, "exact"). */
+#define PARITY_POW2_EMAX 2
 
 typedef enum {
     PARITY_GAMMA_ONES = 0,    /* as at initialisation (and as public benchmarks use) */
@@ -74,6 +87,12 @@ parity_status_t parity_workload_ids(const parity_workload_t *w, uint64_t seed, i
 void parity_workload_values(parity_vals_kind_t kind, double scale, int outliers,
                             double outlier_factor, uint64_t seed, uint64_t stream,
                             int64_t row_begin, int64_t row_end, int64_t cols, double *out);
+
+/* One value of `kind` (before any scale) from rng: the hook for ops that draw their values one
+ * at a time (attention, log_softmax, the MoE router). PARITY_VALS_UNIFORM01 gives U[0,1),
+ * PARITY_VALS_SPARSE_POW2 its sparse powers of two, PARITY_VALS_INTPROBE an integer in [-4, 4],
+ * PARITY_VALS_ONES 1, every other kind N(0,1). */
+double parity_workload_draw(parity_vals_kind_t kind, parity_rng_t *rng);
 
 /* Gamma (norm weight) of length d. */
 void parity_workload_gamma(parity_gamma_kind_t kind, uint64_t seed, int64_t d, double *out);

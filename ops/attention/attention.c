@@ -47,6 +47,11 @@ static const att_spec_t ATT_SPECS[] = {
     {"odd-t1031", 0, 0, 2, 22},
     {"near-zero", 1, 50, 0, 0},
     {"prod-llama3", 1, 0, 2, 25},
+    {"exact", 1, 50, 0, 0},
+    {"x1e-3", 1, 0, 0, 0},
+    {"x64", 1, 50, 0, 0},
+    {"near-max", 0, 0, 0, 0},
+    {"subnormal", 1, 0, 0, 0},
     {"sol-execbench", 1, 50, 0, 0},
     {"kernelbench", 1, 50, 0, 0},
     {"assert_close", 1, 50, 0, 0},
@@ -68,7 +73,7 @@ static void gen_qk_row(const parity_workload_t *wl, uint64_t seed, uint64_t stre
     parity_rng_t rng;
     parity_rng_seed(&rng, seed, stream + (uint64_t)row);
     for (int64_t c = 0; c < dh; c++) {
-        double r = wl->x_vals == PARITY_VALS_UNIFORM01 ? parity_rng_uniform(&rng) : parity_rng_normal(&rng);
+        double r = parity_workload_draw(wl->x_vals, &rng);
         x[c] = r * wl->x_scale * (ch && ch[c] ? wl->outlier_factor : 1.0);
     }
 }
@@ -276,9 +281,7 @@ parity_status_t parity_attention_gen(const parity_workload_t *wl, uint64_t seed,
             parity_rng_t rng;
             parity_rng_seed(&rng, seed, ATT_STREAM_V + hs + (uint64_t)i);
             for (int64_t d = 0; d < dh; d++)
-                V[r * dh + d] = (wl->dy_vals == PARITY_VALS_UNIFORM01 ? parity_rng_uniform(&rng)
-                                                                      : parity_rng_normal(&rng)) *
-                                wl->dy_scale;
+                V[r * dh + d] = parity_workload_draw(wl->dy_vals, &rng) * wl->dy_scale;
             store_exact(c->inputs[2], r * dh, V + r * dh, dh);
         }
         for (int64_t i = 0; i < T; i++) {
@@ -443,6 +446,12 @@ static const parity_workload_t ATT_PRESETS[] = {
     {"odd-t1031", "T=1031 (no block multiple), no mask, Dh=80, 3 heads, 2 keys per query at 17-27", 1031, 80, 3, UNI, 0, NORMAL, 1, NORMAL, 1.5, ONES, 0, 0, 0, ""},
     {"near-zero", "public verifiers' scheme: randn Q/K/V, scores ~N(0,1), softcap 50, T=1024 causal", 1024, 64, 4, UNI, 0, NORMAL, 1, NORMAL, 1, ONES, 0, 0, 0, ""},
     {"prod-llama3", "Llama-3-8B attention: Dh=128, T=4096 causal, 2 of its 32 heads, peaks at 20-30", 4096, 128, 2, UNI, 0, NORMAL, 1, NORMAL, 1, ONES, 0, 0, 1, ""},
+    /* Structure and range (docs/workloads.md): T = 259 (4 key blocks of 64 and 3), 2 heads. */
+    {"exact", "sparse powers of two in Q, K, V (0 or +-2^e, |e| <= 2): exact scores, massive ties; causal, softcap 50", 259, 64, 2, UNI, 0, PARITY_VALS_SPARSE_POW2, 1, PARITY_VALS_SPARSE_POW2, 1, ONES, 0, 0, 0, ""},
+    {"x1e-3", "randn Q, K, V times 1e-3: a near-uniform softmax, causal", 259, 64, 2, UNI, 0, PARITY_VALS_NORMAL, 1e-3, PARITY_VALS_NORMAL, 1e-3, ONES, 0, 0, 0, ""},
+    {"x64", "randn Q, K, V times 64: scores ~ 4096 (one key per query), softcap 50, causal", 259, 64, 2, UNI, 0, PARITY_VALS_NORMAL, 64, PARITY_VALS_NORMAL, 64, ONES, 0, 0, 0, ""},
+    {"near-max", "randn Q, K; V x 2^100 (O and the backward's dP near 2^103), no mask", 259, 64, 2, UNI, 0, PARITY_VALS_NORMAL, 0x1p100, PARITY_VALS_NORMAL, 1, ONES, 0, 0, 0, ""},
+    {"subnormal", "randn Q, K; V x 1e-39 (bf16 subnormals): O, dQ and dK in fp32's subnormal range, causal", 259, 64, 2, UNI, 0, PARITY_VALS_NORMAL, 1e-39, PARITY_VALS_NORMAL, 1, ONES, 0, 0, 0, ""},
 };
 
 static const parity_workload_t ATT_BASELINES[] = {

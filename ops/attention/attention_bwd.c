@@ -269,6 +269,12 @@ static const parity_workload_t BWD_PRESETS[] = {
     {"odd-t1031", "T=1031 (no block multiple), no mask, Dh=80, 1 head, 2 keys per query at 17-27", 1031, 80, 1, UNI, 0, NORMAL, 1, NORMAL, 1.5, ONES, 0, 0, 0, ""},
     {"near-zero", "public verifiers' scheme: randn Q/K/V, scores ~N(0,1), softcap 50, T=512 causal", 512, 64, 4, UNI, 0, NORMAL, 1, NORMAL, 1, ONES, 0, 0, 0, ""},
     {"prod-llama3", "Llama-3-8B attention: Dh=128, T=4096 causal, 1 of its 32 heads, peaks at 20-30", 4096, 128, 1, UNI, 0, NORMAL, 1, NORMAL, 1, ONES, 0, 0, 1, ""},
+    /* Structure and range (docs/workloads.md): T = 259 (4 key blocks of 64 and 3), 2 heads. */
+    {"exact", "sparse powers of two in Q, K, V (0 or +-2^e, |e| <= 2): exact scores, massive ties; causal, softcap 50", 259, 64, 2, UNI, 0, PARITY_VALS_SPARSE_POW2, 1, PARITY_VALS_SPARSE_POW2, 1, ONES, 0, 0, 0, ""},
+    {"x1e-3", "randn Q, K, V times 1e-3: a near-uniform softmax, causal", 259, 64, 2, UNI, 0, PARITY_VALS_NORMAL, 1e-3, PARITY_VALS_NORMAL, 1e-3, ONES, 0, 0, 0, ""},
+    {"x64", "randn Q, K, V times 64: scores ~ 4096 (one key per query), softcap 50, causal", 259, 64, 2, UNI, 0, PARITY_VALS_NORMAL, 64, PARITY_VALS_NORMAL, 64, ONES, 0, 0, 0, ""},
+    {"near-max", "randn Q, K; V x 2^100 (dP = dO V^T near 2^103), no mask", 259, 64, 2, UNI, 0, PARITY_VALS_NORMAL, 0x1p100, PARITY_VALS_NORMAL, 1, ONES, 0, 0, 0, ""},
+    {"subnormal", "randn Q, K; V x 1e-39 (bf16 subnormals): dQ and dK in fp32's subnormal range, causal", 259, 64, 2, UNI, 0, PARITY_VALS_NORMAL, 1e-39, PARITY_VALS_NORMAL, 1, ONES, 0, 0, 0, ""},
 };
 
 static const parity_workload_t BWD_BASELINES[] = {

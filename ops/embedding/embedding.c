@@ -405,6 +405,12 @@ static const parity_workload_t FUSED_PRESETS[] = {
      1031, 4097, 50257, PARITY_IDS_ZIPF, 1.1, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
     {"prod", "production-like: N=65536 tokens of real text, D=2048, V=50257, gradient-scale dy",
      65536, 2048, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 1, ""},
+    /* Structure and range (docs/workloads.md): D = 259 (2 x 128 + 3), about 4 hits per row. */
+    {"exact", "sparse powers of two in dy and x (0 or +-2^e, |e| <= 2), trained gamma: a dropped, misplaced or unzeroed term is a gross error; N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_SPARSE_POW2, 1, PARITY_VALS_SPARSE_POW2, 1, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
+    {"x1e-3", "unit randn dy and x times 1e-3 (x^2 ~ 1e-6, near eps), trained gamma; N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1e-3, PARITY_VALS_NORMAL, 1e-3, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
+    {"x64", "unit randn dy and x times 64, trained gamma; N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 64, PARITY_VALS_NORMAL, 64, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
+    {"near-max", "x = randn x 2^14 (fp16's edge: some |x| > 65504), dy = randn x 2^100 (dgamma near 2^112); N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 0x1p100, PARITY_VALS_NORMAL, 0x1p14, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
+    {"subnormal", "dy at gradient scale x 1e-35 (1e-38..1e-41 per token): dx and dE in fp32's subnormal range; N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_GRADSCALE, 1e-35, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
 };
 
 /* The baseline verifiers' own input schemes (verify.c applies their comparison rules).
@@ -512,6 +518,12 @@ static const parity_workload_t EBWD_PRESETS[] = {
     {"intprobe", "real-text ids, dY small integers in [-4,4]: exact sums, any lost addition shows", 16384, 256, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_INTPROBE, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
     {"odd-d1000", "odd shape N=4097 D=1000, Zipf(1.1)", 4097, 1000, 50257, PARITY_IDS_ZIPF, 1.1, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
     {"prod", "production-like: N=65536 real-text tokens, D=2048, V=50257", 65536, 2048, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 1, ""},
+    /* Structure and range (docs/workloads.md): D = 259 (2 x 128 + 3), about 4 hits per row. */
+    {"exact", "sparse powers of two in dY (0 or +-2^e, |e| <= 2): exact sums, a lost or misplaced addition is a gross error; N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_SPARSE_POW2, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"x1e-3", "unit randn dY times 1e-3; N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1e-3, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"x64", "unit randn dY times 64; N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 64, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"near-max", "randn dY x 2^118: rows of ~4 hits reach 2^122, within 2^6 of fp32/bf16 overflow; N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 0x1p118, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"subnormal", "dY at gradient scale x 1e-35 (1e-38..1e-41 per token): sums in fp32's subnormal range; N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_GRADSCALE, 1e-35, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
 };
 
 static const parity_workload_t EBWD_BASELINES[] = {
@@ -574,6 +586,12 @@ static const parity_workload_t EFWD_PRESETS[] = {
     {"uniform", "uniform ids, unit normal E", 4096, 512, 4096, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
     {"text", "tinyshakespeare GPT-2 ids, embedding-scale E with 4 outlier channels", 8192, 256, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_OUTLIER, 0.02, PARITY_GAMMA_ONES, 4, 100, 0, ""},
     {"odd-d1000", "odd shape N=4097 D=1000, Zipf(1.1)", 4097, 1000, 5003, PARITY_IDS_ZIPF, 1.1, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    /* Structure and range (docs/workloads.md). */
+    {"exact", "sparse powers of two in E (0 or +-2^e, |e| <= 2): a wrong row is a gross error; N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_SPARSE_POW2, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"x1e-3", "unit randn E times 1e-3; N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1e-3, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"x64", "unit randn E times 64; N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 64, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"near-max", "randn E x 2^124: entries up to bf16's largest finite; N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 0x1p124, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"subnormal", "randn E x 1e-39: bf16 subnormals (a flush-to-zero copy fails); N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1e-39, PARITY_GAMMA_ONES, 0, 0, 0, ""},
 };
 
 static const parity_workload_t EFWD_BASELINES[] = {

@@ -191,7 +191,10 @@ static parity_status_t bwd_build(const parity_op_t *op, const parity_workload_t 
     fill(c->inputs[0], wl->x_vals, wl->x_scale, wl->outliers, wl->outlier_factor, seed,
          GEMM_STREAM_A, tmp, k);
     /* Weights at GPT-2's init scale: their magnitude scales dX only, not its relative error. */
-    fill(c->inputs[1], PARITY_VALS_NORMAL, 0.02, 0, 1, seed, GEMM_STREAM_W, tmp, n);
+    /* The sparse exact workload makes W sparse too, so that dX is exact (docs/workloads.md). */
+    int sparse = wl->x_vals == PARITY_VALS_SPARSE_POW2;
+    fill(c->inputs[1], sparse ? PARITY_VALS_SPARSE_POW2 : PARITY_VALS_NORMAL, sparse ? 1 : 0.02, 0,
+         1, seed, GEMM_STREAM_W, tmp, n);
     fill(c->inputs[2], wl->dy_vals, wl->dy_scale, 0, 1, seed, GEMM_STREAM_B, tmp, n);
     free(tmp);
     const parity_abi_tensor_t *X = &c->inputs[0]->view, *W = &c->inputs[1]->view,
@@ -307,6 +310,12 @@ static const parity_workload_t GEMM_PRESETS[] = {
     {"dw-32k", "weight gradient dW = X^T dY (a 32 x 16 tile): M=32 input features, K=32768 tokens, N=16 output features; dY at gradient scale 1e-3..1e-6 per token", 32, 32768, 16, IDS, 0, GRAD, 1, NORMAL, 1, G1, 0, 0, 0, ""},
     {"dw-varlen", "dW over a packed variable-length batch: K=20011 tokens (no tile divides it), gradient-scale dY, M=32, N=16", 32, 20011, 16, IDS, 0, GRAD, 1, NORMAL, 1, G1, 0, 0, 0, ""},
     {"prod-llama7b-down", "Llama-2-7B MLP down_proj forward: 256 tokens x K=11008 x 256 of its 4096 output columns, 4 outlier channels at 60x", 256, 11008, 256, IDS, 0, NORMAL, 0.02, OUTL, 1, G1, 4, 60, 1, ""},
+    /* Structure and range (docs/workloads.md): K = 1031 (16 tiles of 64 and 7) everywhere. */
+    {"exact", "sparse powers of two in A and B (0 or +-2^e, |e| <= 2): every partial sum exact in fp32, a dropped or misplaced term is a gross error; M=64, K=1031, N=48", 64, 1031, 48, PARITY_IDS_UNIFORM, 0, PARITY_VALS_SPARSE_POW2, 1, PARITY_VALS_SPARSE_POW2, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"x1e-3", "llm-fwd's values times 1e-3 (A 1e-3 randn, B 2e-5 randn): tolerances scale with them; M=64, K=1031, N=48", 64, 1031, 48, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 2e-5, PARITY_VALS_NORMAL, 1e-3, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"x64", "unit randn A and B times 64: |C| ~ 1e5, past fp16's 65504 (an fp16 accumulator or epilogue overflows); M=64, K=1031, N=48", 64, 1031, 48, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 64, PARITY_VALS_NORMAL, 64, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"near-max", "randn A x 2^63, B x 2^52: sum|a b| ~ 2^124, within 2^4 of fp32/bf16 overflow, every partial sum finite; M=64, K=1031, N=48", 64, 1031, 48, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 0x1p52, PARITY_VALS_NORMAL, 0x1p63, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"subnormal", "randn A, B at gradient scale x 1e-35 (1e-38..1e-41 per row): products straddle fp32's smallest normal 2^-126; a flush-to-zero kernel fails here; M=64, K=1031, N=48", 64, 1031, 48, PARITY_IDS_UNIFORM, 0, PARITY_VALS_GRADSCALE, 1e-35, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
 };
 
 static const parity_workload_t GEMM_BASELINES[] = {
@@ -344,6 +353,12 @@ static const parity_workload_t BWD_PRESETS[] = {
     {"train-varlen", "packed variable-length batch: 6007 tokens (no tile divides it), randn X, gradient-scale dY", 6007, 32, 64, IDS, 0, GRAD, 1, NORMAL, 1, G1, 0, 0, 0, ""},
     {"train-outlier", "4096 tokens, X with 4 outlier input features at 80x, gradient-scale dY, 64 in x 32 out", 4096, 64, 32, IDS, 0, GRAD, 1, OUTL, 1, G1, 4, 80, 0, ""},
     {"prod-dw-64k", "64k tokens (16 x 4096) through a 64 x 64 tile of a 7B layer's projection, gradient-scale dY", 65536, 64, 64, IDS, 0, GRAD, 1, NORMAL, 1, G1, 0, 0, 1, ""},
+    /* Structure and range (docs/workloads.md): 2053 tokens (32 tiles of 64 and 5). */
+    {"exact", "sparse powers of two in X, W and dY (0 or +-2^e, |e| <= 2): dX and dW exact in fp32; 2053 tokens, 32 in x 48 out", 2053, 32, 48, PARITY_IDS_UNIFORM, 0, PARITY_VALS_SPARSE_POW2, 1, PARITY_VALS_SPARSE_POW2, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"x1e-3", "train-8k's values times 1e-3 (X 1e-3 randn, dY 1e-6..1e-9): 2053 tokens, 32 x 48", 2053, 32, 48, PARITY_IDS_UNIFORM, 0, PARITY_VALS_GRADSCALE, 1e-3, PARITY_VALS_NORMAL, 1e-3, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"x64", "unit randn X and dY times 64: |dW| ~ 2e5, past fp16's 65504; 2053 tokens, 32 x 48", 2053, 32, 48, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 64, PARITY_VALS_NORMAL, 64, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"near-max", "randn X x 2^62, dY x 2^52: dW's sum|x dy| ~ 2^124, within 2^4 of fp32/bf16 overflow; 2053 tokens, 32 x 48", 2053, 32, 48, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 0x1p52, PARITY_VALS_NORMAL, 0x1p62, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"subnormal", "randn X, dY at gradient scale x 1e-35 (1e-38..1e-41 per token): dX and dW in fp32's subnormal range; 2053 tokens, 32 x 48", 2053, 32, 48, PARITY_IDS_UNIFORM, 0, PARITY_VALS_GRADSCALE, 1e-35, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
 };
 
 static const parity_workload_t BWD_BASELINES[] = {

@@ -49,8 +49,7 @@ static void gen_row(const parity_workload_t *wl, uint64_t seed, int64_t i, int64
     parity_rng_t rng;
     parity_rng_seed(&rng, seed, LSM_STREAM_ROW + (uint64_t)i);
     for (int64_t j = 0; j < v; j++)
-        x[j] = wl->x_vals == PARITY_VALS_UNIFORM01 ? parity_rng_uniform(&rng) * wl->x_scale
-                                                   : parity_rng_normal(&rng) * wl->x_scale;
+        x[j] = parity_workload_draw(wl->x_vals, &rng) * wl->x_scale;
     int at_target = parity_rng_below(&rng, 2) == 0;
     for (int p = 0; p < wl->outliers; p++) {
         int64_t col = (p == 0 && at_target) ? target : (int64_t)parity_rng_below(&rng, (uint64_t)v);
@@ -295,6 +294,12 @@ static const parity_workload_t LSM_PRESETS[] = {
     {"outlier-rows", "1 row in 8 has one logit at 110-120 (fp32 exp overflows past 88.7)", 256, 1, 32000, PARITY_IDS_UNIFORM, 0, OUTROWS, 110, NORMAL, 2, PARITY_GAMMA_ONES, 4, 25, 0, ""},
     {"small-v", "classifier-sized V=1000, randn logits, uniform targets", 2048, 1, 1000, PARITY_IDS_UNIFORM, 0, NORMAL, 0, NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
     {"prod-llama3", "Llama-3 vocabulary V=128256, N=1024 rows, text targets (reference about 3.5 GB)", 1024, 1, 128256, PARITY_IDS_TEXT, 0, OUTROWS, 110, NORMAL, 2, PARITY_GAMMA_ONES, 4, 25, 1, ""},
+    /* Structure and range (docs/workloads.md): V = 4099 (no power of two divides it), no peaks. */
+    {"exact", "sparse powers of two as logits (0 or +-2^e, |e| <= 2): massive exact ties; N=256, V=4099", 256, 1, 4099, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 0, PARITY_VALS_SPARSE_POW2, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"x1e-3", "randn logits times 1e-3 (a near-uniform softmax); N=256, V=4099", 256, 1, 4099, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 0, PARITY_VALS_NORMAL, 1e-3, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"x64", "randn logits times 64 (exps underflow but for a few per row); N=256, V=4099", 256, 1, 4099, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 0, PARITY_VALS_NORMAL, 64, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"near-max", "randn logits x 2^120: x - max stays below fp32/bf16 overflow, one exp per row is nonzero; N=256, V=4099", 256, 1, 4099, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 0, PARITY_VALS_NORMAL, 0x1p120, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"subnormal", "randn logits x 1e-39 (bf16 subnormals): the softmax is uniform to 2^-126; N=256, V=4099", 256, 1, 4099, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 0, PARITY_VALS_NORMAL, 1e-39, PARITY_GAMMA_ONES, 0, 0, 0, ""},
 };
 
 static const parity_workload_t LSM_BASELINES[] = {

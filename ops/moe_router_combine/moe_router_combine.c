@@ -57,6 +57,11 @@ static const mrc_params_t MRC_PARAMS[] = {
     {"grad-scale", 4, 0, 0.0},
     {"outlier-odd-d", 4, 1, 0.0},
     {"prod-dsv3", 8, 1, 0.0},
+    {"exact", 4, 1, 0.0},
+    {"x1e-3", 4, 0, 0.0},
+    {"x64", 4, 1, 0.0},
+    {"near-max", 4, 1, 0.0},
+    {"subnormal", 4, 1, 0.0},
     /* the baselines' schemes */
     {"sol-execbench", 2, 1, 0.0},
     {"kernelbench", 8, 1, 0.0},
@@ -207,10 +212,7 @@ static void build_rows(void *p, int64_t b, int64_t end, int thread)
         parity_rng_t rng;
         parity_rng_seed(&rng, g->seed, MRC_STREAM_ROW + (uint64_t)i);
         for (int64_t j = 0; j < e; j++)
-            x[j] = (g->wl->x_vals == PARITY_VALS_UNIFORM01 ? parity_rng_uniform(&rng)
-                                                           : parity_rng_normal(&rng)) *
-                       g->wl->x_scale +
-                   g->bias[j];
+            x[j] = parity_workload_draw(g->wl->x_vals, &rng) * g->wl->x_scale + g->bias[j];
         if (g->pp->ties > 0 && k < e && parity_rng_uniform(&rng) < g->pp->ties) {
             parity_moe_topk(x, (size_t)e, (size_t)k + 1, PARITY_MOE_TIE_LOWID, sel);
             x[sel[k]] = x[sel[k - 1]]; /* an exact tie at the boundary, in any input dtype */
@@ -424,6 +426,12 @@ static const parity_workload_t MRC_PRESETS[] = {
     {"grad-scale", "E=64 top-4 raw probabilities, gradient-scale expert outputs (1e-6..1e-3), hot experts", 1024, 256, 64, ZIPF, 0.8, GRAD, 1, NORMAL, 2, PARITY_GAMMA_ONES, 0, 0, 0, ""},
     {"outlier-odd-d", "E=32 top-4 renormalised, odd D=1027, 6 outlier channels x100 in every expert's output", 512, 1027, 32, UNI, 0, OUTCH, 1, NORMAL, 2, PARITY_GAMMA_ONES, 6, 100, 0, ""},
     {"prod-dsv3", "DeepSeek-V3-shaped: E=256, top-8 renormalised, D=7168, 64 tokens, hot experts (expert outputs 235 MB in bf16)", 64, 7168, 256, ZIPF, 1.0, NORMAL, 1, NORMAL, 1.5, PARITY_GAMMA_ONES, 0, 0, 1, ""},
+    /* Structure and range (docs/workloads.md): D = 259, E = 32 top-4 (renormalised but x1e-3). */
+    {"exact", "sparse powers of two as logits and expert outputs (0 or +-2^e, |e| <= 2): massive exact ties in the top-k", 512, 259, 32, UNI, 0, PARITY_VALS_SPARSE_POW2, 1, PARITY_VALS_SPARSE_POW2, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"x1e-3", "randn logits and expert outputs times 1e-3 (near-uniform router), raw probabilities", 512, 259, 32, UNI, 0, PARITY_VALS_NORMAL, 1e-3, PARITY_VALS_NORMAL, 1e-3, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"x64", "randn logits and expert outputs times 64 (one-hot router)", 512, 259, 32, UNI, 0, PARITY_VALS_NORMAL, 64, PARITY_VALS_NORMAL, 64, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"near-max", "randn*2 logits, expert outputs x 2^120: out within 2^6 of fp32/bf16 overflow", 512, 259, 32, UNI, 0, PARITY_VALS_NORMAL, 0x1p120, PARITY_VALS_NORMAL, 2, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"subnormal", "randn*2 logits, expert outputs at gradient scale x 1e-35 (1e-38..1e-41): out in fp32's subnormal range", 512, 259, 32, UNI, 0, PARITY_VALS_GRADSCALE, 1e-35, PARITY_VALS_NORMAL, 2, PARITY_GAMMA_ONES, 0, 0, 0, ""},
 };
 
 static const parity_workload_t MRC_BASELINES[] = {

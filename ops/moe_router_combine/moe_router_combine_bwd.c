@@ -243,6 +243,12 @@ static const parity_workload_t MRB_PRESETS[] = {
     {"bf16-ties", "E=128 top-8 renormalised, narrow logits: bf16 ties, 5% forced at the top-k boundary", 256, 64, 128, UNI, 0, NORMAL, 1, NORMAL, 0.5, PARITY_GAMMA_ONES, 0, 0, 0, ""},
     {"grad-scale", "E=64 top-4 raw probabilities, gradient-scale expert outputs (1e-6..1e-3), hot experts", 256, 128, 64, ZIPF, 0.8, GRAD, 1, NORMAL, 2, PARITY_GAMMA_ONES, 0, 0, 0, ""},
     {"outlier-odd-d", "E=32 top-4 renormalised, odd D=1027, 6 outlier channels x100 in every expert's output", 128, 1027, 32, UNI, 0, OUTCH, 1, NORMAL, 2, PARITY_GAMMA_ONES, 6, 100, 0, ""},
+    /* Structure and range (docs/workloads.md): D = 259, E = 32 top-4. */
+    {"exact", "sparse powers of two as logits and expert outputs (0 or +-2^e, |e| <= 2): massive exact ties in the top-k", 256, 259, 32, UNI, 0, PARITY_VALS_SPARSE_POW2, 1, PARITY_VALS_SPARSE_POW2, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"x1e-3", "randn logits and expert outputs times 1e-3 (near-uniform router), raw probabilities", 256, 259, 32, UNI, 0, PARITY_VALS_NORMAL, 1e-3, PARITY_VALS_NORMAL, 1e-3, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"x64", "randn logits and expert outputs times 64 (one-hot router)", 256, 259, 32, UNI, 0, PARITY_VALS_NORMAL, 64, PARITY_VALS_NORMAL, 64, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"near-max", "randn*2 logits, expert outputs x 2^120: g = dout.y near 2^110", 256, 259, 32, UNI, 0, PARITY_VALS_NORMAL, 0x1p120, PARITY_VALS_NORMAL, 2, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {"subnormal", "randn*2 logits, expert outputs at gradient scale x 1e-35: g and d_logits in fp32's subnormal range", 256, 259, 32, UNI, 0, PARITY_VALS_GRADSCALE, 1e-35, PARITY_VALS_NORMAL, 2, PARITY_GAMMA_ONES, 0, 0, 0, ""},
 };
 
 static const parity_workload_t MRB_BASELINES[] = {

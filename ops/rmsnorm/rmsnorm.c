@@ -144,6 +144,12 @@ static const parity_workload_t RMS_PRESETS[] = {
     {"small-x", "embedding-scale x (0.02): eps matters", 2048, 512, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
     {"outlier", "4 outlier channels in x at 100x, trained gamma", 2048, 512, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_OUTLIER, 1, PARITY_GAMMA_TRAINED, 4, 100, 0, ""},
     {"odd-d4097", "odd hidden size D=4097", 257, 4097, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
+    /* Structure and range (docs/workloads.md): D = 259 (2 x 128 + 3). */
+    {"exact", "sparse powers of two in x and dy (0 or +-2^e, |e| <= 2), trained gamma; N=1024, D=259", 1024, 259, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_SPARSE_POW2, 1, PARITY_VALS_SPARSE_POW2, 1, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
+    {"x1e-3", "unit randn x and dy times 1e-3 (x^2 ~ 1e-6: eps matters), trained gamma; N=1024, D=259", 1024, 259, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1e-3, PARITY_VALS_NORMAL, 1e-3, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
+    {"x64", "unit randn x and dy times 64, trained gamma; N=1024, D=259", 1024, 259, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 64, PARITY_VALS_NORMAL, 64, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
+    {"near-max", "x = randn x 2^14 (fp16's edge: some |x| > 65504), dy = randn x 2^100; N=1024, D=259", 1024, 259, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 0x1p100, PARITY_VALS_NORMAL, 0x1p14, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
+    {"subnormal", "x = randn x 1e-39 (bf16 subnormals: x^2 underflows, eps decides r), dy at gradient scale x 1e-35; N=1024, D=259", 1024, 259, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_GRADSCALE, 1e-35, PARITY_VALS_NORMAL, 1e-39, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
 };
 
 static const parity_workload_t RMS_BASELINES[] = {

@@ -155,6 +155,26 @@ static void normals(parity_rng_t *rng, double *o, int64_t n, double scale)
     }
 }
 
+/* 0 with probability 1/2, else ±2^e, e uniform in [-EMAX, EMAX]: one draw of 64 bits. */
+static double sparse_pow2(parity_rng_t *rng)
+{
+    uint64_t r = parity_rng_u64(rng);
+    if (r & 1) return 0.0;
+    int e = (int)((r >> 8) % (2 * PARITY_POW2_EMAX + 1)) - PARITY_POW2_EMAX;
+    return ldexp(r & 2 ? -1.0 : 1.0, e);
+}
+
+double parity_workload_draw(parity_vals_kind_t kind, parity_rng_t *rng)
+{
+    switch (kind) {
+    case PARITY_VALS_UNIFORM01: return parity_rng_uniform(rng);
+    case PARITY_VALS_SPARSE_POW2: return sparse_pow2(rng);
+    case PARITY_VALS_INTPROBE: return (double)((int64_t)parity_rng_below(rng, 9) - 4);
+    case PARITY_VALS_ONES: return 1.0;
+    default: return parity_rng_normal(rng);
+    }
+}
+
 void parity_workload_values(parity_vals_kind_t kind, double scale, int outliers,
                             double outlier_factor, uint64_t seed, uint64_t stream,
                             int64_t row_begin, int64_t row_end, int64_t cols, double *out)
@@ -181,6 +201,9 @@ void parity_workload_values(parity_vals_kind_t kind, double scale, int outliers,
             break;
         case PARITY_VALS_ONES:
             for (int64_t j = 0; j < cols; j++) o[j] = scale;
+            break;
+        case PARITY_VALS_SPARSE_POW2:
+            for (int64_t j = 0; j < cols; j++) o[j] = sparse_pow2(&rng) * scale;
             break;
         }
     }
