@@ -14,8 +14,8 @@
 void parity_help_power(FILE *out)
 {
     fprintf(out,
-            "usage: parity power OP|all [--quick] [--seed S] [--json FILE] [--markdown]\n"
-            "                    [--budget TERMS] [-q]\n"
+            "usage: parity power OP|all [--quick] [--workload W] [--seed S] [--json FILE]\n"
+            "                    [--markdown] [--budget TERMS] [-q]\n"
             "\n"
             "How weak a defect does each verifier still catch? For OP, builds families of mutant\n"
             "outputs of known weakness from the op's fp64 reference and its emulation, judges\n"
@@ -41,6 +41,8 @@ void parity_help_power(FILE *out)
             "options:\n"
             "  --quick         the quick workloads only (the production set can take minutes)\n"
             "  --seed S        seed of parity's workloads (default 1; baselines keep their own)\n"
+            "  --workload W    parity on this one workload (a preset, or W@NxD[xV]) instead of\n"
+            "                  the op's quick and production sets\n"
             "  --json FILE     write the figures as JSON (schema parity.power/1; '-' = stdout)\n"
             "  --markdown      print Markdown tables (what docs/power.md holds)\n"
             "  --budget TERMS  emulated terms per output and mutant (default 16777216); rows are\n"
@@ -196,6 +198,10 @@ int parity_cmd_power(int argc, char **argv)
         } else if (strcmp(a, "--budget") == 0) {
             if (!val || cli_parse_double(val, &o.row_budget) != 0 || !(o.row_budget >= 1))
                 return cli_usage_error("power", "--budget 1048576", "--budget wants a number of terms >= 1");
+            i++;
+        } else if (strcmp(a, "--workload") == 0 || strcmp(a, "-w") == 0) {
+            if (!val) return cli_usage_error("power", "--workload odd-k1000@64x1000x32", "--workload needs a name");
+            o.workload = val;
             i++;
         } else if (strcmp(a, "--json") == 0) {
             if (!val) return cli_usage_error("power", "--json power.json", "--json needs a file");

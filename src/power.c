@@ -312,7 +312,10 @@ parity_status_t parity_power_run(const parity_op_t *op, const parity_power_opts_
 {
     memset(r, 0, sizeof *r);
     r->op = op;
-    r->n_sets = opts->quick ? 1 : 2;
+    r->n_sets = opts->quick || opts->workload ? 1 : 2;
+    parity_workload_t probe;
+    if (opts->workload && parity_op_workload(op, opts->workload, &probe) != PARITY_OK)
+        return parity_diag_set(diag, PARITY_E_NOTFOUND, "op %s has no workload '%s'", op->name, opts->workload);
     const parity_abi_kernel_t *fk = faithful_kernel(op);
     r->kernel = fk ? fk->name : NULL;
     char msg[256];
@@ -339,9 +342,16 @@ parity_status_t parity_power_run(const parity_op_t *op, const parity_power_opts_
         double t1 = parity_now();
         int par[PARITY_POWER_N_JUDGES][N_MUTANTS];
         for (int x = 0; x < N_MUTANTS; x++) par[0][x] = -2;
-        for (int w = 0; w < op->n_presets; w++) {
-            const parity_workload_t *wl = &op->presets[w];
-            if (wl->production != s) continue;
+        parity_workload_t one;
+        if (opts->workload) {
+            if (parity_op_workload(op, opts->workload, &one) != PARITY_OK)
+                return parity_diag_set(diag, PARITY_E_NOTFOUND, "op %s has no workload '%s'", op->name, opts->workload);
+            if (one.label[0]) one.name = one.label;
+        }
+        int n_wl = opts->workload ? 1 : op->n_presets;
+        for (int w = 0; w < n_wl; w++) {
+            const parity_workload_t *wl = opts->workload ? &one : &op->presets[w];
+            if (!opts->workload && wl->production != s) continue;
             mcase_t m;
             parity_status_t st = mcase_build(&m, op, wl, opts->seed, opts->row_budget, diag);
             if (st != PARITY_OK) return st;

@@ -48,6 +48,8 @@ typedef struct {
     int quick;          /* only the quick shape set */
     uint64_t seed;      /* parity's workloads (the baselines keep their own seeds) */
     double row_budget;  /* emulated terms per output and mutant (rows are sampled to fit) */
+    const char *workload; /* parity on this one workload ("text", "text@NxD[xV]") as the only
+                             (quick) set, or NULL for the op's presets */
     int n_threads;
     void (*progress)(void *ctx, const char *msg);
     void *progress_ctx;
