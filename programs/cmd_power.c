@@ -85,7 +85,6 @@ static void alarm_str(char *buf, size_t n, const parity_power_cell_t *c)
     snprintf(buf, n, "%s", a ? "ALARM" : (c->alarm_fp32_acc < 0 && c->alarm_faithful < 0) ? "n/a" : "none");
 }
 
-static const char *SET_NAMES[2] = {"quick", "production"};
 
 static void print_text(FILE *f, const parity_power_result_t *r, int markdown)
 {
@@ -94,7 +93,7 @@ static void print_text(FILE *f, const parity_power_result_t *r, int markdown)
     else fprintf(f, "parity power %s\n", r->op->name);
     for (int s = 0; s < r->n_sets; s++)
         fprintf(f, "%s%s: %d workload(s), %lld of %lld output rows emulated, %.1f s%s\n",
-                markdown ? "- " : "  ", SET_NAMES[s], r->n_workloads[s], (long long)r->rows_judged[s],
+                markdown ? "- " : "  ", r->set_name[s], r->n_workloads[s], (long long)r->rows_judged[s],
                 (long long)r->rows_total[s], r->seconds[s], s == 0 ? " (with the baselines)" : "");
     fprintf(f, "%sinputs family: %s\n\n", markdown ? "- " : "  ", r->kernel ? r->kernel : "no fp32 faithful kernel");
     if (markdown)
@@ -112,7 +111,7 @@ static void print_text(FILE *f, const parity_power_result_t *r, int markdown)
             bits_str(bp, sizeof bp, c->acc_pair_bits);
             rate_str(dr, sizeof dr, c->drop_rate);
             alarm_str(al, sizeof al, c);
-            const char *set = j == 0 ? SET_NAMES[s] : "own inputs";
+            const char *set = j == 0 ? r->set_name[s] : "own inputs";
             if (markdown)
                 fprintf(f, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", parity_power_judge_name(j), set,
                         bs, bp, dr, yes_no(c->tail), yes_no(c->inputs_tf32), yes_no(c->inputs_bf16), al);
@@ -160,7 +159,7 @@ static cJSON *result_json(const parity_power_result_t *r)
     cJSON *sets = cJSON_AddArrayToObject(o, "sets");
     for (int s = 0; s < r->n_sets; s++) {
         cJSON *x = cJSON_CreateObject();
-        cJSON_AddStringToObject(x, "name", SET_NAMES[s]);
+        cJSON_AddStringToObject(x, "name", r->set_name[s]);
         cJSON_AddNumberToObject(x, "workloads", r->n_workloads[s]);
         cJSON_AddNumberToObject(x, "rows_judged", (double)r->rows_judged[s]);
         cJSON_AddNumberToObject(x, "rows_total", (double)r->rows_total[s]);

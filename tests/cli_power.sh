@@ -28,7 +28,7 @@ assert d["schema"] == "parity.power/1"
 op = d["ops"][0]
 assert op["op"] == "rmsnorm_fwd"
 s = op["sets"][0]
-assert s["name"] == "quick" and s["workloads"] == 1
+assert s["name"] == "unit@64x256" and s["workloads"] == 1
 j = s["judges"]
 assert len(j) == 8, sorted(j)
 p = j["parity"]

@@ -59,6 +59,7 @@ typedef struct {
     const parity_op_t *op;
     int n_sets;                         /* 1 (quick) or 2 (quick, production) */
     int n_workloads[2];                 /* parity's workloads per set */
+    char set_name[2][64];               /* "quick", "production", or the --workload name */
     int64_t rows_judged[2], rows_total[2]; /* parity's sampled rows out of all, per set */
     parity_power_cell_t cell[2][PARITY_POWER_N_JUDGES]; /* [set][judge] */
     double seconds[2];
