@@ -165,14 +165,20 @@ void check_report_text(FILE *out, const parity_op_t *op, const parity_kernel_res
         for (int k = 0; k < n; k++)
             if ((int)strlen(res[k].kr->label) > w) w = (int)strlen(res[k].kr->label);
         fprintf(out, "%-*s %-10s %-10s", w, "kernel", "expected", "parity");
-        for (int b = 0; b < PARITY_N_BASELINES; b++) fprintf(out, " %-14s", res[0].base[b].name ? res[0].base[b].name : "");
+        /* Each rule's column is as wide as its name (seven rules keep the matrix readable). */
+        int bw[PARITY_N_BASELINES];
+        for (int b = 0; b < PARITY_N_BASELINES; b++) {
+            const char *nm = res[0].base[b].name ? res[0].base[b].name : "";
+            bw[b] = (int)strlen(nm) > 6 ? (int)strlen(nm) : 6;
+            fprintf(out, " %-*s", bw[b], nm);
+        }
         fputc('\n', out);
         for (int k = 0; k < n; k++) {
             const parity_kernel_result_t *kr = &res[k];
             fprintf(out, "%-*s %-10s %-10s", w, kr->kr->label, expected_of(kr),
                     kr->verdict == PARITY_VERDICT_FAITHFUL ? "pass" : "CAUGHT");
             for (int b = 0; b < PARITY_N_BASELINES; b++)
-                fprintf(out, " %-14s", !kr->base[b].ran ? "-" : kr->base[b].caught ? "CAUGHT" : "pass");
+                fprintf(out, " %-*s", bw[b], !kr->base[b].ran ? "-" : kr->base[b].caught ? "CAUGHT" : "pass");
             fputc('\n', out);
         }
         fprintf(out, "\nbaseline rules:\n");
@@ -288,6 +294,7 @@ int check_report_json(const char *path, const parity_op_t *op, const parity_kern
                 cJSON *x = cJSON_AddObjectToObject(b, kr->base[q].name);
                 cJSON_AddBoolToObject(x, "caught", kr->base[q].caught);
                 cJSON_AddItemToObject(x, "pass_fraction", cli_json_num(kr->base[q].pass_fraction));
+                cJSON_AddItemToObject(x, "margin", cli_json_num(kr->base[q].margin));
                 cJSON_AddStringToObject(x, "rule", kr->base[q].rule);
             }
         }

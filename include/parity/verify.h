@@ -79,14 +79,17 @@ typedef struct {
     double seconds;    /* kernel wall time of the first run */
 } parity_wl_result_t;
 
-#define PARITY_N_BASELINES 3
+/* The baseline rules (include/parity/baseline.h, docs/baselines.md). */
+#define PARITY_N_BASELINES 7
 typedef struct {
-    const char *name; /* "sol-execbench", "kernelbench", "assert_close" */
+    const char *name; /* "sol-execbench", "kernelbench", "assert_close", "flash-attn", "ck",
+                         "hipdnn", "flashinfer" */
     const char *rule;
     int ran;
     int caught;       /* the baseline rejected the kernel */
     double pass_fraction;
     char detail[160];
+    double margin;    /* max |err| / allowed over the elements (0 when the kernel did not run) */
 } parity_baseline_result_t;
 
 typedef struct {

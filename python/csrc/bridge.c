@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "check_report.h"
+#include "parity/baseline.h"
 #include "parity/format.h"
 #include "parity/logprob.h"
 #include "parity/op.h"
@@ -105,7 +106,23 @@ EXPORT parity_case_t *parity_py_case_new(const char *op_name, const char *worklo
     }
     parity_workload_t *wl = malloc(sizeof *wl);
     if (!wl) return NULL;
-    parity_status_t st = parity_op_workload(op, workload, wl);
+    parity_status_t st;
+    if (strncmp(workload, "baseline:", 9) == 0) {
+        /* A baseline rule's own input scheme: its workload and its fixed seed (the seed given
+         * is ignored, as `parity check --baselines` ignores --seed for them). */
+        const parity_workload_t *bw = NULL;
+        int bi = parity_baseline_find(workload + 9);
+        st = bi < 0 ? PARITY_E_NOTFOUND : parity_baseline_workload(op, bi, &bw, &seed);
+        if (st != PARITY_OK) {
+            snprintf(diag.msg, sizeof diag.msg, "op %s has no baseline input scheme '%s'", op->name, workload + 9);
+            free(wl);
+            set_err(err, errlen, diag.msg);
+            return NULL;
+        }
+        *wl = *bw;
+    } else {
+        st = parity_op_workload(op, workload, wl);
+    }
     if (st != PARITY_OK) {
         char names[768] = "";
         for (int i = 0; i < op->n_presets; i++) {
@@ -238,6 +255,7 @@ typedef struct {
     char desc[512];
     uint64_t seed;
     int quick;
+    int baselines; /* a baseline rule was applied: the reports show the matrix */
     char reproduce[1024];
 } py_check_t;
 
@@ -320,6 +338,44 @@ EXPORT int parity_py_check_set(py_check_t *p, int w, const char *workload, int p
     return 0;
 }
 
+/* ---- baseline rules ---- */
+
+EXPORT int parity_py_baseline_count(void) { return PARITY_N_BASELINES; }
+EXPORT const char *parity_py_baseline_name(int b) { return parity_baseline_name(b); }
+
+/* Rule b's verdict on outputs outs[0..n_outputs) of case c (built with workload
+ * "baseline:NAME", the rule's input scheme), as `parity check --baselines` gives it. 0 or -1. */
+EXPORT int parity_py_check_baseline(py_check_t *p, int b, parity_case_t *c, parity_tensor_t **outs)
+{
+    if (!p || !c || c->op != p->op || b < 0 || b >= PARITY_N_BASELINES) return -1;
+    if (parity_baseline_judge(b, c, outs, &p->res.base[b]) != PARITY_OK) return -1;
+    p->baselines = 1;
+    return 0;
+}
+
+/* Rule b when the candidate did not run to outputs (crashed, timed out, ...): a rejection, as in
+ * the CLI. */
+EXPORT int parity_py_check_baseline_set(py_check_t *p, int b, int verdict)
+{
+    if (!p || b < 0 || b >= PARITY_N_BASELINES) return -1;
+    parity_baseline_result_t *br = &p->res.base[b];
+    memset(br, 0, sizeof *br);
+    br->name = parity_baseline_name(b);
+    br->rule = parity_baseline_rule(b);
+    br->ran = 1;
+    br->caught = 1;
+    snprintf(br->detail, sizeof br->detail, "%s", parity_verdict_name((parity_verdict_t)verdict));
+    p->baselines = 1;
+    return 0;
+}
+
+/* Rule b's result: caught (0/1, -1 when it did not run) and pass_fraction. */
+EXPORT int parity_py_check_baseline_caught(const py_check_t *p, int b)
+{
+    if (!p || b < 0 || b >= PARITY_N_BASELINES || !p->res.base[b].ran) return -1;
+    return p->res.base[b].caught;
+}
+
 EXPORT int parity_py_check_wl_verdict(const py_check_t *p, int w) { return p->res.wl[w].verdict; }
 
 /* Overall verdict and the workload that decided it, exactly as `parity check` computes them. */
@@ -338,7 +394,7 @@ EXPORT const char *parity_py_verdict_name(int v) { return parity_verdict_name((p
 
 static check_report_ctx_t report_ctx(const py_check_t *p, const char *reproduce)
 {
-    check_report_ctx_t ctx = {"check", p->seed, p->quick, 0, NULL, NULL, 0};
+    check_report_ctx_t ctx = {"check", p->seed, p->quick, p->baselines, NULL, NULL, 0};
     ctx.reproduce = reproduce && reproduce[0] ? reproduce : NULL;
     return ctx;
 }

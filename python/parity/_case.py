@@ -90,7 +90,7 @@ class Case:
         if not self.h:
             raise ValueError(err.value.decode())
         self.info = take_json(lib.parity_py_case_json(self.h))
-        self.seed = int(seed)
+        self.seed = int(self.info["seed"])  # a baseline's input scheme has its own seed
         self.workload = self.info["workload"]
         self.production = self.info["production"]
         self.input_names = [x["name"] for x in self.info["inputs"]]

@@ -57,6 +57,26 @@ class _Judge:
             raise RuntimeError("parity: judging workload %s failed" % case.workload)
         self.seconds[w] = seconds
 
+    def baseline(self, bi, case, outputs):
+        """Baseline rule bi on outputs of its own case (workload "baseline:NAME")."""
+        views = []
+        for i, (a, dt) in enumerate(outputs):
+            v = lib.parity_py_output_wrap(case.h, i, b(dt), a.ctypes.data)
+            if not v:
+                raise ValueError("output %s: dtype %s not accepted" % (case.output_names[i], dt))
+            views.append(v)
+        arr = (ctypes.c_void_p * len(views))(*views)
+        try:
+            rc = lib.parity_py_check_baseline(self.h, bi, case.h, arr)
+        finally:
+            for v in views:
+                lib.parity_py_output_unwrap(v)
+        if rc != 0:
+            raise RuntimeError("parity: baseline rule %d failed on %s" % (bi, case.workload))
+
+    def baseline_failed(self, bi, verdict):
+        lib.parity_py_check_baseline_set(self.h, bi, _harness.V[verdict])
+
     def set(self, w, workload, production, verdict, detail, seconds):
         lib.parity_py_check_set(self.h, w, b(workload), int(bool(production)), _harness.V[verdict],
                                 b(detail[:250]), float(seconds or 0))
@@ -125,9 +145,6 @@ def check(op, fn, *, workloads=None, seed=1, dtype="bf16", like=None, device="cp
         return custom.check(op, fn, workloads=workloads, seed=seed, dtype=dtype, like=like, device=device,
                             baselines=baselines, floor=floor, isolate=isolate, timeout=timeout,
                             progress=progress)
-    if baselines:
-        raise NotImplementedError("baselines=True: the baseline verifiers' rules run only in the CLI "
-                                  "so far (parity check --baselines); docs/python.md says why")
     like = _default_like(like)
     dtype = _arrays.canon_dtype(dtype)
     out_dtype = _arrays.canon_dtype(out_dtype)
@@ -160,6 +177,28 @@ def check(op, fn, *, workloads=None, seed=1, dtype="bf16", like=None, device="cp
                 judge.set(w, case.workload, case.production, out.status, out.detail, out.seconds)
             if say:
                 say("      %-40s %s (%.2f s)" % (_label(fn), VERDICT_OF(judge, w), out.seconds or 0))
+        if baselines:
+            # Each rule on its own input scheme (workload "baseline:NAME", its fixed seed), one
+            # plain run each, as `parity check --baselines` runs them (docs/baselines.md).
+            for bi in range(lib.parity_py_baseline_count()):
+                wname = "baseline:" + lib.parity_py_baseline_name(bi).decode()
+                case = _case.Case(op, wname, seed, dtype)
+                if isolate:
+                    from . import _worker
+                    if worker is None:
+                        worker = _worker.Worker()
+                    out = worker.run(fn, op, wname, seed, dtype, like, device, False, False, timeout, out_dtype)
+                    if out.status in ("crashed", "timeout"):
+                        worker.close()
+                        worker = None
+                else:
+                    out = _harness.run_in_process(fn, case, like, device, False, False, timeout, out_dtype)
+                if out.status == "ran":
+                    judge.baseline(bi, case, out.outputs)
+                else:
+                    judge.baseline_failed(bi, out.status)
+                if say:
+                    say("      [baseline %s] %s" % (wname[9:], "caught" if lib.parity_py_check_baseline_caught(judge.h, bi) else "pass"))
     finally:
         if worker is not None:
             worker.close()

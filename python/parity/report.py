@@ -62,6 +62,9 @@ class Report:
         self.workloads = [WorkloadResult(w, s) for w, s in zip(k["workloads"], secs)]
         self.worst_workload = k["worst_workload"]
         self.diagnosis = k.get("diagnosis")
+        # baselines=True: {rule name: {"caught", "pass_fraction", "margin", "rule"}}, the CLI
+        # JSON's "baselines" object (docs/check-json.md); None otherwise.
+        self.baselines = k.get("baselines")
         self.reproduce = reproduce
         self.seed = d["seed"]
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "src/verify/check_impl.h"
+#include "parity/baseline.h"
 #include "parity/verify.h"
 #include "src/verify/verify_impl.h"
 
@@ -527,63 +528,25 @@ static void diagnose(case_slot_t *cs, const parity_kernel_ref_t *kr, parity_tens
 
 /* ---- baselines ---- */
 
-static const char *const BASE_NAMES[PARITY_N_BASELINES] = {"sol-execbench", "kernelbench",
-                                                           "assert_close"};
-static const char *const BASE_RULES[PARITY_N_BASELINES] = {
-    "|y-r| <= 1e-2 + 1e-2|r| on >= 99% of elements; randn inputs, gamma=1, uniform ids, seed 200",
-    "allclose(atol=rtol=1e-2) on all elements; torch.rand inputs, uniform ids, one shape",
-    "torch.testing.assert_close dtype defaults (bf16 rtol 1.6e-2 atol 1e-5; fp32 rtol 1.3e-6 "
-    "atol 1e-5) on all elements; randn inputs, small shape"};
-static const uint64_t BASE_SEEDS[PARITY_N_BASELINES] = {200, 42, 0};
-
-static void run_baseline(int b, const parity_op_t *op, const parity_kernel_ref_t *kr,
-                         case_slot_t *cs, const parity_check_opts_t *opts,
-                         parity_baseline_result_t *br)
+/* Baseline rule b on kr: one plain run on the rule's own case, then the rule (src/verify/baseline.c). */
+static void run_baseline(int b, const parity_kernel_ref_t *kr, case_slot_t *cs,
+                         const parity_check_opts_t *opts, parity_baseline_result_t *br)
 {
-    (void)op;
-    br->name = BASE_NAMES[b];
-    br->rule = BASE_RULES[b];
-    br->ran = 1;
-    const parity_case_t *c = cs->c;
     parity_wl_result_t tmp;
     memset(&tmp, 0, sizeof tmp);
     parity_tensor_t *o[PARITY_OP_MAX_ARGS] = {0};
-    parity_check_opts_t o1 = *opts;
-    run_one(kr, cs, &o1, 0, 0, &tmp, o);
+    run_one(kr, cs, opts, 0, 0, &tmp, o);
     if (tmp.verdict != PARITY_VERDICT_FAITHFUL && tmp.verdict != PARITY_VERDICT_UNFAITHFUL) {
+        check_baseline_names(b, br);
+        br->ran = 1;
         br->caught = 1;
         snprintf(br->detail, sizeof br->detail, "%s", parity_verdict_name(tmp.verdict));
         return;
     }
-    double atol, rtol, need;
-    parity_dtype_t odt = (parity_dtype_t)kr->k->out_dtype;
-    if (b == 0) { atol = 1e-2; rtol = 1e-2; need = 0.99; }
-    else if (b == 1) { atol = 1e-2; rtol = 1e-2; need = 1.0; }
-    else {
-        atol = 1e-5;
-        rtol = odt == PARITY_DT_BF16 ? 1.6e-2 : odt == PARITY_DT_F16 ? 1e-3 : 1.3e-6;
-        need = 1.0;
+    if (parity_baseline_judge(b, cs->c, o, br) != PARITY_OK) {
+        check_baseline_names(b, br);
+        br->ran = 0;
     }
-    int64_t total = 0, pass = 0;
-    for (int i = 0; i < c->n_outputs; i++) {
-        const parity_ref_output_t *R = &c->ref[i];
-        for (int64_t r = 0; r < R->rows; r++) {
-            int64_t slot = R->slot ? R->slot[r] : r;
-            for (int64_t j = 0; j < R->cols; j++) {
-                /* The baselines compare with a reference in the output dtype, as a PyTorch
-                 * reference run at that precision produces. */
-                double ref = round_to(odt, slot >= 0 ? R->ref[slot * R->cols + j] : 0.0);
-                double y = o[i]->view.dtype == PARITY_DT_F32
-                               ? ((const float *)o[i]->view.data)[r * R->cols + j]
-                               : parity_tensor_get(&o[i]->view, r * R->cols + j);
-                total++;
-                if (!isnan(y) && (fabs(y - ref) <= atol + rtol * fabs(ref) || y == ref)) pass++;
-            }
-        }
-    }
-    br->pass_fraction = total ? (double)pass / (double)total : 1;
-    br->caught = br->pass_fraction < need;
-    snprintf(br->detail, sizeof br->detail, "%.4f%% of elements pass", 100 * br->pass_fraction);
 }
 
 /* ---- units ---- */
@@ -700,8 +663,8 @@ parity_status_t check_unit_kernel(check_worker_t *w, const parity_op_t *op,
 
 void check_baseline_names(int b, parity_baseline_result_t *br)
 {
-    br->name = BASE_NAMES[b];
-    br->rule = BASE_RULES[b];
+    br->name = parity_baseline_name(b);
+    br->rule = parity_baseline_rule(b);
 }
 
 parity_status_t check_unit_baseline(check_worker_t *w, const parity_op_t *op, int b,
@@ -710,11 +673,14 @@ parity_status_t check_unit_baseline(check_worker_t *w, const parity_op_t *op, in
 {
     memset(br, 0, sizeof *br);
     case_slot_t *cs;
-    parity_status_t st = worker_case(w, op, &op->baseline_workloads[b], BASE_SEEDS[b],
-                                     (parity_dtype_t)kr->k->in_dtype, &cs, diag);
+    const parity_workload_t *bw;
+    uint64_t bseed;
+    parity_status_t st = parity_baseline_workload(op, b, &bw, &bseed);
     if (st != PARITY_OK) return st;
-    run_baseline(b, op, kr, cs, opts, br);
-    progress(opts, "  [baseline %s] %-40s %s", BASE_NAMES[b], kr->label, br->caught ? "caught" : "pass");
+    st = worker_case(w, op, bw, bseed, (parity_dtype_t)kr->k->in_dtype, &cs, diag);
+    if (st != PARITY_OK) return st;
+    run_baseline(b, kr, cs, opts, br);
+    progress(opts, "  [baseline %s] %-40s %s", parity_baseline_name(b), kr->label, br->caught ? "caught" : "pass");
     return PARITY_OK;
 }
 
