@@ -63,8 +63,11 @@ session() {
     fi
     mkdir -p "$OUT/$t/work"
     cp -n "$SRC/$corpus"/* "$OUT/$t/work/" 2>/dev/null
-    local start rc runs crashes
+    local start rc runs crashes rev
     start=$(date +%s)
+    # the code fuzzed: the commit at the start, "+dirty" with uncommitted changes to what is built
+    rev=$(git -C "$SRC" rev-parse --short HEAD)
+    [ -z "$(git -C "$SRC" status --porcelain -- src kernels include fuzz)" ] || rev=$rev+dirty
     # quarantine_size_mb=16, malloc_context_size=5 and -purge_allocator_interval=-1: ASan's
     # 256 MiB quarantine and libFuzzer's purge made every allocation touch fresh pages (a third of
     # the CPU time of fuzz_llama_tok in page faults); a crash found is replayed for full stacks.
@@ -77,7 +80,7 @@ session() {
     [ -n "$runs" ] || runs=$(grep -Eo '^#[0-9]+' "$OUT/$t.log" | tail -1 | tr -d '#')
     crashes=$(ls "$OUT/$t" | grep -cE '^(crash|leak|timeout|oom)-')
     printf '%s\t%s\t%s\t%s\trc=%s\t%s\t%s\n' "$t" "$(($(date +%s) - start))" "${runs:-0}" "$crashes" "$rc" \
-        "$(git -C "$SRC" rev-parse --short HEAD)" "$(ls "$OUT/$t/work" | wc -l)" >>"$OUT/summary.tsv"
+        "$rev" "$(ls "$OUT/$t/work" | wc -l)" >>"$OUT/summary.tsv"
     return 0
 }
 
