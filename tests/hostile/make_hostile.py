@@ -239,6 +239,9 @@ case("llama_ckpt", "negative_dim", struct.pack("<7i", -8, 16, 1, 2, 2, 12, 4), M
 case("llama_ckpt", "heads_not_dividing", struct.pack("<7i", 9, 16, 1, 2, 2, 12, 4) + b"\0" * 64, MR, r"expected dim divisible by n_heads")
 case("llama_ckpt", "odd_head_size", struct.pack("<7i", 6, 16, 1, 2, 2, 12, 4) + b"\0" * 64, MR, r"expected an even head size")
 case("llama_ckpt", "size_mismatch", hdr + b"\0" * 100, MR, r"file size 128 bytes, but the header")
+# (found by fuzz_llama_ckpt: negating vocab_size INT32_MIN, the "separate classifier" sign, overflowed)
+case("llama_ckpt", "vocab_int_min", struct.pack("<7i", 8, 16, 1, 2, 2, -2**31, 4) + b"\0" * 64, MR,
+     r"header field vocab_size = -2147483648")
 case("llama_ckpt", "text_file", b"Once upon a time there was a checkpoint.\n", MR, r"header field")
 MT = 'model run "$S/data/stories260K.bin" --tokenizer "$H" -n 2'
 with open(os.path.join(ROOT, "data", "tok512.bin"), "rb") as f:
