@@ -10,7 +10,7 @@
 # -R  repeat rounds until every target has its executions or the deadline comes;
 # -o  the campaign folder (default build-fuzz/campaign).
 # Writes DIR/summary.tsv (one line per session: target, seconds, executions, crashes, exit code,
-# commit, corpus files) and DIR/TARGET.log (the last session's output); a crash's input is
+# commit, corpus files, CPU seconds of the fuzzer) and DIR/TARGET.log (the last session's output); a crash's input is
 # DIR/TARGET/crash-* (replay: build-fuzz/TARGET FILE). docs/fuzzing.md has the figures.
 set -u
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,12 +30,15 @@ touch "$OUT/summary.tsv"
 done_runs() { awk -F'\t' -v t="$1" '$1 == t && $3 ~ /^[0-9]+$/ { s += $3 } END { print s + 0 }' "$OUT/summary.tsv"; }
 
 if [ "$SUMMARY" = 1 ]; then
-    echo "| target | sessions | seconds | executions | exec/s | crashes | corpus files |"
-    echo "| --- | --- | --- | --- | --- | --- | --- |"
-    awk -F'\t' '{ n[$1]++; s[$1] += $2; x[$1] += $3; c[$1] += $4; k[$1] = $7; if (!($1 in o)) o[$1] = ++m }
+    # exec per CPU second: over the sessions that recorded their CPU time (column 8)
+    echo "| target | sessions | seconds | executions | exec/s | CPU s | exec per CPU s | crashes | corpus files |"
+    echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    awk -F'\t' '{ n[$1]++; s[$1] += $2; x[$1] += $3; c[$1] += $4; k[$1] = $7; if (!($1 in o)) o[$1] = ++m
+                  if ($8 ~ /^[0-9.]+$/) { u[$1] += $8; ux[$1] += $3 } }
         END { for (t in o) r[o[t]] = t
               for (i = 1; i <= m; i++) { t = r[i]
-                  printf "| `%s` | %d | %d | %\047d | %\047d | %d | %s |\n", t, n[t], s[t], x[t], s[t] ? x[t] / s[t] : 0, c[t], k[t] } }' \
+                  printf "| `%s` | %d | %d | %d | %d | %.0f | %s | %d | %s |\n", t, n[t], s[t], x[t], s[t] ? x[t] / s[t] : 0,
+                         u[t], u[t] ? sprintf("%d", ux[t] / u[t]) : "-", c[t], k[t] } }' \
         "$OUT/summary.tsv"
     exit 0
 fi
@@ -71,16 +74,19 @@ session() {
     # quarantine_size_mb=16, malloc_context_size=5 and -purge_allocator_interval=-1: ASan's
     # 256 MiB quarantine and libFuzzer's purge made every allocation touch fresh pages (a third of
     # the CPU time of fuzz_llama_tok in page faults); a crash found is replayed for full stacks.
-    ASAN_OPTIONS=detect_leaks=1:quarantine_size_mb=16:malloc_context_size=5 nice -n 19 "$B/$t" \
+    ASAN_OPTIONS=detect_leaks=1:quarantine_size_mb=16:malloc_context_size=5 nice -n 19 \
+        /usr/bin/time -f '%U %S' -o "$OUT/$t.cpu" "$B/$t" \
         -max_total_time="$secs" -runs="$left" -rss_limit_mb=2048 -timeout=20 -purge_allocator_interval=-1 \
         -print_final_stats=1 -artifact_prefix="$OUT/$t/" "$OUT/$t/work" >"$OUT/$t.log" 2>&1
     rc=$?
+    local cpu
+    cpu=$(awk 'NF == 2 && $1 ~ /^[0-9.]+$/ { printf "%.1f", $1 + $2 }' "$OUT/$t.cpu" 2>/dev/null)
     runs=$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$OUT/$t.log" | grep -Eo '[0-9]+$' | tail -1)
     # (no final stats when it died: the last progress line's count)
     [ -n "$runs" ] || runs=$(grep -Eo '^#[0-9]+' "$OUT/$t.log" | tail -1 | tr -d '#')
     crashes=$(ls "$OUT/$t" | grep -cE '^(crash|leak|timeout|oom)-')
-    printf '%s\t%s\t%s\t%s\trc=%s\t%s\t%s\n' "$t" "$(($(date +%s) - start))" "${runs:-0}" "$crashes" "$rc" \
-        "$rev" "$(ls "$OUT/$t/work" | wc -l)" >>"$OUT/summary.tsv"
+    printf '%s\t%s\t%s\t%s\trc=%s\t%s\t%s\t%s\n' "$t" "$(($(date +%s) - start))" "${runs:-0}" "$crashes" "$rc" \
+        "$rev" "$(ls "$OUT/$t/work" | wc -l)" "${cpu:--}" >>"$OUT/summary.tsv"
     return 0
 }
 
