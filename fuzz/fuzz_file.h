@@ -1,6 +1,9 @@
 /* Shared by the fuzz targets whose readers take a path, not a buffer (checkpoints, tokenizers,
  * npy sidecars, compare's inputs and outputs): the input written to a file of this process's
- * own (under $TMPDIR, default /tmp; removed at exit), rewritten for every input. */
+ * own (removed at exit), rewritten for every input. The folder is $TMPDIR if set, else /dev/shm
+ * when writable, else /tmp: on a disk file system (ext4) truncating and rewriting a file flushes
+ * it to the device on close (ext4's auto_da_alloc), which took half of the CPU time of these
+ * targets (perf, fuzz_llama_tok: 50% in open/close syscalls); tmpfs does not. */
 #ifndef PARITY_FUZZ_FILE_H
 #define PARITY_FUZZ_FILE_H
 
@@ -24,8 +27,8 @@ static const char *fuzz_path(int i, const char *name)
     if (!fuzz_paths[i][0]) {
         const char *t = getenv("TMPDIR");
         static int registered;
-        snprintf(fuzz_paths[i], sizeof fuzz_paths[i], "%s/parity-fuzz-%ld-%s", t && *t ? t : "/tmp",
-                 (long)getpid(), name);
+        if (!t || !*t) t = access("/dev/shm", W_OK | X_OK) == 0 ? "/dev/shm" : "/tmp";
+        snprintf(fuzz_paths[i], sizeof fuzz_paths[i], "%s/parity-fuzz-%ld-%s", t, (long)getpid(), name);
         if (!registered++) atexit(fuzz_files_remove);
     }
     return fuzz_paths[i];

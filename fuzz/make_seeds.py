@@ -1,8 +1,9 @@
 """Writes the seed corpora of the fuzz targets (fuzz/targets.list) that are not hand-written:
 tests/corpus/{npy_sidecar,llama_ckpt,llama_tok,gpt2_encoder,gpt2_vocab,compare_outputs}.
 Run from the source root: .venv/bin/python fuzz/make_seeds.py [PARITY-BINARY]. Deterministic;
-compare_inputs needs the parity binary (`parity gen`). manifest seeds are tests/data/manifest."""
-import io, os, shutil, struct, subprocess, sys
+compare_inputs and moe_side need the parity binary (`parity gen`, `parity model upcycle`). manifest
+seeds are tests/data/manifest."""
+import io, os, shutil, struct, subprocess, sys, tempfile
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -103,3 +104,23 @@ if len(sys.argv) > 1:
             os.replace(out + ".safetensors", out)
         else:
             print(f"parity gen {op} --workload {wl} failed", file=sys.stderr)
+
+# MoE side files for fuzz_moe_side's dense shape (dim 8, hidden 16, 1 layer, 2 heads): upcycled
+# from a dense model of that shape with seq_len 256 (the upcycle calibrates on 200-token
+# sequences) and a 10-piece llama2.c tokenizer (vocab 10); 4 experts top-2, shared part 0 and 8.
+if len(sys.argv) > 1:
+    with tempfile.TemporaryDirectory() as t:
+        with open(os.path.join(t, "dense.bin"), "wb") as f:
+            f.write(ckpt(8, 16, 1, 2, 2, 10, 256, seed=2))
+        pieces = [b"<unk>", b"<s>", b"</s>", b"a", b"b", b"c", b" ", b"ab", b"ba", b"cc"]
+        with open(os.path.join(t, "tok.bin"), "wb") as f:
+            f.write(struct.pack("<i", 5) + b"".join(struct.pack("<fi", -float(i), len(p)) + p for i, p in enumerate(pieces)))
+        for shared in (0, 8):
+            out = os.path.join(t, "moe.bin")
+            r = subprocess.run([sys.argv[1], "model", "upcycle", os.path.join(t, "dense.bin"), "--tokenizer",
+                                os.path.join(t, "tok.bin"), "--out", out, "--experts", "4", "--topk", "2",
+                                "--shared", str(shared)])
+            if r.returncode == 0:
+                put("moe_side", f"e4k2_shared{shared}", open(out, "rb").read())
+            else:
+                print(f"parity model upcycle --shared {shared} failed", file=sys.stderr)

@@ -4,23 +4,29 @@
 # Small probe arrays (--probe-mib) and a small workload keep it to seconds; no timing asserted.
 . "$(dirname "$0")/lib_cli.sh"
 PY=${PARITY_PYTHON:-python3}
+"$PY" -c 'import json' 2>/dev/null || { echo "SKIP: no Python ($PY) for the JSON report check"; exit 77; }
 export XDG_CACHE_HOME="$tmp/cache"
 expect_rc() { # expected-rc description cmd...
   local want=$1 what=$2; shift 2
   "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?
   if [ "$rc" = "$want" ]; then ok; else bad "$what: exit $rc, want $want"; cat "$tmp/err"; fi
 }
+expect_usage() { # description PATTERN cmd...: exit 2, stderr matching PATTERN (grep -E) and a hint
+  local what=$1 pat=$2; shift 2
+  expect_rc 2 "$what" "$@"
+  grep -Eq -- "$pat" "$tmp/err" && grep -q "try: " "$tmp/err" && ok || { bad "$what: stderr lacks /$pat/ or a hint"; cat "$tmp/err"; }
+}
 OP=embedding_rmsnorm_bwd
 WL=zipf1.4@4096x64x50257
 SMALL=(--workload $WL --check-workload $WL --runs 3 --warmup 1 --no-scrub --probe-mib 8 --threads 2)
 
-expect_rc 2 "no op" "$P" bench
-expect_rc 2 "unknown op" "$P" bench no_such_op --kernel builtin:all
-expect_rc 2 "no kernel" "$P" bench $OP
-expect_rc 2 "unknown builtin" "$P" bench $OP --kernel builtin:nope
-expect_rc 2 "unknown workload" "$P" bench $OP --kernel builtin:fp32_seq --workload nope
-expect_rc 2 "bad runs" "$P" bench $OP --kernel builtin:fp32_seq --runs 0
-expect_rc 2 "unknown option" "$P" bench $OP --kernel builtin:fp32_seq --frobnicate
+expect_usage "no op" "which op\\?" "$P" bench
+expect_usage "unknown op" "no op 'no_such_op'" "$P" bench no_such_op --kernel builtin:all
+expect_usage "no kernel" "no --kernel given" "$P" bench $OP
+expect_usage "unknown builtin" "no built-in kernel 'nope'" "$P" bench $OP --kernel builtin:nope
+expect_usage "unknown workload" "has no workload 'nope'" "$P" bench $OP --kernel builtin:fp32_seq --workload nope
+expect_usage "bad runs" "--runs wants 1\\.\\.[0-9]+, got '0'" "$P" bench $OP --kernel builtin:fp32_seq --runs 0
+expect_usage "unknown option" "unknown option '--frobnicate'" "$P" bench $OP --kernel builtin:fp32_seq --frobnicate
 expect_rc 0 "help" "$P" bench --help
 grep -q "speed-of-light\|speed of light" "$tmp/out" && ok || bad "help does not explain the speed of light"
 
@@ -32,6 +38,7 @@ expect_rc 0 "ceilings cached" "$P" bench --ceilings --probe-mib 8
 grep -q "cached:" "$tmp/out" && ok || bad "ceilings: second run not from the cache"
 # An unwritable cache folder is not an error.
 XDG_CACHE_HOME=/proc/no-such-dir expect_rc 0 "unwritable cache" "$P" bench --ceilings --probe-mib 8 --no-cache
+grep -Eq "bandwidth: copy [0-9.]+ GB/s" "$tmp/out" && grep -q "not cached" "$tmp/out" && ok || bad "unwritable cache: no measured ceilings"
 
 # Faithful kernels only: exit 0, scored.
 expect_rc 0 "faithful bench" "$P" bench $OP --kernel builtin:fp32_fast "${SMALL[@]}" -q
@@ -45,8 +52,7 @@ expect_rc 1 "incident bench" "$P" bench $OP --kernel builtin:fp32_seq --kernel b
   --kernel builtin:bf16_accum "${SMALL[@]}" -q --json "$tmp/b.json"
 grep -q "unscored: unfaithful on $WL" "$tmp/out" && ok || bad "bf16_accum not unscored"
 grep -q "see: parity check $OP --kernel builtin:bf16_accum --workload $WL" "$tmp/out" && ok || bad "no pointer to the check"
-if "$PY" -c 'import json' 2>/dev/null; then
-  "$PY" - "$tmp/b.json" <<'PYEOF' && ok || bad "JSON report"
+"$PY" - "$tmp/b.json" <<'PYEOF' && ok || bad "JSON report"
 import json, sys
 r = json.load(open(sys.argv[1]))
 for k in ("op", "workload", "ceilings", "cost", "t_sol_s", "kernels", "baseline", "threads", "runs"):
@@ -63,9 +69,6 @@ for k in r["kernels"]:
     for f in ("t_median_s", "t_best_s", "t_worst_s", "gbs", "gflops", "frac_sol"):
         assert f in k
 PYEOF
-else
-  echo "python3 missing: JSON keys not checked"
-fi
 
 echo "cli_bench: $pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -33,6 +33,7 @@ grep -q '<svg' "$T/r.html" && grep -q 'modality=image' "$T/r.html" || fail "HTML
 ls "$T" | grep -q tmp && fail "a temporary report file was left behind"
 # Byte-identical JSON for the same inputs and thread count.
 "$P" logprobs "$D/a.jsonl" "$D/b.jsonl" --floor "$D/a2.jsonl" --slice-by domain --json "$T/r2.json" >/dev/null
+rc=$?; [ $rc -eq 1 ] || fail "second identical run: exit $rc, want 1 (the same alarm)"
 cmp -s "$T/r.json" "$T/r2.json" || fail "JSON report differs between two identical runs"
 # Identical data in other containers: exit 0.
 expect 0 'compared 190' "$D/a.safetensors" "$D/a.jsonl"

@@ -69,6 +69,7 @@ elif ! printf '%s\n' "$div" | grep -q "pos 0 .*A 'Hello'  B 'Howdy'"; then bad "
 elif printf '%s\n' "$div" | grep -Eq '[0-9]{10,}'; then bad "chat divergence shows a hash: $div"
 else ok; fi
 "$P" logprobs "$D/openai_chat.jsonl" "$tmp/chat_b.jsonl" --json "$tmp/c.json" >/dev/null 2>&1
+rc=$?; [ $rc -le 1 ] || bad "chat divergence with --json: exit $rc"
 if grep -Eq '"token_a":[[:space:]]*[0-9]{10,}' "$tmp/c.json"; then bad "JSON divergence shows a hash"
 elif ! grep -q '"text_a":[[:space:]]*"Hello"' "$tmp/c.json"; then bad "JSON divergence has no text_a 'Hello'"
 else ok; fi

@@ -5,6 +5,8 @@ set -u
 P=${PARITY:?PARITY must point at the parity binary}
 D=${PARITY_SRC:?PARITY_SRC must point at the source tree}/data
 [ -f "$D/stories260K.bin" ] || { echo "FAIL: $D/stories260K.bin missing (the data ships in data/)"; exit 1; }
+PY=${PARITY_PYTHON:-python3}
+"$PY" -c 'import json' 2>/dev/null || { echo "SKIP: no Python ($PY) for the dump schema check"; exit 77; }
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fails=0
@@ -17,43 +19,42 @@ for path in ref fp32; do
     cmp -s "$T/want.txt" "$T/out.txt" || { fail "model run -n 200 --path $path differs from llama2.c:"; diff "$T/want.txt" "$T/out.txt" | head; }
 done
 # Explicit files and llama2.c's -z spelling give the same.
-"$P" model run "$D/stories260K.bin" -z "$D/tok512.bin" -t 0 -n 200 >"$T/out2.txt" 2>/dev/null
+"$P" model run "$D/stories260K.bin" -z "$D/tok512.bin" -t 0 -n 200 >"$T/out2.txt" 2>/dev/null || fail "model run MODEL -z TOK: exit $?"
 cmp -s "$T/want.txt" "$T/out2.txt" || fail "model run MODEL -z TOK differs"
 # A prompt is forced, then continued.
-out=$("$P" model run -n 30 --prompt "Once upon a time, there was a dog" 2>/dev/null)
+out=$("$P" model run -n 30 --prompt "Once upon a time, there was a dog" 2>/dev/null) || fail "model run --prompt: exit $?"
 case "$out" in "Once upon a time, there was a dog"*) ;; *) fail "prompt not echoed: $out" ;; esac
 
-# 2. Exit codes.
-expect_rc() {
-    local want=$1; shift
+# 2. Exit codes, and the message (-m PATTERN, grep -E on stderr) that says what is wrong.
+expect_rc() { # want [-m PATTERN] parity-args...
+    local want=$1 pat=; shift
+    if [ "$1" = -m ]; then pat=$2; shift 2; fi
     err=$("$P" "$@" 2>&1 >/dev/null); rc=$?
     if [ $rc -ne "$want" ]; then fail "parity $*: want exit $want, got $rc ($err)"
-    elif [ "$want" -eq 2 ] && ! grep -q "try:" <<<"$err"; then fail "parity $*: usage error without 'try:': $err"; fi
+    elif [ "$want" -eq 2 ] && ! grep -q "try:" <<<"$err"; then fail "parity $*: usage error without 'try:': $err"
+    elif [ -n "$pat" ] && ! grep -Eq -- "$pat" <<<"$err"; then fail "parity $*: message lacks /$pat/: $err"; fi
 }
-expect_rc 0 model --help
-expect_rc 2 model
-expect_rc 2 model fly
-expect_rc 2 model run --path bf17
-expect_rc 2 model run --path tp3
-expect_rc 2 model run --frobnicate
-expect_rc 2 model run -n 0
-expect_rc 2 model parity --path ref
-expect_rc 2 model dump --path bf16
-expect_rc 3 model run "$T/missing.bin"
+out=$("$P" model --help) || fail "model --help: exit $?"
+grep -q "model run" <<<"$out" && grep -q "model parity" <<<"$out" || fail "model --help lacks the subcommands: $out"
+expect_rc 2 -m "missing subcommand" model
+expect_rc 2 -m "unknown subcommand 'fly'" model fly
+expect_rc 2 -m "path spec 'bf17': unknown token 'bf17'" model run --path bf17
+expect_rc 2 -m "tp3: expected 1\\.\\.8 ranks dividing n_heads" model run --path tp3
+expect_rc 2 -m "unknown option '--frobnicate'" model run --frobnicate
+expect_rc 2 -m "bad step count '0'" model run -n 0
+expect_rc 2 -m "need two --path options" model parity --path ref
+expect_rc 2 -m "missing --out" model dump --path bf16
+expect_rc 3 -m "missing\\.bin: cannot open" model run "$T/missing.bin"
 head -c 1000 "$D/stories260K.bin" >"$T/trunc.bin"
-expect_rc 3 model run "$T/trunc.bin"
-err=$("$P" model run "$T/trunc.bin" 2>&1)
-grep -q "trunc.bin: file size 1000 bytes" <<<"$err" || fail "truncated model message: $err"
-expect_rc 3 model run --tokenizer "$T/missing.tok"
-expect_rc 3 model dump --prompts "$T/missing.txt" --out "$T/x.jsonl"
+expect_rc 3 -m "trunc\\.bin: file size 1000 bytes" model run "$T/trunc.bin"
+expect_rc 3 -m "missing\\.tok: cannot open" model run --tokenizer "$T/missing.tok"
+expect_rc 3 -m "missing\\.txt: cannot open" model dump --prompts "$T/missing.txt" --out "$T/x.jsonl"
 
 # 3. dump: one JSON object per prompt, parallel arrays of equal length, logprobs <= 0.
 printf 'Once upon a time\n\nLily saw a cat.\n' >"$T/prompts.txt"
 "$P" model dump --path bf16+kvcache --prompts "$T/prompts.txt" --out "$T/d.jsonl" --top 3 || fail "dump: exit $?"
 [ "$(wc -l <"$T/d.jsonl")" -eq 2 ] || fail "dump: want 2 lines (empty line skipped), got $(wc -l <"$T/d.jsonl")"
-PY=${PARITY_PYTHON:-python3}
-if command -v "$PY" >/dev/null 2>&1; then
-    "$PY" - "$T/d.jsonl" <<'EOF' || fail "dump schema check"
+"$PY" - "$T/d.jsonl" <<'EOF' || fail "dump schema check"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 assert [r["id"] for r in rows] == [0, 1], rows
@@ -69,9 +70,8 @@ for r in rows:
             assert lp == top[0]["logprob"]
 assert rows[0]["text"] == "Once upon a time"
 EOF
-fi
 # The same path gives byte-identical dumps.
-"$P" model dump --path bf16+kvcache --prompts "$T/prompts.txt" --out "$T/d2.jsonl" --top 3
+"$P" model dump --path bf16+kvcache --prompts "$T/prompts.txt" --out "$T/d2.jsonl" --top 3 || fail "dump again: exit $?"
 cmp -s "$T/d.jsonl" "$T/d2.jsonl" || fail "dump not deterministic"
 
 # 4. parity: report sections; identical paths agree exactly; --max-k3 turns drift into exit 1.
@@ -79,12 +79,15 @@ out=$("$P" model parity --path ref --path bf16+fused -n 40 2>&1) || fail "parity
 for want in "k3 mean" "|dlogprob| p99" "per-layer drift" "layer 4" "final norm" "first greedy divergence"; do
     grep -qF "$want" <<<"$out" || fail "parity report lacks '$want'"
 done
-out=$("$P" model parity --path fp32 --path fp32 -n 40 --prompts "$T/prompts.txt" 2>&1)
+# bf16 against the fp64 reference drifts: nonzero figures, not only the row names
+grep -Eq "^  k3 mean +[1-9]\.[0-9]{3}e-[0-9]{2}" <<<"$out" || fail "ref vs bf16+fused: k3 mean not a positive number"
+grep -Eq "^  layer 4 +[1-9]\.[0-9]{3}e-[0-9]{2} +[1-9]\.[0-9]{3}e-[0-9]{2}$" <<<"$out" || fail "ref vs bf16+fused: layer 4 drift row"
+out=$("$P" model parity --path fp32 --path fp32 -n 40 --prompts "$T/prompts.txt" 2>&1) || fail "identical paths: exit $?"
 grep -Eq "k3 mean +0\.000e\+00" <<<"$out" || fail "identical paths: nonzero k3: $out"
 grep -q "divergence (from BOS, 40 steps): none" <<<"$out" || fail "identical paths diverged: $out"
-row=$("$P" model parity --path ref --path bf16acc -n 40 --markdown)
+row=$("$P" model parity --path ref --path bf16acc -n 40 --markdown) || fail "markdown: exit $?"
 grep -Eq '^\| bf16acc \| ref \| [0-9.e+-]+ \|' <<<"$row" || fail "markdown row: $row"
-expect_rc 1 model parity --path ref --path bf16acc -n 10 --max-k3 0
+expect_rc 1 -m "mean k3 [0-9.e+-]+ above --max-k3" model parity --path ref --path bf16acc -n 10 --max-k3 0
 
 [ $fails -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "cli_model: all passed"

@@ -24,7 +24,9 @@ done
 # compare and check agree on a catalog kernel and the same inputs.
 "$P" run $OP --kernel builtin:bf16_accum --inputs "$tmp/in.st" --out "$tmp/k.st" && ok || bad "run failed"
 "$P" compare $OP "$tmp/in.st" "$tmp/k.st" --no-floor --json "$tmp/cmp.json" >/dev/null 2>&1
+rc=$?; [ $rc = 1 ] && ok || bad "compare of bf16_accum's output: exit $rc, want 1 (unfaithful)"
 "$P" check $OP --kernel builtin:bf16_accum --workload text --seed 2 --no-floor -q --json "$tmp/chk.json" >/dev/null 2>&1
+rc=$?; [ $rc = 1 ] && ok || bad "check of bf16_accum: exit $rc, want 1 (unfaithful)"
 "$PY" - "$tmp/cmp.json" "$tmp/chk.json" <<'PYEOF' && ok || bad "compare and check disagree"
 import json, sys
 a, b = (json.load(open(p))["kernels"][0] for p in sys.argv[1:3])

@@ -1,10 +1,11 @@
 # ThreadSanitizer over the threaded paths: the logprob readers and comparison (parallel JSONL
 # parse, dense rows, the direct path, pair comparison: test_logprob and the oracle's 1/2/3-thread
-# runs), `parity train --jobs 2` (concurrent runs) and `parity check --threads 4` (a kernel's
-# threads and the reference's parallel loops). Builds the library, the CLI and those tests with
-# -fsanitize=thread into $PARITY_BUILD/tsan; any race report fails. Label "tsan" (and "long": it
-# takes minutes, outside the fast suite):  cd build && ctest -L tsan --output-on-failure
-# (`check --jobs` is not on this branch; add it here when it lands.)
+# runs), `parity train --jobs 2` (concurrent runs), `parity check --threads 4` (a kernel's
+# threads and the reference's parallel loops) and `parity check --jobs 2 --threads 2` (the grid
+# in forked workers, each with threaded kernels; its report must equal that of --jobs 1). Builds
+# the library, the CLI and those tests with -fsanitize=thread into $PARITY_BUILD/tsan; any race
+# report fails. Label "tsan" (and "long": it takes minutes, outside the fast suite):
+#   cd build && ctest -L tsan --output-on-failure          (docs/fuzzing.md: what it covers)
 set -u
 SRC=${PARITY_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
 OUT=${PARITY_BUILD:-$SRC/build}/tsan
@@ -54,5 +55,15 @@ run train_jobs "0" "$OUT/parity" train --kernel builtin:fp32_seq --data zipf,uni
 # report shows as a crash with status 66); the faithful kernel must pass (exit 0).
 run check_threads "0" env TSAN_OPTIONS="$TSAN_OPTIONS die_after_fork=0" "$OUT/parity" check embedding_rmsnorm_bwd --kernel builtin:fp32_fast --workload uniform@1024x128x512 \
     --threads 4
+# check --jobs: the workers are processes that share only an atomic unit counter and their result
+# slots (TSan does not see across processes); what it sees is each worker's own threads (the
+# kernels' --threads 2, the reference's loops) after the fork from a threaded parent. Three
+# kernels and their floors are 5+ units, so both workers run some; bf16_accum fails (exit 1).
+CK=(check embedding_rmsnorm_bwd --kernel builtin:fp32_fast --kernel builtin:fp32_seq --kernel builtin:bf16_accum
+    --workload uniform@1024x128x512 --threads 2 --no-cache -q)
+run check_jobs2 "1" env TSAN_OPTIONS="$TSAN_OPTIONS die_after_fork=0" "$OUT/parity" "${CK[@]}" --jobs 2 --json "$T/j2.json"
+run check_jobs1 "1" env TSAN_OPTIONS="$TSAN_OPTIONS die_after_fork=0" "$OUT/parity" "${CK[@]}" --jobs 1 --json "$T/j1.json"
+if cmp -s "$T/j1.json" "$T/j2.json"; then echo "ok: check --jobs 2 report equals --jobs 1"
+else echo "FAIL: check --jobs 2 report differs from --jobs 1"; fails=$((fails + 1)); fi
 echo "tsan: $fails failed"
 exit $((fails > 0))

@@ -93,7 +93,7 @@ parity_status_t parity_model_load(const char *path, parity_model_t **out, parity
     int32_t v[7];
     memcpy(v, h, sizeof v);
     c.shared_classifier = v[5] > 0;
-    if (v[5] < 0) v[5] = -v[5];
+    if (v[5] < 0) v[5] = v[5] == INT32_MIN ? 0 : -v[5]; /* (-INT32_MIN overflows; 0 is rejected below) */
     for (int i = 0; i < 7; i++) {
         if (v[i] <= 0 || v[i] > maxv[i]) {
             close(fd);

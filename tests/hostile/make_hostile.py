@@ -239,7 +239,24 @@ case("llama_ckpt", "negative_dim", struct.pack("<7i", -8, 16, 1, 2, 2, 12, 4), M
 case("llama_ckpt", "heads_not_dividing", struct.pack("<7i", 9, 16, 1, 2, 2, 12, 4) + b"\0" * 64, MR, r"expected dim divisible by n_heads")
 case("llama_ckpt", "odd_head_size", struct.pack("<7i", 6, 16, 1, 2, 2, 12, 4) + b"\0" * 64, MR, r"expected an even head size")
 case("llama_ckpt", "size_mismatch", hdr + b"\0" * 100, MR, r"file size 128 bytes, but the header")
+# (found by fuzz_llama_ckpt: negating vocab_size INT32_MIN, the "separate classifier" sign, overflowed)
+case("llama_ckpt", "vocab_int_min", struct.pack("<7i", 8, 16, 1, 2, 2, -2**31, 4) + b"\0" * 64, MR,
+     r"header field vocab_size = -2147483648")
 case("llama_ckpt", "text_file", b"Once upon a time there was a checkpoint.\n", MR, r"header field")
+
+# ---- MoE side files, against the shipped stories260K (data/stories260K_moe.bin: "PMOE", 7 int32
+# version L D F E K n_shared, float32 scale, then per layer F int32 unit ids and E (D + 1) floats)
+MM = 'model run --moe-file "$H" -n 2'
+moe = open(os.path.join(ROOT, "data", "stories260K_moe.bin"), "rb").read()
+mh = struct.unpack("<7i", moe[4:32])
+F0, R0 = 36, 36 + 4 * mh[3]  # layer 0's unit ids, its router
+case("moe_side", "bad_magic", b"PMOX" + moe[4:], MM, r"not a parity MoE side file \(magic PMOE\)")
+case("moe_side", "wrong_layers", moe[:8] + struct.pack("<i", mh[1] + 1) + moe[12:], MM, r"does not fit the model \(L 5, D 64")
+case("moe_side", "truncated", moe[:R0 + 10], MM, r"truncated at layer 0")
+case("moe_side", "not_a_permutation", moe[:F0] + moe[F0 + 4:F0 + 8] + moe[F0 + 4:], MM, r"layer 0: the unit partition is not a permutation")
+case("moe_side", "nan_router", moe[:R0] + struct.pack("<f", float("nan")) + moe[R0 + 4:], MM, r"layer 0: non-finite router")
+case("moe_side", "trailing_bytes", moe + b"\0", MM, r"trailing bytes after the last layer")
+case("moe_side", "empty", b"", MM, r"not a parity MoE side file")
 MT = 'model run "$S/data/stories260K.bin" --tokenizer "$H" -n 2'
 with open(os.path.join(ROOT, "data", "tok512.bin"), "rb") as f:
     tok = f.read()
