@@ -16,7 +16,8 @@ void parity_help_check(FILE *out)
     fprintf(out,
         "usage: parity check OP --kernel K [--kernel K ...] [options]\n\n"
         "Runs each candidate kernel K on OP's workloads (uniform, Zipf and real-text token ids,\n"
-        "gradient-scale values, outlier channels, odd and production shapes), compares every\n"
+        "gradient-scale values, outlier channels, sparse exact values and magnitude stress from\n"
+        "subnormals to near overflow (docs/workloads.md), odd and production shapes), compares every\n"
         "output element with an fp64 reference, and judges it against a tolerance derived from\n"
         "the error model (terms per output, fp32 accumulation): no '99%% of elements' slack.\n"
         "Each run happens in a child process: crashes, hangs, out-of-bounds writes, modified\n"
