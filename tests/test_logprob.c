@@ -384,6 +384,58 @@ static void overlong(void **state)
     }
 }
 
+/* Exact ties at the worst-token cutoff: the list is the first W tied tokens of the stream (pair
+ * order, then position) for every thread count, whichever pairs each thread happens to take.
+ * 512 pairs of 32 tokens; B differs from A by exactly 0.5 on every third token. */
+static void worst_ties(void **state)
+{
+    (void)state;
+    size_t cap = 512 * 400;
+    char *a = malloc(cap), *b = malloc(cap);
+    assert_non_null(a);
+    assert_non_null(b);
+    size_t na = 0, nb = 0;
+    for (int q = 0; q < 512; q++) {
+        na += (size_t)snprintf(a + na, cap - na, "{\"id\":\"s%03d\",\"token_ids\":[", q);
+        nb += (size_t)snprintf(b + nb, cap - nb, "{\"id\":\"s%03d\",\"token_ids\":[", q);
+        for (int i = 0; i < 32; i++) {
+            na += (size_t)snprintf(a + na, cap - na, "%s%d", i ? "," : "", i + 1);
+            nb += (size_t)snprintf(b + nb, cap - nb, "%s%d", i ? "," : "", i + 1);
+        }
+        na += (size_t)snprintf(a + na, cap - na, "],\"logprobs\":[");
+        nb += (size_t)snprintf(b + nb, cap - nb, "],\"logprobs\":[");
+        for (int i = 0; i < 32; i++) {
+            na += (size_t)snprintf(a + na, cap - na, "%s-1", i ? "," : "");
+            nb += (size_t)snprintf(b + nb, cap - nb, "%s%s", i ? "," : "", (q + i) % 3 ? "-1" : "-1.5");
+        }
+        na += (size_t)snprintf(a + na, cap - na, "]}\n");
+        nb += (size_t)snprintf(b + nb, cap - nb, "]}\n");
+    }
+    static const int threads[] = {1, 2, 3, 8};
+    for (size_t t = 0; t < sizeof threads / sizeof *threads; t++) {
+        parity_lp_reader_t *ra = open_str(a, "a.jsonl"), *rb = open_str(b, "b.jsonl");
+        parity_lp_cmp_opts_t co = parity_lp_cmp_default_opts();
+        co.n_threads = threads[t];
+        parity_lp_result_t *res = NULL;
+        parity_diag_t d;
+        assert_int_equal(parity_lp_compare(ra, rb, &co, &res, &d), PARITY_OK);
+        assert_int_equal(parity_lp_result_nworst(res), 10);
+        for (size_t k = 0; k < 10; k++) {
+            const parity_lp_token_t *w = parity_lp_result_worst(res, k);
+            if (strcmp(w->id, "s000") || w->position != 3 * k) {
+                print_error("threads %d, worst %zu: %s position %llu, wanted s000 position %zu\n",
+                            threads[t], k, w->id, (unsigned long long)w->position, 3 * k);
+                fail();
+            }
+        }
+        parity_lp_result_free(res);
+        parity_lp_close(ra);
+        parity_lp_close(rb);
+    }
+    free(a);
+    free(b);
+}
+
 static void divergence(void **state)
 {
     (void)state;
@@ -638,7 +690,7 @@ static void corpus_replay(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(chat_fast_path), cmocka_unit_test(numbers), cmocka_unit_test(shapes), cmocka_unit_test(errors), cmocka_unit_test(overlong), cmocka_unit_test(tree_builder), cmocka_unit_test(json_exact), cmocka_unit_test(divergence),
+    const struct CMUnitTest tests[] = {cmocka_unit_test(chat_fast_path), cmocka_unit_test(numbers), cmocka_unit_test(shapes), cmocka_unit_test(errors), cmocka_unit_test(overlong), cmocka_unit_test(tree_builder), cmocka_unit_test(json_exact), cmocka_unit_test(divergence), cmocka_unit_test(worst_ties),
                                        cmocka_unit_test(corpus_replay)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

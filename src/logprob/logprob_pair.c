@@ -85,8 +85,26 @@ static int64_t seq_key(const parity_lp_seq_t *s, size_t i)
     return (s->flags[i] & (PARITY_LP_KEY_NONE | PARITY_LP_KEY_TEXT)) ? -1 : s->key[i];
 }
 
-/* Keep the thread's W largest |delta| (ties: the earlier token in the stream; a thread sees its
- * pairs in stream order). */
+/* (d, ord, position) ranks before (d2, ord2, position2): larger |delta| first, ties by the
+ * pair's place in the stream, then the position. A total order on the stream's tokens, so every
+ * thread keeps the same candidates whatever pairs work stealing hands it, in whatever order, and
+ * the merged list is the same for any thread count. */
+static int worst_before(double d, uint64_t ord, size_t pos, double d2, uint64_t ord2, size_t pos2)
+{
+    if (d != d2) return d > d2;
+    if (ord != ord2) return ord < ord2;
+    return pos < pos2;
+}
+
+/* Whether a token of |delta| d in the pair of stream place ord may enter the thread's list: above
+ * the W-th kept, or tied with it from an earlier pair (a later position of the same pair loses
+ * the tie). Equal deltas are common (identical dumps: all zero), so the tie test stays cheap. */
+static inline int worst_cand(const thr_t *T, size_t W, double d, double wthr, uint64_t ord)
+{
+    return d > wthr || (d == wthr && T->nworst == W && ord < T->worstp[W - 1]);
+}
+
+/* Keep the thread's W first tokens in worst_before's order. */
 static void worst_add(cmp_t *c, thr_t *T, const parity_lp_seq_t *sa, const parity_lp_seq_t *sb, size_t i,
                       uint64_t ord)
 {
@@ -94,9 +112,12 @@ static void worst_add(cmp_t *c, thr_t *T, const parity_lp_seq_t *sa, const parit
     if (!W) return;
     double d = fabs(sb->lp[i] - sa->lp[i]);
     if (d != d) d = INFINITY;
-    if (T->nworst == W && !(d > T->worstd[W - 1])) return;
+    if (T->nworst == W &&
+        !worst_before(d, ord, i, T->worstd[W - 1], T->worstp[W - 1], T->worst[W - 1].position))
+        return;
     size_t pos = T->nworst < W ? T->nworst++ : W - 1;
-    while (pos > 0 && T->worstd[pos - 1] < d) {
+    while (pos > 0 && worst_before(d, ord, i, T->worstd[pos - 1], T->worstp[pos - 1],
+                                   T->worst[pos - 1].position)) {
         T->worst[pos] = T->worst[pos - 1];
         T->worstd[pos] = T->worstd[pos - 1];
         T->worstp[pos] = T->worstp[pos - 1];
@@ -280,7 +301,7 @@ void lp_cmp_pair(cmp_t *c, int t, pair_t *pr)
                 pr->tkl[m] = parity_metrics_topk_kl(xa, xb, K);
             }
         }
-        if (W && fabs(b - a) > wthr && isfinite(a) && isfinite(b)) {
+        if (W && worst_cand(T, W, fabs(b - a), wthr, pr->ord) && isfinite(a) && isfinite(b)) {
             worst_add(c, T, sa, sb, i, pr->ord);
             wthr = T->nworst < W ? -1.0 : T->worstd[W - 1];
         }
@@ -339,10 +360,10 @@ void lp_cmp_pair(cmp_t *c, int t, pair_t *pr)
     }
     /* dense pairs: the worst tokens; once W tokens are kept most pairs have nothing above the
      * threshold, which the runs' largest |delta| shows without a look per token */
-    if (dense && W && (T->nworst < W || prs.mx > wthr))
+    if (dense && W && (T->nworst < W || worst_cand(T, W, prs.mx, wthr, pr->ord)))
         for (size_t i = 0; i < m; i++) {
             double a = lpa[i], b = lpb[i];
-            if (fabs(b - a) > wthr && isfinite(a) && isfinite(b)) {
+            if (worst_cand(T, W, fabs(b - a), wthr, pr->ord) && isfinite(a) && isfinite(b)) {
                 worst_add(c, T, sa, sb, i, pr->ord);
                 wthr = T->nworst < W ? -1.0 : T->worstd[W - 1];
             }
