@@ -1,5 +1,5 @@
 """Writes the seed corpora of the fuzz targets (fuzz/targets.list) that are not hand-written:
-tests/corpus/{npy_sidecar,llama_ckpt,llama_tok,gpt2_encoder,gpt2_vocab,compare_outputs}.
+tests/corpus/{npy_sidecar,llama_ckpt,llama_tok,gpt2_encoder,gpt2_vocab,compare_outputs,caches}.
 Run from the source root: .venv/bin/python fuzz/make_seeds.py [PARITY-BINARY]. Deterministic;
 compare_inputs and moe_side need the parity binary (`parity gen`, `parity model upcycle`). manifest
 seeds are tests/data/manifest."""
@@ -124,3 +124,27 @@ if len(sys.argv) > 1:
                 put("moe_side", f"e4k2_shared{shared}", open(out, "rb").read())
             else:
                 print(f"parity model upcycle --shared {shared} failed", file=sys.stderr)
+
+
+# fuzz_caches: first byte even = a noise-floor entry for the target's fixed key (the exact text
+# check_cache.c writes: magic, key, C99 hex float, FNV-1a 64 of those lines), odd = a ceilings
+# file as bench_ceil.c writes it; plus a damaged copy of each.
+FUZZ_KEY = b"parity 0.1.0 build fuzz; op gemm; workload fuzz; seed 1; threads 0; floor fp32_seq/2/1/0"
+
+
+def fnv1a(b):
+    h = 0xcbf29ce484222325
+    for x in b:
+        h = ((h ^ x) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+for name, q in (("floor_half", b"0x1p-1"), ("floor_small", b"0x1.4483d9c55bb78p-5")):
+    body = b"parity floor cache 1\nkey " + FUZZ_KEY + b"\nq " + q + b"\n"
+    put("caches", name, b"\0" + body + b"sum %016x\n" % fnv1a(body))
+put("caches", "floor_bad_sum", b"\0parity floor cache 1\nkey " + FUZZ_KEY + b"\nq 0x1p-1\nsum 0000000000000000\n")
+ceil = (b"parity-ceilings 1\n# Fuzz CPU, 2 cores, 2 threads\nllc_bytes 33554432\narray_bytes 268435456\n"
+        b"copy_gbs 11.5\ntriad_gbs 12.25\ncopy_spread 0.01\ntriad_spread 0.02\n"
+        b"peak_gflops_f32 150\npeak_gflops_f64 75\nseconds 2.5\n")
+put("caches", "ceilings", b"\1" + ceil)
+put("caches", "regress_ceilings_huge", b"\1" + ceil.replace(b"llc_bytes 33554432", b"llc_bytes 1e300"))

@@ -230,6 +230,21 @@ static void ceilings_cache(void **state)
     assert_true(b.from_cache);
     assert_true(b.copy_gbs == a.copy_gbs && b.triad_gbs == a.triad_gbs &&
                 b.peak_gflops_f32 == a.peak_gflops_f32 && b.array_bytes == a.array_bytes);
+    /* A damaged entry is a miss, measured again: a size no int64_t holds (fuzz_caches found its
+     * conversion undefined), NaN, a missing field, a negative bandwidth. The first line is the
+     * control: the same template intact is a hit (so the misses are the damage's doing). */
+    static const char *const llc[] = {"llc_bytes 1024", "llc_bytes 1e300", "llc_bytes nan", "", "llc_bytes 1024"};
+    for (size_t i = 0; i < sizeof llc / sizeof *llc; i++) {
+        FILE *f = fopen(a.cache_path, "w");
+        assert_non_null(f);
+        fprintf(f, "parity-ceilings 1\n%s\narray_bytes 8388608\ncopy_gbs %s\ntriad_gbs 10\n"
+                   "copy_spread 0\ntriad_spread 0\npeak_gflops_f32 100\npeak_gflops_f64 50\nseconds 1\n",
+                llc[i], i == 4 ? "-1" : "10");
+        fclose(f);
+        assert_int_equal(parity_bench_ceilings(&o, &b, &diag), PARITY_OK);
+        assert_int_equal(b.from_cache, i == 0);
+        if (i == 0) assert_true(b.llc_bytes == 1024 && b.copy_gbs == 10);
+    }
     o.remeasure = 1;
     assert_int_equal(parity_bench_ceilings(&o, &b, &diag), PARITY_OK);
     assert_false(b.from_cache);

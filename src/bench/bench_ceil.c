@@ -4,6 +4,7 @@
  * Deliberately not here: what an op costs (bench_cost.c), timing kernels (bench.c). A GPU path
  * fills parity_ceilings_t from its own probes with device = "cuda". */
 #include "parity/bench.h"
+#include "src/bench/bench_impl.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -345,7 +346,7 @@ static int mkdir_p(const char *file)
     return 0;
 }
 
-static int cache_read(const char *path, parity_ceilings_t *c)
+int bench_ceilings_cache_read(const char *path, parity_ceilings_t *c)
 {
     FILE *f = fopen(path, "r");
     if (!f) return -1;
@@ -359,6 +360,13 @@ static int cache_read(const char *path, parity_ceilings_t *c)
         char k[64];
         double v;
         if (sscanf(line, "%63s %lf", k, &v) != 2) continue;
+        int bytes = strcmp(k, "llc_bytes") == 0 || strcmp(k, "array_bytes") == 0;
+        /* Sizes become integers: a value no int64_t holds (or NaN) is a damaged file, a miss
+         * (converting it would be undefined behaviour: fuzz_caches found 1e300). */
+        if (bytes && !(v >= 0 && v <= 0x1p62)) {
+            fclose(f);
+            return -1;
+        }
         if (strcmp(k, "llc_bytes") == 0) { c->llc_bytes = (int64_t)v; got |= 1; }
         else if (strcmp(k, "array_bytes") == 0) { c->array_bytes = (int64_t)v; got |= 2; }
         else if (strcmp(k, "copy_gbs") == 0) { c->copy_gbs = v; got |= 4; }
@@ -428,7 +436,7 @@ parity_status_t parity_bench_ceilings(const parity_ceiling_opts_t *o, parity_cei
     int have_path = o->use_cache && cache_file(out, o->array_bytes, path, sizeof path) == 0;
     if (have_path) {
         snprintf(out->cache_path, sizeof out->cache_path, "%s", path);
-        if (!o->remeasure && cache_read(path, out) == 0) {
+        if (!o->remeasure && bench_ceilings_cache_read(path, out) == 0) {
             out->from_cache = 1;
             return PARITY_OK;
         }

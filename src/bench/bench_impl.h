@@ -5,6 +5,11 @@
 
 #include "parity/bench.h"
 
+/* Read the ceilings cache file at path into c (bench_ceil.c): 0, or -1 for anything that is not
+ * a complete file of parity-ceilings 1 with positive bandwidths and compute peaks (a miss: the
+ * ceilings are measured again). Public to this module for its fuzz target (fuzz_caches). */
+int bench_ceilings_cache_read(const char *path, parity_ceilings_t *c);
+
 /* Flip the sign bit of every element of the call's first floating-point input (bench.c). */
 void bench_flip_first_float(const parity_abi_call_t *call);
 
