@@ -2,7 +2,9 @@
  * declares (op_abi.h), judged by the declared-op harness (custom_op.h) on workloads built from
  * the inputs' roles, with tolerances derived from the declaration. Text report on stdout,
  * --json for CI. Reached from `parity check` when --op-plugin is given (cmd_check.c).
- * Deliberately not here: baselines, the noise floor, the diagnosis, --jobs (not for declared ops). */
+ * --baselines adds the detection matrix (other verifiers' rules, custom_op.h), as `parity check
+ * --baselines` prints it for a built-in op.
+ * Deliberately not here: the noise floor (a declared op has no catalog), --jobs. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +12,7 @@
 
 #include "cli.h"
 #include "json_out.h"
+#include "parity/baseline.h"
 #include "parity/custom_op.h"
 #include "parity/kernel.h"
 
@@ -77,11 +80,63 @@ static cJSON *result_json(const parity_custom_result_t *r)
     return o;
 }
 
+static cJSON *baselines_json(const parity_custom_baselines_t *bl)
+{
+    cJSON *b = cJSON_CreateObject();
+    for (int q = 0; q < PARITY_N_BASELINES; q++) {
+        cJSON *x = cJSON_AddObjectToObject(b, parity_baseline_name(q));
+        cJSON_AddBoolToObject(x, "applies", bl->applies[q]);
+        if (!bl->applies[q]) {
+            cJSON_AddNullToObject(x, "caught");
+            cJSON_AddStringToObject(x, "why", bl->why[q]);
+            continue;
+        }
+        cJSON_AddBoolToObject(x, "caught", bl->r[q].caught);
+        cJSON_AddItemToObject(x, "pass_fraction", cli_json_num(bl->r[q].pass_fraction));
+        cJSON_AddItemToObject(x, "margin", cli_json_num(bl->r[q].margin));
+        cJSON_AddStringToObject(x, "rule", parity_baseline_rule(q));
+        cJSON_AddStringToObject(x, "detail", bl->r[q].detail);
+    }
+    return b;
+}
+
+/* The detection matrix, as check_report.c prints it for a built-in op (without its "expected"
+ * column: a declared op's kernels carry no catalog expectation), n/a where a rule cannot apply. */
+static void print_matrix(const parity_kernel_list_t *kl, const parity_verdict_t *v,
+                         const parity_custom_baselines_t *bl, int n)
+{
+    printf("detection matrix (CAUGHT = the verifier rejects the kernel; for a faithful kernel that is a false "
+           "alarm; n/a = the rule cannot apply to this op)\n");
+    int w = 28;
+    for (int k = 0; k < n; k++)
+        if ((int)strlen(kl->items[k].label) > w) w = (int)strlen(kl->items[k].label);
+    printf("%-*s %-10s", w, "kernel", "parity");
+    int bw[PARITY_N_BASELINES];
+    for (int b = 0; b < PARITY_N_BASELINES; b++) {
+        bw[b] = (int)strlen(parity_baseline_name(b)) > 6 ? (int)strlen(parity_baseline_name(b)) : 6;
+        printf(" %-*s", bw[b], parity_baseline_name(b));
+    }
+    printf("\n");
+    for (int k = 0; k < n; k++) {
+        printf("%-*s %-10s", w, kl->items[k].label, v[k] == PARITY_VERDICT_FAITHFUL ? "pass" : "CAUGHT");
+        for (int b = 0; b < PARITY_N_BASELINES; b++)
+            printf(" %-*s", bw[b], !bl[k].applies[b] ? "n/a" : bl[k].r[b].caught ? "CAUGHT" : "pass");
+        printf("\n");
+    }
+    printf("\nbaseline rules (each on its own inputs at the op's base sizes and its fixed seed; "
+           "docs/custom-ops.md, \"Baselines\"):\n");
+    for (int b = 0; b < PARITY_N_BASELINES; b++)
+        if (n > 0 && bl[0].applies[b]) printf("  %-14s %s\n", parity_baseline_name(b), parity_baseline_rule(b));
+    for (int b = 0; b < PARITY_N_BASELINES; b++)
+        if (n > 0 && !bl[0].applies[b]) printf("  %-14s n/a: %s\n", parity_baseline_name(b), bl[0].why[b]);
+    printf("\n");
+}
+
 int parity_cmd_check_declared(int argc, char **argv)
 {
     const char *op_name = NULL, *plugin = NULL, *json = NULL;
     const char *kspecs[64];
-    int nk = 0, quiet = 0;
+    int nk = 0, quiet = 0, baselines = 0;
     parity_custom_opts_t opts;
     parity_custom_opts_default(&opts);
     for (int i = 1; i < argc; i++) {
@@ -102,10 +157,11 @@ int parity_cmd_check_declared(int argc, char **argv)
                 return cli_usage_error("check", NULL, "--timeout %s: expected seconds > 0", val);
         } else if (strcmp(a, "--json") == 0) json = argv[++i];
         else if (strcmp(a, "--quick") == 0) opts.quick = 1;
+        else if (strcmp(a, "--baselines") == 0) baselines = 1;
         else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) quiet = 1;
         else if (a[0] == '-')
             return cli_usage_error("check", "declared ops take --op-plugin, --kernel, --workload, --quick, --seed, "
-                                   "--timeout, --json, -q (docs/custom-ops.md)", "%s: not an option for a declared op", a);
+                                   "--timeout, --baselines, --json, -q (docs/custom-ops.md)", "%s: not an option for a declared op", a);
         else if (!op_name) op_name = a;
         else return cli_usage_error("check", NULL, "unexpected argument %s", a);
     }
@@ -154,6 +210,9 @@ int parity_cmd_check_declared(int argc, char **argv)
     cJSON_AddStringToObject(root, "judge", "C declared-op harness (src/custom/custom_tol.c)");
     cJSON *jk = cJSON_AddArrayToObject(root, "kernels");
     int n_ok = 0, rc = 0;
+    parity_verdict_t *verd = calloc((size_t)(kl.n > 0 ? kl.n : 1), sizeof *verd);
+    parity_custom_baselines_t *bl = baselines ? calloc((size_t)(kl.n > 0 ? kl.n : 1), sizeof *bl) : NULL;
+    if (!verd || (baselines && !bl)) rc = cli_input_error("check", "out of memory");
     for (int i = 0; i < kl.n && !rc; i++) {
         const parity_abi_kernel_t *k = kl.items[i].k;
         parity_custom_result_t res[PARITY_CUSTOM_MAX_WORKLOADS];
@@ -165,8 +224,17 @@ int parity_cmd_check_declared(int argc, char **argv)
                                         : cli_input_error("check", "%s", diag.msg);
             break;
         }
+        if (bl) {
+            if (!quiet) fprintf(stderr, "parity check: %s: baseline rules ...\n", kl.items[i].label);
+            st = parity_custom_baselines(op, k, &opts, &bl[i], &diag);
+            if (st) {
+                rc = cli_input_error("check", "%s", diag.msg);
+                break;
+            }
+        }
         int w = worst_of(res, nr);
         parity_verdict_t v = res[w].verdict;
+        verd[i] = v;
         n_ok += v == PARITY_VERDICT_FAITHFUL;
         printf("kernel %s  (%s in, %s out)%s%s\n", kl.items[i].label, dt_name(k->in_dtype), dt_name(k->out_dtype),
                k->description ? "  what: " : "", k->description ? k->description : "");
@@ -199,10 +267,14 @@ int parity_cmd_check_declared(int argc, char **argv)
                  d->name, plugin, kn, res[w].workload, (unsigned long long)opts.seed);
         cJSON_AddStringToObject(ko, "worst_workload", res[w].workload);
         cJSON_AddStringToObject(ko, "reproduce", repro);
+        if (bl) cJSON_AddItemToObject(ko, "baselines", baselines_json(&bl[i]));
         cJSON_AddItemToArray(jk, ko);
         printf("  verdict: %s (worst workload %s)\n  reproduce: %s\n\n", parity_verdict_name(v), res[w].workload,
                repro);
     }
+    if (!rc && bl) print_matrix(&kl, verd, bl, kl.n);
+    free(verd);
+    free(bl);
     if (!rc) {
         printf("summary: %d of %d kernels faithful\n", n_ok, kl.n);
         if (json && cli_json_write(json, root) != 0) rc = cli_input_error("check", "cannot write %s", json);

@@ -4,7 +4,8 @@
 # built-in error model): faithful kernels pass, the bf16-intermediate, bf16-accumulator and
 # dropped-K-tail kernels fail, a segfault is "crashed" and the report completes, state kept
 # across calls is caught by the decoy; the JSON report; the reproducer reproduces; a wrong
-# multilinear declaration, an unknown op and a plugin without the entry symbol are refused.
+# multilinear declaration, an unknown op and a plugin without the entry symbol are refused;
+# --baselines prints the detection matrix; `parity power --op-plugin` the power self-test.
 set -u
 : "${PARITY:?set PARITY to the parity binary}"
 : "${PARITY_BUILD:?set PARITY_BUILD to the build directory}"
@@ -76,6 +77,88 @@ rc=$?
 "$PARITY" check gemm_declared --op-plugin "$D" --kernel fp32 -q > "$tmp/one.txt"
 rc=$?
 [ $rc -eq 0 ] || bad "gemm_declared --kernel fp32: exit $rc, expected 0"
+
+# --baselines: the detection matrix (docs/custom-ops.md "Baselines"). Every rule that applies
+# passes the faithful kernels (no false alarm); the weak rules (SOL-ExecBench's 99%, KernelBench's
+# allclose at 1e-2) pass known-bad kernels parity flags: the bf16 intermediate's relative error
+# 2^-9 is inside 1e-2 |r|, and on KernelBench's torch.rand inputs a dropped K index (one product
+# a*b < 1) is inside 1e-2 |C| with |C| ~ 511/4 = 128; hipDNN's rule is n/a for SwiGLU (no
+# reduction declared) and applies to the GEMM; a kernel that does not run is caught by every rule.
+"$PARITY" check swiglu_fwd --op-plugin "$D" --quick -q --timeout 10 --baselines --json "$tmp/swb.json" > "$tmp/swb.txt"
+"$PARITY" check gemm_declared --op-plugin "$D" --quick -q --baselines --json "$tmp/gmb.json" > "$tmp/gmb.txt"
+grep -q "^detection matrix" "$tmp/swb.txt" && grep -q "hipdnn         n/a: no reduction declared" "$tmp/swb.txt" \
+    || bad "--baselines: no matrix or no n/a reason in the text report"
+python3 - "$tmp/swb.json" "$tmp/gmb.json" <<'PY' || bad "--baselines: matrix verdicts wrong"
+import json, sys
+sw, gm = ({k["name"].rsplit(":", 1)[1]: k for k in json.load(open(p))["kernels"]} for p in sys.argv[1:3])
+rules = ["sol-execbench", "kernelbench", "assert_close", "flash-attn", "ck", "hipdnn", "flashinfer"]
+for ks in (sw, gm):
+    for k in ks.values():
+        assert list(k["baselines"]) == rules, k["baselines"]
+c = lambda k, r: k["baselines"][r]["caught"]
+for k in sw.values():
+    assert k["baselines"]["hipdnn"]["applies"] is False and "no reduction declared" in k["baselines"]["hipdnn"]["why"]
+for k in gm.values():
+    assert k["baselines"]["hipdnn"]["applies"] is True
+for r in rules:
+    if r != "hipdnn":
+        assert c(sw["fp32"], r) is False and c(sw["bf16"], r) is False, (r, sw["fp32"]["baselines"][r])
+        assert c(sw["segfault"], r) is True, r
+    assert c(gm["fp32"], r) is False, (r, gm["fp32"]["baselines"][r])
+    assert c(gm["bf16_acc"], r) is True, r
+assert sw["bf16_intermediate"]["verdict"] == "unfaithful"
+assert not c(sw["bf16_intermediate"], "sol-execbench") and not c(sw["bf16_intermediate"], "kernelbench")
+assert gm["ktail_drop"]["verdict"] == "unfaithful" and not c(gm["ktail_drop"], "kernelbench")
+PY
+
+# the power self-test in C (docs/custom-ops.md "The power self-test"): the control (a faithful
+# evaluation) passes on every workload and every generic mutant is caught on the base workload
+# (a tolerance too tight fails the first, one too loose the second); the GEMM gets the
+# accumulator mutants of a multilinear reduction, SwiGLU the rounded results and tail-dropped n/a.
+for op in gemm_declared swiglu_fwd; do
+    "$PARITY" power $op --op-plugin "$D" --dtype bf16 --json "$tmp/pw_$op.json" > "$tmp/pw_$op.txt"
+    rc=$?
+    [ $rc -eq 0 ] || bad "power $op: exit $rc, expected 0"
+    grep -q "^power self-test of $op (err/tol per workload; caught when > 1; control must be <= 1)" "$tmp/pw_$op.txt" \
+        || bad "power $op: no table header"
+done
+python3 - "$tmp/pw_gemm_declared.json" "$tmp/pw_swiglu_fwd.json" <<'PY' || bad "power: table wrong"
+import json, sys
+gm, sw = (json.load(open(p)) for p in sys.argv[1:3])
+for d, muts in ((gm, ["control", "bf16-accum", "fp16-accum", "inputs-lower", "row-dropped", "col-dropped", "tail-dropped"]),
+                (sw, ["control", "bf16-out", "fp16-out", "inputs-lower", "row-dropped", "col-dropped", "tail-dropped"])):
+    rows = d["rows"]
+    assert [r["mutant"] for r in rows if r["workload"] == "base"] == muts, rows
+    assert sorted(set(r["workload"] for r in rows)) == ["base", "magnitude", "odd", "outlier-ch"], rows
+    for r in rows:
+        if r["mutant"] == "control":
+            assert r["caught"] is False and r["err_over_tol"] <= 1, r
+        elif r["workload"] == "base" and r["caught"] is not None:
+            assert r["caught"] is True, r
+tail = [r for r in sw["rows"] if r["mutant"] == "tail-dropped"]
+assert all(r["caught"] is None and r["why_not"] == "no reduction declared" for r in tail), tail
+assert all(r["caught"] for r in gm["rows"] if r["mutant"] == "bf16-accum"), gm["rows"]
+PY
+# The GEMM's mutants are the plugin's kernels computed another way, so the power table must
+# reproduce their err/tol from `parity check` above: the control is the fp32 kernel exactly (bf16
+# products are exact in fp32 and each step rounds an exact sum once, in both); bf16-accum is the
+# bf16_acc kernel up to the kernel's fp32-then-bf16 double rounding (rare ties: 1%); tail-dropped
+# is ktail_drop up to the fp32 rounding of the sum (the fp64 reference rounded once against the
+# kernel's sequential fp32 sum): at most twice the control's err/tol apart.
+python3 - "$tmp/pw_gemm_declared.json" "$tmp/gm.json" <<'PY' || bad "power: the GEMM's mutants do not reproduce its kernels"
+import json, sys
+pw, ck = (json.load(open(p)) for p in sys.argv[1:3])
+k = {x["name"].rsplit(":", 1)[1]: {w["name"]: w["max_err_over_tol"] for w in x["workloads"]} for x in ck["kernels"]}
+ctl = {r["workload"]: r["err_over_tol"] for r in pw["rows"] if r["mutant"] == "control"}
+for r in pw["rows"]:
+    q, w = r["err_over_tol"], r["workload"]
+    if r["mutant"] == "control":
+        assert q == k["fp32"][w], (r, k["fp32"])
+    elif r["mutant"] == "bf16-accum":
+        assert abs(q - k["bf16_acc"][w]) <= 0.01 * k["bf16_acc"][w], (r, k["bf16_acc"])
+    elif r["mutant"] == "tail-dropped":
+        assert abs(q - k["ktail_drop"][w]) <= 2 * ctl[w], (r, k["ktail_drop"], ctl)
+PY
 
 # refusals
 "$PARITY" check silu_sum_wrong --op-plugin "$D" -q > /dev/null 2> "$tmp/err"

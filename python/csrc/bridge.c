@@ -14,6 +14,7 @@
 
 #include "check_report.h"
 #include "parity/baseline.h"
+#include "parity/custom_op.h"
 #include "parity/format.h"
 #include "parity/logprob.h"
 #include "parity/op.h"
@@ -342,6 +343,32 @@ EXPORT int parity_py_check_set(py_check_t *p, int w, const char *workload, int p
 
 EXPORT int parity_py_baseline_count(void) { return PARITY_N_BASELINES; }
 EXPORT const char *parity_py_baseline_name(int b) { return parity_baseline_name(b); }
+
+/* Declared ops (python/parity/custom_baselines.py): the C rules on arrays (custom_op.h), so a
+ * parity.Op is judged by the same baseline rules as a C-declared op and a built-in one. */
+EXPORT const char *parity_py_baseline_rule(int b) { return parity_baseline_rule(b); }
+EXPORT uint64_t parity_py_custom_baseline_seed(int b) { return parity_custom_baseline_seed(b); }
+EXPORT int parity_py_custom_baseline_applies(int b, int n_out, const int *reduced, int multilinear, char *why,
+                                             size_t cap)
+{
+    return parity_custom_baseline_applies(b, n_out, reduced, multilinear, why, cap);
+}
+EXPORT int parity_py_custom_baseline_judge(int b, const char *op, int in_dtype, int n_out, const int64_t *rows,
+                                           const int64_t *cols, const int64_t *k, const double *const *ref,
+                                           const double *const *s_acc, const double *const *plain,
+                                           const int *out_dtype, const void *const *outs, int *caught,
+                                           double *pass_fraction, double *margin, char *detail, size_t cap)
+{
+    parity_baseline_result_t br;
+    parity_status_t st = parity_custom_baseline_judge(b, op, in_dtype, n_out, rows, cols, k, ref, s_acc, plain,
+                                                      out_dtype, outs, &br);
+    if (st) return -(int)st;
+    *caught = br.caught;
+    *pass_fraction = br.pass_fraction;
+    *margin = br.margin;
+    snprintf(detail, cap, "%s", br.detail);
+    return 0;
+}
 
 /* Rule b's verdict on outputs outs[0..n_outputs) of case c (built with workload
  * "baseline:NAME", the rule's input scheme), as `parity check --baselines` gives it. 0 or -1. */

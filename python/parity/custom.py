@@ -3,7 +3,7 @@ derived from the declaration (docs/custom-ops.md), and a Python harness that jud
 against the op's fp64 reference.
 
 Deliberately not here: running the function (python/parity/custom_run.py, in process or in the
-isolate=True worker), the baselines matrix for declared ops. C plugins declare ops through
+isolate=True worker), the baselines matrix (python/parity/custom_baselines.py). C plugins declare ops through
 include/parity/op_abi.h, judged by src/custom_*.c to the same formulas. The judging is done in numpy float64 in
 Python, not by the C library (its judge takes only the ops compiled into it); the error-model
 formulas are the C library's (src/verify/verify.c) re-stated in Python.
@@ -259,6 +259,7 @@ class CustomCase:
                 raise ValueError("op %s, workload %s: the reference gives NaN in %s: it is not defined on "
                                  "these inputs" % (op.name, self.workload, o))
         self.model = {}
+        self.s_acc = {}  # sum |terms| of the outputs with a multilinear reduction (the baselines' S)
         self.tol = {o: self._tolerance(o) for o in op.outputs}
 
     def _sizes_from_inputs(self):
@@ -306,7 +307,7 @@ class CustomCase:
         self._check_multilinear(o)
         k = int(np.prod([self.sizes[d] for d in self.op.reductions[o]], dtype=np.int64))
         absin = {kk: (np.abs(v) if self.op.inputs[kk].is_float else v) for kk, v in self.exact.items()}
-        s_acc = np.abs(self.evaluate(absin)[o])
+        s_acc = self.s_acc[o] = np.abs(self.evaluate(absin)[o])
         p = sum(1 for x in self.op.inputs.values() if x.is_float)
         t = _BITS.get(self.dtype, 53)
         m_up = 0 if p * t <= 24 else p - 1
@@ -488,9 +489,6 @@ def check(op, fn, *, workloads=None, seed=1, dtype="bf16", like=None, device="cp
     accepted for symmetry with built-in ops and ignored (a declared op has no catalog whose
     spread could be measured). isolate=True runs fn in a spawned worker (a module-level,
     picklable fn): a crash, os._exit or a hang past `timeout` seconds per call is a verdict."""
-    if baselines:
-        raise NotImplementedError("baselines= is not implemented for declared ops yet "
-                                  "(docs/custom-ops.md, 'Not here')")
     if unused:
         raise TypeError("unexpected options for a declared op: %s" % ", ".join(sorted(unused)))
     like = like or ("torch" if _arrays.have_torch() else "numpy")
@@ -517,8 +515,12 @@ def check(op, fn, *, workloads=None, seed=1, dtype="bf16", like=None, device="cp
     finally:
         if worker is not None:
             worker.close()
+    bl = None
+    if baselines:  # the detection matrix (python/parity/custom_baselines.py)
+        from . import custom_baselines
+        bl = custom_baselines.run(op, fn, dtype=dtype, like=like, device=device, isolate=isolate, timeout=timeout)
     return _report(op, _label(fn), (fn.__doc__ or "").strip().split("\n")[0], results, seconds, models,
-                   seed, dtype, _repro(op, fn, seed, dtype, like, isolate))
+                   seed, dtype, _repro(op, fn, seed, dtype, like, isolate), bl)
 
 
 def compare(op, inputs, outputs, *, seed=1, dtype="f32", name="outputs"):
@@ -547,7 +549,7 @@ def _repro(op, fn, seed, dtype, like, isolate=False):
     return rep
 
 
-def _report(op, label, desc, results, seconds, models, seed, dtype, repro):
+def _report(op, label, desc, results, seconds, models, seed, dtype, repro, baselines=None):
     worst = max(results, key=lambda r: (_ORDER.index(r["verdict"]) if r["verdict"] in _ORDER else 9,
                                         r.get("max_err_over_tol", 0)))
     verdict = worst["verdict"]
@@ -562,6 +564,8 @@ def _report(op, label, desc, results, seconds, models, seed, dtype, repro):
          "judge": "python float64 (parity.custom)", "reproduce": rep,
          "kernels": [{"name": label, "description": desc, "verdict": verdict, "workloads": wl,
                       "worst_workload": worst["name"], "diagnosis": None}]}
+    if baselines is not None:
+        d["kernels"][0]["baselines"] = baselines
     lines = ["parity check (declared op %s, judged in Python float64; docs/custom-ops.md)" % op.name,
              "kernel: %s%s" % (label, ("  what: " + desc) if desc else ""),
              "seed %d, inputs %s" % (seed, dtype), ""]
@@ -573,4 +577,7 @@ def _report(op, label, desc, results, seconds, models, seed, dtype, repro):
         if r["detail"]:
             lines.append("               %s" % r["detail"])
     lines += ["", "verdict: %s (worst workload %s)" % (verdict, worst["name"]), "reproduce: %s" % rep, ""]
+    if baselines is not None:
+        from . import custom_baselines
+        lines += [custom_baselines.matrix_text([(label, verdict, baselines)])]
     return Report(op.name, "\n".join(lines), json.dumps(d, indent=1, default=float), rep, seconds)

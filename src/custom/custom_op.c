@@ -299,6 +299,16 @@ static void values(const custom_case_t *c, int i, parity_rng_t *rng, double *a, 
         }
         return;
     }
+    if (var >= CV_BL_RANDN) { /* a baseline verifier's scheme: the float roles are not its concern */
+        for (int64_t j = 0; j < n; j++) {
+            if (role == PARITY_ROLE_MASK) a[j] = parity_rng_uniform(rng) < 0.9; /* a mask stays a mask */
+            else if (var == CV_BL_RAND01) a[j] = parity_rng_uniform(rng);      /* torch.rand */
+            else if (var == CV_BL_INT) a[j] = (double)parity_rng_below(rng, 9) - 4.0; /* CK's integers */
+            else if (var == CV_BL_SOL && role == PARITY_ROLE_NORM_WEIGHT) a[j] = 1.0; /* SOL: gamma = 1 */
+            else a[j] = parity_rng_normal(rng);                                   /* torch.randn */
+        }
+        return;
+    }
     for (int64_t j = 0; j < n; j++)
         a[j] = role == PARITY_ROLE_MASK ? (parity_rng_uniform(rng) < 0.9) : parity_rng_normal(rng);
     if (role == PARITY_ROLE_GRADIENT)
@@ -407,6 +417,7 @@ void custom_case_free(custom_case_t *c)
         free(c->decoy[i]);
         free(c->ref[i]);
         free(c->tol[i]);
+        free(c->s_acc[i]);
     }
     memset(c, 0, sizeof *c);
 }
