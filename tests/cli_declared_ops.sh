@@ -78,6 +78,14 @@ rc=$?
 rc=$?
 [ $rc -eq 0 ] || bad "gemm_declared --kernel fp32: exit $rc, expected 0"
 
+# token ids: gather_declared gets the uniform, Zipf and real-text workloads (the text ids' skew is
+# python/tests/test_custom_c.py's), and the faithful row copy passes them all exactly
+"$PARITY" check gather_declared --op-plugin "$D" -q --json "$tmp/ga.json" > "$tmp/ga.txt"
+rc=$?
+[ $rc -eq 0 ] || bad "gather_declared: exit $rc, expected 0"
+grep -q "^seed 1; workloads: base zipf text odd magnitude$" "$tmp/ga.txt" || bad "gather_declared: workloads $(grep '^seed' "$tmp/ga.txt")"
+grep -q "^  text  *faithful  *err/tol 0 " "$tmp/ga.txt" || bad "gather_declared: text workload not judged faithful"
+
 # --baselines: the detection matrix (docs/custom-ops.md "Baselines"). Every rule that applies
 # passes the faithful kernels (no false alarm); the weak rules (SOL-ExecBench's 99%, KernelBench's
 # allclose at 1e-2) pass known-bad kernels parity flags: the bf16 intermediate's relative error
@@ -169,7 +177,7 @@ rc=$?
 [ $rc -eq 2 ] && grep -q "declares no op named nosuch" "$tmp/err" || bad "unknown op: exit $rc, $(cat "$tmp/err")"
 "$PARITY" check --op-plugin "$D" -q > /dev/null 2> "$tmp/err"
 rc=$?
-[ $rc -eq 2 ] && grep -q "declares 3 ops: name one" "$tmp/err" || bad "no op named: exit $rc, $(cat "$tmp/err")"
+[ $rc -eq 2 ] && grep -q "declares 4 ops: name one" "$tmp/err" || bad "no op named: exit $rc, $(cat "$tmp/err")"
 "$PARITY" check --op-plugin "$PL/libparity_noentry.so" -q > /dev/null 2> "$tmp/err"
 rc=$?
 [ $rc -eq 3 ] && grep -q "parity_op_entry" "$tmp/err" || bad "no entry symbol: exit $rc, $(cat "$tmp/err")"

@@ -38,11 +38,18 @@ parity_status_t parity_custom_op_load(const char *path, const char *name, parity
 void parity_custom_op_free(parity_custom_op_t *op); /* NULL is fine */
 
 const parity_abi_op_decl_t *parity_custom_op_decl(const parity_custom_op_t *op);
-/* The workloads made from the roles (docs/custom-ops.md, "Workloads"): base, zipf (token ids),
- * outlier-ch (activations), odd, magnitude, production (when the largest sizes differ). */
+/* The workloads made from the roles (docs/custom-ops.md, "Workloads"): base, zipf and text (token
+ * ids), outlier-ch (activations), odd, magnitude, production (when the largest sizes differ). */
 int parity_custom_op_workload_count(const parity_custom_op_t *op);
 const char *parity_custom_op_workload_name(const parity_custom_op_t *op, int w);
 int parity_custom_op_workload_production(const parity_custom_op_t *op, int w);
+
+/* The values of input i on workload w for (seed, float dtype F32/BF16/F16), as the kernel gets
+ * them: float inputs as exact doubles, token ids as int64 (8 bytes each either way), into
+ * out[0..cap) (out NULL: only *n is set, the element count). For tests and tools.
+ * PARITY_E_INVALID (indices, cap too small, dtype), PARITY_E_IO (no text corpus), PARITY_E_NOMEM. */
+parity_status_t parity_custom_op_input(const parity_custom_op_t *op, int w, int i, uint64_t seed, int dtype,
+                                       void *out, int64_t cap, int64_t *n, parity_diag_t *diag);
 
 /* One workload's judgement of one kernel. */
 typedef struct {

@@ -8,11 +8,11 @@
 
 #include "parity/custom_op.h"
 
-/* Value variants of a workload: the roles' values (CV_BASE..CV_MAGNITUDE), and the baseline
+/* Value variants of a workload: the roles' values (CV_BASE..CV_TEXT), and the baseline
  * verifiers' own input schemes (custom_baseline.c), which ignore the roles of float inputs as
  * those verifiers' tests do: torch.randn (SOL-ExecBench's with norm weights all ones),
  * torch.rand U[0,1), integers in [-4,4] (Composable Kernel). */
-enum { CV_BASE, CV_ZIPF, CV_OUTLIER, CV_MAGNITUDE, CV_BL_RANDN, CV_BL_SOL, CV_BL_RAND01, CV_BL_INT };
+enum { CV_BASE, CV_ZIPF, CV_OUTLIER, CV_MAGNITUDE, CV_TEXT, CV_BL_RANDN, CV_BL_SOL, CV_BL_RAND01, CV_BL_INT };
 
 typedef struct {
     char name[32];
