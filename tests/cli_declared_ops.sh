@@ -5,7 +5,8 @@
 # dropped-K-tail kernels fail, a segfault is "crashed" and the report completes, state kept
 # across calls is caught by the decoy; the JSON report; the reproducer reproduces; a wrong
 # multilinear declaration, an unknown op and a plugin without the entry symbol are refused;
-# --baselines prints the detection matrix; `parity power --op-plugin` the power self-test.
+# --baselines prints the detection matrix; --jobs N gives the same report; `parity power
+# --op-plugin` the power self-test.
 set -u
 : "${PARITY:?set PARITY to the parity binary}"
 : "${PARITY_BUILD:?set PARITY_BUILD to the build directory}"
@@ -64,6 +65,23 @@ for want in fp32=faithful bf16_acc=unfaithful ktail_drop=unfaithful; do
     grep -qx "$want" "$tmp/gm.v" || bad "gemm_declared: expected $want"
 done
 grep -q "error-model k=512 m_up=0" "$tmp/gm.txt" || bad "gemm_declared: the built-in error model was not used"
+# the diagnosis (docs/custom-ops.md "Diagnosis"): the bf16-accumulator kernel is the bf16
+# sequential emulation itself (bf16 products exact in fp32, one rounding per addition but for
+# the kernel's fp32-then-bf16 double rounding: 0.5 bit of slack), so its error is the emulation's;
+# SwiGLU declares no reduction, and the report says so
+python3 - "$tmp/gm.json" <<'PY' || bad "gemm_declared: diagnosis wrong"
+import json, sys
+k = {x["name"].rsplit(":", 1)[1]: x for x in json.load(open(sys.argv[1]))["kernels"]}
+d = k["bf16_acc"]["diagnosis"]
+assert d["closest"] == "bf16 sequential" and abs(d["effective_bits"] - 8) <= 0.5, d
+assert k["fp32"]["diagnosis"] is None and "no_diagnosis" not in k["fp32"]  # faithful: nothing to diagnose
+for w in k["bf16_acc"]["workloads"]:
+    assert w["diagnosis"]["closest"] == "bf16 sequential", w
+PY
+grep -q "^  diagnosis (.*, C): effective accumulator ~8.0 bits, closest to bf16 sequential$" "$tmp/gm.txt" \
+    || bad "gemm_declared: no diagnosis line"
+[ "$(grep -c '^  no diagnosis: no reduction declared$' "$tmp/sw.txt")" -eq 2 ] \
+    || bad "swiglu_fwd: the unfaithful kernels' report must say: no diagnosis: no reduction declared"
 
 # the reproducer printed for the worst workload runs that one case and gives the same verdict
 rep=$(grep -m1 'reproduce: parity check gemm_declared .* --kernel bf16_acc ' "$tmp/gm.txt" | sed 's/^ *reproduce: parity //')
@@ -118,6 +136,15 @@ assert sw["bf16_intermediate"]["verdict"] == "unfaithful"
 assert not c(sw["bf16_intermediate"], "sol-execbench") and not c(sw["bf16_intermediate"], "kernelbench")
 assert gm["ktail_drop"]["verdict"] == "unfaithful" and not c(gm["ktail_drop"], "kernelbench")
 PY
+
+# --jobs N: the units shared among N worker processes, the report assembled from the results in
+# kernel and workload order, so the text report is the same bytes for any N (the JSON differs
+# only in the measured seconds); 3 workers over 5 kernels x 4 workloads + 5 baseline units
+for j in 1 3; do
+    "$PARITY" check swiglu_fwd --op-plugin "$D" --quick -q --timeout 10 --baselines --jobs $j > "$tmp/j$j.txt"
+done
+cmp -s "$tmp/j1.txt" "$tmp/j3.txt" && cmp -s "$tmp/j1.txt" "$tmp/swb.txt" \
+    || bad "--jobs: the report differs between --jobs 1 and --jobs 3: $(diff "$tmp/j1.txt" "$tmp/j3.txt" | head -5)"
 
 # the power self-test in C (docs/custom-ops.md "The power self-test"): the control (a faithful
 # evaluation) passes on every workload and every generic mutant is caught on the base workload

@@ -51,6 +51,19 @@ int parity_custom_op_workload_production(const parity_custom_op_t *op, int w);
 parity_status_t parity_custom_op_input(const parity_custom_op_t *op, int w, int i, uint64_t seed, int dtype,
                                        void *out, int64_t cap, int64_t *n, parity_diag_t *diag);
 
+/* The declaration as one line of JSON (malloc'd; free() it): {"name", "description",
+ * "multilinear", "dims": {name: [sizes]}, "fixed": [names], "inputs": [{"name", "role", "dims",
+ * "vocab"?}], "outputs": [{"name", "dims", "reduced"}], "attrs": {name: value}}; NULL without
+ * memory. What python/parity/custom_plugin.py (parity.Op.from_plugin) builds a parity.Op from. */
+char *parity_custom_op_json(const parity_custom_op_t *op);
+
+/* The plugin's reference called on caller arrays: sizes[d] per declared dimension (the
+ * declaration's order), float inputs all in dtype (F64 or F32), token ids int64, outputs
+ * caller-allocated in dtype, all contiguous row-major. Returns the plugin's code
+ * (PARITY_KERNEL_UNSUPPORTED: the reference does not compute in dtype). */
+int parity_custom_op_reference(const parity_custom_op_t *op, const int64_t *sizes, int dtype, const void *const *inputs,
+                               void *const *outputs);
+
 /* One workload's judgement of one kernel. */
 typedef struct {
     char workload[32];
@@ -66,6 +79,11 @@ typedef struct {
     char tolerance[96]; /* which model, per output: "y: empirical-floor F=2" */
     char detail[256];   /* crash signal, modified input, ... */
     double seconds;     /* the judged call */
+    /* Unfaithful on a non-production workload: which emulated accumulator the error resembles
+     * (verify.h's parity_diagnosis_t, docs/custom-ops.md "Diagnosis"), when the worst output has a
+     * multilinear reduction; otherwise diag.available is 0 and no_diag says why. */
+    parity_diagnosis_t diag;
+    char no_diag[128];
 } parity_custom_result_t;
 
 typedef struct {
@@ -141,6 +159,25 @@ typedef struct {
 parity_status_t parity_custom_baselines(const parity_custom_op_t *op, const parity_abi_kernel_t *k,
                                         const parity_custom_opts_t *opts, parity_custom_baselines_t *out,
                                         parity_diag_t *diag);
+
+/* ---- several kernels, in parallel (`parity check --op-plugin ... --jobs N`) ------------------ */
+typedef struct {
+    parity_status_t st; /* PARITY_OK, or what parity_custom_check / _baselines returned */
+    char msg[1024];     /* its diag message */
+    int n_results;
+    parity_custom_result_t results[PARITY_CUSTOM_MAX_WORKLOADS];
+    parity_custom_baselines_t baselines; /* when asked for */
+} parity_custom_kernel_report_t;
+
+/* parity_custom_check of each of the n kernels k[0..n) (and parity_custom_baselines when
+ * baselines != 0), the units -- one per (kernel, workload) and one per kernel's baselines --
+ * shared among `jobs` forked worker processes (jobs <= 1: all in this process). Each unit is a
+ * pure function of (op, kernel, workload, seed), so out[0..n) (caller-owned) holds what the
+ * serial calls give, whatever jobs is (the seconds fields aside). PARITY_OK once every unit ran
+ * (per-kernel errors are in out[i].st); PARITY_E_NOMEM; PARITY_E_IO when a worker died. */
+parity_status_t parity_custom_check_many(const parity_custom_op_t *op, const parity_abi_kernel_t *const *k, int n,
+                                         const parity_custom_opts_t *opts, int baselines, int jobs,
+                                         parity_custom_kernel_report_t *out, parity_diag_t *diag);
 
 /* ---- the power self-test (docs/custom-ops.md, "The power self-test") -----------------------
  * Generic mutants built from the op's own reference, judged with the tolerance parity derived,

@@ -15,6 +15,7 @@
 #include "check_report.h"
 #include "parity/baseline.h"
 #include "parity/custom_op.h"
+#include "src/format/format_fast.h"
 #include "parity/format.h"
 #include "parity/logprob.h"
 #include "parity/op.h"
@@ -352,6 +353,36 @@ EXPORT int parity_py_custom_baseline_applies(int b, int n_out, const int *reduce
                                              size_t cap)
 {
     return parity_custom_baseline_applies(b, n_out, reduced, multilinear, why, cap);
+}
+/* A C-declared op for parity.Op.from_plugin (python/parity/custom_plugin.py): load, describe,
+ * call its reference, free (custom_op.h). */
+EXPORT void *parity_py_custom_op_load(const char *path, const char *name, char *err, size_t cap)
+{
+    parity_custom_op_t *op = NULL;
+    parity_diag_t diag;
+    memset(&diag, 0, sizeof diag);
+    if (parity_custom_op_load(path, name && name[0] ? name : NULL, &op, &diag) != PARITY_OK) {
+        snprintf(err, cap, "%s", diag.msg);
+        return NULL;
+    }
+    return op;
+}
+EXPORT void parity_py_custom_op_free(void *op) { parity_custom_op_free(op); }
+EXPORT char *parity_py_custom_op_json(void *op) { return parity_custom_op_json(op); }
+EXPORT int parity_py_custom_op_reference(void *op, const int64_t *sizes, int dtype, const void *const *inputs,
+                                         void *const *outputs)
+{
+    return parity_custom_op_reference(op, sizes, dtype, inputs, outputs);
+}
+
+/* n sums side by side in format fmt (column c of x (k, n) row-major), sequential or pairwise:
+ * parity_format_sum's results (the declared ops' diagnosis emulations, custom_diagnosis.py). */
+EXPORT int parity_py_format_sum_cols(const char *fmt, int pairwise, const double *x, int64_t k, int64_t n,
+                                     double *out)
+{
+    parity_format_t f;
+    if (parity_format_get(fmt, &f, NULL) != PARITY_OK) return -1;
+    return parity_format_sum_fast_cols(&f, x, k, n, pairwise ? PARITY_SUM_PAIRWISE : PARITY_SUM_SEQUENTIAL, out) ? -1 : 0;
 }
 EXPORT int parity_py_custom_baseline_judge(int b, const char *op, int in_dtype, int n_out, const int64_t *rows,
                                            const int64_t *cols, const int64_t *k, const double *const *ref,

@@ -100,6 +100,13 @@ class Op:
     def __repr__(self):
         return "parity.Op(%r, inputs=%s, outputs=%s)" % (self.name, list(self.inputs), list(self.outputs))
 
+    @classmethod
+    def from_plugin(cls, path, name=None):
+        """The op `name` (None: its only one) that the C plugin at path declares (op_abi.h), as a
+        parity.Op whose reference runs in C (python/parity/custom_plugin.py)."""
+        from .custom_plugin import from_plugin
+        return from_plugin(path, name)
+
     # -- workloads ---------------------------------------------------------------------------
     def workloads(self):
         """[(name, dims, production, value variant)]: the workloads made from the roles."""
@@ -470,6 +477,11 @@ def _run(fn, case, like, device, small, worker=None, timeout=None):
         return {"verdict": "crashed", "detail": str(e)}, ex["seconds"]
     if r["verdict"] == "faithful" and ex.get("rerun"):
         r = dict(r, verdict="nondeterministic", detail="output %s differs bit for bit on a rerun" % ex["rerun"])
+    if r["verdict"] == "unfaithful" and small:  # which accumulator the error looks like
+        from . import custom_diagnosis
+        o = r["worst"]["output"]
+        y, dt = _host_f64(_normalise(ex["outputs"], case.op)[o])
+        r["diagnosis"], r["no_diagnosis"] = custom_diagnosis.diagnose(case, y, dt, o)
     return r, ex["seconds"]
 
 
@@ -560,10 +572,18 @@ def _report(op, label, desc, results, seconds, models, seed, dtype, repro, basel
                    "max_err_over_tol": r.get("max_err_over_tol"), "rows_failed": r.get("rows_failed", 0),
                    "rows_judged": r.get("rows_judged", 0), "worst": r.get("worst", {}),
                    "detail": r.get("detail", ""), "tolerance": models.get(r["name"], {})})
+        if r.get("diagnosis"):
+            wl[-1]["diagnosis"] = r["diagnosis"]
+    # The diagnosis the kernel reports: the worst diagnosed unfaithful workload, else the worst
+    # unfaithful one with the reason it has none (as programs/cmd_check_declared.c).
+    bad = [r for r in results if r["verdict"] == "unfaithful" and not r["production"]]
+    dw = max(bad, key=lambda r: (r.get("diagnosis") is not None, r.get("max_err_over_tol", 0))) if bad else None
     d = {"schema": "parity.check/1", "op": op.name, "custom_op": True, "seed": seed, "dtype": dtype,
          "judge": "python float64 (parity.custom)", "reproduce": rep,
          "kernels": [{"name": label, "description": desc, "verdict": verdict, "workloads": wl,
-                      "worst_workload": worst["name"], "diagnosis": None}]}
+                      "worst_workload": worst["name"], "diagnosis": dw and dw.get("diagnosis")}]}
+    if dw is not None and not dw.get("diagnosis"):
+        d["kernels"][0]["no_diagnosis"] = dw.get("no_diagnosis")
     if baselines is not None:
         d["kernels"][0]["baselines"] = baselines
     lines = ["parity check (declared op %s, judged in Python float64; docs/custom-ops.md)" % op.name,
@@ -576,6 +596,10 @@ def _report(op, label, desc, results, seconds, models, seed, dtype, repro, basel
             r["name"], r["verdict"], "-" if q is None else "%.3g" % q, r["rows_failed"], r["rows_judged"], tk))
         if r["detail"]:
             lines.append("               %s" % r["detail"])
+    if dw is not None:
+        from . import custom_diagnosis
+        lines.append(custom_diagnosis.line(dw["diagnosis"]) if dw.get("diagnosis") else
+                     "  no diagnosis: %s" % dw.get("no_diagnosis"))
     lines += ["", "verdict: %s (worst workload %s)" % (verdict, worst["name"]), "reproduce: %s" % rep, ""]
     if baselines is not None:
         from . import custom_baselines

@@ -76,6 +76,17 @@ void custom_judge(const custom_case_t *c, int out_dtype, void *const *outputs, p
  * Returns the plugin's return code (PARITY_KERNEL_UNSUPPORTED: no evaluation in dt). */
 int custom_reference(const custom_case_t *c, int dt, double *const *vals, double **out);
 
+/* custom_power.c: the k terms of output o's declared reduction (a multilinear op), one slice at a
+ * time in C order over the reduced dimensions: fn(ctx, t, out) gets the F64 reference on slice t
+ * (every float input carrying a reduced dimension zeroed off the slice), so out[o][e] is term t of
+ * element e. Returns 0, or the first non-zero return of the reference or of fn. */
+int custom_for_each_term(const custom_case_t *c, int o, int (*fn)(void *ctx, int64_t t, double *const *out),
+                         void *ctx);
+
+/* custom_diag.c: the diagnosis of an unfaithful kernel's outputs on case c (r->worst_output picks
+ * the output): r->diag, or r->no_diag saying why there is none. */
+void custom_diagnose(const custom_case_t *c, int out_dtype, void *const *outputs, parity_custom_result_t *r);
+
 /* custom_run.c: one (kernel, case) run in a child process, judged into r. keep (NULL: not
  * wanted): when the kernel ran to outputs (r->verdict faithful or unfaithful), keep[o] receives
  * a malloc'd copy of output o in the kernel's out_dtype (the caller frees it). */

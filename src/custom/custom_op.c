@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "src/custom/custom_impl.h"
 #include "parity/format.h"
 #include "parity/rng.h"
@@ -501,4 +503,77 @@ parity_status_t parity_custom_op_input(const parity_custom_op_t *op, int w, int 
     }
     custom_case_free(&c);
     return st;
+}
+
+/* ---- the declaration for other languages (python/parity/custom_plugin.py) ----------------- */
+static const char *const ROLE_NAMES[] = {"token_ids", "activation", "gradient", "weight", "norm_weight", "logits",
+                                         "mask"};
+
+char *parity_custom_op_json(const parity_custom_op_t *op)
+{
+    const parity_abi_op_decl_t *d = op->d;
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "name", d->name);
+    cJSON_AddStringToObject(root, "description", d->description ? d->description : "");
+    cJSON_AddBoolToObject(root, "multilinear", op->multilinear);
+    cJSON *dims = cJSON_AddObjectToObject(root, "dims");
+    cJSON *fixed = cJSON_AddArrayToObject(root, "fixed");
+    for (int i = 0; i < op->n_dims; i++) {
+        const parity_abi_op_dim_t *dm = AT(parity_abi_op_dim_t, d->dims, i);
+        cJSON *a = cJSON_AddArrayToObject(dims, dm->name);
+        for (int j = 0; j < dm->n_sizes; j++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)dm->sizes[j]));
+        if (dm->fixed) cJSON_AddItemToArray(fixed, cJSON_CreateString(dm->name));
+    }
+    cJSON *ins = cJSON_AddArrayToObject(root, "inputs");
+    for (int i = 0; i < op->n_in; i++) {
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddStringToObject(x, "name", op->in[i].name);
+        cJSON_AddStringToObject(x, "role", ROLE_NAMES[op->role[i]]);
+        cJSON *a = cJSON_AddArrayToObject(x, "dims");
+        for (int t = 0; t < op->in[i].ndim; t++) cJSON_AddItemToArray(a, cJSON_CreateString(op->dim_name[op->in[i].dim[t]]));
+        if (op->vocab[i] >= 0) cJSON_AddStringToObject(x, "vocab", op->dim_name[op->vocab[i]]);
+        cJSON_AddItemToArray(ins, x);
+    }
+    cJSON *outs = cJSON_AddArrayToObject(root, "outputs");
+    for (int o = 0; o < op->n_out; o++) {
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddStringToObject(x, "name", op->out[o].name);
+        cJSON *a = cJSON_AddArrayToObject(x, "dims");
+        for (int t = 0; t < op->out[o].ndim; t++) cJSON_AddItemToArray(a, cJSON_CreateString(op->dim_name[op->out[o].dim[t]]));
+        cJSON *r = cJSON_AddArrayToObject(x, "reduced");
+        for (int t = 0; t < op->n_red[o]; t++) cJSON_AddItemToArray(r, cJSON_CreateString(op->dim_name[op->red[o][t]]));
+        cJSON_AddItemToArray(outs, x);
+    }
+    cJSON *at = cJSON_AddObjectToObject(root, "attrs");
+    for (int a = 0; a < d->n_attrs; a++) cJSON_AddNumberToObject(at, d->attr_names[a], d->attr_values[a]);
+    char *s = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return s;
+}
+
+int parity_custom_op_reference(const parity_custom_op_t *op, const int64_t *sizes, int dtype, const void *const *inputs,
+                               void *const *outputs)
+{
+    if (!op || !sizes || !inputs || !outputs || (dtype != PARITY_DT_F64 && dtype != PARITY_DT_F32))
+        return PARITY_KERNEL_ERROR;
+    parity_abi_tensor_t in[PARITY_CUSTOM_MAX_ARGS], ou[PARITY_CUSTOM_MAX_ARGS];
+    for (int i = 0; i < op->n_in; i++)
+        custom_tensor(op, &op->in[i], sizes, (void *)inputs[i], custom_is_float_role(op->role[i]) ? dtype : PARITY_DT_I64,
+                      &in[i]);
+    for (int o = 0; o < op->n_out; o++) custom_tensor(op, &op->out[o], sizes, outputs[o], dtype, &ou[o]);
+    parity_abi_call_t call;
+    memset(&call, 0, sizeof call);
+    call.abi_version = PARITY_ABI_VERSION;
+    call.struct_size = sizeof call;
+    call.op = op->d->name;
+    call.n_inputs = op->n_in;
+    call.n_outputs = op->n_out;
+    call.inputs = in;
+    call.outputs = ou;
+    call.n_attrs = op->d->n_attrs;
+    call.attr_names = op->d->attr_names;
+    call.attr_values = op->d->attr_values;
+    call.seed = 1;
+    call.n_threads = 1;
+    return op->d->reference(&call);
 }

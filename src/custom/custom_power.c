@@ -45,24 +45,27 @@ static int64_t coord(const custom_case_t *c, const custom_arg_t *a, int64_t j, i
     return -1; /* not carried */
 }
 
-/* A sequential accumulator in fmt over output o's reduced dimensions, with fp32 terms: for a
- * multilinear op the reference on one slice of the reduced dimensions (every float input carrying
- * them zeroed elsewhere) is that slice's term, so acc = fmt(acc + fp32(term_t)), t = 0..k-1 in C
- * order, is what a kernel with that accumulator computes (as custom_power.py's _seq_accum). */
-static int seq_accum(pw_t *p, int o, const parity_format_t *fmt, double *acc)
+/* custom_impl.h: the terms of output o's declared reduction, slice by slice. */
+int custom_for_each_term(const custom_case_t *c, int o, int (*fn)(void *ctx, int64_t t, double *const *out),
+                         void *ctx)
 {
-    const custom_case_t *c = p->c;
     const parity_custom_op_t *op = c->op;
     int nd = op->n_red[o];
     int64_t k = 1, pos[PARITY_ABI_MAX_DIMS];
     for (int d = 0; d < nd; d++) k *= c->wl->size[op->red[o][d]];
-    double *vals[PARITY_CUSTOM_MAX_ARGS] = {0};
+    double *vals[PARITY_CUSTOM_MAX_ARGS] = {0}, *out[PARITY_CUSTOM_MAX_ARGS] = {0};
+    int64_t *crd[PARITY_CUSTOM_MAX_ARGS] = {0}; /* per float input: nd coordinates per element (-1: not carried) */
     int rc = 0;
-    for (int i = 0; i < op->n_in && !rc; i++)
-        if (custom_is_float_role(op->role[i]) && !(vals[i] = malloc((size_t)c->n_in[i] * sizeof(double))))
-            rc = PARITY_KERNEL_ERROR;
-    for (int64_t j = 0; j < c->n_out[o]; j++) acc[j] = 0;
-    parity_round_opts_t ro = parity_format_default_opts(fmt);
+    for (int i = 0; i < op->n_in && !rc; i++) {
+        if (!custom_is_float_role(op->role[i])) continue;
+        vals[i] = malloc((size_t)c->n_in[i] * sizeof(double) + 8);
+        crd[i] = malloc((size_t)c->n_in[i] * (size_t)(nd > 0 ? nd : 1) * sizeof(int64_t) + 8);
+        if (!vals[i] || !crd[i]) rc = PARITY_KERNEL_ERROR;
+        for (int64_t j = 0; !rc && j < c->n_in[i]; j++)
+            for (int d = 0; d < nd; d++) crd[i][j * nd + d] = coord(c, &op->in[i], j, op->red[o][d]);
+    }
+    for (int q = 0; q < op->n_out && !rc; q++)
+        if (!(out[q] = malloc((size_t)c->n_out[q] * sizeof(double) + 8))) rc = PARITY_KERNEL_ERROR;
     for (int64_t t = 0; t < k && !rc; t++) {
         int64_t r = t;
         for (int d = nd - 1; d >= 0; d--) {
@@ -75,18 +78,49 @@ static int seq_accum(pw_t *p, int o, const parity_format_t *fmt, double *acc)
             for (int64_t j = 0; j < c->n_in[i]; j++) {
                 int keep = 1;
                 for (int d = 0; d < nd && keep; d++) {
-                    int64_t x = coord(c, &op->in[i], j, op->red[o][d]);
+                    int64_t x = crd[i][j * nd + d];
                     keep = x < 0 || x == pos[d];
                 }
                 vals[i][j] = keep ? c->exact[i][j] : 0.0;
             }
         }
-        rc = custom_reference(c, PARITY_DT_F64, vals, p->out);
-        for (int64_t j = 0; !rc && j < c->n_out[o]; j++)
-            acc[j] = parity_format_round(fmt, acc[j] + (double)(float)p->out[o][j], &ro, NULL);
+        rc = custom_reference(c, PARITY_DT_F64, vals, out);
+        if (!rc) rc = fn(ctx, t, out);
     }
-    for (int i = 0; i < PARITY_CUSTOM_MAX_ARGS; i++) free(vals[i]);
+    for (int i = 0; i < PARITY_CUSTOM_MAX_ARGS; i++) {
+        free(vals[i]);
+        free(crd[i]);
+        free(out[i]);
+    }
     return rc;
+}
+
+/* A sequential accumulator in fmt over output o's reduced dimensions, with fp32 terms: for a
+ * multilinear op the reference on one slice of the reduced dimensions (every float input carrying
+ * them zeroed elsewhere) is that slice's term, so acc = fmt(acc + fp32(term_t)), t = 0..k-1 in C
+ * order, is what a kernel with that accumulator computes (as custom_power.py's _seq_accum). */
+typedef struct {
+    const custom_case_t *c;
+    int o;
+    const parity_format_t *fmt;
+    parity_round_opts_t ro;
+    double *acc;
+} seq_t;
+
+static int seq_step(void *ctx, int64_t t, double *const *out)
+{
+    seq_t *s = ctx;
+    (void)t;
+    for (int64_t j = 0; j < s->c->n_out[s->o]; j++)
+        s->acc[j] = parity_format_round(s->fmt, s->acc[j] + (double)(float)out[s->o][j], &s->ro, NULL);
+    return 0;
+}
+
+static int seq_accum(pw_t *p, int o, const parity_format_t *fmt, double *acc)
+{
+    seq_t s = {p->c, o, fmt, parity_format_default_opts(fmt), acc};
+    for (int64_t j = 0; j < p->c->n_out[o]; j++) acc[j] = 0;
+    return custom_for_each_term(p->c, o, seq_step, &s);
 }
 
 static void row(parity_custom_power_row_t *r, const char *m, const char *wl, const char *desc, const char *why)

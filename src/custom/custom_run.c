@@ -236,7 +236,10 @@ parity_status_t parity_custom_check(const parity_custom_op_t *op, const parity_a
         r->production = wl->production;
         parity_status_t st = custom_case_inputs(&c, opts->seed, diag);
         if (!st) st = custom_case_reference(&c, diag);
-        if (!st) custom_run_one(&c, k, opts, r, NULL);
+        void *keep[PARITY_CUSTOM_MAX_ARGS] = {0};
+        if (!st) custom_run_one(&c, k, opts, r, wl->production ? NULL : keep);
+        if (!st && r->verdict == PARITY_VERDICT_UNFAITHFUL && keep[0]) custom_diagnose(&c, k->out_dtype, keep, r);
+        for (int o = 0; o < PARITY_CUSTOM_MAX_ARGS; o++) free(keep[o]);
         custom_case_free(&c);
         if (st) return st;
     }
