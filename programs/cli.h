@@ -24,6 +24,8 @@ typedef struct {
 #undef PARITY_COMMAND
 /* `parity check --op-plugin`: declared ops (programs/cmd_check_declared.c). */
 int parity_cmd_check_declared(int argc, char **argv);
+/* `parity power --op-plugin`: the power self-test of a declared op (programs/cmd_power_declared.c). */
+int parity_cmd_power_declared(int argc, char **argv);
 
 /* Usage error: prints "parity CMD: <message>" and a hint line to stderr, returns exit code 2. */
 int cli_usage_error(const char *cmd, const char *hint, const char *fmt, ...)

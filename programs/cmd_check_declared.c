@@ -2,7 +2,13 @@
  * declares (op_abi.h), judged by the declared-op harness (custom_op.h) on workloads built from
  * the inputs' roles, with tolerances derived from the declaration. Text report on stdout,
  * --json for CI. Reached from `parity check` when --op-plugin is given (cmd_check.c).
- * Deliberately not here: baselines, the noise floor, the diagnosis, --jobs (not for declared ops). */
+ * An unfaithful kernel gets the diagnosis line (custom_diag.c) where a multilinear reduction is
+ * declared. --baselines adds the detection matrix (other verifiers' rules, custom_op.h), as `parity check
+ * --baselines` prints it for a built-in op.
+ * --jobs N shares the (kernel, workload) units among N worker processes (custom_jobs.c); the
+ * report is assembled afterwards from the results alone, so it is the same for any N.
+ * Deliberately not here: the noise floor (a declared op has no catalog), MPI. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +16,7 @@
 
 #include "cli.h"
 #include "json_out.h"
+#include "parity/baseline.h"
 #include "parity/custom_op.h"
 #include "parity/kernel.h"
 
@@ -53,6 +60,49 @@ static void index_text(const parity_custom_result_t *r, char *buf, size_t cap)
     if (l < cap) snprintf(buf + l, cap - l, "]");
 }
 
+static cJSON *diag_json(const parity_custom_result_t *r)
+{
+    const parity_diagnosis_t *d = &r->diag;
+    cJSON *dg = cJSON_CreateObject();
+    cJSON_AddStringToObject(dg, "workload", r->workload);
+    cJSON_AddStringToObject(dg, "output", d->output);
+    cJSON_AddItemToObject(dg, "effective_bits", cli_json_num(d->eff_bits));
+    cJSON_AddStringToObject(dg, "closest", parity_emu_names[d->closest]);
+    cJSON_AddBoolToObject(dg, "beyond_8bit", d->beyond);
+    cJSON_AddBoolToObject(dg, "unresolvable", d->masked);
+    return dg;
+}
+
+/* The diagnosis line, worded as check_report.c's for a built-in op. */
+static void print_diag(const parity_custom_result_t *r)
+{
+    const parity_diagnosis_t *d = &r->diag;
+    printf("  diagnosis (%s, %s): ", r->workload, d->output);
+    if (isinf(d->eff_bits)) printf("exact on the sampled rows");
+    else if (d->beyond)
+        printf("error %.3g is beyond what 8-bit accumulation gives (%.3g): not an accumulator-precision problem",
+               d->cand_err, d->emu_err[0]);
+    else
+        printf("effective accumulator ~%.1f bits, closest to %s%s", d->eff_bits, parity_emu_names[d->closest],
+               d->masked ? " (weak evidence: after rounding to the output dtype, 8- and 24-bit accumulation differ "
+                           "by < 1.5x on the sampled rows)" : "");
+    printf("\n");
+}
+
+/* The unfaithful workload whose diagnosis the kernel reports: the worst diagnosed one, else the
+ * worst unfaithful one (whose no_diag says why there is none); -1 when none is unfaithful. */
+static int diag_of(const parity_custom_result_t *r, int n)
+{
+    int w = -1;
+    for (int i = 0; i < n; i++) {
+        if (r[i].verdict != PARITY_VERDICT_UNFAITHFUL || r[i].production) continue;
+        if (w < 0 || (r[i].diag.available && !r[w].diag.available) ||
+            (r[i].diag.available == r[w].diag.available && r[i].max_err_over_tol > r[w].max_err_over_tol))
+            w = i;
+    }
+    return w;
+}
+
 static cJSON *result_json(const parity_custom_result_t *r)
 {
     cJSON *o = cJSON_CreateObject();
@@ -73,22 +123,76 @@ static cJSON *result_json(const parity_custom_result_t *r)
     }
     cJSON_AddStringToObject(o, "tolerance", r->tolerance);
     cJSON_AddStringToObject(o, "detail", r->detail);
+    if (r->diag.available) cJSON_AddItemToObject(o, "diagnosis", diag_json(r));
     cJSON_AddNumberToObject(o, "seconds", r->seconds);
     return o;
+}
+
+static cJSON *baselines_json(const parity_custom_baselines_t *bl)
+{
+    cJSON *b = cJSON_CreateObject();
+    for (int q = 0; q < PARITY_N_BASELINES; q++) {
+        cJSON *x = cJSON_AddObjectToObject(b, parity_baseline_name(q));
+        cJSON_AddBoolToObject(x, "applies", bl->applies[q]);
+        if (!bl->applies[q]) {
+            cJSON_AddNullToObject(x, "caught");
+            cJSON_AddStringToObject(x, "why", bl->why[q]);
+            continue;
+        }
+        cJSON_AddBoolToObject(x, "caught", bl->r[q].caught);
+        cJSON_AddItemToObject(x, "pass_fraction", cli_json_num(bl->r[q].pass_fraction));
+        cJSON_AddItemToObject(x, "margin", cli_json_num(bl->r[q].margin));
+        cJSON_AddStringToObject(x, "rule", parity_baseline_rule(q));
+        cJSON_AddStringToObject(x, "detail", bl->r[q].detail);
+    }
+    return b;
+}
+
+/* The detection matrix, as check_report.c prints it for a built-in op (without its "expected"
+ * column: a declared op's kernels carry no catalog expectation), n/a where a rule cannot apply. */
+static void print_matrix(const parity_kernel_list_t *kl, const parity_verdict_t *v,
+                         const parity_custom_baselines_t *bl, int n)
+{
+    printf("detection matrix (CAUGHT = the verifier rejects the kernel; for a faithful kernel that is a false "
+           "alarm; n/a = the rule cannot apply to this op)\n");
+    int w = 28;
+    for (int k = 0; k < n; k++)
+        if ((int)strlen(kl->items[k].label) > w) w = (int)strlen(kl->items[k].label);
+    printf("%-*s %-10s", w, "kernel", "parity");
+    int bw[PARITY_N_BASELINES];
+    for (int b = 0; b < PARITY_N_BASELINES; b++) {
+        bw[b] = (int)strlen(parity_baseline_name(b)) > 6 ? (int)strlen(parity_baseline_name(b)) : 6;
+        printf(" %-*s", bw[b], parity_baseline_name(b));
+    }
+    printf("\n");
+    for (int k = 0; k < n; k++) {
+        printf("%-*s %-10s", w, kl->items[k].label, v[k] == PARITY_VERDICT_FAITHFUL ? "pass" : "CAUGHT");
+        for (int b = 0; b < PARITY_N_BASELINES; b++)
+            printf(" %-*s", bw[b], !bl[k].applies[b] ? "n/a" : bl[k].r[b].caught ? "CAUGHT" : "pass");
+        printf("\n");
+    }
+    printf("\nbaseline rules (each on its own inputs at the op's base sizes and its fixed seed; "
+           "docs/custom-ops.md, \"Baselines\"):\n");
+    for (int b = 0; b < PARITY_N_BASELINES; b++)
+        if (n > 0 && bl[0].applies[b]) printf("  %-14s %s\n", parity_baseline_name(b), parity_baseline_rule(b));
+    for (int b = 0; b < PARITY_N_BASELINES; b++)
+        if (n > 0 && !bl[0].applies[b]) printf("  %-14s n/a: %s\n", parity_baseline_name(b), bl[0].why[b]);
+    printf("\n");
 }
 
 int parity_cmd_check_declared(int argc, char **argv)
 {
     const char *op_name = NULL, *plugin = NULL, *json = NULL;
     const char *kspecs[64];
-    int nk = 0, quiet = 0;
+    int nk = 0, quiet = 0, baselines = 0, jobs = 1;
     parity_custom_opts_t opts;
     parity_custom_opts_default(&opts);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         int takes = strcmp(a, "--op-plugin") == 0 || strcmp(a, "--kernel") == 0 || strcmp(a, "-k") == 0 ||
                     strcmp(a, "--workload") == 0 || strcmp(a, "-w") == 0 || strcmp(a, "--seed") == 0 ||
-                    strcmp(a, "--json") == 0 || strcmp(a, "--timeout") == 0;
+                    strcmp(a, "--json") == 0 || strcmp(a, "--timeout") == 0 || strcmp(a, "--jobs") == 0 ||
+                    strcmp(a, "-j") == 0;
         if (takes && !val) return cli_usage_error("check", NULL, "%s needs a value", a);
         if (strcmp(a, "--op-plugin") == 0) plugin = argv[++i];
         else if (strcmp(a, "--kernel") == 0 || strcmp(a, "-k") == 0) {
@@ -102,10 +206,17 @@ int parity_cmd_check_declared(int argc, char **argv)
                 return cli_usage_error("check", NULL, "--timeout %s: expected seconds > 0", val);
         } else if (strcmp(a, "--json") == 0) json = argv[++i];
         else if (strcmp(a, "--quick") == 0) opts.quick = 1;
+        else if (strcmp(a, "--baselines") == 0) baselines = 1;
+        else if (strcmp(a, "--jobs") == 0 || strcmp(a, "-j") == 0) {
+            uint64_t j = 0;
+            if (cli_parse_u64(argv[++i], &j) || j < 1 || j > 256)
+                return cli_usage_error("check", NULL, "--jobs %s: expected 1..256 worker processes", val);
+            jobs = (int)j;
+        }
         else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) quiet = 1;
         else if (a[0] == '-')
             return cli_usage_error("check", "declared ops take --op-plugin, --kernel, --workload, --quick, --seed, "
-                                   "--timeout, --json, -q (docs/custom-ops.md)", "%s: not an option for a declared op", a);
+                                   "--timeout, --baselines, --jobs, --json, -q (docs/custom-ops.md)", "%s: not an option for a declared op", a);
         else if (!op_name) op_name = a;
         else return cli_usage_error("check", NULL, "unexpected argument %s", a);
     }
@@ -154,19 +265,33 @@ int parity_cmd_check_declared(int argc, char **argv)
     cJSON_AddStringToObject(root, "judge", "C declared-op harness (src/custom/custom_tol.c)");
     cJSON *jk = cJSON_AddArrayToObject(root, "kernels");
     int n_ok = 0, rc = 0;
+    parity_verdict_t *verd = calloc((size_t)(kl.n > 0 ? kl.n : 1), sizeof *verd);
+    parity_custom_baselines_t *bl = baselines ? calloc((size_t)(kl.n > 0 ? kl.n : 1), sizeof *bl) : NULL;
+    parity_custom_kernel_report_t *kr = calloc((size_t)(kl.n > 0 ? kl.n : 1), sizeof *kr);
+    const parity_abi_kernel_t **ks = calloc((size_t)(kl.n > 0 ? kl.n : 1), sizeof *ks);
+    if (!verd || !kr || !ks || (baselines && !bl)) rc = cli_input_error("check", "out of memory");
+    for (int i = 0; !rc && i < kl.n; i++) ks[i] = kl.items[i].k;
+    /* Every (kernel, workload) and baselines unit first, in --jobs workers; then the report, in
+     * kernel order, from the results alone: the same bytes for any --jobs. */
+    if (!rc) {
+        if (!quiet) fprintf(stderr, "parity check: %d kernel(s) of %s, %d job(s) ...\n", kl.n, d->name, jobs);
+        fflush(stdout);
+        st = parity_custom_check_many(op, ks, kl.n, &opts, baselines, jobs, kr, &diag);
+        if (st) rc = cli_input_error("check", "%s", diag.msg);
+    }
     for (int i = 0; i < kl.n && !rc; i++) {
         const parity_abi_kernel_t *k = kl.items[i].k;
-        parity_custom_result_t res[PARITY_CUSTOM_MAX_WORKLOADS];
-        int nr = 0;
-        if (!quiet) fprintf(stderr, "parity check: %s ...\n", kl.items[i].label);
-        st = parity_custom_check(op, k, &opts, res, &nr, &diag);
-        if (st) {
-            rc = st == PARITY_E_INVALID ? cli_usage_error("check", NULL, "%s", diag.msg)
-                                        : cli_input_error("check", "%s", diag.msg);
+        parity_custom_result_t *res = kr[i].results;
+        int nr = kr[i].n_results;
+        if (kr[i].st) {
+            rc = kr[i].st == PARITY_E_INVALID ? cli_usage_error("check", NULL, "%s", kr[i].msg)
+                                              : cli_input_error("check", "%s", kr[i].msg);
             break;
         }
+        if (bl) bl[i] = kr[i].baselines;
         int w = worst_of(res, nr);
         parity_verdict_t v = res[w].verdict;
+        verd[i] = v;
         n_ok += v == PARITY_VERDICT_FAITHFUL;
         printf("kernel %s  (%s in, %s out)%s%s\n", kl.items[i].label, dt_name(k->in_dtype), dt_name(k->out_dtype),
                k->description ? "  what: " : "", k->description ? k->description : "");
@@ -191,6 +316,15 @@ int parity_cmd_check_declared(int argc, char **argv)
             }
             cJSON_AddItemToArray(jw, result_json(r));
         }
+        int dw = diag_of(res, nr);
+        if (dw >= 0 && res[dw].diag.available) {
+            print_diag(&res[dw]);
+            cJSON_AddItemToObject(ko, "diagnosis", diag_json(&res[dw]));
+        } else {
+            if (dw >= 0) printf("  no diagnosis: %s\n", res[dw].no_diag);
+            cJSON_AddNullToObject(ko, "diagnosis");
+            if (dw >= 0) cJSON_AddStringToObject(ko, "no_diagnosis", res[dw].no_diag);
+        }
         char repro[8600];
         const char *kn = kl.items[i].label; /* a kernel of the op plugin itself: its NAME suffices */
         size_t pl = strlen(plugin);
@@ -199,10 +333,16 @@ int parity_cmd_check_declared(int argc, char **argv)
                  d->name, plugin, kn, res[w].workload, (unsigned long long)opts.seed);
         cJSON_AddStringToObject(ko, "worst_workload", res[w].workload);
         cJSON_AddStringToObject(ko, "reproduce", repro);
+        if (bl) cJSON_AddItemToObject(ko, "baselines", baselines_json(&bl[i]));
         cJSON_AddItemToArray(jk, ko);
         printf("  verdict: %s (worst workload %s)\n  reproduce: %s\n\n", parity_verdict_name(v), res[w].workload,
                repro);
     }
+    if (!rc && bl) print_matrix(&kl, verd, bl, kl.n);
+    free(verd);
+    free(bl);
+    free(kr);
+    free(ks);
     if (!rc) {
         printf("summary: %d of %d kernels faithful\n", n_ok, kl.n);
         if (json && cli_json_write(json, root) != 0) rc = cli_input_error("check", "cannot write %s", json);

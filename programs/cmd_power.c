@@ -49,6 +49,12 @@ void parity_help_power(FILE *out)
             "                  sampled to fit. Smaller is faster and samples fewer rows\n"
             "  -q, --quiet     no progress lines on stderr\n"
             "\n"
+            "declared ops (docs/custom-ops.md, \"The power self-test\"):\n"
+            "  parity power [OP] --op-plugin FILE.so [--workload W] [--dtype f32|bf16|f16] [--seed S]\n"
+            "               [--json FILE]\n"
+            "                  generic mutants of the op's own reference judged with its derived\n"
+            "                  tolerance (the table parity.power prints); the quick workloads\n"
+            "\n"
             "examples:\n"
             "  parity power gemm --quick\n"
             "  parity power embedding_rmsnorm_bwd --json power.json\n"
@@ -174,6 +180,8 @@ static cJSON *result_json(const parity_power_result_t *r)
 
 int parity_cmd_power(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++) /* an op a plugin declares: programs/cmd_power_declared.c */
+        if (strcmp(argv[i], "--op-plugin") == 0) return parity_cmd_power_declared(argc, argv);
     const char *op_name = NULL, *json = NULL;
     int markdown = 0, quiet = 0;
     parity_power_opts_t o;

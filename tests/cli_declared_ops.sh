@@ -4,7 +4,9 @@
 # built-in error model): faithful kernels pass, the bf16-intermediate, bf16-accumulator and
 # dropped-K-tail kernels fail, a segfault is "crashed" and the report completes, state kept
 # across calls is caught by the decoy; the JSON report; the reproducer reproduces; a wrong
-# multilinear declaration, an unknown op and a plugin without the entry symbol are refused.
+# multilinear declaration, an unknown op and a plugin without the entry symbol are refused;
+# --baselines prints the detection matrix; --jobs N gives the same report; `parity power
+# --op-plugin` the power self-test.
 set -u
 : "${PARITY:?set PARITY to the parity binary}"
 : "${PARITY_BUILD:?set PARITY_BUILD to the build directory}"
@@ -63,6 +65,23 @@ for want in fp32=faithful bf16_acc=unfaithful ktail_drop=unfaithful; do
     grep -qx "$want" "$tmp/gm.v" || bad "gemm_declared: expected $want"
 done
 grep -q "error-model k=512 m_up=0" "$tmp/gm.txt" || bad "gemm_declared: the built-in error model was not used"
+# the diagnosis (docs/custom-ops.md "Diagnosis"): the bf16-accumulator kernel is the bf16
+# sequential emulation itself (bf16 products exact in fp32, one rounding per addition but for
+# the kernel's fp32-then-bf16 double rounding: 0.5 bit of slack), so its error is the emulation's;
+# SwiGLU declares no reduction, and the report says so
+python3 - "$tmp/gm.json" <<'PY' || bad "gemm_declared: diagnosis wrong"
+import json, sys
+k = {x["name"].rsplit(":", 1)[1]: x for x in json.load(open(sys.argv[1]))["kernels"]}
+d = k["bf16_acc"]["diagnosis"]
+assert d["closest"] == "bf16 sequential" and abs(d["effective_bits"] - 8) <= 0.5, d
+assert k["fp32"]["diagnosis"] is None and "no_diagnosis" not in k["fp32"]  # faithful: nothing to diagnose
+for w in k["bf16_acc"]["workloads"]:
+    assert w["diagnosis"]["closest"] == "bf16 sequential", w
+PY
+grep -q "^  diagnosis (.*, C): effective accumulator ~8.0 bits, closest to bf16 sequential$" "$tmp/gm.txt" \
+    || bad "gemm_declared: no diagnosis line"
+[ "$(grep -c '^  no diagnosis: no reduction declared$' "$tmp/sw.txt")" -eq 2 ] \
+    || bad "swiglu_fwd: the unfaithful kernels' report must say: no diagnosis: no reduction declared"
 
 # the reproducer printed for the worst workload runs that one case and gives the same verdict
 rep=$(grep -m1 'reproduce: parity check gemm_declared .* --kernel bf16_acc ' "$tmp/gm.txt" | sed 's/^ *reproduce: parity //')
@@ -77,6 +96,105 @@ rc=$?
 rc=$?
 [ $rc -eq 0 ] || bad "gemm_declared --kernel fp32: exit $rc, expected 0"
 
+# token ids: gather_declared gets the uniform, Zipf and real-text workloads (the text ids' skew is
+# python/tests/test_custom_c.py's), and the faithful row copy passes them all exactly
+"$PARITY" check gather_declared --op-plugin "$D" -q --json "$tmp/ga.json" > "$tmp/ga.txt"
+rc=$?
+[ $rc -eq 0 ] || bad "gather_declared: exit $rc, expected 0"
+grep -q "^seed 1; workloads: base zipf text odd magnitude$" "$tmp/ga.txt" || bad "gather_declared: workloads $(grep '^seed' "$tmp/ga.txt")"
+grep -q "^  text  *faithful  *err/tol 0 " "$tmp/ga.txt" || bad "gather_declared: text workload not judged faithful"
+
+# --baselines: the detection matrix (docs/custom-ops.md "Baselines"). Every rule that applies
+# passes the faithful kernels (no false alarm); the weak rules (SOL-ExecBench's 99%, KernelBench's
+# allclose at 1e-2) pass known-bad kernels parity flags: the bf16 intermediate's relative error
+# 2^-9 is inside 1e-2 |r|, and on KernelBench's torch.rand inputs a dropped K index (one product
+# a*b < 1) is inside 1e-2 |C| with |C| ~ 511/4 = 128; hipDNN's rule is n/a for SwiGLU (no
+# reduction declared) and applies to the GEMM; a kernel that does not run is caught by every rule.
+"$PARITY" check swiglu_fwd --op-plugin "$D" --quick -q --timeout 10 --baselines --json "$tmp/swb.json" > "$tmp/swb.txt"
+"$PARITY" check gemm_declared --op-plugin "$D" --quick -q --baselines --json "$tmp/gmb.json" > "$tmp/gmb.txt"
+grep -q "^detection matrix" "$tmp/swb.txt" && grep -q "hipdnn         n/a: no reduction declared" "$tmp/swb.txt" \
+    || bad "--baselines: no matrix or no n/a reason in the text report"
+python3 - "$tmp/swb.json" "$tmp/gmb.json" <<'PY' || bad "--baselines: matrix verdicts wrong"
+import json, sys
+sw, gm = ({k["name"].rsplit(":", 1)[1]: k for k in json.load(open(p))["kernels"]} for p in sys.argv[1:3])
+rules = ["sol-execbench", "kernelbench", "assert_close", "flash-attn", "ck", "hipdnn", "flashinfer"]
+for ks in (sw, gm):
+    for k in ks.values():
+        assert list(k["baselines"]) == rules, k["baselines"]
+c = lambda k, r: k["baselines"][r]["caught"]
+for k in sw.values():
+    assert k["baselines"]["hipdnn"]["applies"] is False and "no reduction declared" in k["baselines"]["hipdnn"]["why"]
+for k in gm.values():
+    assert k["baselines"]["hipdnn"]["applies"] is True
+for r in rules:
+    if r != "hipdnn":
+        assert c(sw["fp32"], r) is False and c(sw["bf16"], r) is False, (r, sw["fp32"]["baselines"][r])
+        assert c(sw["segfault"], r) is True, r
+    assert c(gm["fp32"], r) is False, (r, gm["fp32"]["baselines"][r])
+    assert c(gm["bf16_acc"], r) is True, r
+assert sw["bf16_intermediate"]["verdict"] == "unfaithful"
+assert not c(sw["bf16_intermediate"], "sol-execbench") and not c(sw["bf16_intermediate"], "kernelbench")
+assert gm["ktail_drop"]["verdict"] == "unfaithful" and not c(gm["ktail_drop"], "kernelbench")
+PY
+
+# --jobs N: the units shared among N worker processes, the report assembled from the results in
+# kernel and workload order, so the text report is the same bytes for any N (the JSON differs
+# only in the measured seconds); 3 workers over 5 kernels x 4 workloads + 5 baseline units
+for j in 1 3; do
+    "$PARITY" check swiglu_fwd --op-plugin "$D" --quick -q --timeout 10 --baselines --jobs $j > "$tmp/j$j.txt"
+done
+cmp -s "$tmp/j1.txt" "$tmp/j3.txt" && cmp -s "$tmp/j1.txt" "$tmp/swb.txt" \
+    || bad "--jobs: the report differs between --jobs 1 and --jobs 3: $(diff "$tmp/j1.txt" "$tmp/j3.txt" | head -5)"
+
+# the power self-test in C (docs/custom-ops.md "The power self-test"): the control (a faithful
+# evaluation) passes on every workload and every generic mutant is caught on the base workload
+# (a tolerance too tight fails the first, one too loose the second); the GEMM gets the
+# accumulator mutants of a multilinear reduction, SwiGLU the rounded results and tail-dropped n/a.
+for op in gemm_declared swiglu_fwd; do
+    "$PARITY" power $op --op-plugin "$D" --dtype bf16 --json "$tmp/pw_$op.json" > "$tmp/pw_$op.txt"
+    rc=$?
+    [ $rc -eq 0 ] || bad "power $op: exit $rc, expected 0"
+    grep -q "^power self-test of $op (err/tol per workload; caught when > 1; control must be <= 1)" "$tmp/pw_$op.txt" \
+        || bad "power $op: no table header"
+done
+python3 - "$tmp/pw_gemm_declared.json" "$tmp/pw_swiglu_fwd.json" <<'PY' || bad "power: table wrong"
+import json, sys
+gm, sw = (json.load(open(p)) for p in sys.argv[1:3])
+for d, muts in ((gm, ["control", "bf16-accum", "fp16-accum", "inputs-lower", "row-dropped", "col-dropped", "tail-dropped"]),
+                (sw, ["control", "bf16-out", "fp16-out", "inputs-lower", "row-dropped", "col-dropped", "tail-dropped"])):
+    rows = d["rows"]
+    assert [r["mutant"] for r in rows if r["workload"] == "base"] == muts, rows
+    assert sorted(set(r["workload"] for r in rows)) == ["base", "magnitude", "odd", "outlier-ch"], rows
+    for r in rows:
+        if r["mutant"] == "control":
+            assert r["caught"] is False and r["err_over_tol"] <= 1, r
+        elif r["workload"] == "base" and r["caught"] is not None:
+            assert r["caught"] is True, r
+tail = [r for r in sw["rows"] if r["mutant"] == "tail-dropped"]
+assert all(r["caught"] is None and r["why_not"] == "no reduction declared" for r in tail), tail
+assert all(r["caught"] for r in gm["rows"] if r["mutant"] == "bf16-accum"), gm["rows"]
+PY
+# The GEMM's mutants are the plugin's kernels computed another way, so the power table must
+# reproduce their err/tol from `parity check` above: the control is the fp32 kernel exactly (bf16
+# products are exact in fp32 and each step rounds an exact sum once, in both); bf16-accum is the
+# bf16_acc kernel up to the kernel's fp32-then-bf16 double rounding (rare ties: 1%); tail-dropped
+# is ktail_drop up to the fp32 rounding of the sum (the fp64 reference rounded once against the
+# kernel's sequential fp32 sum): at most twice the control's err/tol apart.
+python3 - "$tmp/pw_gemm_declared.json" "$tmp/gm.json" <<'PY' || bad "power: the GEMM's mutants do not reproduce its kernels"
+import json, sys
+pw, ck = (json.load(open(p)) for p in sys.argv[1:3])
+k = {x["name"].rsplit(":", 1)[1]: {w["name"]: w["max_err_over_tol"] for w in x["workloads"]} for x in ck["kernels"]}
+ctl = {r["workload"]: r["err_over_tol"] for r in pw["rows"] if r["mutant"] == "control"}
+for r in pw["rows"]:
+    q, w = r["err_over_tol"], r["workload"]
+    if r["mutant"] == "control":
+        assert q == k["fp32"][w], (r, k["fp32"])
+    elif r["mutant"] == "bf16-accum":
+        assert abs(q - k["bf16_acc"][w]) <= 0.01 * k["bf16_acc"][w], (r, k["bf16_acc"])
+    elif r["mutant"] == "tail-dropped":
+        assert abs(q - k["ktail_drop"][w]) <= 2 * ctl[w], (r, k["ktail_drop"], ctl)
+PY
+
 # refusals
 "$PARITY" check silu_sum_wrong --op-plugin "$D" -q > /dev/null 2> "$tmp/err"
 rc=$?
@@ -86,7 +204,7 @@ rc=$?
 [ $rc -eq 2 ] && grep -q "declares no op named nosuch" "$tmp/err" || bad "unknown op: exit $rc, $(cat "$tmp/err")"
 "$PARITY" check --op-plugin "$D" -q > /dev/null 2> "$tmp/err"
 rc=$?
-[ $rc -eq 2 ] && grep -q "declares 3 ops: name one" "$tmp/err" || bad "no op named: exit $rc, $(cat "$tmp/err")"
+[ $rc -eq 2 ] && grep -q "declares 4 ops: name one" "$tmp/err" || bad "no op named: exit $rc, $(cat "$tmp/err")"
 "$PARITY" check --op-plugin "$PL/libparity_noentry.so" -q > /dev/null 2> "$tmp/err"
 rc=$?
 [ $rc -eq 3 ] && grep -q "parity_op_entry" "$tmp/err" || bad "no entry symbol: exit $rc, $(cat "$tmp/err")"

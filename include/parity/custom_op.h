@@ -3,11 +3,13 @@
  * error model for a multilinear reduction, otherwise the empirical floor) and judging a kernel
  * on them in a child process. The same specification as the Python package's parity.Op
  * (docs/custom-ops.md); `parity check --op-plugin FILE.so` is its CLI.
+ * Also the baselines matrix (other verifiers' rules, baseline.h) for declared ops.
  * Deliberately not here: the report's layout (programs/cmd_check_declared.c), the built-in ops'
- * harness (verify.h), the catalog noise floor and the diagnosis (a declared op has no catalog). */
+ * harness (verify.h), the catalog noise floor (a declared op has no catalog). */
 #ifndef PARITY_CUSTOM_OP_H
 #define PARITY_CUSTOM_OP_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "parity/kernel_abi.h"
@@ -36,11 +38,31 @@ parity_status_t parity_custom_op_load(const char *path, const char *name, parity
 void parity_custom_op_free(parity_custom_op_t *op); /* NULL is fine */
 
 const parity_abi_op_decl_t *parity_custom_op_decl(const parity_custom_op_t *op);
-/* The workloads made from the roles (docs/custom-ops.md, "Workloads"): base, zipf (token ids),
- * outlier-ch (activations), odd, magnitude, production (when the largest sizes differ). */
+/* The workloads made from the roles (docs/custom-ops.md, "Workloads"): base, zipf and text (token
+ * ids), outlier-ch (activations), odd, magnitude, production (when the largest sizes differ). */
 int parity_custom_op_workload_count(const parity_custom_op_t *op);
 const char *parity_custom_op_workload_name(const parity_custom_op_t *op, int w);
 int parity_custom_op_workload_production(const parity_custom_op_t *op, int w);
+
+/* The values of input i on workload w for (seed, float dtype F32/BF16/F16), as the kernel gets
+ * them: float inputs as exact doubles, token ids as int64 (8 bytes each either way), into
+ * out[0..cap) (out NULL: only *n is set, the element count). For tests and tools.
+ * PARITY_E_INVALID (indices, cap too small, dtype), PARITY_E_IO (no text corpus), PARITY_E_NOMEM. */
+parity_status_t parity_custom_op_input(const parity_custom_op_t *op, int w, int i, uint64_t seed, int dtype,
+                                       void *out, int64_t cap, int64_t *n, parity_diag_t *diag);
+
+/* The declaration as one line of JSON (malloc'd; free() it): {"name", "description",
+ * "multilinear", "dims": {name: [sizes]}, "fixed": [names], "inputs": [{"name", "role", "dims",
+ * "vocab"?}], "outputs": [{"name", "dims", "reduced"}], "attrs": {name: value}}; NULL without
+ * memory. What python/parity/custom_plugin.py (parity.Op.from_plugin) builds a parity.Op from. */
+char *parity_custom_op_json(const parity_custom_op_t *op);
+
+/* The plugin's reference called on caller arrays: sizes[d] per declared dimension (the
+ * declaration's order), float inputs all in dtype (F64 or F32), token ids int64, outputs
+ * caller-allocated in dtype, all contiguous row-major. Returns the plugin's code
+ * (PARITY_KERNEL_UNSUPPORTED: the reference does not compute in dtype). */
+int parity_custom_op_reference(const parity_custom_op_t *op, const int64_t *sizes, int dtype, const void *const *inputs,
+                               void *const *outputs);
 
 /* One workload's judgement of one kernel. */
 typedef struct {
@@ -57,6 +79,11 @@ typedef struct {
     char tolerance[96]; /* which model, per output: "y: empirical-floor F=2" */
     char detail[256];   /* crash signal, modified input, ... */
     double seconds;     /* the judged call */
+    /* Unfaithful on a non-production workload: which emulated accumulator the error resembles
+     * (verify.h's parity_diagnosis_t, docs/custom-ops.md "Diagnosis"), when the worst output has a
+     * multilinear reduction; otherwise diag.available is 0 and no_diag says why. */
+    parity_diagnosis_t diag;
+    char no_diag[128];
 } parity_custom_result_t;
 
 typedef struct {
@@ -86,6 +113,99 @@ parity_status_t parity_custom_check(const parity_custom_op_t *op, const parity_a
  * (0: none), tol[rows*cols] written. Exposed for tests. Returns the factor F used. */
 double parity_custom_floor(const double *ref, const double *got, int64_t rows, int64_t cols,
                            int64_t k, double *tol);
+
+/* ---- the baselines matrix (docs/custom-ops.md, "Baselines") ---------------------------------
+ * The seven rules of baseline.h applied to a declared op: each rule's input scheme at the op's
+ * base sizes (float inputs torch.randn-like, SOL-ExecBench's with norm weights all ones,
+ * torch.rand U[0,1) for KernelBench, integers in [-4,4] for Composable Kernel; masks stay 0/1
+ * masks, token ids uniform) with the rule's fixed seed, one plain run of the kernel, then the
+ * rule, from the reference, the outputs and (per rule) the term count K, sum |terms| and the
+ * plain low-precision implementation. */
+
+/* Whether rule b applies to an op with n_out outputs, reduced[o] != 0 when output o declares a
+ * reduction, multilinear the op's PARITY_OP_MULTILINEAR. Every rule applies except hipDNN's,
+ * which needs sum |products| per element: only a multilinear reduction on every output gives it.
+ * Returns 1, or 0 with why[0..cap) saying why not. */
+int parity_custom_baseline_applies(int b, int n_out, const int *reduced, int multilinear, char *why, size_t cap);
+
+/* Rule b on the outputs of one declared-op case given as plain arrays (the C harness and the
+ * Python package's parity.Op both call it, so the rules are baseline.c's in both):
+ * n_out outputs (at most 8), output o viewed as rows[o] x cols[o]; ref[o] the fp64 reference;
+ * k[o] the terms per element (the declared reduction's length, 1 without one; CK's
+ * number_of_accumulations defaults to 1); s_acc[o] sum |terms| (NULL or a NULL entry: |ref|);
+ * plain[o] the reference evaluated in fp32 on the same inputs (NULL or a NULL entry: none), which
+ * rounded to in_dtype is FlashAttention's out_pt (without it, out_pt is ref rounded once to
+ * in_dtype, as for the built-in ops without an emulation); outs[o] the kernel's output in
+ * out_dtype[o] (the reference is rounded to out_dtype[0] where a rule says so). br filled as parity_baseline_judge fills it. PARITY_E_INVALID, PARITY_E_NOMEM. */
+parity_status_t parity_custom_baseline_judge(int b, const char *op_name, int in_dtype, int n_out,
+                                             const int64_t *rows, const int64_t *cols, const int64_t *k,
+                                             const double *const *ref, const double *const *s_acc,
+                                             const double *const *plain, const int *out_dtype, const void *const *outs,
+                                             parity_baseline_result_t *br);
+
+/* Rule b's fixed seed (baseline.c's: SOL-ExecBench 200, KernelBench 42, the others 0). */
+uint64_t parity_custom_baseline_seed(int b);
+
+typedef struct {
+    int applies[PARITY_N_BASELINES];        /* 0: n/a, why[b] says why */
+    char why[PARITY_N_BASELINES][200];
+    parity_baseline_result_t r[PARITY_N_BASELINES]; /* where it applies */
+} parity_custom_baselines_t;
+
+/* Every rule on kernel k of op (see above): opts->timeout per run; opts->seed is not used (each
+ * rule has its fixed seed). A rule whose inputs the reference is not defined on (NaN) is n/a
+ * with the reason; a kernel that does not run to outputs (crash, timeout, ...) is caught, as in
+ * `parity check --baselines`. PARITY_OK, PARITY_E_NOMEM, or a declaration error (diag). */
+parity_status_t parity_custom_baselines(const parity_custom_op_t *op, const parity_abi_kernel_t *k,
+                                        const parity_custom_opts_t *opts, parity_custom_baselines_t *out,
+                                        parity_diag_t *diag);
+
+/* ---- several kernels, in parallel (`parity check --op-plugin ... --jobs N`) ------------------ */
+typedef struct {
+    parity_status_t st; /* PARITY_OK, or what parity_custom_check / _baselines returned */
+    char msg[1024];     /* its diag message */
+    int n_results;
+    parity_custom_result_t results[PARITY_CUSTOM_MAX_WORKLOADS];
+    parity_custom_baselines_t baselines; /* when asked for */
+} parity_custom_kernel_report_t;
+
+/* parity_custom_check of each of the n kernels k[0..n) (and parity_custom_baselines when
+ * baselines != 0), the units -- one per (kernel, workload) and one per kernel's baselines --
+ * shared among `jobs` forked worker processes (jobs <= 1: all in this process). Each unit is a
+ * pure function of (op, kernel, workload, seed), so out[0..n) (caller-owned) holds what the
+ * serial calls give, whatever jobs is (the seconds fields aside). PARITY_OK once every unit ran
+ * (per-kernel errors are in out[i].st); PARITY_E_NOMEM; PARITY_E_IO when a worker died. */
+parity_status_t parity_custom_check_many(const parity_custom_op_t *op, const parity_abi_kernel_t *const *k, int n,
+                                         const parity_custom_opts_t *opts, int baselines, int jobs,
+                                         parity_custom_kernel_report_t *out, parity_diag_t *diag);
+
+/* ---- the power self-test (docs/custom-ops.md, "The power self-test") -----------------------
+ * Generic mutants built from the op's own reference, judged with the tolerance parity derived,
+ * as parity.power does for a parity.Op (python/parity/custom_power.py): control (the reference in
+ * fp32: must pass), bf16-accum / fp16-accum (a multilinear reduction: a sequential accumulator in
+ * that format over the reduced dimensions, fp32 terms) or, otherwise, bf16-out / fp16-out (the
+ * fp32 evaluation rounded to that format: a C reference cannot be evaluated in bf16, so this is
+ * the one rounding every bf16 evaluation makes at least), inputs-lower (float inputs rounded one
+ * format lower: f32 -> tf32, f16 -> e5m2, bf16 -> e4m3fn saturating, then fp32), row-dropped,
+ * col-dropped (the first output's last row / column left zero) and tail-dropped (the last index
+ * of every reduced dimension dropped, its inputs zeroed). Mutants are outputs, judged as fp32. */
+#define PARITY_CUSTOM_N_MUTANTS 7
+typedef struct {
+    char mutant[16];
+    char workload[32];
+    char description[160];
+    int applies;         /* 0: n/a, why_not says why */
+    int caught;          /* err_over_tol > 1 */
+    double err_over_tol;
+    char why_not[96];
+} parity_custom_power_row_t;
+
+/* Every mutant on every workload opts selects (opts->quick, opts->workload, opts->seed), inputs
+ * in dtype (F32, BF16 or F16), rows[0..cap) written in (workload, mutant) order, *n_rows set.
+ * PARITY_OK; PARITY_E_INVALID (a dtype, cap too small, an unknown workload); PARITY_E_FORMAT (the
+ * declaration fails on a workload, as parity_custom_check); PARITY_E_NOMEM. */
+parity_status_t parity_custom_power(const parity_custom_op_t *op, int dtype, const parity_custom_opts_t *opts,
+                                    parity_custom_power_row_t *rows, int cap, int *n_rows, parity_diag_t *diag);
 
 #ifdef __cplusplus
 }

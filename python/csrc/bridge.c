@@ -14,6 +14,8 @@
 
 #include "check_report.h"
 #include "parity/baseline.h"
+#include "parity/custom_op.h"
+#include "src/format/format_fast.h"
 #include "parity/format.h"
 #include "parity/logprob.h"
 #include "parity/op.h"
@@ -342,6 +344,62 @@ EXPORT int parity_py_check_set(py_check_t *p, int w, const char *workload, int p
 
 EXPORT int parity_py_baseline_count(void) { return PARITY_N_BASELINES; }
 EXPORT const char *parity_py_baseline_name(int b) { return parity_baseline_name(b); }
+
+/* Declared ops (python/parity/custom_baselines.py): the C rules on arrays (custom_op.h), so a
+ * parity.Op is judged by the same baseline rules as a C-declared op and a built-in one. */
+EXPORT const char *parity_py_baseline_rule(int b) { return parity_baseline_rule(b); }
+EXPORT uint64_t parity_py_custom_baseline_seed(int b) { return parity_custom_baseline_seed(b); }
+EXPORT int parity_py_custom_baseline_applies(int b, int n_out, const int *reduced, int multilinear, char *why,
+                                             size_t cap)
+{
+    return parity_custom_baseline_applies(b, n_out, reduced, multilinear, why, cap);
+}
+/* A C-declared op for parity.Op.from_plugin (python/parity/custom_plugin.py): load, describe,
+ * call its reference, free (custom_op.h). */
+EXPORT void *parity_py_custom_op_load(const char *path, const char *name, char *err, size_t cap)
+{
+    parity_custom_op_t *op = NULL;
+    parity_diag_t diag;
+    memset(&diag, 0, sizeof diag);
+    if (parity_custom_op_load(path, name && name[0] ? name : NULL, &op, &diag) != PARITY_OK) {
+        snprintf(err, cap, "%s", diag.msg);
+        return NULL;
+    }
+    return op;
+}
+EXPORT void parity_py_custom_op_free(void *op) { parity_custom_op_free(op); }
+EXPORT char *parity_py_custom_op_json(void *op) { return parity_custom_op_json(op); }
+EXPORT int parity_py_custom_op_reference(void *op, const int64_t *sizes, int dtype, const void *const *inputs,
+                                         void *const *outputs)
+{
+    return parity_custom_op_reference(op, sizes, dtype, inputs, outputs);
+}
+
+/* n sums side by side in format fmt (column c of x (k, n) row-major), sequential or pairwise:
+ * parity_format_sum's results (the declared ops' diagnosis emulations, custom_diagnosis.py). */
+EXPORT int parity_py_format_sum_cols(const char *fmt, int pairwise, const double *x, int64_t k, int64_t n,
+                                     double *out)
+{
+    parity_format_t f;
+    if (parity_format_get(fmt, &f, NULL) != PARITY_OK) return -1;
+    return parity_format_sum_fast_cols(&f, x, k, n, pairwise ? PARITY_SUM_PAIRWISE : PARITY_SUM_SEQUENTIAL, out) ? -1 : 0;
+}
+EXPORT int parity_py_custom_baseline_judge(int b, const char *op, int in_dtype, int n_out, const int64_t *rows,
+                                           const int64_t *cols, const int64_t *k, const double *const *ref,
+                                           const double *const *s_acc, const double *const *plain,
+                                           const int *out_dtype, const void *const *outs, int *caught,
+                                           double *pass_fraction, double *margin, char *detail, size_t cap)
+{
+    parity_baseline_result_t br;
+    parity_status_t st = parity_custom_baseline_judge(b, op, in_dtype, n_out, rows, cols, k, ref, s_acc, plain,
+                                                      out_dtype, outs, &br);
+    if (st) return -(int)st;
+    *caught = br.caught;
+    *pass_fraction = br.pass_fraction;
+    *margin = br.margin;
+    snprintf(detail, cap, "%s", br.detail);
+    return 0;
+}
 
 /* Rule b's verdict on outputs outs[0..n_outputs) of case c (built with workload
  * "baseline:NAME", the rule's input scheme), as `parity check --baselines` gives it. 0 or -1. */

@@ -3,7 +3,7 @@ derived from the declaration (docs/custom-ops.md), and a Python harness that jud
 against the op's fp64 reference.
 
 Deliberately not here: running the function (python/parity/custom_run.py, in process or in the
-isolate=True worker), the baselines matrix for declared ops. C plugins declare ops through
+isolate=True worker), the baselines matrix (python/parity/custom_baselines.py). C plugins declare ops through
 include/parity/op_abi.h, judged by src/custom_*.c to the same formulas. The judging is done in numpy float64 in
 Python, not by the C library (its judge takes only the ops compiled into it); the error-model
 formulas are the C library's (src/verify/verify.c) re-stated in Python.
@@ -99,6 +99,13 @@ class Op:
 
     def __repr__(self):
         return "parity.Op(%r, inputs=%s, outputs=%s)" % (self.name, list(self.inputs), list(self.outputs))
+
+    @classmethod
+    def from_plugin(cls, path, name=None):
+        """The op `name` (None: its only one) that the C plugin at path declares (op_abi.h), as a
+        parity.Op whose reference runs in C (python/parity/custom_plugin.py)."""
+        from .custom_plugin import from_plugin
+        return from_plugin(path, name)
 
     # -- workloads ---------------------------------------------------------------------------
     def workloads(self):
@@ -259,6 +266,7 @@ class CustomCase:
                 raise ValueError("op %s, workload %s: the reference gives NaN in %s: it is not defined on "
                                  "these inputs" % (op.name, self.workload, o))
         self.model = {}
+        self.s_acc = {}  # sum |terms| of the outputs with a multilinear reduction (the baselines' S)
         self.tol = {o: self._tolerance(o) for o in op.outputs}
 
     def _sizes_from_inputs(self):
@@ -306,7 +314,7 @@ class CustomCase:
         self._check_multilinear(o)
         k = int(np.prod([self.sizes[d] for d in self.op.reductions[o]], dtype=np.int64))
         absin = {kk: (np.abs(v) if self.op.inputs[kk].is_float else v) for kk, v in self.exact.items()}
-        s_acc = np.abs(self.evaluate(absin)[o])
+        s_acc = self.s_acc[o] = np.abs(self.evaluate(absin)[o])
         p = sum(1 for x in self.op.inputs.values() if x.is_float)
         t = _BITS.get(self.dtype, 53)
         m_up = 0 if p * t <= 24 else p - 1
@@ -469,6 +477,11 @@ def _run(fn, case, like, device, small, worker=None, timeout=None):
         return {"verdict": "crashed", "detail": str(e)}, ex["seconds"]
     if r["verdict"] == "faithful" and ex.get("rerun"):
         r = dict(r, verdict="nondeterministic", detail="output %s differs bit for bit on a rerun" % ex["rerun"])
+    if r["verdict"] == "unfaithful" and small:  # which accumulator the error looks like
+        from . import custom_diagnosis
+        o = r["worst"]["output"]
+        y, dt = _host_f64(_normalise(ex["outputs"], case.op)[o])
+        r["diagnosis"], r["no_diagnosis"] = custom_diagnosis.diagnose(case, y, dt, o)
     return r, ex["seconds"]
 
 
@@ -488,9 +501,6 @@ def check(op, fn, *, workloads=None, seed=1, dtype="bf16", like=None, device="cp
     accepted for symmetry with built-in ops and ignored (a declared op has no catalog whose
     spread could be measured). isolate=True runs fn in a spawned worker (a module-level,
     picklable fn): a crash, os._exit or a hang past `timeout` seconds per call is a verdict."""
-    if baselines:
-        raise NotImplementedError("baselines= is not implemented for declared ops yet "
-                                  "(docs/custom-ops.md, 'Not here')")
     if unused:
         raise TypeError("unexpected options for a declared op: %s" % ", ".join(sorted(unused)))
     like = like or ("torch" if _arrays.have_torch() else "numpy")
@@ -517,8 +527,12 @@ def check(op, fn, *, workloads=None, seed=1, dtype="bf16", like=None, device="cp
     finally:
         if worker is not None:
             worker.close()
+    bl = None
+    if baselines:  # the detection matrix (python/parity/custom_baselines.py)
+        from . import custom_baselines
+        bl = custom_baselines.run(op, fn, dtype=dtype, like=like, device=device, isolate=isolate, timeout=timeout)
     return _report(op, _label(fn), (fn.__doc__ or "").strip().split("\n")[0], results, seconds, models,
-                   seed, dtype, _repro(op, fn, seed, dtype, like, isolate))
+                   seed, dtype, _repro(op, fn, seed, dtype, like, isolate), bl)
 
 
 def compare(op, inputs, outputs, *, seed=1, dtype="f32", name="outputs"):
@@ -547,7 +561,7 @@ def _repro(op, fn, seed, dtype, like, isolate=False):
     return rep
 
 
-def _report(op, label, desc, results, seconds, models, seed, dtype, repro):
+def _report(op, label, desc, results, seconds, models, seed, dtype, repro, baselines=None):
     worst = max(results, key=lambda r: (_ORDER.index(r["verdict"]) if r["verdict"] in _ORDER else 9,
                                         r.get("max_err_over_tol", 0)))
     verdict = worst["verdict"]
@@ -558,10 +572,20 @@ def _report(op, label, desc, results, seconds, models, seed, dtype, repro):
                    "max_err_over_tol": r.get("max_err_over_tol"), "rows_failed": r.get("rows_failed", 0),
                    "rows_judged": r.get("rows_judged", 0), "worst": r.get("worst", {}),
                    "detail": r.get("detail", ""), "tolerance": models.get(r["name"], {})})
+        if r.get("diagnosis"):
+            wl[-1]["diagnosis"] = r["diagnosis"]
+    # The diagnosis the kernel reports: the worst diagnosed unfaithful workload, else the worst
+    # unfaithful one with the reason it has none (as programs/cmd_check_declared.c).
+    bad = [r for r in results if r["verdict"] == "unfaithful" and not r["production"]]
+    dw = max(bad, key=lambda r: (r.get("diagnosis") is not None, r.get("max_err_over_tol", 0))) if bad else None
     d = {"schema": "parity.check/1", "op": op.name, "custom_op": True, "seed": seed, "dtype": dtype,
          "judge": "python float64 (parity.custom)", "reproduce": rep,
          "kernels": [{"name": label, "description": desc, "verdict": verdict, "workloads": wl,
-                      "worst_workload": worst["name"], "diagnosis": None}]}
+                      "worst_workload": worst["name"], "diagnosis": dw and dw.get("diagnosis")}]}
+    if dw is not None and not dw.get("diagnosis"):
+        d["kernels"][0]["no_diagnosis"] = dw.get("no_diagnosis")
+    if baselines is not None:
+        d["kernels"][0]["baselines"] = baselines
     lines = ["parity check (declared op %s, judged in Python float64; docs/custom-ops.md)" % op.name,
              "kernel: %s%s" % (label, ("  what: " + desc) if desc else ""),
              "seed %d, inputs %s" % (seed, dtype), ""]
@@ -572,5 +596,12 @@ def _report(op, label, desc, results, seconds, models, seed, dtype, repro):
             r["name"], r["verdict"], "-" if q is None else "%.3g" % q, r["rows_failed"], r["rows_judged"], tk))
         if r["detail"]:
             lines.append("               %s" % r["detail"])
+    if dw is not None:
+        from . import custom_diagnosis
+        lines.append(custom_diagnosis.line(dw["diagnosis"]) if dw.get("diagnosis") else
+                     "  no diagnosis: %s" % dw.get("no_diagnosis"))
     lines += ["", "verdict: %s (worst workload %s)" % (verdict, worst["name"]), "reproduce: %s" % rep, ""]
+    if baselines is not None:
+        from . import custom_baselines
+        lines += [custom_baselines.matrix_text([(label, verdict, baselines)])]
     return Report(op.name, "\n".join(lines), json.dumps(d, indent=1, default=float), rep, seconds)

@@ -59,6 +59,12 @@ def mutants(case):
         out["bf16-accum"] = ("sequential bf16 accumulator over the declared reduction, fp32 terms", res, None)
         res = {o: (_seq_accum(case, o, "fp16") if o in op.reductions else case.contract_eval()[o]) for o in op.outputs}
         out["fp16-accum"] = ("sequential fp16 accumulator over the declared reduction, fp32 terms", res, None)
+    elif getattr(op.reference, "runs_in_c", False):  # a C reference (custom_plugin.py): F64/F32 only
+        from .formats import round as _r
+        good = case.contract_eval()
+        for nm, fmt in (("bf16-out", "bf16"), ("fp16-out", "fp16")):  # as the C power self-test
+            out[nm] = ("the reference in fp32, its result rounded to %s" % fmt,
+                       {o: _r(a, fmt) for o, a in good.items()}, None)
     else:
         bt = _bf16_type()
         if bt is None:

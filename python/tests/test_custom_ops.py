@@ -90,6 +90,15 @@ def test_declared_op_reaches_the_builtin_verdicts(op):
             verdicts.add(rb.verdict)
             if decl.multilinear:  # the same error model: the same numbers, not only the verdict
                 assert rd.err_over_tol == pytest.approx(rb.err_over_tol, rel=1e-6, abs=0), rows[-1]
+                # and the same diagnosis (docs/custom-ops.md "Diagnosis"): these outputs have at
+                # most 32 rows, so both diagnose every row; the terms are the same fp32 products and
+                # the sums the same parity_format_sum, so the effective bits agree to rounding
+                # (measured: equal to 3 decimals, e.g. splitk_bf16 13.076, fp16_acc 11.0).
+                db, dd = rb.diagnosis, rd.diagnosis
+                assert (db is None) == (dd is None), (rows[-1], db, dd)
+                if db is not None:
+                    assert dd["closest"] == db["closest"], (rows[-1], db, dd)
+                    assert dd["effective_bits"] == pytest.approx(db["effective_bits"], rel=1e-6), (rows[-1], db, dd)
     print("\n".join(rows))
     assert verdicts == {"faithful", "unfaithful"}  # the catalog exercises both sides
 

@@ -8,7 +8,11 @@
 
 #include "parity/custom_op.h"
 
-enum { CV_BASE, CV_ZIPF, CV_OUTLIER, CV_MAGNITUDE }; /* value variants of a workload */
+/* Value variants of a workload: the roles' values (CV_BASE..CV_TEXT), and the baseline
+ * verifiers' own input schemes (custom_baseline.c), which ignore the roles of float inputs as
+ * those verifiers' tests do: torch.randn (SOL-ExecBench's with norm weights all ones),
+ * torch.rand U[0,1), integers in [-4,4] (Composable Kernel). */
+enum { CV_BASE, CV_ZIPF, CV_OUTLIER, CV_MAGNITUDE, CV_TEXT, CV_BL_RANDN, CV_BL_SOL, CV_BL_RAND01, CV_BL_INT };
 
 typedef struct {
     char name[32];
@@ -48,6 +52,8 @@ typedef struct {
     void *store[PARITY_CUSTOM_MAX_ARGS];    /* float inputs in dtype */
     void *decoy[PARITY_CUSTOM_MAX_ARGS];    /* float inputs x -2 in dtype (exact) */
     double *ref[PARITY_CUSTOM_MAX_ARGS], *tol[PARITY_CUSTOM_MAX_ARGS];
+    double *s_acc[PARITY_CUSTOM_MAX_ARGS];  /* sum |terms| (the reference on |inputs|) of the outputs
+                                               with a multilinear reduction; NULL elsewhere */
     char model[PARITY_CUSTOM_MAX_ARGS][48];
 } custom_case_t;
 
@@ -65,5 +71,26 @@ double custom_decode(int dtype, const void *data, int64_t i);
 /* custom_tol.c: the reference and the tolerances of a case; judging outputs. */
 parity_status_t custom_case_reference(custom_case_t *c, parity_diag_t *diag);
 void custom_judge(const custom_case_t *c, int out_dtype, void *const *outputs, parity_custom_result_t *r);
+/* The plugin's reference on `vals` (one double array per float input; NULL: the case's exact
+ * values) computed in dt (F64, or F32: the contract evaluation); out[o] receives n_out[o] doubles.
+ * Returns the plugin's return code (PARITY_KERNEL_UNSUPPORTED: no evaluation in dt). */
+int custom_reference(const custom_case_t *c, int dt, double *const *vals, double **out);
+
+/* custom_power.c: the k terms of output o's declared reduction (a multilinear op), one slice at a
+ * time in C order over the reduced dimensions: fn(ctx, t, out) gets the F64 reference on slice t
+ * (every float input carrying a reduced dimension zeroed off the slice), so out[o][e] is term t of
+ * element e. Returns 0, or the first non-zero return of the reference or of fn. */
+int custom_for_each_term(const custom_case_t *c, int o, int (*fn)(void *ctx, int64_t t, double *const *out),
+                         void *ctx);
+
+/* custom_diag.c: the diagnosis of an unfaithful kernel's outputs on case c (r->worst_output picks
+ * the output): r->diag, or r->no_diag saying why there is none. */
+void custom_diagnose(const custom_case_t *c, int out_dtype, void *const *outputs, parity_custom_result_t *r);
+
+/* custom_run.c: one (kernel, case) run in a child process, judged into r. keep (NULL: not
+ * wanted): when the kernel ran to outputs (r->verdict faithful or unfaithful), keep[o] receives
+ * a malloc'd copy of output o in the kernel's out_dtype (the caller frees it). */
+void custom_run_one(const custom_case_t *c, const parity_abi_kernel_t *k, const parity_custom_opts_t *opts,
+                    parity_custom_result_t *r, void **keep);
 
 #endif

@@ -10,9 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "src/custom/custom_impl.h"
 #include "parity/format.h"
 #include "parity/rng.h"
+#include "parity/workload.h"
 
 size_t custom_dtype_size(int dtype)
 {
@@ -169,6 +172,7 @@ static parity_status_t parse(parity_custom_op_t *op, parity_diag_t *diag)
     } while (0)
     ADD("base", CV_BASE, 0, base);
     if (has_ids) ADD("zipf", CV_ZIPF, 0, base);
+    if (has_ids) ADD("text", CV_TEXT, 0, base);
     if (has_act) ADD("outlier-ch", CV_OUTLIER, 0, base);
     int64_t odd[PARITY_CUSTOM_MAX_ARGS] = {0};
     int differs = 0;
@@ -299,6 +303,16 @@ static void values(const custom_case_t *c, int i, parity_rng_t *rng, double *a, 
         }
         return;
     }
+    if (var >= CV_BL_RANDN) { /* a baseline verifier's scheme: the float roles are not its concern */
+        for (int64_t j = 0; j < n; j++) {
+            if (role == PARITY_ROLE_MASK) a[j] = parity_rng_uniform(rng) < 0.9; /* a mask stays a mask */
+            else if (var == CV_BL_RAND01) a[j] = parity_rng_uniform(rng);      /* torch.rand */
+            else if (var == CV_BL_INT) a[j] = (double)parity_rng_below(rng, 9) - 4.0; /* CK's integers */
+            else if (var == CV_BL_SOL && role == PARITY_ROLE_NORM_WEIGHT) a[j] = 1.0; /* SOL: gamma = 1 */
+            else a[j] = parity_rng_normal(rng);                                   /* torch.randn */
+        }
+        return;
+    }
     for (int64_t j = 0; j < n; j++)
         a[j] = role == PARITY_ROLE_MASK ? (parity_rng_uniform(rng) < 0.9) : parity_rng_normal(rng);
     if (role == PARITY_ROLE_GRADIENT)
@@ -328,6 +342,56 @@ static void values(const custom_case_t *c, int i, parity_rng_t *rng, double *a, 
             for (int64_t j = 0; j < per_row; j++) a[r * per_row + j] *= s;
         }
     }
+}
+
+/* Real-text token ids (the `text` workload, as python/parity/custom.py _text_ids): a window of n
+ * consecutive GPT-2 ids of parity's corpus (the built-in ops' text generator, workload.h) at an
+ * offset drawn from rng, relabelled by frequency rank within the window (the most frequent token
+ * is 0; ties by ascending id, as numpy's stable argsort of np.unique) and folded into [0, v) by
+ * rank modulo v, so that only rare tokens fold when v is smaller than the distinct tokens. */
+static int cmp_rank(const void *a, const void *b)
+{
+    const int64_t *x = a, *y = b; /* (count, id) pairs: count descending, then id ascending */
+    if (x[0] != y[0]) return x[0] > y[0] ? -1 : 1;
+    return (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+static parity_status_t text_ids(parity_rng_t *rng, int64_t n, int64_t v, int64_t *ids, parity_diag_t *diag)
+{
+    const int32_t *t;
+    size_t tn;
+    parity_status_t st = parity_workload_text_ids(&t, &tn, diag);
+    if (st) return st;
+    if (tn == 0) return parity_diag_set(diag, PARITY_E_IO, "the text corpus has no tokens");
+    int32_t vmax = 0;
+    for (size_t j = 0; j < tn; j++) vmax = t[j] > vmax ? t[j] : vmax;
+    size_t off = (size_t)parity_rng_below(rng, tn);
+    int64_t *cnt = calloc((size_t)vmax + 1, sizeof *cnt), *pairs = NULL, *rank = NULL;
+    int64_t nd = 0;
+    if (cnt)
+        for (int64_t j = 0; j < n; j++) cnt[t[(off + (size_t)j) % tn]]++;
+    for (int32_t id = 0; cnt && id <= vmax; id++) nd += cnt[id] > 0;
+    pairs = cnt ? malloc((size_t)(nd > 0 ? nd : 1) * 2 * sizeof *pairs) : NULL;
+    rank = pairs ? malloc(((size_t)vmax + 1) * sizeof *rank) : NULL;
+    if (!rank) {
+        free(cnt);
+        free(pairs);
+        return PARITY_E_NOMEM;
+    }
+    int64_t q = 0;
+    for (int32_t id = 0; id <= vmax; id++)
+        if (cnt[id]) {
+            pairs[2 * q] = cnt[id];
+            pairs[2 * q + 1] = id;
+            q++;
+        }
+    qsort(pairs, (size_t)nd, 2 * sizeof *pairs, cmp_rank);
+    for (int64_t r = 0; r < nd; r++) rank[pairs[2 * r + 1]] = r;
+    for (int64_t j = 0; j < n; j++) ids[j] = rank[t[(off + (size_t)j) % tn]] % v;
+    free(cnt);
+    free(pairs);
+    free(rank);
+    return PARITY_OK;
 }
 
 static void store(int dtype, const parity_format_t *f, const double *x, int64_t n, double scale, void *out,
@@ -378,8 +442,13 @@ parity_status_t custom_case_inputs(custom_case_t *c, uint64_t seed, parity_diag_
         uint64_t h = fnv1a(fnv1a(fnv1a(0xcbf29ce484222325ull, op->d->name), c->wl->name), op->in[i].name);
         parity_rng_seed(&rng, seed, h);
         if (!custom_is_float_role(op->role[i])) {
-            if (!(c->ids[i] = malloc((size_t)n * sizeof(int64_t)))) return PARITY_E_NOMEM;
-            values(c, i, &rng, NULL, c->ids[i]);
+            if (!(c->ids[i] = malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t)))) return PARITY_E_NOMEM;
+            if (c->wl->variant == CV_TEXT) {
+                parity_status_t st = text_ids(&rng, n, c->wl->size[op->vocab[i]], c->ids[i], diag);
+                if (st) return st;
+            } else {
+                values(c, i, &rng, NULL, c->ids[i]);
+            }
             continue;
         }
         double *v = malloc((size_t)n * sizeof *v);
@@ -407,6 +476,104 @@ void custom_case_free(custom_case_t *c)
         free(c->decoy[i]);
         free(c->ref[i]);
         free(c->tol[i]);
+        free(c->s_acc[i]);
     }
     memset(c, 0, sizeof *c);
+}
+
+parity_status_t parity_custom_op_input(const parity_custom_op_t *op, int w, int i, uint64_t seed, int dtype,
+                                       void *out, int64_t cap, int64_t *n, parity_diag_t *diag)
+{
+    if (!op || w < 0 || w >= op->n_wl || i < 0 || i >= op->n_in || !n)
+        return parity_diag_set(diag, PARITY_E_INVALID, "parity_custom_op_input: workload %d or input %d out of range",
+                               w, i);
+    custom_case_t c;
+    memset(&c, 0, sizeof c);
+    c.op = op;
+    c.wl = &op->wl[w];
+    c.dtype = dtype;
+    parity_status_t st = custom_case_inputs(&c, seed, diag);
+    if (!st) {
+        *n = c.n_in[i];
+        if (out && cap < c.n_in[i]) st = parity_diag_set(diag, PARITY_E_INVALID, "input %s has %lld elements",
+                                                         op->in[i].name, (long long)c.n_in[i]);
+        else if (out)
+            memcpy(out, custom_is_float_role(op->role[i]) ? (void *)c.exact[i] : (void *)c.ids[i],
+                   (size_t)c.n_in[i] * 8);
+    }
+    custom_case_free(&c);
+    return st;
+}
+
+/* ---- the declaration for other languages (python/parity/custom_plugin.py) ----------------- */
+static const char *const ROLE_NAMES[] = {"token_ids", "activation", "gradient", "weight", "norm_weight", "logits",
+                                         "mask"};
+
+char *parity_custom_op_json(const parity_custom_op_t *op)
+{
+    const parity_abi_op_decl_t *d = op->d;
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "name", d->name);
+    cJSON_AddStringToObject(root, "description", d->description ? d->description : "");
+    cJSON_AddBoolToObject(root, "multilinear", op->multilinear);
+    cJSON *dims = cJSON_AddObjectToObject(root, "dims");
+    cJSON *fixed = cJSON_AddArrayToObject(root, "fixed");
+    for (int i = 0; i < op->n_dims; i++) {
+        const parity_abi_op_dim_t *dm = AT(parity_abi_op_dim_t, d->dims, i);
+        cJSON *a = cJSON_AddArrayToObject(dims, dm->name);
+        for (int j = 0; j < dm->n_sizes; j++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)dm->sizes[j]));
+        if (dm->fixed) cJSON_AddItemToArray(fixed, cJSON_CreateString(dm->name));
+    }
+    cJSON *ins = cJSON_AddArrayToObject(root, "inputs");
+    for (int i = 0; i < op->n_in; i++) {
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddStringToObject(x, "name", op->in[i].name);
+        cJSON_AddStringToObject(x, "role", ROLE_NAMES[op->role[i]]);
+        cJSON *a = cJSON_AddArrayToObject(x, "dims");
+        for (int t = 0; t < op->in[i].ndim; t++) cJSON_AddItemToArray(a, cJSON_CreateString(op->dim_name[op->in[i].dim[t]]));
+        if (op->vocab[i] >= 0) cJSON_AddStringToObject(x, "vocab", op->dim_name[op->vocab[i]]);
+        cJSON_AddItemToArray(ins, x);
+    }
+    cJSON *outs = cJSON_AddArrayToObject(root, "outputs");
+    for (int o = 0; o < op->n_out; o++) {
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddStringToObject(x, "name", op->out[o].name);
+        cJSON *a = cJSON_AddArrayToObject(x, "dims");
+        for (int t = 0; t < op->out[o].ndim; t++) cJSON_AddItemToArray(a, cJSON_CreateString(op->dim_name[op->out[o].dim[t]]));
+        cJSON *r = cJSON_AddArrayToObject(x, "reduced");
+        for (int t = 0; t < op->n_red[o]; t++) cJSON_AddItemToArray(r, cJSON_CreateString(op->dim_name[op->red[o][t]]));
+        cJSON_AddItemToArray(outs, x);
+    }
+    cJSON *at = cJSON_AddObjectToObject(root, "attrs");
+    for (int a = 0; a < d->n_attrs; a++) cJSON_AddNumberToObject(at, d->attr_names[a], d->attr_values[a]);
+    char *s = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return s;
+}
+
+int parity_custom_op_reference(const parity_custom_op_t *op, const int64_t *sizes, int dtype, const void *const *inputs,
+                               void *const *outputs)
+{
+    if (!op || !sizes || !inputs || !outputs || (dtype != PARITY_DT_F64 && dtype != PARITY_DT_F32))
+        return PARITY_KERNEL_ERROR;
+    parity_abi_tensor_t in[PARITY_CUSTOM_MAX_ARGS], ou[PARITY_CUSTOM_MAX_ARGS];
+    for (int i = 0; i < op->n_in; i++)
+        custom_tensor(op, &op->in[i], sizes, (void *)inputs[i], custom_is_float_role(op->role[i]) ? dtype : PARITY_DT_I64,
+                      &in[i]);
+    for (int o = 0; o < op->n_out; o++) custom_tensor(op, &op->out[o], sizes, outputs[o], dtype, &ou[o]);
+    parity_abi_call_t call;
+    memset(&call, 0, sizeof call);
+    call.abi_version = PARITY_ABI_VERSION;
+    call.struct_size = sizeof call;
+    call.op = op->d->name;
+    call.n_inputs = op->n_in;
+    call.n_outputs = op->n_out;
+    call.inputs = in;
+    call.outputs = ou;
+    call.n_attrs = op->d->n_attrs;
+    call.attr_names = op->d->attr_names;
+    call.attr_values = op->d->attr_values;
+    call.seed = 1;
+    call.n_threads = 1;
+    return op->d->reference(&call);
 }

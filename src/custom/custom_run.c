@@ -120,8 +120,8 @@ static int guards_ok(const unsigned char *g)
     return 1;
 }
 
-static void run_one(const custom_case_t *c, const parity_abi_kernel_t *k, const parity_custom_opts_t *opts,
-                    parity_custom_result_t *r)
+void custom_run_one(const custom_case_t *c, const parity_abi_kernel_t *k, const parity_custom_opts_t *opts,
+                    parity_custom_result_t *r, void **keep)
 {
     const parity_custom_op_t *op = c->op;
     int odt = k->out_dtype, small = !c->wl->production;
@@ -187,6 +187,9 @@ static void run_one(const custom_case_t *c, const parity_abi_kernel_t *k, const 
                     goto done;
                 }
         custom_judge(c, odt, outA, r);
+        for (int o = 0; keep && o < op->n_out; o++) /* the outputs, for the baseline rules */
+            if ((keep[o] = malloc((size_t)c->n_out[o] * esz + 1)) != NULL)
+                memcpy(keep[o], outA[o], (size_t)c->n_out[o] * esz);
         if (r->verdict == PARITY_VERDICT_FAITHFUL && small && !(k->flags & PARITY_KERNEL_NONDETERMINISTIC)) {
             if (st->rc_rerun != PARITY_KERNEL_OK) {
                 r->verdict = PARITY_VERDICT_CRASHED;
@@ -233,7 +236,10 @@ parity_status_t parity_custom_check(const parity_custom_op_t *op, const parity_a
         r->production = wl->production;
         parity_status_t st = custom_case_inputs(&c, opts->seed, diag);
         if (!st) st = custom_case_reference(&c, diag);
-        if (!st) run_one(&c, k, opts, r);
+        void *keep[PARITY_CUSTOM_MAX_ARGS] = {0};
+        if (!st) custom_run_one(&c, k, opts, r, wl->production ? NULL : keep);
+        if (!st && r->verdict == PARITY_VERDICT_UNFAITHFUL && keep[0]) custom_diagnose(&c, k->out_dtype, keep, r);
+        for (int o = 0; o < PARITY_CUSTOM_MAX_ARGS; o++) free(keep[o]);
         custom_case_free(&c);
         if (st) return st;
     }

@@ -32,9 +32,8 @@ static double dtype_tiny(int dt)
 }
 static int dtype_bits(int dt) { return dt == PARITY_DT_BF16 ? 8 : dt == PARITY_DT_F16 ? 11 : 24; }
 
-/* The reference on `vals` (one double array per float input; NULL: the case's exact values),
- * computed in dt (F64 or F32); out[o] receives doubles. Returns the plugin's return code. */
-static int reference(const custom_case_t *c, int dt, double *const *vals, double **out)
+/* custom_impl.h */
+int custom_reference(const custom_case_t *c, int dt, double *const *vals, double **out)
 {
     const parity_custom_op_t *op = c->op;
     parity_abi_tensor_t in[PARITY_CUSTOM_MAX_ARGS], ou[PARITY_CUSTOM_MAX_ARGS];
@@ -191,7 +190,7 @@ static parity_status_t check_multilinear(custom_case_t *c, parity_diag_t *diag)
         for (int t = 0; t < op->n_in; t++) vals[t] = c->exact[t];
         for (int64_t j = 0; j < c->n_in[i]; j++) two[j] = 2.0 * c->exact[i][j];
         vals[i] = two;
-        int rc = reference(c, PARITY_DT_F64, vals, r2);
+        int rc = custom_reference(c, PARITY_DT_F64, vals, r2);
         parity_status_t st = PARITY_OK;
         for (int o = 0; !rc && !st && o < op->n_out; o++)
             for (int64_t j = 0; j < c->n_out[o]; j++) {
@@ -223,7 +222,7 @@ parity_status_t custom_case_reference(custom_case_t *c, parity_diag_t *diag)
         c->tol[o] = malloc((size_t)c->n_out[o] * sizeof(double));
         if (!c->ref[o] || !c->tol[o]) return PARITY_E_NOMEM;
     }
-    int rc = reference(c, PARITY_DT_F64, NULL, c->ref);
+    int rc = custom_reference(c, PARITY_DT_F64, NULL, c->ref);
     if (rc) return parity_diag_set(diag, PARITY_E_FORMAT, "op %s: the reference returned %d on workload %s",
                                    op->d->name, rc, c->wl->name);
     for (int o = 0; o < op->n_out; o++)
@@ -251,7 +250,7 @@ parity_status_t custom_case_reference(custom_case_t *c, parity_diag_t *diag)
             if (!(absv[i] = malloc((size_t)c->n_in[i] * sizeof(double)))) break;
             for (int64_t j = 0; j < c->n_in[i]; j++) absv[i][j] = fabs(c->exact[i][j]);
         }
-        rc = s ? reference(c, PARITY_DT_F64, absv, s) : PARITY_KERNEL_ERROR;
+        rc = s ? custom_reference(c, PARITY_DT_F64, absv, s) : PARITY_KERNEL_ERROR;
         int m_up = p * dtype_bits(c->dtype) <= 24 ? 0 : p - 1;
         for (int o = 0; !rc && o < op->n_out; o++) {
             if (!(op->multilinear && op->n_red[o] > 0)) continue;
@@ -263,6 +262,8 @@ parity_status_t custom_case_reference(custom_case_t *c, parity_diag_t *diag)
                 c->tol[o][j] = gk * sa + gm * (m_up ? sa : 0) + (double)(k + m_up) * TINY32;
             }
             snprintf(c->model[o], sizeof c->model[o], "error-model k=%lld m_up=%d", (long long)k, m_up);
+            c->s_acc[o] = s[o]; /* kept: the baselines (hipDNN's sum |products|) and the diagnosis */
+            s[o] = NULL;
         }
         for (int i = 0; i < PARITY_CUSTOM_MAX_ARGS; i++) free(absv[i]);
         free_outs(s);
@@ -271,7 +272,7 @@ parity_status_t custom_case_reference(custom_case_t *c, parity_diag_t *diag)
     if (need_floor) {
         double **got = alloc_outs(c);
         if (!got) return PARITY_E_NOMEM;
-        rc = reference(c, PARITY_DT_F32, NULL, got);
+        rc = custom_reference(c, PARITY_DT_F32, NULL, got);
         if (rc) {
             free_outs(got);
             return parity_diag_set(diag, PARITY_E_FORMAT, "op %s: the reference returned %d for F32 tensors: the "

@@ -1,10 +1,11 @@
-/* A plugin that declares two ops parity does not ship (op_abi.h) and kernels for them, for
+/* A plugin that declares ops parity does not ship (op_abi.h) and kernels for them, for
  * tests/cli_declared_ops.sh and docs/custom-ops.md ("In C"):
  *   swiglu_fwd     y = silu(a) * b, elementwise: the empirical floor (its reference computes in
  *                  fp64 or fp32, as the call's tensors say)
  *   gemm_declared  C = A B, a multilinear reduction over K: the built-in error model (its
  *                  reference computes only in fp64)
  *   silu_sum_wrong s = sum_H silu(a), wrongly flagged PARITY_OP_MULTILINEAR: parity refuses it
+ *   gather_declared y[n] = E[ids[n]]: token ids (uniform, Zipf and real-text workloads)
  * Kernels: faithful ones and known-bad ones (a bf16 intermediate, a bf16 accumulator, a dropped
  * K tail, a segfault, state kept across calls). Self-contained: only kernel_abi.h/op_abi.h. */
 #include <math.h>
@@ -167,6 +168,33 @@ static int silu_sum_fp32(const parity_abi_call_t *c)
     return PARITY_KERNEL_OK;
 }
 
+/* ---- gather_declared: y[n, :] = E[ids[n], :], token ids with a vocabulary ---------------------- */
+static int gather_reference(const parity_abi_call_t *c)
+{
+    const int64_t *ids = c->inputs[0].data;
+    int64_t N = c->inputs[0].shape[0], D = c->inputs[1].shape[1];
+    if (c->inputs[1].dtype == PARITY_DT_F64) {
+        const double *E = c->inputs[1].data;
+        double *y = c->outputs[0].data;
+        for (int64_t n = 0; n < N; n++) memcpy(y + n * D, E + ids[n] * D, (size_t)D * sizeof *y);
+        return PARITY_KERNEL_OK;
+    }
+    if (c->inputs[1].dtype != PARITY_DT_F32) return PARITY_KERNEL_UNSUPPORTED;
+    const float *E = c->inputs[1].data;
+    float *y = c->outputs[0].data;
+    for (int64_t n = 0; n < N; n++) memcpy(y + n * D, E + ids[n] * D, (size_t)D * sizeof *y);
+    return PARITY_KERNEL_OK;
+}
+
+static int gather_fp32(const parity_abi_call_t *c)
+{
+    const int64_t *ids = c->inputs[0].data;
+    int64_t N = c->inputs[0].shape[0], D = c->inputs[1].shape[1];
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t d = 0; d < D; d++) put(&c->outputs[0], n * D + d, load(&c->inputs[1], ids[n] * D + d));
+    return PARITY_KERNEL_OK;
+}
+
 /* ---- the declarations ---------------------------------------------------------------------- */
 static const int64_t sz_n[] = {64, 1024}, sz_h[] = {256, 2048};
 static const int64_t sz_m[] = {16}, sz_k[] = {512}, sz_nn[] = {8};
@@ -184,6 +212,13 @@ static const parity_abi_op_input_t gemm_in[] = {
     {sizeof(parity_abi_op_input_t), "B", PARITY_ROLE_WEIGHT, 2, {"K", "N"}, NULL}};
 static const parity_abi_op_output_t gemm_out[] = {{sizeof(parity_abi_op_output_t), "C", 2, {"M", "N"}, 1, {"K"}}};
 
+static const int64_t sz_gn[] = {4096}, sz_gv[] = {1024}, sz_gd[] = {8};
+static const parity_abi_op_dim_t gather_dims[] = {DIM("N", sz_gn), DIM("V", sz_gv), DIM("D", sz_gd)};
+static const parity_abi_op_input_t gather_in[] = {
+    {sizeof(parity_abi_op_input_t), "ids", PARITY_ROLE_TOKEN_IDS, 1, {"N"}, "V"},
+    {sizeof(parity_abi_op_input_t), "E", PARITY_ROLE_WEIGHT, 2, {"V", "D"}, NULL}};
+static const parity_abi_op_output_t gather_out[] = {{sizeof(parity_abi_op_output_t), "y", 2, {"N", "D"}, 0, {NULL}}};
+
 static const parity_abi_op_output_t silu_sum_out[] = {{sizeof(parity_abi_op_output_t), "s", 1, {"N"}, 1, {"H"}}};
 
 static const parity_abi_op_decl_t ops[] = {
@@ -192,8 +227,10 @@ static const parity_abi_op_decl_t ops[] = {
     {sizeof(parity_abi_op_decl_t), "gemm_declared", "C = A B, declared: a multilinear reduction over K",
      PARITY_OP_MULTILINEAR, 3, gemm_dims, 2, gemm_in, 1, gemm_out, 0, NULL, NULL, gemm_reference},
     {sizeof(parity_abi_op_decl_t), "silu_sum_wrong", "sum_H silu(a), wrongly declared multilinear",
-     PARITY_OP_MULTILINEAR, 2, swiglu_dims, 1, swiglu_in, 1, silu_sum_out, 0, NULL, NULL, silu_sum_reference}};
-static const parity_abi_op_table_t table = {PARITY_OP_ABI_VERSION, sizeof(parity_abi_op_table_t), 3, ops};
+     PARITY_OP_MULTILINEAR, 2, swiglu_dims, 1, swiglu_in, 1, silu_sum_out, 0, NULL, NULL, silu_sum_reference},
+    {sizeof(parity_abi_op_decl_t), "gather_declared", "y[n] = E[ids[n]] (an embedding lookup: token-id workloads)",
+     0, 3, gather_dims, 2, gather_in, 1, gather_out, 0, NULL, NULL, gather_reference}};
+static const parity_abi_op_table_t table = {PARITY_OP_ABI_VERSION, sizeof(parity_abi_op_table_t), 4, ops};
 
 #define K(nm, op, desc, in, out, fn) {sizeof(parity_abi_kernel_t), nm, op, desc, 0, in, out, fn, NULL}
 static const parity_abi_kernel_t kernels[] = {
@@ -206,7 +243,8 @@ static const parity_abi_kernel_t kernels[] = {
     K("fp32", "gemm_declared", "fp32 sequential accumulator", PARITY_DT_BF16, PARITY_DT_F32, gemm_fp32),
     K("bf16_acc", "gemm_declared", "bf16 accumulator", PARITY_DT_BF16, PARITY_DT_F32, gemm_bf16_acc),
     K("ktail_drop", "gemm_declared", "drops the last K index", PARITY_DT_BF16, PARITY_DT_F32, gemm_ktail_drop),
-    K("fp32", "silu_sum_wrong", "fp32 sequential", PARITY_DT_F32, PARITY_DT_F32, silu_sum_fp32)};
+    K("fp32", "silu_sum_wrong", "fp32 sequential", PARITY_DT_F32, PARITY_DT_F32, silu_sum_fp32),
+    K("fp32", "gather_declared", "row copy", PARITY_DT_F32, PARITY_DT_F32, gather_fp32)};
 static const parity_abi_plugin_t plugin = {PARITY_ABI_VERSION, sizeof(parity_abi_plugin_t), "declared",
                                            (int32_t)(sizeof kernels / sizeof kernels[0]), kernels};
 

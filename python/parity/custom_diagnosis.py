@@ -1,0 +1,143 @@
+"""The diagnosis of a declared op (docs/custom-ops.md, "Diagnosis"): for an unfaithful function of
+an op with a multilinear reduction, which emulated accumulator its error looks like -- bf16, an
+11-bit or an fp32 accumulator, sequential or pairwise -- worded as the built-in ops' diagnosis
+line. The same measures as the C library's (src/custom/custom_diag.c, which restates
+src/verify/check.c's diagnose() for declared ops): the terms are the reference on one slice of the
+reduced dimensions at a time (custom_power.py's accumulator mutants use the same slices), rounded
+to fp32 as a faithful kernel forms them; the emulations sum them in each format and order with one
+rounding per addition (pairwise: recursive halving, leaves of one term) -- the C library's sums,
+through the bridge, so both languages emulate alike; the error measure is the
+RMS of err / sum |terms| over up to 64 evenly spaced rows.
+Deliberately not here: a diagnosis without a multilinear reduction (there is then no slice that
+is a term: the report says "no diagnosis" and why)."""
+import math
+
+import numpy as np
+
+EMU = [("bf16 sequential", "bf16", False), ("bf16 pairwise", "bf16", True),
+       ("11-bit sequential", "custom:m=10,e=8", False), ("11-bit pairwise", "custom:m=10,e=8", True),
+       ("fp32 sequential", "fp32", False), ("fp32 pairwise", "fp32", True)]
+DIAG_ROWS = 64          # as check.c's 32 + 32 rows; here evenly spaced (every row has k terms)
+TERM_BUDGET = 2 ** 28   # k x (input + output elements) the slice evaluation may touch
+TERMS_KEPT = 2 ** 24    # terms held for the emulations
+_OUT_FMT = {"bf16": "bf16", "f16": "fp16", "f32": "fp32"}
+
+
+def terms(case, o):
+    """Yield, for t = 0..k-1 in C order over output o's reduced dimensions, the reference on slice
+    t (every float input carrying a reduced dimension zeroed off the slice) rounded to fp32: term t
+    of every element of o, for a multilinear op."""
+    op = case.op
+    dims = op.reductions[o]
+    sizes = [case.sizes[d] for d in dims]
+    for flat in range(int(np.prod(sizes, dtype=np.int64))):
+        pos = dict(zip(dims, np.unravel_index(flat, sizes)))
+        sl = {}
+        for k, x in op.inputs.items():
+            a = case.exact[k]
+            if x.is_float and any(d in pos for d in x.shape):
+                idx = tuple(slice(pos[d], pos[d] + 1) if d in pos else slice(None) for d in x.shape)
+                b = np.zeros_like(a)
+                b[idx] = a[idx]
+                a = b
+            sl[k] = a
+        yield case.evaluate(sl)[o].astype(np.float32).astype(np.float64)
+
+
+def _round(x, fmt):
+    from .formats import round as _r
+    return np.asarray(_r(x, fmt), dtype=np.float64)
+
+
+def _sums(T, fmt, pairwise):
+    """Column sums of T (k, n) in fmt, one rounding per addition, sequential or by recursive
+    halving: the C library's parity_format_sum results (the emulations of custom_diag.c)."""
+    import ctypes
+    from ._lib import lib
+    f = lib.parity_py_format_sum_cols
+    f.restype = ctypes.c_int
+    f.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]
+    T = np.ascontiguousarray(T, dtype=np.float64)
+    out = np.empty(T.shape[1])
+    if f(fmt.encode(), 1 if pairwise else 0, T.ctypes.data, T.shape[0], T.shape[1], out.ctypes.data) != 0:
+        raise MemoryError("parity_format_sum_fast_cols failed")
+    return out
+
+
+def _error(v, ref, s, out_fmt):
+    """RMS over the elements with sum |terms| > 0 of (round_out(v) - ref) / sum |terms|."""
+    live = s > 0
+    if not live.any():
+        return 0.0
+    vv = v if out_fmt is None else _round(v, out_fmt)
+    d = (vv[live] - ref[live]) / s[live]
+    return float(np.sqrt(np.mean(d * d)))
+
+
+def diagnose(case, y, out_dtype, output):
+    """(diagnosis dict, None) or (None, why not) for output values y (float64, the candidate's
+    output `output` decoded) of dtype out_dtype on case."""
+    op = case.op
+    if not (op.multilinear and op.reductions.get(output)):
+        return None, ("no reduction declared" if not op.reductions.get(output) else
+                      "the declared reduction is not multilinear: its terms are not the reference on slices")
+    k = int(np.prod([case.sizes[d] for d in op.reductions[output]], dtype=np.int64))
+    touched = case.ref[output].size + sum(a.size for a in case.exact.values())
+    ref = case.ref[output]
+    cols = ref.shape[-1] if ref.ndim else 1
+    rows = ref.size // cols if cols else 0
+    if k * touched > TERM_BUDGET or k * cols > TERMS_KEPT or output not in case.s_acc:
+        return None, "the reduction is too long to emulate here (k = %d)" % k
+    nr = min(rows, DIAG_ROWS)
+    while nr > 1 and nr * cols * k > TERMS_KEPT:
+        nr //= 2
+    sel = np.array([(q * rows) // nr for q in range(nr)], dtype=np.int64)  # evenly spaced rows
+    T = np.stack([t.reshape(rows, cols)[sel].reshape(-1) for t in terms(case, output)])
+    r2 = ref.reshape(rows, cols)[sel].reshape(-1)
+    s2 = case.s_acc[output].reshape(rows, cols)[sel].reshape(-1)
+    v = np.asarray(y, dtype=np.float64).reshape(rows, cols)[sel].reshape(-1)
+    fmt_out = _OUT_FMT.get(out_dtype)
+    cand = _error(v, r2, s2, None)  # the candidate's values are already in its dtype
+    if not math.isfinite(cand):
+        return None, "non-finite outputs: nothing to compare"
+    emu = []
+    for _, fmt, pair in EMU:
+        emu.append(_error(_sums(T, fmt, pair), r2, s2, fmt_out))
+    best, closest = math.inf, 0
+    for e in (4, 5, 2, 3, 0, 1):  # ties: higher precision, sequential first (check.c)
+        dist = abs(math.log2((cand + 1e-300) / (emu[e] + 1e-300)))
+        if dist < best:
+            best, closest = dist, e
+    p = [8.0, 11.0, 24.0]
+    le = [math.log2(emu[2 * i] + 1e-300) for i in range(3)]
+    lc = math.log2(cand + 1e-300)
+    beyond = False
+    if cand == 0:
+        bits = math.inf
+    elif lc <= le[2]:
+        bits = p[2]
+    elif lc >= le[0]:
+        slope = (le[1] - le[0]) / (p[1] - p[0])
+        bits = p[0] + (lc - le[0]) / slope if slope < 0 else p[0]
+        beyond = cand > 4 * emu[0]  # check.c: 2 bits worse than bf16 accumulation
+    else:
+        i = 0 if lc >= le[1] else 1
+        t = (le[i] - lc) / (le[i] - le[i + 1]) if le[i] != le[i + 1] else 0.0
+        bits = p[i] + t * (p[i + 1] - p[i])
+    masked = (not beyond) and emu[0] < 1.5 * emu[4]  # check.c: the output rounding swamps it
+    return {"workload": case.workload, "output": output, "effective_bits": bits, "closest": EMU[closest][0],
+            "beyond_8bit": beyond, "unresolvable": masked, "candidate_error": cand,
+            "emulation_errors": {EMU[e][0]: emu[e] for e in range(len(EMU))}}, None
+
+
+def line(d):
+    """The report's diagnosis line (check_report.c's wording)."""
+    s = "  diagnosis (%s, %s): " % (d["workload"], d["output"])
+    if math.isinf(d["effective_bits"]):
+        return s + "exact on the sampled rows"
+    if d["beyond_8bit"]:
+        return s + "error %.3g is beyond what 8-bit accumulation gives (%.3g): not an accumulator-precision " \
+            "problem" % (d["candidate_error"], d["emulation_errors"]["bf16 sequential"])
+    return s + "effective accumulator ~%.1f bits, closest to %s%s" % (
+        d["effective_bits"], d["closest"], " (weak evidence: after rounding to the output dtype, 8- and 24-bit "
+        "accumulation differ by < 1.5x on the sampled rows)" if d["unresolvable"] else "")

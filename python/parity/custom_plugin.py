@@ -1,0 +1,117 @@
+"""A C-declared op in Python: parity.Op.from_plugin(path, name) loads an op a plugin declares
+through include/parity/op_abi.h (docs/custom-ops.md, "In C") and returns a parity.Op whose
+reference runs in C (the plugin's reference function, through the bridge), so that a Python
+function -- a torch kernel, a Triton launcher -- is judged against a C reference with everything
+parity.check, parity.power, baselines=True and the diagnosis give a parity.Op.
+
+The Op's workloads are the Python ones (numpy's generator, as for every parity.Op): the same
+laws as the C harness's, other draws. The reference computes in float64, or in float32 for the
+contract evaluation when the plugin's reference supports F32 (otherwise it returns float64 for
+float32 inputs, as a numpy reference that does not keep the dtype: the op then needs a
+multilinear reduction, as in C). For other float dtypes (bf16, fp16: the power self-test's
+"bf16-math") the reference runs in float32 and its result is rounded to that dtype once -- C's
+"bf16-out", the most a C reference offers.
+Deliberately not here: the plugin's kernels (judge them with `parity check --op-plugin`)."""
+import ctypes
+import json
+
+import numpy as np
+
+from ._lib import lib
+
+_VP = ctypes.c_void_p
+_KERNEL_OK, _KERNEL_UNSUPPORTED = 0, 1
+
+
+def _sig(name, res, args):
+    f = getattr(lib, name)
+    f.restype, f.argtypes = res, args
+    return f
+
+
+_load = _sig("parity_py_custom_op_load", _VP, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t])
+_free = _sig("parity_py_custom_op_free", None, [_VP])
+_json = _sig("parity_py_custom_op_json", _VP, [_VP])
+_ref = _sig("parity_py_custom_op_reference", ctypes.c_int, [_VP, _VP, ctypes.c_int, _VP, _VP])
+_pyfree = _sig("parity_py_free", None, [_VP])
+
+
+class _Handle:
+    """The loaded declaration (and its shared object); freed with the last reference to it."""
+
+    def __init__(self, path, name):
+        err = ctypes.create_string_buffer(1024)
+        self.h = _load(str(path).encode(), (name or "").encode(), err, 1024)
+        if not self.h:
+            raise ValueError(err.value.decode())
+        p = _json(self.h)
+        if not p:
+            raise MemoryError("parity_custom_op_json")
+        self.desc = json.loads(ctypes.string_at(p).decode())
+        _pyfree(p)
+
+    def __del__(self):
+        if getattr(self, "h", None):
+            _free(self.h)
+            self.h = None
+
+
+class CReference:
+    """reference(**inputs, **attrs) calling the plugin's reference (see the module's docstring);
+    the attributes are ignored: the C reference takes the declared values itself."""
+
+    runs_in_c = True  # custom_power.py: no bf16 evaluation, the fp32 one rounded instead
+
+    def __init__(self, handle):
+        self.handle = handle
+        d = handle.desc
+        self.dims = list(d["dims"])
+        self.inputs = d["inputs"]
+        self.outputs = d["outputs"]
+
+    def _call(self, arrays, dt, cast):
+        sizes = {k: int(v[0]) for k, v in self.handle.desc["dims"].items()}
+        ins = []
+        for x in self.inputs:
+            a = np.asarray(arrays[x["name"]])
+            for dname, s in zip(x["dims"], a.shape):
+                sizes[dname] = int(s)
+            ins.append(np.ascontiguousarray(a, dtype=np.int64 if x["role"] == "token_ids" else cast))
+        sz = np.array([sizes[dn] for dn in self.dims], dtype=np.int64)
+        outs = [np.full(tuple(sizes[dn] for dn in o["dims"]), np.nan, dtype=cast) for o in self.outputs]
+        ip = (_VP * len(ins))(*[a.ctypes.data for a in ins])
+        op = (_VP * len(outs))(*[a.ctypes.data for a in outs])
+        rc = _ref(self.handle.h, sz.ctypes.data, dt, ctypes.cast(ip, _VP), ctypes.cast(op, _VP))
+        return rc, outs
+
+    def __call__(self, **kw):
+        floats = [np.asarray(kw[x["name"]]).dtype for x in self.inputs if x["role"] != "token_ids"]
+        want = floats[0] if floats else np.dtype(np.float64)
+        if want == np.float64:
+            rc, outs = self._call(kw, 0, np.float64)
+        else:
+            rc, outs = self._call(kw, 1, np.float32)  # PARITY_DT_F32
+            if rc == _KERNEL_UNSUPPORTED:  # fp64 only: float64 results, as a dtype-dropping reference
+                rc, outs = self._call(kw, 0, np.float64)
+            elif rc == _KERNEL_OK and want != np.float32:
+                outs = [o.astype(want) for o in outs]  # bf16/fp16: the fp32 result rounded once
+        if rc != _KERNEL_OK:
+            raise ValueError("the reference of %s returned %d" % (self.handle.desc["name"], rc))
+        return tuple(outs) if len(outs) > 1 else outs[0]
+
+
+def from_plugin(path, name=None):
+    """parity.Op for the op `name` (None: the plugin's only one) that the shared object at path
+    declares (op_abi.h); its reference runs in C."""
+    from .custom import Input, Op
+    h = _Handle(path, name)
+    d = h.desc
+    inputs = {x["name"]: Input(tuple(x["dims"]), role=x["role"], vocab=x.get("vocab", "V")) for x in d["inputs"]}
+    outputs = {o["name"]: tuple(o["dims"]) for o in d["outputs"]}
+    reductions = {o["name"]: list(o["reduced"]) for o in d["outputs"] if o["reduced"]}
+    op = Op(d["name"], inputs=inputs, outputs=outputs, reference=CReference(h),
+            shapes={k: [int(s) for s in v] for k, v in d["dims"].items()}, attrs=d["attrs"],
+            reductions=reductions or None, multilinear=bool(d["multilinear"]) if reductions else False,
+            fixed=tuple(d["fixed"]))
+    op.description = d["description"]
+    return op
