@@ -94,6 +94,13 @@ void parity_workload_values(parity_vals_kind_t kind, double scale, int outliers,
  * PARITY_VALS_ONES 1, every other kind N(0,1). */
 double parity_workload_draw(parity_vals_kind_t kind, parity_rng_t *rng);
 
+/* 1 if values of `kind` are symmetric with independent signs: each value's sign is a fair coin,
+ * independent of its magnitude and of every other value (N(0,1) and its scaled, gradient-scale
+ * and outlier-channel forms; integers uniform in [-4, 4]; sparse +-2^e), 0 otherwise (U[0,1),
+ * ones). A product with one such factor, or a function odd in such a row, is symmetric too: what
+ * the error model's symmetric reduction class needs (docs/error-model.md). */
+int parity_vals_symmetric(parity_vals_kind_t kind);
+
 /* Gamma (norm weight) of length d. */
 void parity_workload_gamma(parity_gamma_kind_t kind, uint64_t seed, int64_t d, double *out);
 
