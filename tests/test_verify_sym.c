@@ -225,6 +225,19 @@ static void builders_record_s_sym(void **state)
     assert_null(c->ref[0].s_sym);
     assert_null(c->ref[1].s_sym);
     parity_case_free(c);
+    /* rmsnorm_bwd: dgamma only (dx is one term per element). */
+    op = parity_op_find("rmsnorm_bwd");
+    assert_non_null(op);
+    assert_int_equal(parity_op_workload(op, "unit@256x64", &wl), PARITY_OK);
+    assert_int_equal(parity_case_build(op, &wl, 1, PARITY_DT_F32, &c, &diag), PARITY_OK);
+    assert_null(c->ref[0].s_sym);
+    assert_non_null(c->ref[1].s_sym);
+    parity_case_free(c);
+    kb = op->baseline_workloads[1];
+    kb.n = 64;
+    assert_int_equal(parity_case_build(op, &kb, 1, PARITY_DT_F32, &c, &diag), PARITY_OK);
+    assert_null(c->ref[1].s_sym);
+    parity_case_free(c);
 }
 
 int main(void)
