@@ -204,6 +204,24 @@ static void builders_record_s_sym(void **state)
     }
     assert_true(fabs(c->ref[0].s_sym[1 * 4 + 2] - sqrt(q)) <= 1e-12 * sqrt(q));
     parity_case_free(c);
+    /* The operands come from independent streams: with X and dY both N(0,1)*64, the diagonal
+     * dW[k,k] = sum_i X[i,k] dY[i,k] is a sum of symmetric terms, far from one-signed (|ref| =
+     * s_acc when X's row i was dY's row i, as before the streams were fixed). */
+    const parity_op_t *bwd = parity_op_find("gemm_bwd");
+    assert_non_null(bwd);
+    assert_int_equal(parity_op_workload(bwd, "x64", &wl), PARITY_OK);
+    assert_int_equal(parity_case_build(bwd, &wl, 1, PARITY_DT_F32, &c, &diag), PARITY_OK);
+    const parity_ref_output_t *dW = &c->ref[1], *dX = &c->ref[0];
+    double rw = 0, rx = 0; /* mean |ref| / s_acc over the first 32 diagonal elements: 1 for
+                              one-signed terms; about 0.03 (dW, 2053 terms) and 0.18 (dX, 48)
+                              for symmetric ones */
+    for (int64_t k = 0; k < 32; k++) {
+        rw += fabs(dW->ref[k * dW->cols + k]) / dW->s_acc[k * dW->cols + k] / 32;
+        rx += fabs(dX->ref[k * dX->cols + k]) / dX->s_acc[k * dX->cols + k] / 32;
+    }
+    print_message("gemm_bwd x64 diagonal: mean |ref|/s_acc %.3g (dW), %.3g (dX)\n", rw, rx);
+    assert_true(rw < 0.1 && rx < 0.4);
+    parity_case_free(c);
     /* KernelBench's inputs: U[0,1) x U[0,1) products are positive: the general bound. */
     assert_int_equal(parity_case_build(op, &op->baseline_workloads[1], 3, PARITY_DT_BF16, &c, &diag),
                      PARITY_OK);
