@@ -83,7 +83,8 @@ parity_status_t parity_workload_ids(const parity_workload_t *w, uint64_t seed, i
  * into out ((row_end - row_begin) * cols doubles, exact; the caller stores them into the kernel's
  * dtype). Each row draws from its own rng stream derived from (seed, stream, row), so any split
  * of the rows (threads, chunks) gives the same values. Outlier channels depend on (seed, stream)
- * only. */
+ * only. Row i's rng stream is ((100 + stream) << 40) ^ i: only the low 24 bits of `stream` count,
+ * so use small stream numbers (two streams equal mod 2^24 give proportional matrices). */
 void parity_workload_values(parity_vals_kind_t kind, double scale, int outliers,
                             double outlier_factor, uint64_t seed, uint64_t stream,
                             int64_t row_begin, int64_t row_end, int64_t cols, double *out);
