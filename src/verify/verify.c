@@ -251,10 +251,11 @@ static inline double tol_from(double acc_k, double g_m, double ref, double su, d
  *     |err| <= lambda u sqrt(k-1) (lambda ||x||_2 + gamma_{k-1} ||x||_1).
  * The terms the kernel sums carry up to gamma_{m_up} of their own condition (s_up), so ||x||_2
  * and ||x||_1 of the computed terms are at most s_sym + g_m su and sa + g_m su. */
-static inline double sym_acc(double k1, double u, double lambda, double gk_d, double gm_d,
-                             double s2, double sa, double su)
+static inline double sym_acc(double c_row, double lambda, double gk_d, double gm_d, double s2,
+                             double sa, double su)
 {
-    return lambda * u * sqrt(k1) * (lambda * (s2 + gm_d * su) + gk_d * (sa + gm_d * su));
+    /* c_row = lambda u sqrt(k-1), one per row */
+    return c_row * (lambda * (s2 + gm_d * su) + gk_d * (sa + gm_d * su));
 }
 
 void parity_tolerance(const parity_ref_output_t *R, int64_t slot, int64_t j, double u_acc,
@@ -273,7 +274,8 @@ void parity_tolerance(const parity_ref_output_t *R, int64_t slot, int64_t j, dou
     double gk_d = parity_gamma(k - 1, u_acc), gm_d = parity_gamma(m, u_acc);
     double acc_p = parity_gamma_prob(k - 1, u_acc, lambda) * sa;
     if (R->s_sym && k > 1)
-        acc_p = fmin(acc_p, sym_acc(k - 1, u_acc, lambda, gk_d, gm_d, R->s_sym[e], sa, su));
+        acc_p = fmin(acc_p, sym_acc(lambda * u_acc * sqrt(k - 1), lambda, gk_d, gm_d, R->s_sym[e],
+                                    sa, su));
     *tol_p = tol_from(acc_p, parity_gamma_prob(m, u_acc, lambda), ref, su, under + op_p, u_out,
                       tiny_out);
     *tol_d = tol_from(gk_d * sa, gm_d, ref, su, under + op_d, u_out, tiny_out);
@@ -334,6 +336,7 @@ void parity_judge_output(const parity_ref_output_t *R, const parity_abi_tensor_t
         int64_t rk = slot >= 0 ? R->k[slot] : 0;
         double gk_p = parity_gamma_prob((double)rk - 1, u_acc, lambda);
         double gk_d = parity_gamma((double)rk - 1, u_acc);
+        double sym_c = rk > 1 ? lambda * u_acc * sqrt((double)rk - 1) : 0;
         double under = ((double)rk + m) * tiny_acc;
         if (rk > res->max_hits && R->slot) res->max_hits = rk;
         if (slot < 0 && row_all_zero(out, r * R->cols, R->cols)) { /* the common, fast case */
@@ -360,7 +363,7 @@ void parity_judge_output(const parity_ref_output_t *R, const parity_abi_tensor_t
                 /* Symmetric class: both bounds hold under their assumptions; take the smaller. */
                 double acc_p = gk_p * sc;
                 if (R->s_sym && rk > 1) {
-                    double a = sym_acc((double)rk - 1, u_acc, lambda, gk_d, gm_d, R->s_sym[e], sc, su);
+                    double a = sym_acc(sym_c, lambda, gk_d, gm_d, R->s_sym[e], sc, su);
                     if (a < acc_p) {
                         acc_p = a;
                         res->sym_elements++;
