@@ -29,8 +29,10 @@ r = json.load(open(sys.argv[1]))
 op, bad = sys.argv[2], []
 structural = {"ktail_drop", "ktail_twice", "dw_tail_drop", "tail_d128", "dropped_updates", "off_by_one"}
 # Narrow accumulators are exact on `exact` too where a row has <= 2^(p-2fE) terms
-# (docs/workloads.md): their verdict there is not asserted.
-precision_only = {"bf16_accum", "fp16_accum"}
+# (docs/workloads.md): their verdict there is not asserted. gemm_bwd's dX (48 products of
+# random sign) stays far inside fp16's range of exact sums; dx_fp16_acc failed there only while
+# gemm's operand streams coincided (W's rows were dY's, so dX[i,i] summed 48 squares).
+precision_only = {"bf16_accum", "fp16_accum", "dx_fp16_acc"}
 for k in r["kernels"]:
     name, w = k["name"].split(":")[-1], k["workloads"][0]
     q = w["max_err_over_tol"]

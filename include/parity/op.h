@@ -48,6 +48,15 @@ typedef struct {
      * the worst-case bound uses u_op * s_acc instead. docs/error-model.md, "Operand roundings". */
     double *s_op;        /* [n_slots * cols] */
     double u_op;
+    /* Symmetric reduction class (NULL: not known symmetric). Filled only where the workload's
+     * generator makes the k accumulated terms symmetric: each term's sign an independent fair
+     * coin, independent of every magnitude (a product with one N(0,1) factor, a row of dy).
+     * s_sym = sqrt(sum x_j^2) of those terms per element. The verdict then also holds the
+     * accumulation error to lambda^2 u sqrt(k-1) s_sym (+ a second-order term), which is
+     * sharper than gamma~_{k-1} s_acc by about s_acc / (lambda s_sym) ~ sqrt(k) / lambda; it
+     * assumes a summation order fixed independently of the terms' signs. docs/error-model.md,
+     * "Symmetric reduction class". */
+    double *s_sym;       /* [n_slots * cols] */
 } parity_ref_output_t;
 
 struct parity_op;

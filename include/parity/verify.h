@@ -77,6 +77,8 @@ typedef struct {
     int n_worst_rows;
     parity_diagnosis_t diag;
     double seconds;    /* kernel wall time of the first run */
+    int64_t sym_elements; /* elements judged under the symmetric reduction class's tolerance
+                             (sharper than the general one there; op.h s_sym) */
 } parity_wl_result_t;
 
 /* The baseline rules (include/parity/baseline.h, docs/baselines.md). */

@@ -83,7 +83,8 @@ parity_status_t parity_workload_ids(const parity_workload_t *w, uint64_t seed, i
  * into out ((row_end - row_begin) * cols doubles, exact; the caller stores them into the kernel's
  * dtype). Each row draws from its own rng stream derived from (seed, stream, row), so any split
  * of the rows (threads, chunks) gives the same values. Outlier channels depend on (seed, stream)
- * only. */
+ * only. Row i's rng stream is ((100 + stream) << 40) ^ i: only the low 24 bits of `stream` count,
+ * so use small stream numbers (two streams equal mod 2^24 give proportional matrices). */
 void parity_workload_values(parity_vals_kind_t kind, double scale, int outliers,
                             double outlier_factor, uint64_t seed, uint64_t stream,
                             int64_t row_begin, int64_t row_end, int64_t cols, double *out);
@@ -93,6 +94,13 @@ void parity_workload_values(parity_vals_kind_t kind, double scale, int outliers,
  * PARITY_VALS_SPARSE_POW2 its sparse powers of two, PARITY_VALS_INTPROBE an integer in [-4, 4],
  * PARITY_VALS_ONES 1, every other kind N(0,1). */
 double parity_workload_draw(parity_vals_kind_t kind, parity_rng_t *rng);
+
+/* 1 if values of `kind` are symmetric with independent signs: each value's sign is a fair coin,
+ * independent of its magnitude and of every other value (N(0,1) and its scaled, gradient-scale
+ * and outlier-channel forms; integers uniform in [-4, 4]; sparse +-2^e), 0 otherwise (U[0,1),
+ * ones). A product with one such factor, or a function odd in such a row, is symmetric too: what
+ * the error model's symmetric reduction class needs (docs/error-model.md). */
+int parity_vals_symmetric(parity_vals_kind_t kind);
 
 /* Gamma (norm weight) of length d. */
 void parity_workload_gamma(parity_gamma_kind_t kind, uint64_t seed, int64_t d, double *out);

@@ -105,6 +105,21 @@ static parity_status_t vocab_ref_alloc(parity_case_t *c, int out, const char *na
     return PARITY_OK;
 }
 
+/* Symmetric reduction class (op.h s_sym; docs/error-model.md): the reference accumulates the
+ * squares of the terms into s_sym, and sym_finish takes the square root. */
+static parity_status_t sym_alloc(parity_ref_output_t *R)
+{
+    size_t ne = (size_t)(R->n_slots * R->cols);
+    R->s_sym = calloc(ne ? ne : 1, sizeof *R->s_sym);
+    return R->s_sym ? PARITY_OK : PARITY_E_NOMEM;
+}
+
+static void sym_finish(parity_ref_output_t *R)
+{
+    if (!R->s_sym) return;
+    for (int64_t e = 0; e < R->n_slots * R->cols; e++) R->s_sym[e] = sqrt(R->s_sym[e]);
+}
+
 /* Generate the float inputs of a workload, row-parallel: values are a pure function of (seed,
  * stream, row) so the split does not matter. */
 typedef struct {
@@ -191,6 +206,7 @@ typedef struct {
     const double *g;
     double *r, *cc, *ca;           /* per row: r, c, cabs */
     double *dg, *dg_abs;           /* [N_ROW_CHUNKS][D] partial dgamma */
+    double *dg_sq;                 /* [N_ROW_CHUNKS][D] partial sum (dy xhat)^2, or NULL */
     int ignore_gamma;              /* embedding_bwd reuses nothing of this; kept for clarity */
 } fused_ctx_t;
 
@@ -202,6 +218,7 @@ REF_HOT static void fused_pass1(void *p, int64_t b, int64_t e, int thread)
     int64_t n = s->n, d = s->d;
     for (int64_t ch = b; ch < e; ch++) {
         double *dg = f->dg + ch * d, *dga = f->dg_abs + ch * d;
+        double *dgs = f->dg_sq ? f->dg_sq + ch * d : NULL;
         for (int64_t i = n * ch / N_ROW_CHUNKS; i < n * (ch + 1) / N_ROW_CHUNKS; i++) {
             double ss = 0;
             for (int64_t k = 0; k < d; k++) {
@@ -217,6 +234,7 @@ REF_HOT static void fused_pass1(void *p, int64_t b, int64_t e, int thread)
                 ca += fabs(t);
                 dg[k] += dyv * xh;
                 dga[k] += fabs(dyv * xh);
+                if (dgs) dgs[k] += (dyv * xh) * (dyv * xh);
             }
             f->r[i] = r;
             f->cc[i] = c / (double)d;
@@ -236,6 +254,7 @@ REF_HOT static void fused_pass2(void *p, int64_t jb, int64_t je, int thread)
         int64_t slot = R->slot[s->ids[i]];
         double r = f->r[i], c = f->cc[i], ca = f->ca[i];
         double *ref = R->ref + slot * d, *sa = R->s_acc + slot * d, *su = R->s_up + slot * d;
+        double *sq = R->s_sym ? R->s_sym + slot * d : NULL;
         for (int64_t j = jb; j < je; j++) {
             double dyv = elem(f->dy, i * d + j), xh = elem(f->x, i * d + j) * r;
             double gd = f->g[j] * dyv;
@@ -243,6 +262,7 @@ REF_HOT static void fused_pass2(void *p, int64_t jb, int64_t je, int thread)
             ref[j] += dx;
             sa[j] += fabs(dx);
             su[j] += r * (fabs(gd) + fabs(xh) * ca);
+            if (sq) sq[j] += dx * dx;
         }
     }
 }
@@ -275,32 +295,45 @@ static parity_status_t fused_build(const parity_op_t *op, const parity_workload_
     G->m_up = d + 8;
     c->out_ndim[1] = 1;
     c->out_shape[1][0] = d;
+    /* Symmetric class. dx_i = r_i (g dy_i - xhat_i c_i) is odd in the row dy_i (c_i is linear in
+     * it, r_i does not depend on it), and so is a kernel's fp32 dx (rounding commutes with
+     * negation): with dy symmetric, the hits(v) terms of dE[v, j] (distinct rows i) have fair,
+     * independent signs. dgamma's terms dy_ij xhat_ij are odd in dy_i and in x_i alike. */
+    int dy_sym = parity_vals_symmetric(wl->dy_vals), x_sym = parity_vals_symmetric(wl->x_vals);
+    if (dy_sym && (st = sym_alloc(&c->ref[0])) != PARITY_OK) return st;
+    if ((dy_sym || x_sym) && (st = sym_alloc(G)) != PARITY_OK) return st;
 
     fused_ctx_t f = {c, &c->inputs[0]->view, &c->inputs[1]->view, NULL, NULL, NULL, NULL,
-                     NULL, NULL, 0};
+                     NULL, NULL, NULL, 0};
     double *g = malloc((size_t)d * sizeof *g);
     f.r = malloc((size_t)(n ? n : 1) * sizeof *f.r);
     f.cc = malloc((size_t)(n ? n : 1) * sizeof *f.cc);
     f.ca = malloc((size_t)(n ? n : 1) * sizeof *f.ca);
     f.dg = calloc((size_t)N_ROW_CHUNKS * (size_t)d, sizeof *f.dg);
     f.dg_abs = calloc((size_t)N_ROW_CHUNKS * (size_t)d, sizeof *f.dg_abs);
-    if (!g || !f.r || !f.cc || !f.ca || !f.dg || !f.dg_abs) st = PARITY_E_NOMEM;
+    if (G->s_sym) f.dg_sq = calloc((size_t)N_ROW_CHUNKS * (size_t)d, sizeof *f.dg_sq);
+    if (!g || !f.r || !f.cc || !f.ca || !f.dg || !f.dg_abs || (G->s_sym && !f.dg_sq))
+        st = PARITY_E_NOMEM;
     if (st == PARITY_OK) {
         parity_tensor_to_f64(&c->inputs[2]->view, g);
         f.g = g;
         parity_parallel_for(N_ROW_CHUNKS, 0, fused_pass1, &f);
         parity_parallel_for(d, 0, fused_pass2, &f);
         for (int64_t j = 0; j < d; j++) {
-            double a = 0, b = 0;
+            double a = 0, b = 0, q = 0;
             for (int ch = 0; ch < N_ROW_CHUNKS; ch++) {
                 a += f.dg[ch * d + j];
                 b += f.dg_abs[ch * d + j];
+                if (f.dg_sq) q += f.dg_sq[ch * d + j];
             }
             G->ref[j] = a;
             G->s_acc[j] = b;
             G->s_up[j] = b;
             G->k[j] = n;
+            if (G->s_sym) G->s_sym[j] = q;
         }
+        sym_finish(&c->ref[0]);
+        sym_finish(G);
     }
     free(g);
     free(f.r);
@@ -308,6 +341,7 @@ static parity_status_t fused_build(const parity_op_t *op, const parity_workload_
     free(f.ca);
     free(f.dg);
     free(f.dg_abs);
+    free(f.dg_sq);
     return st;
 }
 
@@ -500,8 +534,22 @@ static parity_status_t ebwd_build(const parity_op_t *op, const parity_workload_t
     if ((st = scatter_build(c, c->inputs[1]->view.data, wl->n, wl->d, wl->v)) != PARITY_OK) return st;
     if ((st = vocab_ref_alloc(c, 0, "dE", 0)) != PARITY_OK) return st;
     scatter_t *sc = c->priv;
-    return parity_ref_embedding_bwd(&c->inputs[0]->view, sc->ids, c->ref[0].slot, c->ref[0].ref,
-                                    c->ref[0].s_acc, 0);
+    st = parity_ref_embedding_bwd(&c->inputs[0]->view, sc->ids, c->ref[0].slot, c->ref[0].ref,
+                                  c->ref[0].s_acc, 0);
+    /* Symmetric class: dE[v, j]'s terms are dY[i, j] themselves (distinct rows i). */
+    if (st != PARITY_OK || !parity_vals_symmetric(wl->dy_vals)) return st;
+    parity_ref_output_t *R = &c->ref[0];
+    if ((st = sym_alloc(R)) != PARITY_OK) return st;
+    const parity_abi_tensor_t *dy = &c->inputs[0]->view;
+    for (int64_t i = 0; i < wl->n; i++) {
+        double *sq = R->s_sym + R->slot[sc->ids[i]] * wl->d;
+        for (int64_t j = 0; j < wl->d; j++) {
+            double t = elem(dy, i * wl->d + j);
+            sq[j] += t * t;
+        }
+    }
+    sym_finish(R);
+    return PARITY_OK;
 }
 
 static parity_status_t ebwd_emulate(const parity_case_t *c, int out, const parity_format_t *acc,

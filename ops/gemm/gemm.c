@@ -12,11 +12,17 @@
 #include "src/core/parallel.h"
 #include "src/format/format_fast.h"
 
-/* Value streams of the two operands (parity_workload_values draws each row from its own rng
- * stream derived from (seed, stream, row), so the values do not depend on threading). */
-#define GEMM_STREAM_A 0x47454d4d41000000ull
-#define GEMM_STREAM_B 0x47454d4d42000000ull
-#define GEMM_STREAM_W 0x47454d4d57000000ull
+/* Value streams of the operands (parity_workload_values draws each row from its own rng
+ * stream derived from (seed, stream, row), so the values do not depend on threading). They must
+ * be small: parity_workload_values seeds row i with ((100 + stream) << 40) ^ i, which keeps only
+ * the low 24 bits of the stream. The earlier constants 0x47454d4d41000000 ('GEMMA'...) lost
+ * all their distinguishing bits there, so A's row i was B's row i times a constant (X and W, and
+ * X and dY when both were N(0,1), likewise): gemm_bwd's diagonal dW[k,k] and dX[i,i] then summed
+ * one-signed terms x^2 (found by the symmetric class, whose bound a faithful kernel nearly reached
+ * on them: err/tol 0.87; tests/test_verify_sym.c checks that the operands are independent). */
+#define GEMM_STREAM_A 0x41u
+#define GEMM_STREAM_B 0x42u
+#define GEMM_STREAM_W 0x57u
 
 /* ---- workloads ------------------------------------------------------------------------------
  * Shape: the workload's N, D, V are the GEMM's M, K, N (rows of A = tokens in a forward
@@ -55,16 +61,18 @@ static void fill(parity_tensor_t *t, parity_vals_kind_t kind, double scale, int 
  * 24 bits are exact in double, so the only error is the compensated sum's, about
  * 2^-106·K·Σ|a_k b_k| + 2^-53·|C|: far below every tolerance (docs/ops/gemm.md). s_abs gets
  * Σ|a_k b_k| (a condition number: a plain sum suffices). */
-static double dot_ref(const double *a, const double *b, int64_t k, double *s_abs)
+static double dot_ref(const double *a, const double *b, int64_t k, double *s_abs, double *s_sq)
 {
-    double s = 0, c = 0, sa = 0;
+    double s = 0, c = 0, sa = 0, sq = 0;
     for (int64_t t = 0; t < k; t++) {
         double p = a[t] * b[t], u = s + p;
         c += fabs(s) >= fabs(p) ? (s - u) + p : (p - u) + s;
         s = u;
         sa += fabs(p);
+        sq += p * p;
     }
     *s_abs = sa;
+    if (s_sq) *s_sq = sqrt(sq);
     return s + c;
 }
 
@@ -73,7 +81,7 @@ void parity_ref_gemm(const double *a, const double *bt, int64_t m, int64_t k, in
 {
     for (int64_t i = 0; i < m; i++)
         for (int64_t j = 0; j < n; j++)
-            c[i * n + j] = dot_ref(a + i * k, bt + j * k, k, &s_abs[i * n + j]);
+            c[i * n + j] = dot_ref(a + i * k, bt + j * k, k, &s_abs[i * n + j], NULL);
 }
 
 /* A 2-D input as exact doubles, as is (rows x cols) or transposed (cols x rows). NULL when out
@@ -111,7 +119,8 @@ static void ref_rows(void *p, int64_t b, int64_t e, int thread)
         R->k[i] = g->k;
         for (int64_t j = 0; j < g->n; j++) {
             int64_t x = i * g->n + j;
-            R->ref[x] = dot_ref(g->a + i * g->k, g->bt + j * g->k, g->k, &R->s_acc[x]);
+            R->ref[x] = dot_ref(g->a + i * g->k, g->bt + j * g->k, g->k, &R->s_acc[x],
+                                R->s_sym ? &R->s_sym[x] : NULL);
             /* fp32 inputs: each product is rounded once, |error| <= u|a b|, so s_up = s_acc. */
             if (R->s_up) R->s_up[x] = R->s_acc[x];
         }
@@ -120,9 +129,12 @@ static void ref_rows(void *p, int64_t b, int64_t e, int thread)
 
 /* Output `o` of case c is the product A'·B' with A' (rows, k) and B' given transposed (n, k),
  * both exact doubles (NULL: out of memory). Allocates and fills its reference and error-model
- * data; frees a and bt. */
+ * data; frees a and bt. sym: the workload generates one of the two operands symmetric
+ * (parity_vals_symmetric), so every product a_t b_t is: its sign is that operand's fair,
+ * independent coin, and fl32 keeps it (rounding commutes with negation); the reference then
+ * records s_sym = sqrt(sum (a_t b_t)^2) (docs/ops/gemm.md, "Symmetric products"). */
 static parity_status_t ref_product(parity_case_t *c, int o, const char *name, double *a, double *bt,
-                                   int64_t rows, int64_t k, int64_t n)
+                                   int64_t rows, int64_t k, int64_t n, int sym)
 {
     /* m_up: bf16/fp16 products are exact in fp32 (2p <= 24 bits), fp32 products round once. */
     int m_up = 2 * in_precision(c->in_dtype) <= 24 ? 0 : 1;
@@ -133,6 +145,12 @@ static parity_status_t ref_product(parity_case_t *c, int o, const char *name, do
         c->out_ndim[o] = 2;
         c->out_shape[o][0] = rows;
         c->out_shape[o][1] = n;
+        if (sym) {
+            c->ref[o].s_sym = calloc((size_t)(rows * n > 0 ? rows * n : 1), sizeof *c->ref[o].s_sym);
+            if (!c->ref[o].s_sym) st = PARITY_E_NOMEM;
+        }
+    }
+    if (st == PARITY_OK) {
         ref_ctx_t g = {a, bt, k, n, &c->ref[o]};
         parity_parallel_for(rows, 0, ref_rows, &g);
     }
@@ -169,7 +187,7 @@ static parity_status_t gemm_build(const parity_op_t *op, const parity_workload_t
     fill(c->inputs[1], wl->dy_vals, wl->dy_scale, 0, 1, seed, GEMM_STREAM_B, tmp, n);
     free(tmp);
     return ref_product(c, 0, "C", mat_f64(&c->inputs[0]->view, 0), mat_f64(&c->inputs[1]->view, 1),
-                       m, k, n);
+                       m, k, n, parity_vals_symmetric(wl->x_vals) || parity_vals_symmetric(wl->dy_vals));
 }
 
 /* gemm_bwd: X (M,K) activations, W (K,N) weights, dY (M,N) upstream gradient; dX = dY·Wᵀ (M,K),
@@ -200,9 +218,12 @@ static parity_status_t bwd_build(const parity_op_t *op, const parity_workload_t 
     const parity_abi_tensor_t *X = &c->inputs[0]->view, *W = &c->inputs[1]->view,
                               *DY = &c->inputs[2]->view;
     /* dX = dY (M,N) · Wᵀ: B' = Wᵀ (N,K), given transposed = W (K,N) as is. */
-    st = ref_product(c, 0, "dX", mat_f64(DY, 0), mat_f64(W, 0), m, n, k);
+    /* W is N(0,1) or sparse +-2^e in every workload: dX's products are always symmetric. */
+    st = ref_product(c, 0, "dX", mat_f64(DY, 0), mat_f64(W, 0), m, n, k, 1);
     /* dW = Xᵀ (K,M) · dY (M,N): B' = dY, given transposed = dYᵀ (N,M). */
-    if (st == PARITY_OK) st = ref_product(c, 1, "dW", mat_f64(X, 1), mat_f64(DY, 1), k, m, n);
+    if (st == PARITY_OK)
+        st = ref_product(c, 1, "dW", mat_f64(X, 1), mat_f64(DY, 1), k, m, n,
+                         parity_vals_symmetric(wl->x_vals) || parity_vals_symmetric(wl->dy_vals));
     return st;
 }
 

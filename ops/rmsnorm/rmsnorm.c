@@ -225,6 +225,12 @@ static parity_status_t rbwd_build(const parity_op_t *op, const parity_workload_t
     c->out_shape[0][1] = d;
     c->out_ndim[1] = 1;
     c->out_shape[1][0] = d;
+    /* Symmetric class (docs/error-model.md): dgamma's N terms dy_ij xhat_ij are odd in the row
+     * dy_i and in the row x_i, so a symmetric dy or x makes their signs fair and independent. */
+    if (parity_vals_symmetric(wl->dy_vals) || parity_vals_symmetric(wl->x_vals)) {
+        G->s_sym = calloc((size_t)d, sizeof *G->s_sym);
+        if (!G->s_sym) return PARITY_E_NOMEM;
+    }
     double *x = malloc((size_t)d * sizeof *x), *dy = malloc((size_t)d * sizeof *dy),
            *g = malloc((size_t)d * sizeof *g);
     if (!x || !dy || !g) st = PARITY_E_NOMEM;
@@ -252,11 +258,13 @@ static parity_status_t rbwd_build(const parity_op_t *op, const parity_workload_t
             R->s_up[i * d + j] = r * (fabs(g[j] * dy[j]) + fabs(xh) * ca);
             G->ref[j] += dy[j] * xh;
             G->s_acc[j] += fabs(dy[j] * xh);
+            if (G->s_sym) G->s_sym[j] += (dy[j] * xh) * (dy[j] * xh);
         }
     }
     for (int64_t j = 0; st == PARITY_OK && j < d; j++) {
         G->s_up[j] = G->s_acc[j];
         G->k[j] = n;
+        if (G->s_sym) G->s_sym[j] = sqrt(G->s_sym[j]);
     }
     free(x);
     free(dy);

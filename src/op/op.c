@@ -114,6 +114,7 @@ static void ref_free(parity_ref_output_t *r)
     free(r->k);
     free(r->row_key);
     free(r->s_op);
+    free(r->s_sym);
 }
 
 void parity_case_free(parity_case_t *c)

@@ -217,6 +217,24 @@ void parity_workload_values(parity_vals_kind_t kind, double scale, int outliers,
     }
 }
 
+int parity_vals_symmetric(parity_vals_kind_t kind)
+{
+    switch (kind) {
+    /* Marsaglia's polar pair (u f, v f): (u, v) is uniform on the disk, so the signs of u and v
+     * are fair and independent of each other and of f and |u|, |v|; the gradient scale and the
+     * outlier factor multiply magnitudes only. Sparse powers of two take their sign from a bit
+     * of their own; the integers in [-4, 4] are uniform, so +-m are equally likely. */
+    case PARITY_VALS_NORMAL:
+    case PARITY_VALS_GRADSCALE:
+    case PARITY_VALS_OUTLIER:
+    case PARITY_VALS_INTPROBE:
+    case PARITY_VALS_SPARSE_POW2: return 1;
+    case PARITY_VALS_UNIFORM01:
+    case PARITY_VALS_ONES: return 0;
+    }
+    return 0;
+}
+
 void parity_workload_gamma(parity_gamma_kind_t kind, uint64_t seed, int64_t d, double *out)
 {
     parity_rng_t rng;

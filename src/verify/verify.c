@@ -231,14 +231,31 @@ static void dtype_precision(parity_dtype_t dt, double *u, double *tiny)
     }
 }
 
-/* Tolerance of one element from precomputed coefficients: g_k = gamma(k-1) of the row, g_m =
- * gamma(m_up) of the output (probabilistic or worst-case alike). */
-static inline double tol_from(double g_k, double g_m, double ref, double sa, double su,
-                              double under, double u_out, double tiny_out)
+/* Tolerance of one element: acc_k is the accumulation term (gamma_{k-1} s_acc or the symmetric
+ * class's, below), g_m = gamma(m_up) of the output (probabilistic or worst-case alike). */
+static inline double tol_from(double acc_k, double g_m, double ref, double su, double under,
+                              double u_out, double tiny_out)
 {
-    double acc = g_k * sa + g_m * su + under;
+    double acc = acc_k + g_m * su + under;
     /* Output rounding to a narrower dtype: |fl(s) - s| <= u_out |s| <= u_out (|ref| + acc). */
     return acc + u_out * (fabs(ref) + acc) + tiny_out;
+}
+
+/* The symmetric reduction class's accumulation term (docs/error-model.md, "Symmetric reduction
+ * class"). The computed sum's error is exactly sum over the k-1 internal nodes of the summation
+ * tree of delta_node * t_node (t_node: the exact sum of the node's two computed operands,
+ * |delta| <= u). Azuma-Hoeffding over the roundings (mean-independent, Higham & Mary's model)
+ * with |t_node| <= |s_node| + gamma_{k-1} ||x||_1, and Hoeffding over the generated signs with
+ * |s_node| <= lambda ||x_node||_2 <= lambda ||x||_2 on every node (a union bound over the
+ * (k-1) M nodes, which the lambda of n >= k-1 terms and M elements already covers), give
+ *     |err| <= lambda u sqrt(k-1) (lambda ||x||_2 + gamma_{k-1} ||x||_1).
+ * The terms the kernel sums carry up to gamma_{m_up} of their own condition (s_up), so ||x||_2
+ * and ||x||_1 of the computed terms are at most s_sym + g_m su and sa + g_m su. */
+static inline double sym_acc(double c_row, double lambda, double gk_d, double gm_d, double s2,
+                             double sa, double su)
+{
+    /* c_row = lambda u sqrt(k-1), one per row */
+    return c_row * (lambda * (s2 + gm_d * su) + gk_d * (sa + gm_d * su));
 }
 
 void parity_tolerance(const parity_ref_output_t *R, int64_t slot, int64_t j, double u_acc,
@@ -248,15 +265,20 @@ void parity_tolerance(const parity_ref_output_t *R, int64_t slot, int64_t j, dou
     /* Accumulating k terms takes k-1 additions; each term came from m_up roundings. Underflow:
      * each operation may lose up to the accumulator's smallest subnormal spacing. */
     double k = (double)R->k[slot], m = (double)R->m_up;
-    double ref = R->ref[slot * R->cols + j], sa = R->s_acc[slot * R->cols + j];
-    double su = R->s_up ? R->s_up[slot * R->cols + j] : 0;
+    int64_t e = slot * R->cols + j;
+    double ref = R->ref[e], sa = R->s_acc[e];
+    double su = R->s_up ? R->s_up[e] : 0;
     double under = (k + m) * tiny_acc;
     double op_d = R->s_op ? R->u_op * sa : 0;
-    double op_p = R->s_op ? fmin(lambda * R->u_op * R->s_op[slot * R->cols + j], op_d) : 0;
-    *tol_p = tol_from(parity_gamma_prob(k - 1, u_acc, lambda), parity_gamma_prob(m, u_acc, lambda),
-                      ref, sa, su, under + op_p, u_out, tiny_out);
-    *tol_d = tol_from(parity_gamma(k - 1, u_acc), parity_gamma(m, u_acc), ref, sa, su, under + op_d,
-                      u_out, tiny_out);
+    double op_p = R->s_op ? fmin(lambda * R->u_op * R->s_op[e], op_d) : 0;
+    double gk_d = parity_gamma(k - 1, u_acc), gm_d = parity_gamma(m, u_acc);
+    double acc_p = parity_gamma_prob(k - 1, u_acc, lambda) * sa;
+    if (R->s_sym && k > 1)
+        acc_p = fmin(acc_p, sym_acc(lambda * u_acc * sqrt(k - 1), lambda, gk_d, gm_d, R->s_sym[e],
+                                    sa, su));
+    *tol_p = tol_from(acc_p, parity_gamma_prob(m, u_acc, lambda), ref, su, under + op_p, u_out,
+                      tiny_out);
+    *tol_d = tol_from(gk_d * sa, gm_d, ref, su, under + op_d, u_out, tiny_out);
 }
 
 /* Integer loops only (no floating-point operation changes): let GCC vectorize them at -O3. */
@@ -314,6 +336,7 @@ void parity_judge_output(const parity_ref_output_t *R, const parity_abi_tensor_t
         int64_t rk = slot >= 0 ? R->k[slot] : 0;
         double gk_p = parity_gamma_prob((double)rk - 1, u_acc, lambda);
         double gk_d = parity_gamma((double)rk - 1, u_acc);
+        double sym_c = rk > 1 ? lambda * u_acc * sqrt((double)rk - 1) : 0;
         double under = ((double)rk + m) * tiny_acc;
         if (rk > res->max_hits && R->slot) res->max_hits = rk;
         if (slot < 0 && row_all_zero(out, r * R->cols, R->cols)) { /* the common, fast case */
@@ -337,8 +360,17 @@ void parity_judge_output(const parity_ref_output_t *R, const parity_abi_tensor_t
                  * sum, larger when one dominates: the verdict takes the smaller (op.h). */
                 double op_d = R->s_op ? R->u_op * sc : 0;
                 double op_p = R->s_op ? fmin(lambda * R->u_op * R->s_op[e], op_d) : 0;
-                tp = tol_from(gk_p, gm_p, ref, sc, su, under + op_p, u_out, tiny_out);
-                td = tol_from(gk_d, gm_d, ref, sc, su, under + op_d, u_out, tiny_out);
+                /* Symmetric class: both bounds hold under their assumptions; take the smaller. */
+                double acc_p = gk_p * sc;
+                if (R->s_sym && rk > 1) {
+                    double a = sym_acc(sym_c, lambda, gk_d, gm_d, R->s_sym[e], sc, su);
+                    if (a < acc_p) {
+                        acc_p = a;
+                        res->sym_elements++;
+                    }
+                }
+                tp = tol_from(acc_p, gm_p, ref, su, under + op_p, u_out, tiny_out);
+                td = tol_from(gk_d * sc, gm_d, ref, su, under + op_d, u_out, tiny_out);
                 rscale = sc > rscale ? sc : rscale;
             }
             double err, q, qd;
