@@ -5,10 +5,14 @@
  * Deliberately not here: MPI itself (the CLI provides the exchange; libparity never links it). */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -205,10 +209,18 @@ static parity_status_t run_units(const grid_t *g, const unit_t *units, const int
     pid_t pids[256];
     int started = 0;
     fflush(NULL);
+    pid_t parent = getpid();
+    (void)parent;
     for (int j = 0; j < jobs && j < 256; j++) {
         pid_t pid = fork();
         if (pid < 0) break;
         if (pid == 0) {
+#ifdef __linux__
+            /* --jobs is the default now: a parent killed on its own (kill PID, not ^C to the
+             * group) takes its workers with it instead of leaving them to finish the grid. */
+            (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (getppid() != parent) _exit(0);
+#endif
             check_worker_t *w = check_worker_new();
             for (;;) {
                 int c = __atomic_fetch_add(next, 1, __ATOMIC_SEQ_CST);
