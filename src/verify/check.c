@@ -307,7 +307,8 @@ static void run_one(const parity_kernel_ref_t *kr, case_slot_t *cs, const parity
          * what it is compared with. A kernel declared nondeterministic keeps its judged outputs
          * (diagnosed with --diagnose even when the rerun differs): a buffer of its own. */
         uint64_t dig[PARITY_OP_MAX_ARGS];
-        for (int i = 0; i < c->n_outputs && !nondet; i++) dig[i] = check_digest(o[i]->view.data, o[i]->nbytes);
+        for (int i = 0; i < c->n_outputs && !nondet; i++)
+            dig[i] = check_digest(o[i]->view.data, o[i]->nbytes);
         int got2 = nondet ? pool_outputs(cs, POOL_RERUN, k, o2) == 0 : 1;
         for (int i = 0; i < c->n_outputs && !nondet; i++) o2[i] = o[i];
         if (got2) {

@@ -8,12 +8,11 @@
  * Why not FNV-1a (parity_tensor_hash): over 8-byte words it maps a difference in bit 63 of a word
  * to bit 63 of the state and nothing else (2^63 P = 2^63 mod 2^64 for odd P), so two sign flips
  * of odd-indexed fp32 elements cancel; a kernel whose reruns differ in signs would pass. Here each
- * word is xor-ed into one of eight independent lanes, rotated and multiplied by an odd constant
- * (one multiplication per word: memory speed), and the lanes are folded with the avalanche step
- * of xxHash64 (from its published description: shifts and multiplications that spread every bit
- * over the word). Two buffers that differ
- * are reported equal with probability about 2^-64 for differences that do not target this
- * function; the first run and the rerun are the same kernel on the same inputs in two processes,
+ * word goes through the round of xxHash64 (from its published description: acc = rotl(acc +
+ * w P2, 31) P1) in one of eight independent lanes (about memory speed), and the lanes are folded
+ * with its avalanche step (shifts and multiplications that spread every bit over the word). Two
+ * buffers that differ are reported equal with probability about 2^-64 for differences that do
+ * not target this function; the first run and the rerun are the same kernel on the same inputs in two processes,
  * so the only way to target it is to compute it. */
 #include <string.h>
 
@@ -24,9 +23,12 @@
 #define P3 0x165667B19E3779F9ULL
 
 static inline uint64_t rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-/* One word into a lane: the rotation moves every bit of the difference away from bit 63 before
- * the multiplication carries it upward, so it reaches the lane's high bits whatever its place. */
-static inline uint64_t lane(uint64_t acc, uint64_t w) { return rotl64(acc ^ w, 29) * P1; }
+/* One word into a lane: the xxHash64 round. The word enters through a multiplication and an
+ * addition (carries), not an xor: with acc = rotl(acc ^ w, r) P1 a difference that the
+ * multiplication leaves in bit 63 alone (2^63 P = 2^63 mod 2^64) is cancelled by the same bit
+ * flipped in the lane's next word, a two-bit collision; here the difference the next word would
+ * need depends on the values through the carries. */
+static inline uint64_t lane(uint64_t acc, uint64_t w) { return rotl64(acc + w * P2, 31) * P1; }
 static inline uint64_t avalanche(uint64_t h)
 {
     h ^= h >> 33;
