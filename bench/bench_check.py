@@ -21,7 +21,7 @@ system, parity's children included; torch's threads included) because on a share
 wall time mostly measures the other users. The machine this was written on has 2 cores shared
 with other users: expect noise of tens of percent between runs.
 
-usage: bench_check.py [--reps 1] [--jobs 1] [--no-prod] [--k 12] [--k-workload text]
+usage: bench_check.py [--reps 1] [--jobs 0] [--no-prod] [--k 12] [--k-workload text]
 env:   PARITY (the CLI); default: build/parity next to this script.
 """
 import argparse
@@ -115,7 +115,8 @@ def line(name, s, peer=None):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=1)
-    ap.add_argument("--jobs", type=int, default=1, help="parity check --jobs")
+    ap.add_argument("--jobs", type=int, default=0,
+                    help="parity check --jobs (default 0: one per core, parity's own default)")
     ap.add_argument("--no-prod", action="store_true")
     ap.add_argument("--k", type=int, default=12)
     ap.add_argument("--k-workload", default="text")

@@ -1,5 +1,7 @@
 /* `parity check OP --kernel K...`: is each kernel faithful to OP's fp64 reference on realistic
  * workloads? Text report on stdout, progress on stderr, --json for CI. */
+#define _GNU_SOURCE /* sched_getaffinity */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -45,7 +47,8 @@ void parity_help_check(FILE *out)
         "  --no-floor          skip measuring the faithful variants' spread (the noise floor)\n"
         "  --threads N         threads a kernel may use (passed in the call; default 1)\n"
         "  --jobs N            run the grid (floors, kernel x workload, baselines) in N worker\n"
-        "                      processes; 0: one per core (default 1). Same report for any N\n"
+        "                      processes; 0 (the default): one per core this process may use\n"
+        "                      (1 per rank under MPI). Same report for any N\n"
         "  --cache DIR         keep noise floors in DIR (default $XDG_CACHE_HOME/parity, else\n"
         "                      ~/.cache/parity); a floor never changes a verdict\n"
         "  --no-cache          neither read nor write the floor cache\n"
@@ -60,13 +63,24 @@ void parity_help_check(FILE *out)
         "  parity check embedding_rmsnorm_bwd --kernel ./libmine.so --json report.json\n");
 }
 
+/* The cores this process may run on: its affinity mask (taskset, srun -c, a container's cpuset),
+ * else the online cores; 1..256. What --jobs 0 and the default use. */
+static int check_cores(void)
+{
+    long c = -1;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) c = CPU_COUNT(&set);
+    if (c < 1) c = sysconf(_SC_NPROCESSORS_ONLN);
+    return c < 1 ? 1 : c > 256 ? 256 : (int)c;
+}
+
 int parity_cmd_check(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) /* an op a plugin declares: programs/cmd_check_declared.c */
         if (strcmp(argv[i], "--op-plugin") == 0) return parity_cmd_check_declared(argc, argv);
     const char *op_name = NULL, *json = NULL;
     const char *kspecs[64];
-    int nk = 0, quiet = 0, seed_fresh = 0;
+    int nk = 0, quiet = 0, seed_fresh = 0, jobs_given = 0;
     parity_check_opts_t opts;
     parity_check_opts_default(&opts);
     parity_check_exec_t exec;
@@ -115,11 +129,8 @@ int parity_cmd_check(int argc, char **argv)
             long j;
             if (cli_parse_long(val, 0, 256, &j) != 0)
                 return cli_usage_error("check", "--jobs 2", "--jobs wants 0..256, got '%s'", val);
-            if (j == 0) {
-                long c = sysconf(_SC_NPROCESSORS_ONLN);
-                j = c < 1 ? 1 : c > 256 ? 256 : c;
-            }
-            exec.jobs = (int)j;
+            exec.jobs = j == 0 ? check_cores() : (int)j;
+            jobs_given = 1;
         } else if (strcmp(a, "--cache") == 0) {
             NEED_VAL();
             if (!val[0]) return cli_usage_error("check", "--cache ~/.cache/parity", "--cache wants a folder");
@@ -197,6 +208,10 @@ int parity_cmd_check(int argc, char **argv)
         parity_kernel_list_free(&kl);
         return cli_input_error("check", "MPI could not be initialised");
     }
+    /* Default: one worker per core on one process, as torch uses every core; under MPI one per
+     * rank (the launcher places ranks on cores; ranks x cores workers would oversubscribe). The
+     * report is the same for any number (docs/check-speed.md). */
+    if (!jobs_given) exec.jobs = exec.n_ranks > 1 ? 1 : check_cores();
     int lead = exec.rank == 0; /* the one process that reports */
     if (!quiet && lead) opts.progress = cli_progress_stderr;
     parity_kernel_result_t *res = NULL;

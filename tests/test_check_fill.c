@@ -1,7 +1,8 @@
 /* The check's bulk passes written for speed (docs/check-speed.md) against their element-wise
  * definitions: the NaN prefill (a string store on x86), the rerun's reference prefill, the bulk
  * input store, the judge's zero-row scan. Each must give the same bytes as the one-element code
- * it replaced, at odd lengths and offsets, and never touch a guard byte. */
+ * it replaced, at odd lengths and offsets, and never touch a guard byte. And the rerun's digest,
+ * which replaced a memcmp, must see every difference a memcmp saw that a kernel could make. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 #include "parity/op.h"
 #include "parity/tensor.h"
 #include "parity/verify.h"
+#include "src/verify/check_impl.h"
 #include "src/verify/verify_impl.h"
 
 static void free_ref(parity_ref_output_t *R)
@@ -170,6 +172,65 @@ static void zero_row_scan(void **state)
     free_ref(&R);
 }
 
+/* The rerun's digest (check_digest.c) in place of a memcmp: every single-bit difference, at any
+ * place of an odd-length buffer, changes it; so do the differences FNV-1a over words cannot see
+ * (two sign flips of odd-indexed fp32 elements: bit 63 of two words), two words swapped, and a
+ * trailing zero byte. The same bytes at another address give the same digest. */
+static void rerun_digest(void **state)
+{
+    (void)state;
+    enum { N = 1001 };
+    unsigned char *a = malloc(N + 8), *b = malloc(N + 8);
+    assert_non_null(a);
+    assert_non_null(b);
+    uint64_t x = 0x243f6a8885a308d3ULL;
+    for (size_t i = 0; i < N + 8; i++) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        a[i] = (unsigned char)(x >> 56);
+    }
+    const uint64_t h = check_digest(a, N);
+    memcpy(b + 3, a, N); /* unaligned copy */
+    assert_true(check_digest(b + 3, N) == h);
+    for (size_t i = 0; i < N; i++)
+        for (int bit = 0; bit < 8; bit++) {
+            a[i] ^= (unsigned char)(1u << bit);
+            if (check_digest(a, N) == h) fail_msg("a flip of bit %d of byte %zu keeps the digest", bit, i);
+            a[i] ^= (unsigned char)(1u << bit);
+        }
+    float f[64];
+    memcpy(f, a, sizeof f);
+    const uint64_t hf = check_digest(f, sizeof f);
+    f[1] = -f[1];
+    f[37] = -f[37];
+    assert_true(check_digest(f, sizeof f) != hf);
+    f[1] = -f[1];
+    f[37] = -f[37];
+    uint64_t w[2];
+    memcpy(w, f, 16);
+    memcpy(f, w + 1, 8);
+    memcpy((char *)f + 8, w, 8);
+    assert_true(check_digest(f, sizeof f) != hf || w[0] == w[1]);
+    /* Two flips in words that share a lane (i and i + 8), every pair of bit places: with an xor
+     * into the lane before its multiplication, bit 34 of one and bit 63 of the next cancelled. */
+    uint64_t lw[32];
+    memcpy(lw, a, sizeof lw);
+    const uint64_t hl = check_digest(lw, sizeof lw);
+    for (int i = 0; i < 8; i += 3)
+        for (int b1 = 0; b1 < 64; b1++)
+            for (int b2 = 0; b2 < 64; b2++) {
+                lw[i] ^= 1ULL << b1;
+                lw[i + 8] ^= 1ULL << b2;
+                if (check_digest(lw, sizeof lw) == hl)
+                    fail_msg("flips of bit %d of word %d and bit %d of word %d keep the digest", b1, i, b2, i + 8);
+                lw[i] ^= 1ULL << b1;
+                lw[i + 8] ^= 1ULL << b2;
+            }
+    a[N] = 0;
+    assert_true(check_digest(a, N + 1) != h);
+    free(a);
+    free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -177,6 +238,7 @@ int main(void)
         cmocka_unit_test(reference_prefill_matches_elementwise),
         cmocka_unit_test(bulk_store_matches_set),
         cmocka_unit_test(zero_row_scan),
+        cmocka_unit_test(rerun_digest),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -38,7 +38,8 @@ typedef struct {
 #define PARITY_GUARD_BYTES 4096
 #define PARITY_GUARD_BYTE 0xA5
 
-/* Allocate a zero-filled row-major tensor in shared memory with guards. name is copied.
+/* Allocate a zero-filled row-major tensor in shared memory with guards, its pages faulted in
+ * (MADV_POPULATE_WRITE, advisory). name is copied.
  * Returns NULL on allocation failure or bad arguments. Free with parity_tensor_free (NULL ok). */
 parity_tensor_t *parity_tensor_new(const char *name, parity_dtype_t dt, int ndim,
                                    const int64_t *shape);
@@ -47,7 +48,7 @@ void parity_tensor_free(parity_tensor_t *t);
  * enough, else t freed and a new tensor returned whose pages are all faulted in at once
  * (MADV_POPULATE_WRITE). The data keeps whatever was there (callers prefill); guards are re-filled.
  * Returns NULL on bad arguments or allocation failure (t is then freed). Added for check's
- * buffer pools (docs/check-speed.md); parity_tensor_new is unchanged. */
+ * buffer pools (docs/check-speed.md). */
 parity_tensor_t *parity_tensor_reuse(parity_tensor_t *t, const char *name, parity_dtype_t dt,
                                      int ndim, const int64_t *shape);
 int64_t parity_tensor_numel(const parity_abi_tensor_t *v);

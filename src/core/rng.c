@@ -1,6 +1,7 @@
 /* xoshiro256** seeded by splitmix64 (public-domain algorithms by Blackman and Vigna),
  * written from the published description. */
 #include "parity/rng.h"
+#include "src/core/rng_impl.h"
 
 #include <math.h>
 
@@ -18,26 +19,9 @@ void parity_rng_seed(parity_rng_t *rng, uint64_t seed, uint64_t stream)
     for (int i = 0; i < 4; i++) rng->s[i] = splitmix64(&x);
 }
 
-static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+uint64_t parity_rng_u64(parity_rng_t *rng) { return parity_rng_u64_inline(rng); }
 
-uint64_t parity_rng_u64(parity_rng_t *rng)
-{
-    uint64_t *s = rng->s;
-    uint64_t result = rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
-}
-
-double parity_rng_uniform(parity_rng_t *rng)
-{
-    return (double)(parity_rng_u64(rng) >> 11) * 0x1.0p-53;
-}
+double parity_rng_uniform(parity_rng_t *rng) { return parity_rng_uniform_inline(rng); }
 
 uint64_t parity_rng_below(parity_rng_t *rng, uint64_t n)
 {

@@ -138,7 +138,10 @@ static parity_tensor_t *tensor_map(const char *name, parity_dtype_t dt, int ndim
 parity_tensor_t *parity_tensor_new(const char *name, parity_dtype_t dt, int ndim,
                                    const int64_t *shape)
 {
-    return tensor_map(name, dt, ndim, shape, 0);
+    /* Faulted in at once too: every caller fills what it allocates (inputs are generated into
+     * them), and one populate call costs a third of first-touch faults page by page (a check's
+     * inputs and decoy inputs were 3-5% of its CPU in page faults: docs/check-speed.md). */
+    return tensor_map(name, dt, ndim, shape, 1);
 }
 
 parity_tensor_t *parity_tensor_reuse(parity_tensor_t *t, const char *name, parity_dtype_t dt,

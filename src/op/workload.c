@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "parity/tokenizer.h"
+#include "src/core/rng_impl.h"
 
 /* Streams: each independent draw from one seed gets its own rng stream so that changing one
  * generator (say, the ids) does not shift the values of another. */
@@ -145,8 +146,8 @@ static void normals(parity_rng_t *rng, double *o, int64_t n, double scale)
     for (int64_t j = 0; j < n; j += 2) {
         double u, v, s;
         do {
-            u = 2.0 * parity_rng_uniform(rng) - 1.0;
-            v = 2.0 * parity_rng_uniform(rng) - 1.0;
+            u = 2.0 * parity_rng_uniform_inline(rng) - 1.0;
+            v = 2.0 * parity_rng_uniform_inline(rng) - 1.0;
             s = u * u + v * v;
         } while (s >= 1.0 || s == 0.0);
         double f = sqrt(-2.0 * log(s) / s) * scale;

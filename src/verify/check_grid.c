@@ -5,10 +5,14 @@
  * Deliberately not here: MPI itself (the CLI provides the exchange; libparity never links it). */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -142,14 +146,52 @@ static void run_unit(const grid_t *g, check_worker_t *w, const unit_t *u, unit_o
     o->done = 1;
 }
 
+/* The claims of --jobs workers: ranges [cb[i], cb[i+1]) of mine[0..n), *n_claims of them. A
+ * claim is a workload's consecutive floor and kernel units, so that one worker builds the
+ * workload's inputs and fp64 reference (and maps outputs of its shape) instead of every worker
+ * that takes one of its units: with one claim per unit, two workers on the floor and the kernel
+ * of the same workload built it twice, and the check cost 25% more CPU with --jobs 2 than with
+ * --jobs 1 (docs/check-speed.md). With at least twice as many jobs as workloads, a small
+ * workload's units are cut into up to jobs / workloads claims (building the case again is then cheaper than idle
+ * workers); a production-sized workload is never cut (its case is gigabytes: one per worker could
+ * exhaust memory). Baseline units are a claim each. cb has room for n + 1 entries. */
+static void unit_claims(const grid_t *g, const unit_t *units, const int *mine, int n, int jobs,
+                        int *cb, int *n_claims)
+{
+    int groups = 0;
+    for (int i = 0; i < n; i++) {
+        const unit_t *u = &units[mine[i]], *p = i ? &units[mine[i - 1]] : NULL;
+        if (!p || u->kind == UNIT_BASELINE || p->kind == UNIT_BASELINE || u->w != p->w) groups++;
+    }
+    int split = groups > 0 && jobs >= 2 * groups ? jobs / groups : 1;
+    int nc = 0;
+    for (int i = 0; i < n;) {
+        int e = i + 1;
+        const unit_t *u = &units[mine[i]];
+        if (u->kind != UNIT_BASELINE)
+            while (e < n && units[mine[e]].kind != UNIT_BASELINE && units[mine[e]].w == u->w) e++;
+        int parts = u->kind != UNIT_BASELINE && !g->wls[u->w].production ? split : 1;
+        int len = e - i, per = (len + parts - 1) / parts;
+        for (int b = i; b < e; b += per) cb[nc++] = b;
+        i = e;
+    }
+    cb[nc] = n;
+    *n_claims = nc;
+}
+
 /* Run the units in mine[0..n) into out[] (indexed by unit): in this process, or spread over
- * jobs forked workers that take the next unit from a shared counter. Which worker runs a unit
- * changes nothing in its result (check_impl.h), so the dynamic order is safe. */
+ * jobs forked workers that take the next claim (unit_claims) from a shared counter. Which worker
+ * runs a unit changes nothing in its result (check_impl.h), so the dynamic order is safe. */
 static parity_status_t run_units(const grid_t *g, const unit_t *units, const int *mine, int n,
                                  unit_out_t *out, int jobs, parity_diag_t *diag)
 {
-    if (jobs > n) jobs = n;
+    int *cb = jobs > 1 && n > 1 ? malloc((size_t)(n + 1) * sizeof *cb) : NULL;
+    int n_claims = n;
+    if (cb) unit_claims(g, units, mine, n, jobs, cb, &n_claims);
+    else jobs = 1;
+    if (jobs > n_claims) jobs = n_claims;
     if (jobs <= 1) {
+        free(cb);
         check_worker_t *w = check_worker_new();
         for (int i = 0; i < n; i++) run_unit(g, w, &units[mine[i]], &out[mine[i]]);
         check_worker_free(w);
@@ -158,21 +200,32 @@ static parity_status_t run_units(const grid_t *g, const unit_t *units, const int
     /* Worker results go to shared memory; the parent copies them out. */
     size_t bytes = (size_t)n * sizeof(unit_out_t) + 64;
     void *shm = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (shm == MAP_FAILED) return parity_diag_set(diag, PARITY_E_NOMEM, "check --jobs: no shared memory");
+    if (shm == MAP_FAILED) {
+        free(cb);
+        return parity_diag_set(diag, PARITY_E_NOMEM, "check --jobs: no shared memory");
+    }
     int *next = shm;
     unit_out_t *so = (unit_out_t *)((char *)shm + 64);
     pid_t pids[256];
     int started = 0;
     fflush(NULL);
+    pid_t parent = getpid();
+    (void)parent;
     for (int j = 0; j < jobs && j < 256; j++) {
         pid_t pid = fork();
         if (pid < 0) break;
         if (pid == 0) {
+#ifdef __linux__
+            /* --jobs is the default now: a parent killed on its own (kill PID, not ^C to the
+             * group) takes its workers with it instead of leaving them to finish the grid. */
+            (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (getppid() != parent) _exit(0);
+#endif
             check_worker_t *w = check_worker_new();
             for (;;) {
-                int i = __atomic_fetch_add(next, 1, __ATOMIC_SEQ_CST);
-                if (i >= n) break;
-                run_unit(g, w, &units[mine[i]], &so[i]);
+                int c = __atomic_fetch_add(next, 1, __ATOMIC_SEQ_CST);
+                if (c >= n_claims) break;
+                for (int i = cb[c]; i < cb[c + 1]; i++) run_unit(g, w, &units[mine[i]], &so[i]);
             }
             check_worker_free(w);
             fflush(NULL);
@@ -180,6 +233,7 @@ static parity_status_t run_units(const grid_t *g, const unit_t *units, const int
         }
         pids[started++] = pid;
     }
+    free(cb); /* the workers have their copies */
     if (started == 0) { /* cannot fork: run here rather than give up */
         munmap(shm, bytes);
         return run_units(g, units, mine, n, out, 1, diag);

@@ -1,0 +1,69 @@
+/* A 64-bit digest of a buffer's bytes, for "are the rerun's outputs the first run's, bit for
+ * bit" without keeping the first run's outputs in a buffer of their own (check.c: the rerun then
+ * writes into the judged run's buffers; a vocabulary-sized output is 824 MB of shared memory per
+ * buffer, and mapping, faulting in and freeing such a buffer cost a worker about 1.2 CPU-s: more
+ * than the rest of the comparison). Deliberately not here: hashing inputs ("did the kernel change
+ * them", parity_tensor_hash).
+ *
+ * Why not FNV-1a (parity_tensor_hash): over 8-byte words it maps a difference in bit 63 of a word
+ * to bit 63 of the state and nothing else (2^63 P = 2^63 mod 2^64 for odd P), so two sign flips
+ * of odd-indexed fp32 elements cancel; a kernel whose reruns differ in signs would pass. Here each
+ * word goes through the round of xxHash64 (from its published description: acc = rotl(acc +
+ * w P2, 31) P1) in one of eight independent lanes (about memory speed), and the lanes are folded
+ * with its avalanche step (shifts and multiplications that spread every bit over the word). Two
+ * buffers that differ are reported equal with probability about 2^-64 for differences that do
+ * not target this function; the first run and the rerun are the same kernel on the same inputs in two processes,
+ * so the only way to target it is to compute it. */
+#include <string.h>
+
+#include "src/verify/check_impl.h"
+
+#define P1 0x9E3779B185EBCA87ULL
+#define P2 0xC2B2AE3D27D4EB4FULL
+#define P3 0x165667B19E3779F9ULL
+
+static inline uint64_t rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+/* One word into a lane: the xxHash64 round. The word enters through a multiplication and an
+ * addition (carries), not an xor: with acc = rotl(acc ^ w, r) P1 a difference that the
+ * multiplication leaves in bit 63 alone (2^63 P = 2^63 mod 2^64) is cancelled by the same bit
+ * flipped in the lane's next word, a two-bit collision; here the difference the next word would
+ * need depends on the values through the carries. */
+static inline uint64_t lane(uint64_t acc, uint64_t w) { return rotl64(acc + w * P2, 31) * P1; }
+static inline uint64_t avalanche(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= P2;
+    h ^= h >> 29;
+    h *= P3;
+    return h ^ (h >> 32);
+}
+
+uint64_t check_digest(const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    uint64_t a0 = P3, a1 = 2 * P3, a2 = 3 * P3, a3 = 4 * P3, a4 = 5 * P3, a5 = 6 * P3,
+             a6 = 7 * P3, a7 = 8 * P3; /* eight lanes in registers */
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        uint64_t w[8];
+        memcpy(w, p + i, 64);
+        a0 = lane(a0, w[0]);
+        a1 = lane(a1, w[1]);
+        a2 = lane(a2, w[2]);
+        a3 = lane(a3, w[3]);
+        a4 = lane(a4, w[4]);
+        a5 = lane(a5, w[5]);
+        a6 = lane(a6, w[6]);
+        a7 = lane(a7, w[7]);
+    }
+    const uint64_t a[8] = {a0, a1, a2, a3, a4, a5, a6, a7};
+    uint64_t h = (uint64_t)n * P2;
+    for (int l = 0; l < 8; l++) h = rotl64(h ^ avalanche(a[l]), 27) * P1 + P3;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = lane(h, w);
+    }
+    for (; i < n; i++) h = lane(h, p[i]);
+    return avalanche(h);
+}
