@@ -88,8 +88,14 @@ def test_declared_op_reaches_the_builtin_verdicts(op):
                 op, kn, w, rb.verdict, rb.err_over_tol, rd.verdict, rd.err_over_tol))
             assert rd.verdict == rb.verdict, "\n".join(rows)
             verdicts.add(rb.verdict)
-            if decl.multilinear:  # the same error model: the same numbers, not only the verdict
+            if decl.multilinear and rb._d.get("tolerance_class") == "symmetric":
+                # The built-in op judged with the symmetric reduction class (docs/error-model.md),
+                # which declared ops do not have yet: their general bound is the larger of the two,
+                # so the declared err/tol is at most the built-in one (and the verdicts agree).
+                assert rd.err_over_tol <= rb.err_over_tol * (1 + 1e-6), rows[-1]
+            elif decl.multilinear:  # the same error model: the same numbers, not only the verdict
                 assert rd.err_over_tol == pytest.approx(rb.err_over_tol, rel=1e-6, abs=0), rows[-1]
+            if decl.multilinear:
                 # and the same diagnosis (docs/custom-ops.md "Diagnosis"): these outputs have at
                 # most 32 rows, so both diagnose every row; the terms are the same fp32 products and
                 # the sums the same parity_format_sum, so the effective bits agree to rounding

@@ -15,6 +15,7 @@
 #include "parity/format.h"
 #include "parity/tensor.h"
 #include "src/format/format_fast.h"
+#include "src/verify/verify_impl.h"
 
 #define DIAG_ROWS 64               /* as check.c's 32 + 32: rows evenly spaced (every row has k terms) */
 #define TERM_BUDGET (1LL << 28)    /* k x (input + output elements) the slice evaluation may touch */
@@ -116,34 +117,7 @@ void custom_diagnose(const custom_case_t *c, int out_dtype, void *const *outputs
     }
     snprintf(d->output, sizeof d->output, "%s", op->out[o].name);
     for (int e = 0; e < PARITY_N_EMU; e++) d->emu_err[e] = diag_error(c, o, el, n, emu[e], out_dtype);
-    static const int ORDER[PARITY_N_EMU] = {4, 5, 2, 3, 0, 1}; /* ties: higher precision, sequential first */
-    double best = INFINITY;
-    for (int i = 0; i < PARITY_N_EMU; i++) {
-        int e = ORDER[i];
-        double dist = fabs(log2((d->cand_err + 1e-300) / (d->emu_err[e] + 1e-300)));
-        if (dist < best) {
-            best = dist;
-            d->closest = e;
-        }
-    }
-    double p[3] = {8, 11, 24}, le[3];
-    for (int i = 0; i < 3; i++) le[i] = log2(d->emu_err[2 * i] + 1e-300);
-    double lc = log2(d->cand_err + 1e-300);
-    if (d->cand_err == 0) {
-        d->eff_bits = INFINITY;
-    } else if (lc <= le[2]) {
-        d->eff_bits = p[2];
-    } else if (lc >= le[0]) {
-        double slope = (le[1] - le[0]) / (p[1] - p[0]);
-        d->eff_bits = slope < 0 ? p[0] + (lc - le[0]) / slope : p[0];
-        d->beyond = d->cand_err > 4 * d->emu_err[0]; /* check.c: 2 bits worse than bf16 accumulation */
-    } else {
-        int i = lc >= le[1] ? 0 : 1;
-        double t = (le[i] - le[i + 1]) != 0 ? (le[i] - lc) / (le[i] - le[i + 1]) : 0;
-        d->eff_bits = p[i] + t * (p[i + 1] - p[i]);
-    }
-    d->masked = !d->beyond && d->emu_err[0] < 1.5 * d->emu_err[4]; /* check.c: the output rounding swamps it */
-    d->available = 1;
+    parity_diagnosis_classify(d); /* check.c's conclusions, one definition */
 done:
     free(el);
     free(T);

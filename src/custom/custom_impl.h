@@ -75,6 +75,9 @@ void custom_judge(const custom_case_t *c, int out_dtype, void *const *outputs, p
  * values) computed in dt (F64, or F32: the contract evaluation); out[o] receives n_out[o] doubles.
  * Returns the plugin's return code (PARITY_KERNEL_UNSUPPORTED: no evaluation in dt). */
 int custom_reference(const custom_case_t *c, int dt, double *const *vals, double **out);
+/* Call op's reference on tensors in/ou (the op's own counts), as parity calls a kernel: seed 1,
+ * one thread, the declared attributes. Its PARITY_KERNEL_* return. */
+int custom_call_reference(const parity_custom_op_t *op, parity_abi_tensor_t *in, parity_abi_tensor_t *ou);
 
 /* custom_power.c: the k terms of output o's declared reduction (a multilinear op), one slice at a
  * time in C order over the reduced dimensions: fn(ctx, t, out) gets the F64 reference on slice t

@@ -561,6 +561,11 @@ int parity_custom_op_reference(const parity_custom_op_t *op, const int64_t *size
         custom_tensor(op, &op->in[i], sizes, (void *)inputs[i], custom_is_float_role(op->role[i]) ? dtype : PARITY_DT_I64,
                       &in[i]);
     for (int o = 0; o < op->n_out; o++) custom_tensor(op, &op->out[o], sizes, outputs[o], dtype, &ou[o]);
+    return custom_call_reference(op, in, ou);
+}
+
+int custom_call_reference(const parity_custom_op_t *op, parity_abi_tensor_t *in, parity_abi_tensor_t *ou)
+{
     parity_abi_call_t call;
     memset(&call, 0, sizeof call);
     call.abi_version = PARITY_ABI_VERSION;

@@ -61,21 +61,7 @@ int custom_reference(const custom_case_t *c, int dt, double *const *vals, double
             if (dt == PARITY_DT_F32) ((float *)p)[j] = NAN; else ((double *)p)[j] = NAN;
         custom_tensor(op, &op->out[o], c->wl->size, p, dt, &ou[o]);
     }
-    parity_abi_call_t call;
-    memset(&call, 0, sizeof call);
-    call.abi_version = PARITY_ABI_VERSION;
-    call.struct_size = sizeof call;
-    call.op = op->d->name;
-    call.n_inputs = op->n_in;
-    call.n_outputs = op->n_out;
-    call.inputs = in;
-    call.outputs = ou;
-    call.n_attrs = op->d->n_attrs;
-    call.attr_names = op->d->attr_names;
-    call.attr_values = op->d->attr_values;
-    call.seed = 1;
-    call.n_threads = 1;
-    rc = op->d->reference(&call);
+    rc = custom_call_reference(op, in, ou);
     if (rc == PARITY_KERNEL_OK && dt == PARITY_DT_F32)
         for (int o = 0; o < op->n_out; o++)
             for (int64_t j = 0; j < c->n_out[o]; j++) out[o][j] = ((float *)tmp_out[o])[j];

@@ -473,32 +473,11 @@ static double diag_error(const parity_ref_output_t *R, const int64_t *rows, int6
     return m ? sqrt(s / (double)m) : 0;
 }
 
-static void diagnose(case_slot_t *cs, const parity_kernel_ref_t *kr, parity_tensor_t **outs,
-                     parity_wl_result_t *res)
+/* From d->cand_err and d->emu_err[]: the closest emulation, the effective bits, and whether the
+ * error is beyond accumulator precision or masked by the output's rounding (verify_impl.h). */
+void parity_diagnosis_classify(parity_diagnosis_t *d)
 {
-    const parity_case_t *c = cs->c;
-    int o = 0;
-    for (int i = 0; i < c->n_outputs; i++)
-        if (strcmp(c->op->output_names[i], res->worst.output) == 0) o = i;
-    ensure_emulations(cs, o);
-    if (!cs->rows[o] || !cs->emu[o][0]) return;
-    const parity_ref_output_t *R = &c->ref[o];
-    int64_t n = cs->n_rows[o];
-    double *vals = malloc((size_t)(n ? n : 1) * (size_t)R->cols * sizeof *vals);
-    if (!vals) return;
-    for (int64_t q = 0; q < n; q++)
-        for (int64_t j = 0; j < R->cols; j++)
-            vals[q * R->cols + j] = parity_tensor_get(&outs[o]->view, cs->rows[o][q] * R->cols + j);
-    parity_dtype_t odt = (parity_dtype_t)kr->k->out_dtype;
-    parity_diagnosis_t *d = &res->diag;
-    /* The candidate's values are already in its dtype: rounding them again changes nothing. */
-    d->cand_err = diag_error(R, cs->rows[o], n, vals, odt);
-    free(vals);
-    if (!isfinite(d->cand_err)) return; /* NaN/inf outputs: nothing to compare */
-    snprintf(d->output, sizeof d->output, "%s", R->name);
     double best = INFINITY;
-    for (int e = 0; e < PARITY_N_EMU; e++)
-        d->emu_err[e] = cs->emu[o][e] ? diag_error(R, cs->rows[o], n, cs->emu[o][e], odt) : NAN;
     /* Closest emulation; on a tie (an output rounding can make several identical) the higher
      * precision wins, sequential before pairwise: 24, 11, 8 bits. */
     static const int ORDER[PARITY_N_EMU] = {4, 5, 2, 3, 0, 1};
@@ -539,6 +518,34 @@ static void diagnose(case_slot_t *cs, const parity_kernel_ref_t *kr, parity_tens
      * embedding rows stays at 1.85x): the report says the evidence is weak. */
     d->masked = !d->beyond && d->emu_err[0] < 1.5 * d->emu_err[4];
     d->available = 1;
+}
+
+static void diagnose(case_slot_t *cs, const parity_kernel_ref_t *kr, parity_tensor_t **outs,
+                     parity_wl_result_t *res)
+{
+    const parity_case_t *c = cs->c;
+    int o = 0;
+    for (int i = 0; i < c->n_outputs; i++)
+        if (strcmp(c->op->output_names[i], res->worst.output) == 0) o = i;
+    ensure_emulations(cs, o);
+    if (!cs->rows[o] || !cs->emu[o][0]) return;
+    const parity_ref_output_t *R = &c->ref[o];
+    int64_t n = cs->n_rows[o];
+    double *vals = malloc((size_t)(n ? n : 1) * (size_t)R->cols * sizeof *vals);
+    if (!vals) return;
+    for (int64_t q = 0; q < n; q++)
+        for (int64_t j = 0; j < R->cols; j++)
+            vals[q * R->cols + j] = parity_tensor_get(&outs[o]->view, cs->rows[o][q] * R->cols + j);
+    parity_dtype_t odt = (parity_dtype_t)kr->k->out_dtype;
+    parity_diagnosis_t *d = &res->diag;
+    /* The candidate's values are already in its dtype: rounding them again changes nothing. */
+    d->cand_err = diag_error(R, cs->rows[o], n, vals, odt);
+    free(vals);
+    if (!isfinite(d->cand_err)) return; /* NaN/inf outputs: nothing to compare */
+    snprintf(d->output, sizeof d->output, "%s", R->name);
+    for (int e = 0; e < PARITY_N_EMU; e++)
+        d->emu_err[e] = cs->emu[o][e] ? diag_error(R, cs->rows[o], n, cs->emu[o][e], odt) : NAN;
+    parity_diagnosis_classify(d);
 }
 
 /* ---- baselines ---- */

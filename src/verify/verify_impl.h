@@ -54,4 +54,9 @@ void parity_fill_reference(parity_tensor_t *t, const parity_ref_output_t *R);
  * results, as `parity check` reports them (the Python package's checks use it too). */
 void parity_kernel_result_finish(parity_kernel_result_t *kr);
 
+/* The diagnosis's conclusions from d->cand_err and d->emu_err[] (filled by the caller): the
+ * closest emulation, the effective accumulator bits, beyond / masked, available = 1. One
+ * definition for the built-in ops (check.c) and declared ops (src/custom/custom_diag.c). */
+void parity_diagnosis_classify(parity_diagnosis_t *d);
+
 #endif
