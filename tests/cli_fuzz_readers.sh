@@ -27,7 +27,7 @@ while read -r f corpus; do
     if [ ! -x "$OUT/$f" ] || ! ls "$SRC/$corpus"/* >/dev/null 2>&1; then
         echo "FAIL: $f: no binary or no seed corpus ($corpus)"; fails=$((fails + 1)); continue
     fi
-    if ! ASAN_OPTIONS=detect_leaks=1 TMPDIR="$T" "$OUT/$f" -max_total_time="$SECS" -rss_limit_mb=1024 -timeout=10 \
+    if ! PARITY_THREADS=1 ASAN_OPTIONS=detect_leaks=1 TMPDIR="$T" "$OUT/$f" -max_total_time="$SECS" -rss_limit_mb=1024 -timeout=10 \
          -artifact_prefix="$OUT/$f-" "$T/$f" "$SRC/$corpus" >"$T/$f.log" 2>&1; then
         echo "FAIL: $f found a crash (reproduce: $OUT/$f $(ls -t "$OUT/$f"-* 2>/dev/null | head -1)):"; grep -v "^#" "$T/$f.log" | tail -40
         fails=$((fails + 1))
