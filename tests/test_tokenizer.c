@@ -15,6 +15,7 @@
 #include "test_files.h"
 
 #include "parity/tokenizer.h"
+#include "src/tokenizer/tokenizer_gpt2_stages.h"
 
 static char g_tmp[256]; /* a fresh temporary folder for malformed files */
 
@@ -373,6 +374,60 @@ static void gpt2_bad_files(void **state)
     parity_gpt2_free(NULL);
 }
 
+/* parity_gpt2_load in two stages (one encoder, many vocab files: the fuzz target of vocab.bpe):
+ * the tokenizer from the real pair encodes tinyshakespeare to the very ids of parity_gpt2_load's;
+ * a bad vocab file gets parity_gpt2_load's status and message and leaves the encoder usable. */
+static void gpt2_two_stages(void **state)
+{
+    (void)state;
+    const char *enc = DATA("gpt2_encoder.json"), *bpe = DATA("gpt2_vocab.bpe");
+    const char *tbpe = TMP("vocab.bpe");
+    parity_gpt2_encoder_t *e = NULL;
+    parity_diag_t d = {{0}}, d2 = {{0}};
+    assert_int_equal(parity_gpt2_encoder_load(enc, &e, &d), PARITY_OK);
+
+    size_t len;
+    char *text = slurp(DATA("tinyshakespeare.txt"), &len);
+    int32_t *want = NULL, *got = NULL;
+    size_t nw = 0, ng = 0;
+    assert_int_equal(parity_gpt2_encode(g_gpt2, text, len, &want, &nw), PARITY_OK);
+    for (int round = 0; round < 2; round++) { /* the second after a failed load */
+        parity_gpt2_t *t = NULL;
+        assert_int_equal(parity_gpt2_load_with(e, bpe, &t, &d), PARITY_OK);
+        assert_int_equal(parity_gpt2_vocab_size(t), parity_gpt2_vocab_size(g_gpt2));
+        assert_int_equal(parity_gpt2_encode(t, text, len, &got, &ng), PARITY_OK);
+        assert_int_equal(ng, nw);
+        assert_memory_equal(got, want, nw * sizeof *want);
+        free(got);
+        parity_gpt2_free(t);
+
+        const char dup[] = "#version: 0.2\nh e\n\xc4\xa0 t\nh e\n";
+        spit(tbpe, dup, sizeof dup - 1);
+        parity_gpt2_t *t1 = (parity_gpt2_t *)1, *t2 = (parity_gpt2_t *)1;
+        parity_status_t s1 = parity_gpt2_load(enc, tbpe, &t1, &d);
+        parity_status_t s2 = parity_gpt2_load_with(e, tbpe, &t2, &d2);
+        assert_int_equal(s1, PARITY_E_FORMAT);
+        assert_int_equal(s2, s1);
+        assert_string_equal(d2.msg, d.msg);
+        assert_null(t1);
+        assert_null(t2);
+    }
+    free(want);
+    free(text);
+
+    /* An encoder error is parity_gpt2_load's too. */
+    parity_gpt2_encoder_t *bad = (parity_gpt2_encoder_t *)1;
+    spit(TMP("enc.json"), "[1, 2]", 6);
+    assert_int_equal(parity_gpt2_encoder_load(TMP("enc.json"), &bad, &d), PARITY_E_FORMAT);
+    assert_null(bad);
+    assert_non_null(strstr(d.msg, "expected an object"));
+    parity_gpt2_t *none = (parity_gpt2_t *)1;
+    assert_int_equal(parity_gpt2_load_with(NULL, bpe, &none, &d), PARITY_E_INVALID);
+    assert_null(none);
+    parity_gpt2_encoder_free(e);
+    parity_gpt2_encoder_free(NULL);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* llama2.c tokenizer                                                                          */
 
@@ -573,6 +628,7 @@ int main(void)
         cmocka_unit_test(gpt2_tinyshakespeare),
         cmocka_unit_test(gpt2_roundtrip_arbitrary_bytes),
         cmocka_unit_test(gpt2_bad_files),
+        cmocka_unit_test(gpt2_two_stages),
         cmocka_unit_test(llama_known_ids),
         cmocka_unit_test(llama_pieces_and_decode),
         cmocka_unit_test(llama_tinyshakespeare_lines),

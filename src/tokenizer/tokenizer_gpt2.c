@@ -13,6 +13,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include "src/tokenizer/tokenizer_gpt2_stages.h"
 #include "src/tokenizer/tokenizer_impl.h"
 
 /* GPT-2's pre-tokenizer, as in openai/gpt-2 src/encoder.py (and tiktoken's "gpt2" pat_str):
@@ -366,18 +367,62 @@ done:
     return st;
 }
 
-parity_status_t parity_gpt2_load(const char *encoder_json, const char *vocab_bpe,
-                                 parity_gpt2_t **out, parity_diag_t *diag)
+/* An encoder.json loaded on its own: its tokens and the bytes -> id map the merges are resolved
+ * through. parity_gpt2_load is the two stages below in one call; a caller pairing one encoder
+ * with many vocab.bpe files (fuzz/fuzz_gpt2_vocab.c: parsing the fixed encoder took half of every
+ * execution) keeps the first stage. */
+struct parity_gpt2_encoder {
+    parity_gpt2_t t; /* no merges, no pattern */
+    bytes_map_t map;
+};
+
+void parity_gpt2_encoder_free(parity_gpt2_encoder_t *e)
+{
+    if (!e) return;
+    free(e->t.blob);
+    free(e->t.off);
+    free(e->map.slot);
+    free(e);
+}
+
+parity_status_t parity_gpt2_encoder_load(const char *encoder_json, parity_gpt2_encoder_t **out,
+                                         parity_diag_t *diag)
 {
     if (out) *out = NULL;
-    if (!encoder_json || !vocab_bpe || !out)
+    if (!encoder_json || !out)
+        return parity_diag_set(diag, PARITY_E_INVALID, "parity_gpt2_encoder_load: NULL argument");
+    parity_gpt2_encoder_t *e = calloc(1, sizeof *e);
+    if (!e) return parity_diag_set(diag, PARITY_E_NOMEM, "parity_gpt2_load: out of memory");
+    parity_status_t st = gpt2_load_encoder(&e->t, encoder_json, &e->map, diag);
+    if (st != PARITY_OK) {
+        parity_gpt2_encoder_free(e);
+        return st;
+    }
+    *out = e;
+    return PARITY_OK;
+}
+
+parity_status_t parity_gpt2_load_with(const parity_gpt2_encoder_t *e, const char *vocab_bpe,
+                                      parity_gpt2_t **out, parity_diag_t *diag)
+{
+    if (out) *out = NULL;
+    if (!e || !vocab_bpe || !out)
         return parity_diag_set(diag, PARITY_E_INVALID, "parity_gpt2_load: NULL argument");
     parity_gpt2_t *t = calloc(1, sizeof *t);
-    if (!t) return parity_diag_set(diag, PARITY_E_NOMEM, "parity_gpt2_load: out of memory");
-    bytes_map_t map = {NULL, 0};
-    parity_status_t st = gpt2_load_encoder(t, encoder_json, &map, diag);
-    if (st == PARITY_OK) st = gpt2_load_merges(t, vocab_bpe, &map, diag);
-    free(map.slot);
+    size_t n = e->t.n_vocab, bytes = e->t.off[n];
+    if (t) {
+        t->n_vocab = n;
+        memcpy(t->byte_id, e->t.byte_id, sizeof t->byte_id);
+        t->off = malloc((n + 1) * sizeof *t->off);
+        t->blob = malloc(bytes + 1);
+    }
+    if (!t || !t->off || !t->blob) {
+        parity_gpt2_free(t);
+        return parity_diag_set(diag, PARITY_E_NOMEM, "parity_gpt2_load: out of memory");
+    }
+    memcpy(t->off, e->t.off, (n + 1) * sizeof *t->off);
+    memcpy(t->blob, e->t.blob, bytes);
+    parity_status_t st = gpt2_load_merges(t, vocab_bpe, &e->map, diag);
     if (st == PARITY_OK) {
         int err = 0;
         PCRE2_SIZE erroff = 0;
@@ -403,6 +448,19 @@ parity_status_t parity_gpt2_load(const char *encoder_json, const char *vocab_bpe
     }
     *out = t;
     return PARITY_OK;
+}
+
+parity_status_t parity_gpt2_load(const char *encoder_json, const char *vocab_bpe,
+                                 parity_gpt2_t **out, parity_diag_t *diag)
+{
+    if (out) *out = NULL;
+    if (!encoder_json || !vocab_bpe || !out)
+        return parity_diag_set(diag, PARITY_E_INVALID, "parity_gpt2_load: NULL argument");
+    parity_gpt2_encoder_t *e = NULL;
+    parity_status_t st = parity_gpt2_encoder_load(encoder_json, &e, diag);
+    if (st == PARITY_OK) st = parity_gpt2_load_with(e, vocab_bpe, out, diag);
+    parity_gpt2_encoder_free(e);
+    return st;
 }
 
 parity_status_t parity_gpt2_load_default(parity_gpt2_t **out, parity_diag_t *diag)
