@@ -137,7 +137,11 @@ void check_report_text(FILE *out, const parity_op_t *op, const parity_kernel_res
             const parity_wl_result_t *dw = &kr->wl[kr->diag_wl];
             const parity_diagnosis_t *d = &dw->diag;
             fprintf(out, "  diagnosis (%s, %s): ", dw->workload, d->output);
-            if (isinf(d->eff_bits)) fprintf(out, "exact on the sampled rows");
+            if (d->zero_written)
+                fprintf(out, "an element with no terms (0 in the reference) holds %.3g: a "
+                             "structural error (an output that should stay 0 was written or not "
+                             "zeroed), not accumulator precision", dw->worst.got);
+            else if (isinf(d->eff_bits)) fprintf(out, "exact on the sampled rows");
             else if (d->beyond)
                 fprintf(out, "error %.3g is beyond what 8-bit accumulation gives (%.3g): not an "
                              "accumulator-precision problem", d->cand_err, d->emu_err[0]);
@@ -275,6 +279,7 @@ int check_report_json(const char *path, const parity_op_t *op, const parity_kern
                 cJSON_AddStringToObject(d, "closest", parity_emu_names[w->diag.closest]);
                 cJSON_AddBoolToObject(d, "beyond_8bit", w->diag.beyond);
                 cJSON_AddBoolToObject(d, "unresolvable", w->diag.masked);
+                cJSON_AddBoolToObject(d, "zero_written", w->diag.zero_written);
                 cJSON_AddItemToObject(d, "candidate_rel_err", cli_json_num(w->diag.cand_err));
                 cJSON *e = cJSON_AddObjectToObject(d, "emulation_rel_err");
                 for (int q = 0; q < PARITY_N_EMU; q++)
@@ -289,6 +294,7 @@ int check_report_json(const char *path, const parity_op_t *op, const parity_kern
             cJSON_AddStringToObject(dg, "closest", parity_emu_names[d->closest]);
             cJSON_AddBoolToObject(dg, "beyond_8bit", d->beyond);
             cJSON_AddBoolToObject(dg, "unresolvable", d->masked);
+            cJSON_AddBoolToObject(dg, "zero_written", d->zero_written);
             cJSON_AddItemToObject(dg, "hit_error_correlation", cli_json_num(kr->wl[kr->diag_wl].hit_corr));
         }
         if (ctx->baselines) {

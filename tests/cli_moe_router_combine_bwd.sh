@@ -41,6 +41,18 @@ done
 # The leak is a nonzero d_expert_out where the reference is exactly 0.
 "$P" check $OP --kernel builtin:dense_dexp --workload $TIES --no-floor >"$tmp/leak" 2>&1
 grep -q "d_expert_out row .* ref 0$" "$tmp/leak" && ok || bad "dense_dexp: worst is not a d_expert_out element the reference leaves at 0"
+# The diagnosis (mrb_emulate): the leak is named structural, not an accumulator; the bf16 dot
+# product is named bf16 accumulation, from the d_logits it corrupts.
+grep -q "diagnosis (.*d_expert_out): an element with no terms (0 in the reference) holds .*: a structural error" "$tmp/leak" \
+  && ok || { bad "dense_dexp: diagnosis does not name the structural error"; grep diagnosis "$tmp/leak"; }
+"$P" check $OP --kernel builtin:dense_dexp --workload $TIES --no-floor --json "$tmp/leak.json" >/dev/null 2>&1
+grep -q '"zero_written":[[:space:]]*true' "$tmp/leak.json" && ok || bad "dense_dexp: JSON diagnosis lacks zero_written true"
+"$P" check $OP --kernel builtin:bf16_dot --workload $MANY --no-floor >"$tmp/dot" 2>&1
+grep -q "diagnosis (.*d_logits): effective accumulator ~[78]\.[0-9] bits, closest to bf16" "$tmp/dot" \
+  && ok || { bad "bf16_dot: diagnosis is not bf16 accumulation"; grep diagnosis "$tmp/dot"; }
+"$P" check $OP --kernel builtin:fp32 --workload $MANY --no-floor --diagnose >"$tmp/f32d" 2>&1
+grep -q "diagnosis (.*): .*\(exact on the sampled rows\|closest to fp32\)" "$tmp/f32d" \
+  && ok || { bad "fp32 --diagnose: not fp32 (the emulation at 24 bits is the fp32 kernel)"; grep diagnosis "$tmp/f32d"; }
 
 "$P" check $OP --kernel builtin:fp32 --workload e256-top8@4x4x4 -q >/dev/null 2>"$tmp/e"
 rc=$?

@@ -53,6 +53,10 @@ typedef struct {
     int beyond;                     /* 1: error larger than 8-bit accumulation explains */
     int masked;                     /* 1: after rounding to the output dtype, 8- and 24-bit
                                      * accumulation differ by < 2x on these rows: unresolvable */
+    int zero_written;               /* 1: the worst element has no terms (exactly 0 in the
+                                     * reference: an unselected expert, a token row no id hits)
+                                     * and holds a nonzero value: a structural error, which no
+                                     * accumulator explains whatever the sampled rows show */
 } parity_diagnosis_t;
 extern const char *const parity_emu_names[PARITY_N_EMU];
 extern const int parity_emu_bits[PARITY_N_EMU];

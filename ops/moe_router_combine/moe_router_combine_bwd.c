@@ -18,6 +18,7 @@
 
 #include "ops/ops_impl.h"
 #include "src/core/parallel.h"
+#include "parity/format.h"
 #include "parity/moe.h"
 
 #define MRB_STREAM_DOUT 0x4d52424400000000ull
@@ -227,6 +228,88 @@ static parity_status_t mrb_build(const parity_op_t *op, const parity_workload_t 
     return g.failed ? PARITY_E_NOMEM : PARITY_OK;
 }
 
+/* ---- diagnosis and parity power: the op recomputed with a chosen accumulator ----------------
+ * As the catalog's fp32 kernel forms its terms (kernels_bwd.c, M_FP32: the same selection, expf
+ * from the top-1 logit, fp32 products and quotients), with the reduction that makes the output
+ * accumulated in `acc` in `order` and the others as the fp32 kernel does them (sequential fp32),
+ * as the forward's emulation does: d_expert_out rows (token, expert) = w·dout, whose only
+ * reduction is the weights' normaliser (over the k selected when renorm, all E otherwise);
+ * d_logits rows (tokens) = q·(g − G), whose long reductions are the D-term dots g = dout·y
+ * (K = max(D, n) in the error model; a bf16 bmm for them is the realistic bug, bf16_dot) — the
+ * weights and the k-term G = Σ q·g stay fp32. */
+static parity_status_t mrb_emulate(const parity_case_t *c, int out, const parity_format_t *acc,
+                                   parity_sum_order_t order, const int64_t *rows, int64_t n_rows,
+                                   double *dst)
+{
+    const parity_abi_tensor_t *X = &c->inputs[0]->view, *Y = &c->inputs[1]->view,
+                              *DO = &c->inputs[2]->view;
+    int64_t e = X->shape[1], d = Y->shape[2];
+    int k = (int)c->attr_values[0], renorm = c->attr_values[1] != 0;
+    parity_round_opts_t o = parity_format_default_opts(acc);
+    parity_format_t f32;
+    parity_format_get("fp32", &f32, NULL);
+    const parity_format_t *fn = out == 0 ? acc : &f32; /* the normaliser's format */
+    const parity_round_opts_t *on = out == 0 ? &o : NULL;
+    parity_sum_order_t ordn = out == 0 ? order : PARITY_SUM_SEQUENTIAL;
+    size_t nt = (size_t)(d > e ? d : e);
+    double *x = malloc(((size_t)(3 * e) + nt + (size_t)d + (size_t)k) * sizeof *x);
+    int32_t *sel = malloc((size_t)k * sizeof *sel);
+    if (!x || !sel) {
+        free(x);
+        free(sel);
+        return PARITY_E_NOMEM;
+    }
+    double *q = x + e, *g = q + e, *terms = g + e, *dout = terms + nt, *G_terms = dout + d;
+    int64_t last = -1; /* d_expert_out rows of one token come together: its weights are reused */
+    for (int64_t r = 0; r < n_rows; r++) {
+        int64_t i = out == 0 ? rows[r] / e : rows[r];
+        if (i != last) {
+            last = i;
+            for (int64_t j = 0; j < e; j++) x[j] = parity_tensor_get(X, i * e + j);
+            for (int64_t col = 0; col < d; col++) dout[col] = parity_tensor_get(DO, i * d + col);
+            parity_moe_topk(x, (size_t)e, (size_t)k, PARITY_MOE_TIE_LOWID, sel);
+            double m = x[sel[0]];
+            size_t nn = 0;
+            for (int64_t j = 0; j < e; j++) {
+                q[j] = 0;
+                g[j] = (float)exp((float)(x[j] - m)); /* ex_j, kept in g until the dots */
+            }
+            if (renorm)
+                for (int s2 = 0; s2 < k; s2++) terms[nn++] = g[sel[s2]];
+            else
+                for (int64_t j = 0; j < e; j++) terms[nn++] = g[j];
+            double s = parity_format_sum(fn, terms, nn, ordn, 0, on, NULL);
+            if (renorm)
+                for (int s2 = 0; s2 < k; s2++) q[sel[s2]] = (float)(g[sel[s2]] / s);
+            else
+                for (int64_t j = 0; j < e; j++) q[j] = (float)(g[j] / s);
+            for (int64_t j = 0; j < e; j++) g[j] = 0;
+        }
+        if (out == 0) {
+            int64_t j = rows[r] % e;
+            int selj = 0;
+            for (int s2 = 0; s2 < k; s2++) selj |= sel[s2] == (int32_t)j;
+            for (int64_t col = 0; col < d; col++)
+                dst[r * d + col] = selj ? (double)(float)(q[j] * dout[col]) : 0.0;
+            continue;
+        }
+        for (int s2 = 0; s2 < k; s2++) {
+            int64_t j = sel[s2];
+            for (int64_t col = 0; col < d; col++)
+                terms[col] = (float)(dout[col] * parity_tensor_get(Y, (i * e + j) * d + col));
+            g[j] = (float)parity_format_sum(acc, terms, (size_t)d, order, 0, &o, NULL);
+            G_terms[s2] = (float)(q[j] * g[j]);
+        }
+        double G = (float)parity_format_sum(&f32, G_terms, (size_t)k, PARITY_SUM_SEQUENTIAL, 0, NULL,
+                                            NULL);
+        for (int64_t j = 0; j < e; j++)
+            dst[r * e + j] = q[j] == 0 ? 0.0 : (double)(float)(q[j] * (float)(g[j] - G));
+    }
+    free(x);
+    free(sel);
+    return PARITY_OK;
+}
+
 #define NORMAL PARITY_VALS_NORMAL
 #define GRAD PARITY_VALS_GRADSCALE
 #define OUTCH PARITY_VALS_OUTLIER
@@ -275,4 +358,5 @@ const parity_op_t parity_op_moe_router_combine_bwd = {
     .n_presets = (int)(sizeof MRB_PRESETS / sizeof MRB_PRESETS[0]),
     .baseline_workloads = MRB_BASELINES,
     .build = mrb_build,
+    .emulate = mrb_emulate,
 };
