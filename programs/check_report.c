@@ -138,9 +138,10 @@ void check_report_text(FILE *out, const parity_op_t *op, const parity_kernel_res
             const parity_diagnosis_t *d = &dw->diag;
             fprintf(out, "  diagnosis (%s, %s): ", dw->workload, d->output);
             if (d->zero_written)
-                fprintf(out, "an element with no terms (0 in the reference) holds %.3g: a "
-                             "structural error (an output that should stay 0 was written or not "
-                             "zeroed), not accumulator precision", dw->worst.got);
+                fprintf(out, "an element whose terms are all zero (0 in the reference) holds "
+                             "%.3g: a structural error (a wrong index or selection, an output "
+                             "that should stay 0 written or not zeroed), not accumulator "
+                             "precision", dw->worst.got);
             else if (isinf(d->eff_bits)) fprintf(out, "exact on the sampled rows");
             else if (d->beyond)
                 fprintf(out, "error %.3g is beyond what 8-bit accumulation gives (%.3g): not an "

@@ -43,7 +43,7 @@ done
 grep -q "d_expert_out row .* ref 0$" "$tmp/leak" && ok || bad "dense_dexp: worst is not a d_expert_out element the reference leaves at 0"
 # The diagnosis (mrb_emulate): the leak is named structural, not an accumulator; the bf16 dot
 # product is named bf16 accumulation, from the d_logits it corrupts.
-grep -q "diagnosis (.*d_expert_out): an element with no terms (0 in the reference) holds .*: a structural error" "$tmp/leak" \
+grep -q "diagnosis (.*d_expert_out): an element whose terms are all zero (0 in the reference) holds .*: a structural error" "$tmp/leak" \
   && ok || { bad "dense_dexp: diagnosis does not name the structural error"; grep diagnosis "$tmp/leak"; }
 "$P" check $OP --kernel builtin:dense_dexp --workload $TIES --no-floor --json "$tmp/leak.json" >/dev/null 2>&1
 grep -q '"zero_written":[[:space:]]*true' "$tmp/leak.json" && ok || bad "dense_dexp: JSON diagnosis lacks zero_written true"

@@ -53,10 +53,12 @@ typedef struct {
     int beyond;                     /* 1: error larger than 8-bit accumulation explains */
     int masked;                     /* 1: after rounding to the output dtype, 8- and 24-bit
                                      * accumulation differ by < 2x on these rows: unresolvable */
-    int zero_written;               /* 1: the worst element has no terms (exactly 0 in the
-                                     * reference: an unselected expert, a token row no id hits)
-                                     * and holds a nonzero value: a structural error, which no
-                                     * accumulator explains whatever the sampled rows show */
+    int zero_written;               /* 1: the worst element's terms are all zero (s_acc = 0,
+                                     * so 0 in the reference: an unselected expert, a token row
+                                     * no id hits, zero inputs) and it holds a nonzero value: a
+                                     * structural error (a wrong index or selection, an output
+                                     * written that should stay 0), which no accumulator
+                                     * explains whatever the sampled rows show */
 } parity_diagnosis_t;
 extern const char *const parity_emu_names[PARITY_N_EMU];
 extern const int parity_emu_bits[PARITY_N_EMU];

@@ -546,9 +546,10 @@ static void diagnose(case_slot_t *cs, const parity_kernel_ref_t *kr, parity_tens
     for (int e = 0; e < PARITY_N_EMU; e++)
         d->emu_err[e] = cs->emu[o][e] ? diag_error(R, cs->rows[o], n, cs->emu[o][e], odt) : NAN;
     parity_diagnosis_classify(d);
-    /* The comparison above weighs elements by their terms and skips those without any; when the
-     * worst element is one of them (d_expert_out of an unselected expert written, a dE row no id
-     * hits left unzeroed), the error is structural, whatever the sampled rows say. */
+    /* The comparison above weighs elements by sum|terms| and skips those where it is 0; when
+     * the worst element is one of them (d_expert_out of an unselected expert written, a dE row no
+     * id hits left unzeroed, a wrong expert selected where the right ones' values are 0), the
+     * error is structural, whatever the sampled rows say. */
     const parity_worst_t *w = &res->worst;
     if (w->row >= 0 && w->row < R->rows && w->col >= 0 && w->col < R->cols && w->got != 0) {
         int64_t slot = R->slot ? R->slot[w->row] : w->row;
