@@ -25,7 +25,7 @@
  * dE before this bound. */
 enum { K = 4096, J = 64, M_UP = 4 * 1024 + 32 };
 static const double U = 0x1p-24;
-#define B_UP 27.0 /* embedding_rmsnorm_bwd dE's budget (ops/embedding/embedding.c) */
+#define B_UP 28.0 /* embedding_rmsnorm_bwd dE's budget (ops/embedding/embedding.c) */
 
 typedef struct {
     double ref[J], s_acc[J], s_up[J], s_up2[J];
@@ -157,7 +157,7 @@ static void independent_term_errors(void **state)
 /* A shared bias adds linearly across terms and the random part's sqrt(sum A^2) does not cover
  * it: every term carries 12 u A_i of one sign (an rsqrt intrinsic 2 ulp low, <= 4u relative on
  * r, through r's coefficient of at most 3A in dx: the largest the derivation allows for it),
- * plus the documented random errors. It passes with dE's linear budget b_up = 27 and fails
+ * plus the documented random errors. It passes with dE's linear budget b_up = 28 and fails
  * without it: the budget is load-bearing. */
 static void shared_bias_needs_linear_budget(void **state)
 {
@@ -171,7 +171,7 @@ static void shared_bias_needs_linear_budget(void **state)
     double q_b = judge(&Rb, y, NULL), q_0 = judge(&R0, y, NULL);
     computed(E, 1, 2, y); /* a bias of 2u, what rsqrtf(x)(1 - 2u) gives */
     double q_2 = judge(&Rb, y, NULL);
-    print_message("shared bias 12u A: err/tol %.3g (b_up = 27), %.3g (b_up = 0); 2u A: %.3g\n",
+    print_message("shared bias 12u A: err/tol %.3g (b_up = 28), %.3g (b_up = 0); 2u A: %.3g\n",
                   q_b, q_0, q_2);
     assert_true(q_b < 0.7);
     assert_true(q_0 > 1);
@@ -197,7 +197,7 @@ static void builders_record_s_up2(void **state)
     const parity_ref_output_t *dE = &c->ref[0], *dg = &c->ref[1];
     assert_non_null(dE->s_up2);
     assert_non_null(dg->s_up2);
-    assert_true(dE->b_up == 27 && dg->b_up == 7);
+    assert_true(dE->b_up == 28 && dg->b_up == 7);
     int64_t ones = 0, many = 0;
     for (int64_t s = 0; s < dE->n_slots; s++) {
         double k = (double)dE->k[s];

@@ -316,16 +316,17 @@ static parity_status_t fused_build(const parity_op_t *op, const parity_workload_
     if ((dy_sym || x_sym) && (st = sym_alloc(G)) != PARITY_OK) return st;
     /* Per-term errors across terms (docs/error-model.md, "Per-term errors across terms", which
      * derives the counts). dE: the first-order coefficients of one dx term satisfy
-     * sum_r c_r^2 <= (13D/4 + 30) A^2 <= m_up A^2. What can add linearly, in u A per term: r's
+     * sum_r c_r^2 <= (13D/4 + 34) A^2 <= m_up A^2. What can add linearly, in u A per term: r's
      * relative error enters dx with a coefficient of at most 3A, so an rsqrt intrinsic 2 ulp off
-     * (<= 4u relative) costs 12 and a rounded constant 1/D at most 3 (1.5 through r, 1 through
-     * c); the 12 roundings m_up allows for other evaluation orders are charged linearly too:
-     * b_up = 12 + 3 + 12 = 27. dgamma: a term dy xhat has sum c^2 <= (D/4 + 4.5) A^2 <=
-     * (D + 8) A^2, r enters it with coefficient A: b_up = 4 + 1 + the 2 spare roundings = 7. */
+     * (<= 4u relative) costs 12; the constants 1/D and eps, each rounded once for every row,
+     * cost 1.5 + 1 (1/D through r and through c) + 1.5 (eps through r) = 4; the 12 roundings
+     * m_up allows for other evaluation orders are charged linearly too: b_up = 28. dgamma: a
+     * term dy xhat has sum c^2 <= (D/4 + 4.5) A^2 <= (D + 8) A^2 and r enters it with
+     * coefficient A: b_up = 4 + 0.5 + 0.5 + the 2 spare roundings of m_up = 7. */
     if (parity_rms_rows_distinct(wl->x_vals, wl->dy_vals)) {
         if ((st = up2_alloc(&c->ref[0])) != PARITY_OK || (st = up2_alloc(G)) != PARITY_OK)
             return st;
-        c->ref[0].b_up = 27;
+        c->ref[0].b_up = 28;
         G->b_up = 7;
     }
 
