@@ -239,8 +239,11 @@ int check_report_json(const char *path, const parity_op_t *op, const parity_kern
             cJSON_AddItemToObject(x, "lambda", cli_json_num(w->lambda));
             /* Which bound judged it: "symmetric" where the symmetric reduction class's tolerance
              * was the smaller on some element (docs/error-model.md), else "general". */
-            cJSON_AddStringToObject(x, "tolerance_class", w->sym_elements > 0 ? "symmetric" : "general");
+            cJSON_AddStringToObject(x, "tolerance_class",
+                                    w->sym_elements > 0 ? (w->perterm_elements > 0 ? "symmetric+per-term" : "symmetric")
+                                                        : (w->perterm_elements > 0 ? "per-term" : "general"));
             cJSON_AddNumberToObject(x, "symmetric_elements", (double)w->sym_elements);
+            cJSON_AddNumberToObject(x, "per_term_elements", (double)w->perterm_elements);
             cJSON_AddNumberToObject(x, "rows_judged", (double)w->rows_judged);
             cJSON_AddNumberToObject(x, "rows_failed", (double)w->rows_failed);
             cJSON_AddNumberToObject(x, "nan_count", (double)w->nan_count);

@@ -57,6 +57,18 @@ typedef struct {
      * assumes a summation order fixed independently of the terms' signs. docs/error-model.md,
      * "Symmetric reduction class". */
     double *s_sym;       /* [n_slots * cols] */
+    /* Per-term errors across terms (NULL: not provided; today's gamma~_{m_up} s_up alone). Filled
+     * only where the k terms of an element are computed by distinct roundings of distinct
+     * values (distinct token rows of continuous generated data), and where the op has shown that
+     * each term's first-order error sum_r c_r delta_r has sum_r c_r^2 <= m_up A^2 (A: the term's
+     * absolute condition, what s_up sums). s_up2 = sqrt(sum_i A_i^2) per element. The verdict
+     * then also holds the terms' error to lambda u sqrt(m_up) s_up2 (their random part, one
+     * martingale over every term's roundings) + (b_up u + m_up u gamma_{m_up}) s_up (what adds
+     * linearly: b_up, in units of u per unit of A, is the op's budget for systematic allowances
+     * such as an rsqrt intrinsic's 2 ulp; the second term the second-order remainder).
+     * docs/error-model.md, "Per-term errors across terms". */
+    double *s_up2;       /* [n_slots * cols] */
+    double b_up;
 } parity_ref_output_t;
 
 struct parity_op;

@@ -85,6 +85,8 @@ typedef struct {
     double seconds;    /* kernel wall time of the first run */
     int64_t sym_elements; /* elements judged under the symmetric reduction class's tolerance
                              (sharper than the general one there; op.h s_sym) */
+    int64_t perterm_elements; /* elements whose per-term error term was the split one
+                                 (op.h s_up2; sharper than gamma~_{m_up} s_up there) */
 } parity_wl_result_t;
 
 /* The baseline rules (include/parity/baseline.h, docs/baselines.md). */

@@ -116,8 +116,17 @@ static parity_status_t sym_alloc(parity_ref_output_t *R)
 
 static void sym_finish(parity_ref_output_t *R)
 {
-    if (!R->s_sym) return;
-    for (int64_t e = 0; e < R->n_slots * R->cols; e++) R->s_sym[e] = sqrt(R->s_sym[e]);
+    if (R->s_sym)
+        for (int64_t e = 0; e < R->n_slots * R->cols; e++) R->s_sym[e] = sqrt(R->s_sym[e]);
+    if (R->s_up2)
+        for (int64_t e = 0; e < R->n_slots * R->cols; e++) R->s_up2[e] = sqrt(R->s_up2[e]);
+}
+
+static parity_status_t up2_alloc(parity_ref_output_t *R)
+{
+    size_t ne = (size_t)(R->n_slots * R->cols);
+    R->s_up2 = calloc(ne ? ne : 1, sizeof *R->s_up2);
+    return R->s_up2 ? PARITY_OK : PARITY_E_NOMEM;
 }
 
 /* Generate the float inputs of a workload, row-parallel: values are a pure function of (seed,
@@ -255,14 +264,17 @@ REF_HOT static void fused_pass2(void *p, int64_t jb, int64_t je, int thread)
         double r = f->r[i], c = f->cc[i], ca = f->ca[i];
         double *ref = R->ref + slot * d, *sa = R->s_acc + slot * d, *su = R->s_up + slot * d;
         double *sq = R->s_sym ? R->s_sym + slot * d : NULL;
+        double *s2 = R->s_up2 ? R->s_up2 + slot * d : NULL;
         for (int64_t j = jb; j < je; j++) {
             double dyv = elem(f->dy, i * d + j), xh = elem(f->x, i * d + j) * r;
             double gd = f->g[j] * dyv;
             double dx = r * (gd - xh * c);
+            double a = r * (fabs(gd) + fabs(xh) * ca);
             ref[j] += dx;
             sa[j] += fabs(dx);
-            su[j] += r * (fabs(gd) + fabs(xh) * ca);
+            su[j] += a;
             if (sq) sq[j] += dx * dx;
+            if (s2) s2[j] += a * a;
         }
     }
 }
@@ -302,6 +314,21 @@ static parity_status_t fused_build(const parity_op_t *op, const parity_workload_
     int dy_sym = parity_vals_symmetric(wl->dy_vals), x_sym = parity_vals_symmetric(wl->x_vals);
     if (dy_sym && (st = sym_alloc(&c->ref[0])) != PARITY_OK) return st;
     if ((dy_sym || x_sym) && (st = sym_alloc(G)) != PARITY_OK) return st;
+    /* Per-term errors across terms (docs/error-model.md, "Per-term errors across terms", which
+     * derives the counts). dE: the first-order coefficients of one dx term satisfy
+     * sum_r c_r^2 <= (13D/4 + 34) A^2 <= m_up A^2. What can add linearly, in u A per term: r's
+     * relative error enters dx with a coefficient of at most 3A, so an rsqrt intrinsic 2 ulp off
+     * (<= 4u relative) costs 12; the constants 1/D and eps, each rounded once for every row,
+     * cost 1.5 + 1 (1/D through r and through c) + 1.5 (eps through r) = 4; the 12 roundings
+     * m_up allows for other evaluation orders are charged linearly too: b_up = 28. dgamma: a
+     * term dy xhat has sum c^2 <= (D/4 + 4.5) A^2 <= (D + 8) A^2 and r enters it with
+     * coefficient A: b_up = 4 + 0.5 + 0.5 + the 2 spare roundings of m_up = 7. */
+    if (parity_rms_rows_distinct(wl->x_vals, wl->dy_vals)) {
+        if ((st = up2_alloc(&c->ref[0])) != PARITY_OK || (st = up2_alloc(G)) != PARITY_OK)
+            return st;
+        c->ref[0].b_up = 28;
+        G->b_up = 7;
+    }
 
     fused_ctx_t f = {c, &c->inputs[0]->view, &c->inputs[1]->view, NULL, NULL, NULL, NULL,
                      NULL, NULL, NULL, 0};
@@ -311,8 +338,8 @@ static parity_status_t fused_build(const parity_op_t *op, const parity_workload_
     f.ca = malloc((size_t)(n ? n : 1) * sizeof *f.ca);
     f.dg = calloc((size_t)N_ROW_CHUNKS * (size_t)d, sizeof *f.dg);
     f.dg_abs = calloc((size_t)N_ROW_CHUNKS * (size_t)d, sizeof *f.dg_abs);
-    if (G->s_sym) f.dg_sq = calloc((size_t)N_ROW_CHUNKS * (size_t)d, sizeof *f.dg_sq);
-    if (!g || !f.r || !f.cc || !f.ca || !f.dg || !f.dg_abs || (G->s_sym && !f.dg_sq))
+    if (G->s_sym || G->s_up2) f.dg_sq = calloc((size_t)N_ROW_CHUNKS * (size_t)d, sizeof *f.dg_sq);
+    if (!g || !f.r || !f.cc || !f.ca || !f.dg || !f.dg_abs || ((G->s_sym || G->s_up2) && !f.dg_sq))
         st = PARITY_E_NOMEM;
     if (st == PARITY_OK) {
         parity_tensor_to_f64(&c->inputs[2]->view, g);
@@ -331,6 +358,7 @@ static parity_status_t fused_build(const parity_op_t *op, const parity_workload_
             G->s_up[j] = b;
             G->k[j] = n;
             if (G->s_sym) G->s_sym[j] = q;
+            if (G->s_up2) G->s_up2[j] = q; /* A_i = |dy xhat| for dgamma: sum A^2 = sum term^2 */
         }
         sym_finish(&c->ref[0]);
         sym_finish(G);

@@ -25,7 +25,15 @@ typedef struct {
     int ignore_gamma; /* gamma ignored in dx */
     int tail128;      /* columns beyond the last multiple of 128 are never accumulated */
     int no_zero;      /* accumulates into dE without zeroing it first */
+    int rsqrt_low;    /* r 2 ulp low on every row: a biased rsqrt intrinsic (faithful) */
 } cfg_t;
+
+/* The row backward's r mode of a configuration (ops/rmsnorm/rmsnorm.h). */
+static inline int r_mode(const cfg_t *cfg)
+{
+    return cfg->eps_outside ? PARITY_RMS_R_EPS_OUTSIDE
+                            : cfg->rsqrt_low ? PARITY_RMS_R_LOW_2ULP : PARITY_RMS_R_EXACT;
+}
 
 static inline uint64_t mix64(uint64_t z)
 {
@@ -151,7 +159,7 @@ static int scatter_kernel(const parity_abi_call_t *call, const cfg_t *cfg, int f
                 parity_row_to_f32(dy, i, dyr);
                 if (fused) {
                     parity_row_to_f32(x, i, xr);
-                    parity_rms_bwd_row_f32(xr, dyr, gr, d, eps, dx, xdy, cfg->ignore_gamma, cfg->eps_outside);
+                    parity_rms_bwd_row_f32(xr, dyr, gr, d, eps, dx, xdy, cfg->ignore_gamma, r_mode(cfg));
                 } else {
                     memcpy(dx, dyr, (size_t)d * sizeof *dx);
                 }
@@ -171,7 +179,7 @@ static int scatter_kernel(const parity_abi_call_t *call, const cfg_t *cfg, int f
             parity_row_to_f32(dy, i, dyr);
             if (fused) {
                 parity_row_to_f32(x, i, xr);
-                parity_rms_bwd_row_f32(xr, dyr, gr, d, eps, dx, xdy, cfg->ignore_gamma, cfg->eps_outside);
+                parity_rms_bwd_row_f32(xr, dyr, gr, d, eps, dx, xdy, cfg->ignore_gamma, r_mode(cfg));
             } else {
                 memcpy(dx, dyr, (size_t)d * sizeof *dx);
             }
@@ -191,7 +199,7 @@ static int scatter_kernel(const parity_abi_call_t *call, const cfg_t *cfg, int f
         for (int64_t i = 0; i < n; i++) {
             parity_row_to_f32(x, i, xr);
             parity_row_to_f32(dy, i, dyr);
-            parity_rms_bwd_row_f32(xr, dyr, gr, d, eps, NULL, xdy, cfg->ignore_gamma, cfg->eps_outside);
+            parity_rms_bwd_row_f32(xr, dyr, gr, d, eps, NULL, xdy, cfg->ignore_gamma, r_mode(cfg));
             for (int64_t j = 0; j < dlim; j++) part[j] += xdy[j];
             if ((i + 1) % 256 == 0 || i + 1 == n) {
                 for (int64_t j = 0; j < d; j++) {
@@ -237,6 +245,7 @@ FUSED(f_eps_outside, .acc = ACC_F32, .eps_outside = 1)
 FUSED(f_gamma_ignored, .acc = ACC_F32, .ignore_gamma = 1)
 FUSED(f_tail128, .acc = ACC_F32, .tail128 = 1)
 FUSED(f_no_zero, .acc = ACC_F32, .no_zero = 1)
+FUSED(f_rsqrt_low, .acc = ACC_F32, .rsqrt_low = 1)
 SCATTER(s_fp32_seq, .acc = ACC_F32)
 SCATTER(s_fp32_shuffled, .acc = ACC_F32, .order = ORDER_SHUFFLED)
 SCATTER(s_fp32_pairwise, .acc = ACC_F32, .order = ORDER_PAIRWISE)
@@ -265,6 +274,7 @@ const parity_abi_kernel_t parity_catalog_embedding[] = {
     K("gamma_ignored", FUSED_OP, "dx computed as if gamma were 1 (invisible when gamma == 1)", BF, F32, f_gamma_ignored, "unfaithful"),
     K("tail_d128", FUSED_OP, "vectorized by 128 columns, the tail D % 128 never accumulated", BF, F32, f_tail128, "unfaithful"),
     K("no_zero_init", FUSED_OP, "accumulates into dE without zeroing it (assumes a pre-zeroed output)", BF, F32, f_no_zero, "unfaithful"),
+    K("rsqrt_2ulp_low", FUSED_OP, "fp32, r = rsqrt 2 ulp low on every row (CUDA rsqrtf's documented bound, one sign): a shared bias", BF, F32, f_rsqrt_low, "faithful"),
     K("fp32_seq", "embedding_bwd", "fp32 accumulation in token order", BF, F32, s_fp32_seq, "faithful"),
     K("fp32_shuffled", "embedding_bwd", "fp32 in a shuffled order, as fp32 atomics give", BF, F32, s_fp32_shuffled, "faithful"),
     K("fp32_pairwise", "embedding_bwd", "per-row pairwise fp32 reduction", BF, F32, s_fp32_pairwise, "faithful"),

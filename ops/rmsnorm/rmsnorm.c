@@ -184,12 +184,13 @@ const parity_op_t parity_op_rmsnorm_fwd = {
 __attribute__((optimize("O3")))
 #endif
 void parity_rms_bwd_row_f32(const float *x, const float *dy, const float *g, int64_t d, float eps,
-                            float *dx, float *xhat_dy, int ignore_gamma, int eps_outside)
+                            float *dx, float *xhat_dy, int ignore_gamma, int r_mode)
 {
     float ss = 0.0f;
     for (int64_t k = 0; k < d; k++) ss += x[k] * x[k];
     float ms = ss / (float)d;
-    float r = eps_outside ? 1.0f / (sqrtf(ms) + eps) : 1.0f / sqrtf(ms + eps);
+    float r = r_mode == PARITY_RMS_R_EPS_OUTSIDE ? 1.0f / (sqrtf(ms) + eps) : 1.0f / sqrtf(ms + eps);
+    if (r_mode == PARITY_RMS_R_LOW_2ULP) r = nextafterf(nextafterf(r, 0.0f), 0.0f);
     float c = 0.0f;
     for (int64_t k = 0; k < d; k++) c += (ignore_gamma ? 1.0f : g[k]) * dy[k] * (x[k] * r);
     c /= (float)d;
@@ -231,6 +232,14 @@ static parity_status_t rbwd_build(const parity_op_t *op, const parity_workload_t
         G->s_sym = calloc((size_t)d, sizeof *G->s_sym);
         if (!G->s_sym) return PARITY_E_NOMEM;
     }
+    /* Per-term errors across terms (docs/error-model.md): dgamma's N terms dy xhat come from
+     * distinct rows; sum c^2 <= (D/4 + 4.5) A^2 <= m_up A^2 and b_up = 7 as for the fused op's
+     * dgamma (ops/embedding/embedding.c). dx is one term per element: nothing to split. */
+    if (parity_rms_rows_distinct(wl->x_vals, wl->dy_vals)) {
+        G->s_up2 = calloc((size_t)d, sizeof *G->s_up2);
+        if (!G->s_up2) return PARITY_E_NOMEM;
+        G->b_up = 7;
+    }
     double *x = malloc((size_t)d * sizeof *x), *dy = malloc((size_t)d * sizeof *dy),
            *g = malloc((size_t)d * sizeof *g);
     if (!x || !dy || !g) st = PARITY_E_NOMEM;
@@ -259,12 +268,14 @@ static parity_status_t rbwd_build(const parity_op_t *op, const parity_workload_t
             G->ref[j] += dy[j] * xh;
             G->s_acc[j] += fabs(dy[j] * xh);
             if (G->s_sym) G->s_sym[j] += (dy[j] * xh) * (dy[j] * xh);
+            if (G->s_up2) G->s_up2[j] += (dy[j] * xh) * (dy[j] * xh);
         }
     }
     for (int64_t j = 0; st == PARITY_OK && j < d; j++) {
         G->s_up[j] = G->s_acc[j];
         G->k[j] = n;
         if (G->s_sym) G->s_sym[j] = sqrt(G->s_sym[j]);
+        if (G->s_up2) G->s_up2[j] = sqrt(G->s_up2[j]);
     }
     free(x);
     free(dy);

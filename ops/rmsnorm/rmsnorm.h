@@ -5,14 +5,38 @@
 
 #include <stdint.h>
 
+#include "parity/workload.h"
+
 /* RMSNorm's epsilon for every op of the family (as llama2.c / Llama use). */
 #define PARITY_RMS_EPS 1e-5
+
+/* Per-term errors across terms (op.h s_up2; docs/error-model.md, "Per-term errors across
+ * terms") need the terms of an element to come from distinct roundings of distinct values. A
+ * continuous generator gives every token row its own x and dy, so each row's sum x^2, r, c and
+ * products are rounded from values no other row shares. A discrete one does not: integer or
+ * sparse-power x rows share sum x^2 (a few hundred values), hence r and its roundings, and
+ * g_j dy_ij repeats across rows with the same integer dy; those errors can add linearly. */
+static inline int parity_rms_rows_distinct(parity_vals_kind_t x, parity_vals_kind_t dy)
+{
+    int cx = x == PARITY_VALS_NORMAL || x == PARITY_VALS_GRADSCALE || x == PARITY_VALS_OUTLIER ||
+             x == PARITY_VALS_UNIFORM01;
+    int cdy = dy == PARITY_VALS_NORMAL || dy == PARITY_VALS_GRADSCALE ||
+              dy == PARITY_VALS_OUTLIER || dy == PARITY_VALS_UNIFORM01;
+    return cx && cdy;
+}
+
+/* How the row backward forms r (its last argument). */
+#define PARITY_RMS_R_EXACT 0       /* r = 1/sqrtf(mean(x^2) + eps), correctly rounded steps */
+#define PARITY_RMS_R_EPS_OUTSIDE 1 /* the mutant r = 1/(sqrtf(mean(x^2)) + eps) */
+#define PARITY_RMS_R_LOW_2ULP 2    /* faithful: r 2 ulp below the exact mode's, an rsqrt intrinsic
+                                      at its documented error bound (CUDA rsqrtf: 2 ulp), always
+                                      on the same side: a bias every row shares */
 
 /* The textbook fp32 RMSNorm backward of one row, as a faithful kernel computes it:
  * sequential fp32 sums, r = 1/sqrtf(mean(x^2) + eps), c = mean(g*dy*xhat),
  * dx_j = r*(g_j*dy_j - xhat_j*c). xhat_dy (optional) receives dy_j*xhat_j (dgamma's terms).
- * ignore_gamma / eps_outside model two mutants (0 for the faithful computation). */
+ * ignore_gamma models a mutant (0 for the faithful computation); r_mode is a PARITY_RMS_R_*. */
 void parity_rms_bwd_row_f32(const float *x, const float *dy, const float *g, int64_t d, float eps,
-                            float *dx, float *xhat_dy, int ignore_gamma, int eps_outside);
+                            float *dx, float *xhat_dy, int ignore_gamma, int r_mode);
 
 #endif

@@ -115,6 +115,7 @@ static void ref_free(parity_ref_output_t *r)
     free(r->row_key);
     free(r->s_op);
     free(r->s_sym);
+    free(r->s_up2);
 }
 
 void parity_case_free(parity_case_t *c)

@@ -232,11 +232,12 @@ static void dtype_precision(parity_dtype_t dt, double *u, double *tiny)
 }
 
 /* Tolerance of one element: acc_k is the accumulation term (gamma_{k-1} s_acc or the symmetric
- * class's, below), g_m = gamma(m_up) of the output (probabilistic or worst-case alike). */
-static inline double tol_from(double acc_k, double g_m, double ref, double su, double under,
-                              double u_out, double tiny_out)
+ * class's, below), up the terms' own error (gamma(m_up) s_up, or the split per-term term below;
+ * probabilistic or worst-case alike). */
+static inline double tol_from(double acc_k, double up, double ref, double under, double u_out,
+                              double tiny_out)
 {
-    double acc = acc_k + g_m * su + under;
+    double acc = acc_k + up + under;
     /* Output rounding to a narrower dtype: |fl(s) - s| <= u_out |s| <= u_out (|ref| + acc). */
     return acc + u_out * (fabs(ref) + acc) + tiny_out;
 }
@@ -258,6 +259,38 @@ static inline double sym_acc(double c_row, double lambda, double gk_d, double gm
     return c_row * (lambda * (s2 + gm_d * su) + gk_d * (sa + gm_d * su));
 }
 
+/* The split per-term term (docs/error-model.md, "Per-term errors across terms"). The k terms of
+ * an element come from distinct roundings (distinct token rows), so the first-order error of all
+ * of them is one martingale sum_i sum_r c_ir delta_ir with sum_r c_ir^2 <= m_up A_i^2 (A_i: term
+ * i's absolute condition; the op derives the count). Azuma-Hoeffding bounds it by
+ * lambda u sqrt(m_up) sqrt(sum_i A_i^2) = c_split * s_up2. What is not mean-zero adds linearly:
+ * the op's systematic allowances b_up u (an rsqrt intrinsic's 2 ulp, a rounded constant) and the
+ * second-order remainder of each term, at most (gamma_m - m u) = m u gamma_m of its A_i; lin is
+ * their sum per unit of s_up. The verdict takes the smaller of this and gamma~_m s_up. */
+static inline double up_prob(const parity_ref_output_t *R, int64_t e, double gm_p, double su,
+                             double c_split, double lin, int *split)
+{
+    double up = gm_p * su;
+    *split = 0;
+    if (R->s_up2) {
+        double s = lin * su + c_split * R->s_up2[e];
+        if (s < up) {
+            up = s;
+            *split = 1;
+        }
+    }
+    return up;
+}
+
+/* The per-unit constants of up_prob for an output: c_split = lambda u sqrt(m_up), lin. */
+static void split_consts(const parity_ref_output_t *R, double u, double lambda, double *c_split,
+                         double *lin)
+{
+    double m = (double)R->m_up;
+    *c_split = lambda * u * sqrt(m);
+    *lin = R->b_up * u + m * u * parity_gamma(m, u);
+}
+
 void parity_tolerance(const parity_ref_output_t *R, int64_t slot, int64_t j, double u_acc,
                       double tiny_acc, double u_out, double tiny_out, double lambda, double *tol_p,
                       double *tol_d)
@@ -276,9 +309,12 @@ void parity_tolerance(const parity_ref_output_t *R, int64_t slot, int64_t j, dou
     if (R->s_sym && k > 1)
         acc_p = fmin(acc_p, sym_acc(lambda * u_acc * sqrt(k - 1), lambda, gk_d, gm_d, R->s_sym[e],
                                     sa, su));
-    *tol_p = tol_from(acc_p, parity_gamma_prob(m, u_acc, lambda), ref, su, under + op_p, u_out,
-                      tiny_out);
-    *tol_d = tol_from(gk_d * sa, gm_d, ref, su, under + op_d, u_out, tiny_out);
+    double c_split, lin;
+    int split;
+    split_consts(R, u_acc, lambda, &c_split, &lin);
+    double up_p = up_prob(R, e, parity_gamma_prob(m, u_acc, lambda), su, c_split, lin, &split);
+    *tol_p = tol_from(acc_p, up_p, ref, under + op_p, u_out, tiny_out);
+    *tol_d = tol_from(gk_d * sa, gm_d * su, ref, under + op_d, u_out, tiny_out);
 }
 
 /* Integer loops only (no floating-point operation changes): let GCC vectorize them at -O3. */
@@ -330,6 +366,8 @@ void parity_judge_output(const parity_ref_output_t *R, const parity_abi_tensor_t
     if (lambda > res->lambda) res->lambda = lambda;
     double m = (double)R->m_up;
     double gm_p = parity_gamma_prob(m, u_acc, lambda), gm_d = parity_gamma(m, u_acc);
+    double c_split, lin;
+    split_consts(R, u_acc, lambda, &c_split, &lin);
     for (int64_t r = 0; r < R->rows; r++) {
         int64_t slot = R->slot ? R->slot[r] : r;
         double rq = 0, rerr = 0, rscale = 0;
@@ -369,8 +407,12 @@ void parity_judge_output(const parity_ref_output_t *R, const parity_abi_tensor_t
                         res->sym_elements++;
                     }
                 }
-                tp = tol_from(acc_p, gm_p, ref, su, under + op_p, u_out, tiny_out);
-                td = tol_from(gk_d * sc, gm_d, ref, su, under + op_d, u_out, tiny_out);
+                /* Per-term errors: gamma~_m s_up, or the split term where it is smaller. */
+                int split;
+                double up_p = up_prob(R, e, gm_p, su, c_split, lin, &split);
+                res->perterm_elements += split;
+                tp = tol_from(acc_p, up_p, ref, under + op_p, u_out, tiny_out);
+                td = tol_from(gk_d * sc, gm_d * su, ref, under + op_d, u_out, tiny_out);
                 rscale = sc > rscale ? sc : rscale;
             }
             double err, q, qd;
