@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -111,7 +112,10 @@ static void check_case(const char *wl_name, int causal, double softcap)
     assert_int_equal(L->cols, 1);
     assert_int_equal(O->m_up, dh + 2);
     assert_true(O->u_op == 0x1p-8 && O->s_op != NULL && L->s_op == NULL);
-    double *s = malloc((size_t)T * sizeof *s);
+    /* The per-key split (docs/ops/attention.md): continuous Q and K, b_up = 2. */
+    assert_non_null(O->s_up2);
+    assert_true(O->b_up == 2 && L->s_up2 == NULL);
+    double *s = malloc((size_t)T * sizeof *s), *a = malloc((size_t)T * sizeof *a);
     for (int64_t h = 0; h < H; h++)
         for (int64_t i = 0; i < T; i++) {
             int64_t r = h * T + i, k = causal ? i + 1 : T;
@@ -124,6 +128,12 @@ static void check_case(const char *wl_name, int causal, double softcap)
                     d += parity_tensor_get(&c->inputs[0]->view, r * dh + e) *
                          parity_tensor_get(&c->inputs[1]->view, (h * T + j) * dh + e);
                 s[j] = softcap > 0 ? softcap * tanh(d * scale / softcap) : d * scale;
+                a[j] = 0;
+                for (int64_t e = 0; e < dh; e++)
+                    a[j] += fabs(parity_tensor_get(&c->inputs[0]->view, r * dh + e) *
+                                 parity_tensor_get(&c->inputs[1]->view, (h * T + j) * dh + e));
+                a[j] *= scale;
+                assert_true(a[j] <= 2.0 / ((double)(dh + 2) * (dh + 2) * 0x1p-24));
                 m = s[j] > m ? s[j] : m;
             }
             for (int64_t j = 0; j < k; j++) S += exp(s[j] - m);
@@ -141,10 +151,42 @@ static void check_case(const char *wl_name, int causal, double softcap)
                 CLOSE(O->s_acc[r * dh + e], sa + fabs(o), 1e-12 * (1 + sa));
                 /* bf16 contract: P~ may be rounded to bf16 before P~V; s_op = sqrt(Σ (p_j v_j)^2). */
                 CLOSE(O->s_op[r * dh + e], sqrt(s2), 1e-12 * (1 + sa));
+                /* s_up2 = sqrt(Σ (p_j |v_j - O| a_j)^2): the score roundings' random part
+                 * (|v_j - O| cancels where one key dominates: compared on the scale of
+                 * p_j (|v_j| + |O|) a_j). */
+                double q2 = 0, qs2 = 0;
+                for (int64_t j = 0; j < k; j++) {
+                    double v = parity_tensor_get(&c->inputs[2]->view, (h * T + j) * dh + e);
+                    double p = exp(s[j] - m) / S, x = p * fabs(v - o) * a[j];
+                    double y = p * (fabs(v) + fabs(o)) * a[j];
+                    q2 += x * x;
+                    qs2 += y * y;
+                }
+                CLOSE(O->s_up2[r * dh + e], sqrt(q2), 1e-12 * sqrt(qs2));
+                assert_true(O->s_up2[r * dh + e] <= O->s_up[r * dh + e]);
                 assert_true(O->s_up[r * dh + e] >= 2 * O->s_acc[r * dh + e]);
             }
         }
     free(s);
+    free(a);
+    parity_case_free(c);
+}
+
+/* Where the split does not apply: sparse exact Q/K (no s_up2 at all), and rows with a key whose
+ * score condition is beyond what exp's second-order charge covers (x64: a_j ~ 4096 times the
+ * unit-scale one; s_up2 infinite, so the verdict keeps the folded term there). */
+static void split_not_applied(void **state)
+{
+    (void)state;
+    parity_workload_t wl;
+    parity_case_t *c = build("exact@40x16x1", PARITY_DT_BF16, &wl);
+    assert_null(c->ref[0].s_up2);
+    parity_case_free(c);
+    c = build("x64@40x64x1", PARITY_DT_BF16, &wl);
+    assert_non_null(c->ref[0].s_up2);
+    int64_t inf = 0, n = c->ref[0].rows * c->ref[0].cols;
+    for (int64_t e = 0; e < n; e++) inf += isinf(c->ref[0].s_up2[e]);
+    assert_true(inf > 0);
     parity_case_free(c);
 }
 
@@ -329,6 +371,7 @@ int main(void)
         cmocka_unit_test(softcap_by_hand),
         cmocka_unit_test(causal_case_data),
         cmocka_unit_test(full_softcap_case_data),
+        cmocka_unit_test(split_not_applied),
         cmocka_unit_test(fp32_inputs_have_no_operand_rounding),
         cmocka_unit_test(softcap_workload_exceeds_cap),
         cmocka_unit_test(catalog_verdicts),

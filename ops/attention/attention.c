@@ -186,6 +186,7 @@ typedef struct {
     int causal;
     const double *Q, *K, *V; /* exact input values, (H, T, Dh) */
     parity_case_t *c;
+    double a_max; /* the largest score condition a_j the per-key split covers */
     int failed;
 } build_ctx_t;
 
@@ -215,6 +216,21 @@ static void build_rows(void *p, int64_t b, int64_t e, int thread)
                     s2 += x * x;
                 }
                 O->s_op[r * dh + c] = sqrt(s2);
+            }
+        }
+        if (O->s_up2) { /* the split per-term term (docs/ops/attention.md, "The per-key split") */
+            const double *aj = work + k, *pj = work + 2 * k;
+            int ok = 1;
+            for (int64_t j = 0; j < k && ok; j++) ok = aj[j] <= g->a_max;
+            for (int64_t c = 0; c < dh; c++) {
+                double s2 = 0, oc = O->ref[r * dh + c];
+                for (int64_t j = 0; j < k && ok; j++) {
+                    double x = pj[j] * fabs(Vh[j * dh + c] - oc) * aj[j];
+                    s2 += x * x;
+                }
+                /* A key beyond a_max: exp's second order is not covered; the row keeps the
+                 * folded term (an infinite s_up2 never wins the verdict's min). */
+                O->s_up2[r * dh + c] = ok ? sqrt(s2) : INFINITY;
             }
         }
         O->k[r] = k;
@@ -346,7 +362,26 @@ static parity_status_t att_build(const parity_op_t *op, const parity_workload_t 
         c->out_ndim[1] = 2;
         c->out_shape[1][0] = H;
         c->out_shape[1][1] = T;
-        build_ctx_t g = {T, dh, H, c->attr_values[0], c->attr_values[1], c->attr_values[2] != 0, Q, K, V, c, 0};
+        /* The per-key split of O's per-term error (docs/ops/attention.md, "The per-key split"):
+         * only the score roundings are distinct per key, Sum_r c_r^2 <= (Dh + 1) a_j^2 <= m_up
+         * a_j^2 for a Dh-term dot product in any order and the scale multiply, so their random
+         * part is lambda u sqrt(m_up) sqrt(Sum_j (p_j |v_jc - O_c| a_j)^2). Linear, b_up = 2 per
+         * unit of s_up: 1 for the u-sized terms of s_up's third line (a worst-case sum, coefficient
+         * 1) and for a pre-scaled Q (q_c scale rounded once for every key: a shared error of at
+         * most u a_j per key), 1 for exp's second order eta^2/2 with |eta| <= gamma_{m_up} a_j,
+         * which is at most u a_j while a_j <= 2 / (m_up^2 u): rows with a key beyond that keep the
+         * folded term. Only for continuous generated Q and K (distinct dot products); a user's
+         * file, or sparse exact values, keep it everywhere. */
+        int distinct = wl->x_vals == PARITY_VALS_NORMAL || wl->x_vals == PARITY_VALS_OUTLIER ||
+                       wl->x_vals == PARITY_VALS_GRADSCALE || wl->x_vals == PARITY_VALS_UNIFORM01;
+        if (distinct && st == PARITY_OK) {
+            c->ref[0].s_up2 = calloc((size_t)(H * T * dh), sizeof *c->ref[0].s_up2);
+            if (!c->ref[0].s_up2) st = PARITY_E_NOMEM;
+            c->ref[0].b_up = 2;
+        }
+        double mu = (double)(dh + 2);
+        build_ctx_t g = {T, dh, H, c->attr_values[0], c->attr_values[1], c->attr_values[2] != 0, Q, K, V, c,
+                         2.0 / (mu * mu * 0x1p-24), 0};
         if (st == PARITY_OK) parity_parallel_for(H * T, 0, build_rows, &g);
         if (g.failed) st = PARITY_E_NOMEM;
     }
