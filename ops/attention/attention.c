@@ -368,9 +368,10 @@ static parity_status_t att_build(const parity_op_t *op, const parity_workload_t 
          * part is lambda u sqrt(m_up) sqrt(Sum_j (p_j |v_jc - O_c| a_j)^2). Linear, b_up = 2 per
          * unit of s_up: 1 for the u-sized terms of s_up's third line (a worst-case sum, coefficient
          * 1) and for a pre-scaled Q (q_c scale rounded once for every key: a shared error of at
-         * most u a_j per key), 1 for exp's second order eta^2/2 with |eta| <= gamma_{m_up} a_j,
-         * which is at most u a_j while a_j <= 2 / (m_up^2 u): rows with a key beyond that keep the
-         * folded term. Only for continuous generated Q and K (distinct dot products); a user's
+         * most u a_j per key), 1 for exp's second order |e^eta - 1 - eta| <= e^|eta| eta^2 / 2
+         * with |eta| <= gamma_{m_up} a_j, which is below u a_j while a_j <= 1 / (m_up^2 u) (then
+         * |eta| <= 1.0001 / m_up and e^|eta| gamma^2 a / 2 <= 0.51 u): rows with a key beyond that
+         * keep the folded term. Only for continuous generated Q and K (distinct dot products); a user's
          * file, or sparse exact values, keep it everywhere. */
         int distinct = wl->x_vals == PARITY_VALS_NORMAL || wl->x_vals == PARITY_VALS_OUTLIER ||
                        wl->x_vals == PARITY_VALS_GRADSCALE || wl->x_vals == PARITY_VALS_UNIFORM01;
@@ -381,7 +382,7 @@ static parity_status_t att_build(const parity_op_t *op, const parity_workload_t 
         }
         double mu = (double)(dh + 2);
         build_ctx_t g = {T, dh, H, c->attr_values[0], c->attr_values[1], c->attr_values[2] != 0, Q, K, V, c,
-                         2.0 / (mu * mu * 0x1p-24), 0};
+                         1.0 / (mu * mu * 0x1p-24), 0};
         if (st == PARITY_OK) parity_parallel_for(H * T, 0, build_rows, &g);
         if (g.failed) st = PARITY_E_NOMEM;
     }
