@@ -370,8 +370,8 @@ static parity_status_t att_build(const parity_op_t *op, const parity_workload_t 
          * 1) and for a pre-scaled Q (q_c scale rounded once for every key: a shared error of at
          * most u a_j per key), 1 for exp's second order |e^eta - 1 - eta| <= e^|eta| eta^2 / 2
          * with |eta| <= gamma_{m_up} a_j, which is below u a_j while a_j <= 1 / (m_up^2 u) (then
-         * |eta| <= 1.0001 / m_up and e^|eta| gamma^2 a / 2 <= 0.51 u): rows with a key beyond that
-         * keep the folded term. Only for continuous generated Q and K (distinct dot products); a user's
+         * |eta| <= 1.0001 / m_up and the bound is at most 0.5 e^{1.0001/m_up} u a_j <= 0.56 u a_j
+         * for Dh >= 8): rows with a key beyond that keep the folded term. Only for continuous generated Q and K (distinct dot products); a user's
          * file, or sparse exact values, keep it everywhere. */
         int distinct = wl->x_vals == PARITY_VALS_NORMAL || wl->x_vals == PARITY_VALS_OUTLIER ||
                        wl->x_vals == PARITY_VALS_GRADSCALE || wl->x_vals == PARITY_VALS_UNIFORM01;
