@@ -101,6 +101,9 @@ double parity_workload_draw(parity_vals_kind_t kind, parity_rng_t *rng);
  * ones). A product with one such factor, or a function odd in such a row, is symmetric too: what
  * the error model's symmetric reduction class needs (docs/error-model.md). */
 int parity_vals_symmetric(parity_vals_kind_t kind);
+/* 1 when the kind is drawn from a continuous distribution (normal, gradient-scale, outlier,
+ * U[0,1)): rows of it are distinct, which the per-term split across terms needs (op.h s_up2). */
+int parity_vals_continuous(parity_vals_kind_t kind);
 
 /* Gamma (norm weight) of length d. */
 void parity_workload_gamma(parity_gamma_kind_t kind, uint64_t seed, int64_t d, double *out);

@@ -373,9 +373,7 @@ static parity_status_t att_build(const parity_op_t *op, const parity_workload_t 
          * |eta| <= 1.0001 / m_up and the bound is at most 0.5 e^{1.0001/m_up} u a_j <= 0.56 u a_j
          * for Dh >= 8): rows with a key beyond that keep the folded term. Only for continuous generated Q and K (distinct dot products); a user's
          * file, or sparse exact values, keep it everywhere. */
-        int distinct = wl->x_vals == PARITY_VALS_NORMAL || wl->x_vals == PARITY_VALS_OUTLIER ||
-                       wl->x_vals == PARITY_VALS_GRADSCALE || wl->x_vals == PARITY_VALS_UNIFORM01;
-        if (distinct && st == PARITY_OK) {
+        if (parity_vals_continuous(wl->x_vals) && st == PARITY_OK) {
             c->ref[0].s_up2 = calloc((size_t)(H * T * dh), sizeof *c->ref[0].s_up2);
             if (!c->ref[0].s_up2) st = PARITY_E_NOMEM;
             c->ref[0].b_up = 2;

@@ -18,11 +18,7 @@
  * g_j dy_ij repeats across rows with the same integer dy; those errors can add linearly. */
 static inline int parity_rms_rows_distinct(parity_vals_kind_t x, parity_vals_kind_t dy)
 {
-    int cx = x == PARITY_VALS_NORMAL || x == PARITY_VALS_GRADSCALE || x == PARITY_VALS_OUTLIER ||
-             x == PARITY_VALS_UNIFORM01;
-    int cdy = dy == PARITY_VALS_NORMAL || dy == PARITY_VALS_GRADSCALE ||
-              dy == PARITY_VALS_OUTLIER || dy == PARITY_VALS_UNIFORM01;
-    return cx && cdy;
+    return parity_vals_continuous(x) && parity_vals_continuous(dy);
 }
 
 /* How the row backward forms r (its last argument). */

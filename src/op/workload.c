@@ -236,6 +236,14 @@ int parity_vals_symmetric(parity_vals_kind_t kind)
     return 0;
 }
 
+int parity_vals_continuous(parity_vals_kind_t kind)
+{
+    /* Drawn from a continuous distribution (then scaled): no two rows share their values, so
+     * no two share the roundings computed from them. Integers and sparse powers of two repeat. */
+    return kind == PARITY_VALS_NORMAL || kind == PARITY_VALS_GRADSCALE ||
+           kind == PARITY_VALS_OUTLIER || kind == PARITY_VALS_UNIFORM01;
+}
+
 void parity_workload_gamma(parity_gamma_kind_t kind, uint64_t seed, int64_t d, double *out)
 {
     parity_rng_t rng;
