@@ -150,6 +150,11 @@ parity_status_t parity_ref_embedding_bwd(const parity_abi_tensor_t *dy, const in
                                          int n_threads);
 
 /* Helpers for op implementations. */
+/* calloc, with the pages of a large block faulted in writable at once: a reference array that is
+ * read before it is written (`ref[j] += t`) otherwise maps the shared zero page on the read and
+ * takes a copy-on-write fault on the write, and in a threaded pass each such fault flushes the
+ * other cores' TLBs (an interprocessor interrupt per page; docs/check-speed.md). Same contents. */
+void *parity_calloc_faulted(size_t n, size_t size);
 parity_status_t parity_ref_output_alloc(parity_ref_output_t *r, const char *name,
                                         const char *row_kind, int64_t rows, int64_t cols,
                                         int sparse, int64_t n_slots, int with_s_up);

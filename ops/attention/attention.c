@@ -374,7 +374,7 @@ static parity_status_t att_build(const parity_op_t *op, const parity_workload_t 
          * for Dh >= 8): rows with a key beyond that keep the folded term. Only for continuous generated Q and K (distinct dot products); a user's
          * file, or sparse exact values, keep it everywhere. */
         if (parity_vals_continuous(wl->x_vals) && st == PARITY_OK) {
-            c->ref[0].s_up2 = calloc((size_t)(H * T * dh), sizeof *c->ref[0].s_up2);
+            c->ref[0].s_up2 = parity_calloc_faulted((size_t)(H * T * dh), sizeof *c->ref[0].s_up2);
             if (!c->ref[0].s_up2) st = PARITY_E_NOMEM;
             c->ref[0].b_up = 2;
         }

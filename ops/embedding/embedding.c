@@ -110,7 +110,7 @@ static parity_status_t vocab_ref_alloc(parity_case_t *c, int out, const char *na
 static parity_status_t sym_alloc(parity_ref_output_t *R)
 {
     size_t ne = (size_t)(R->n_slots * R->cols);
-    R->s_sym = calloc(ne ? ne : 1, sizeof *R->s_sym);
+    R->s_sym = parity_calloc_faulted(ne, sizeof *R->s_sym);
     return R->s_sym ? PARITY_OK : PARITY_E_NOMEM;
 }
 
@@ -125,7 +125,7 @@ static void sym_finish(parity_ref_output_t *R)
 static parity_status_t up2_alloc(parity_ref_output_t *R)
 {
     size_t ne = (size_t)(R->n_slots * R->cols);
-    R->s_up2 = calloc(ne ? ne : 1, sizeof *R->s_up2);
+    R->s_up2 = parity_calloc_faulted(ne, sizeof *R->s_up2);
     return R->s_up2 ? PARITY_OK : PARITY_E_NOMEM;
 }
 

@@ -146,7 +146,7 @@ static parity_status_t ref_product(parity_case_t *c, int o, const char *name, do
         c->out_shape[o][0] = rows;
         c->out_shape[o][1] = n;
         if (sym) {
-            c->ref[o].s_sym = calloc((size_t)(rows * n > 0 ? rows * n : 1), sizeof *c->ref[o].s_sym);
+            c->ref[o].s_sym = parity_calloc_faulted((size_t)(rows * n), sizeof *c->ref[o].s_sym);
             if (!c->ref[o].s_sym) st = PARITY_E_NOMEM;
         }
     }
