@@ -231,6 +231,33 @@ static void rerun_digest(void **state)
     free(b);
 }
 
+/* The inputs' hash ("did the kernel change its inputs") is the same digest: a kernel negating
+ * two bf16 inputs whose sign bits are bit 63 of two 8-byte words (elements 3 and 7), which
+ * FNV-1a over words could not see, is seen; so is any single flipped bit. */
+static void input_hash_sees_sign_flips(void **state)
+{
+    (void)state;
+    int64_t shape[1] = {64};
+    parity_tensor_t *t = parity_tensor_new("x", PARITY_DT_BF16, 1, shape);
+    assert_non_null(t);
+    uint16_t *v = t->view.data;
+    for (int i = 0; i < 64; i++) v[i] = (uint16_t)(0x3f80u + 3u * (unsigned)i);
+    const uint64_t h = parity_tensor_hash(t);
+    v[3] ^= 0x8000u;
+    v[7] ^= 0x8000u;
+    assert_true(parity_tensor_hash(t) != h);
+    v[3] ^= 0x8000u;
+    v[7] ^= 0x8000u;
+    assert_true(parity_tensor_hash(t) == h);
+    for (int i = 0; i < 64; i++)
+        for (int bit = 0; bit < 16; bit++) {
+            v[i] ^= (uint16_t)(1u << bit);
+            if (parity_tensor_hash(t) == h) fail_msg("a flip of bit %d of element %d keeps the hash", bit, i);
+            v[i] ^= (uint16_t)(1u << bit);
+        }
+    parity_tensor_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -239,6 +266,7 @@ int main(void)
         cmocka_unit_test(bulk_store_matches_set),
         cmocka_unit_test(zero_row_scan),
         cmocka_unit_test(rerun_digest),
+        cmocka_unit_test(input_hash_sees_sign_flips),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -56,7 +56,8 @@ int64_t parity_tensor_numel(const parity_abi_tensor_t *v);
 int parity_tensor_guards_ok(const parity_tensor_t *t);
 /* Re-fill the guard regions. */
 void parity_tensor_reset_guards(parity_tensor_t *t);
-/* 64-bit FNV-1a hash of the data bytes (for "did the kernel modify its inputs"). */
+/* A 64-bit digest of the data bytes (for "did the kernel modify its inputs"): any changed bit
+ * changes it, and so do changes FNV-1a over words misses (two sign flips); about memory speed. */
 uint64_t parity_tensor_hash(const parity_tensor_t *t);
 
 /* Element i (row-major logical index of a contiguous tensor) as an exact double. */

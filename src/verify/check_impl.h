@@ -7,6 +7,7 @@
 #define PARITY_CHECK_IMPL_H
 
 #include "parity/verify.h"
+#include "src/core/digest.h"
 
 /* The faithful catalog variants whose spread is the noise floor (fp32 outputs). */
 #define CHECK_N_FLOOR_KERNELS 3
@@ -40,10 +41,10 @@ parity_status_t check_unit_kernel(check_worker_t *w, const parity_op_t *op,
                                   const parity_kernel_ref_t *kr, int diagnose_all,
                                   parity_wl_result_t *r, parity_diag_t *diag);
 
-/* A 64-bit digest of n bytes (check_digest.c): every bit of the input reaches every bit of the
- * digest, so two different buffers share one with probability about 2^-64 (unlike FNV-1a over
- * words, where sign flips of two elements cancel). For the rerun's bit-for-bit comparison. */
-uint64_t check_digest(const void *data, size_t n);
+/* A 64-bit digest of n bytes (src/core/digest.c): every bit of the input reaches every bit of
+ * the digest, so two different buffers share one with probability about 2^-64 (unlike FNV-1a
+ * over words, where sign flips of two elements cancel). For the rerun's bit-for-bit comparison. */
+static inline uint64_t check_digest(const void *data, size_t n) { return parity_digest64(data, n); }
 
 /* ---- caching probes (check_anticache.c) ---- */
 

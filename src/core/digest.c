@@ -1,22 +1,23 @@
-/* A 64-bit digest of a buffer's bytes, for "are the rerun's outputs the first run's, bit for
- * bit" without keeping the first run's outputs in a buffer of their own (check.c: the rerun then
- * writes into the judged run's buffers; a vocabulary-sized output is 824 MB of shared memory per
- * buffer, and mapping, faulting in and freeing such a buffer cost a worker about 1.2 CPU-s: more
- * than the rest of the comparison). Deliberately not here: hashing inputs ("did the kernel change
- * them", parity_tensor_hash).
+/* A 64-bit digest of a buffer's bytes. Two uses: "are the rerun's outputs the first run's, bit
+ * for bit" without keeping the first run's outputs in a buffer of their own (check.c: the rerun
+ * then writes into the judged run's buffers; a vocabulary-sized output is 824 MB of shared memory
+ * per buffer, and mapping, faulting in and freeing such a buffer cost a worker about 1.2 CPU-s:
+ * more than the rest of the comparison), and "did the kernel change its inputs"
+ * (parity_tensor_hash).
  *
- * Why not FNV-1a (parity_tensor_hash): over 8-byte words it maps a difference in bit 63 of a word
- * to bit 63 of the state and nothing else (2^63 P = 2^63 mod 2^64 for odd P), so two sign flips
- * of odd-indexed fp32 elements cancel; a kernel whose reruns differ in signs would pass. Here each
+ * Why not FNV-1a (which parity_tensor_hash was until December 2026): over 8-byte words it maps a
+ * difference in bit 63 of a word to bit 63 of the state and nothing else (2^63 P = 2^63 mod 2^64
+ * for odd P), so two sign flips of odd-indexed fp32 elements (or of bf16 elements 3 and 7)
+ * cancel; a kernel whose reruns differ in signs, or that negates two of its inputs, would pass. Here each
  * word goes through the round of xxHash64 (from its published description: acc = rotl(acc +
  * w P2, 31) P1) in one of eight independent lanes (about memory speed), and the lanes are folded
  * with its avalanche step (shifts and multiplications that spread every bit over the word). Two
  * buffers that differ are reported equal with probability about 2^-64 for differences that do
  * not target this function; the first run and the rerun are the same kernel on the same inputs in two processes,
- * so the only way to target it is to compute it. */
-#include <string.h>
+ * so the only way to target it is to compute it; so for inputs. */
+#include "src/core/digest.h"
 
-#include "src/verify/check_impl.h"
+#include <string.h>
 
 #define P1 0x9E3779B185EBCA87ULL
 #define P2 0xC2B2AE3D27D4EB4FULL
@@ -38,7 +39,7 @@ static inline uint64_t avalanche(uint64_t h)
     return h ^ (h >> 32);
 }
 
-uint64_t check_digest(const void *data, size_t n)
+uint64_t parity_digest64(const void *data, size_t n)
 {
     const unsigned char *p = data;
     uint64_t a0 = P3, a1 = 2 * P3, a2 = 3 * P3, a3 = 4 * P3, a4 = 5 * P3, a5 = 6 * P3,
