@@ -58,6 +58,7 @@ expect "$C" segfault crashed 1
 expect "$C" hang timeout 1
 expect "$C" oob_write wrote-out-of-bounds 1
 expect "$C" modify_dy modified-inputs 1
+expect "$C" negate_pair modified-inputs 1
 expect "$C" nondet nondeterministic 1
 expect "$C" partial_write unfaithful 1
 expect "$C" unsupported unsupported 1
@@ -108,10 +109,10 @@ grep -q "no_such_kernel" "$tmp/nk.out" || bad "unknown plugin kernel: message do
 rc=$?
 [ "$rc" = 1 ] || bad "whole .so: exit $rc, expected 1"
 n=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["kernels"]))' "$tmp/all.json" 2>/dev/null)
-[ "$n" = 12 ] || bad "whole .so: $n kernels in the report, expected 12"
-grep -q "^summary: 12 kernel" "$tmp/all.out" || bad "whole .so: no summary line for 12 kernels"
+[ "$n" = 13 ] || bad "whole .so: $n kernels in the report, expected 13"
+grep -q "^summary: 13 kernel" "$tmp/all.out" || bad "whole .so: no summary line for 13 kernels"
 for pair in control:faithful segfault:crashed hang:timeout oob_write:wrote-out-of-bounds \
-            modify_dy:modified-inputs unsupported:unsupported exit3:crashed error:crashed \
+            modify_dy:modified-inputs negate_pair:modified-inputs unsupported:unsupported exit3:crashed error:crashed \
             partial_write:unfaithful; do
     name=${pair%%:*} want=${pair#*:}
     got=$(verdict "$tmp/all.json" "$name")

@@ -57,6 +57,23 @@ static int k_modify_dy(const parity_abi_call_t *call)
     return rc;
 }
 
+static int k_negate_pair(const parity_abi_call_t *call)
+{
+    int rc = compute(call, call->outputs[0].shape[0]);
+    /* Negates dy's elements 3 and 7 after using it: in bf16 their sign bits are bit 63 of two
+     * 8-byte words, the change FNV-1a over words (parity's input hash until December 2026)
+     * could not see; in fp32 the sign bits of elements 1 and 3. */
+    const parity_abi_tensor_t *dy = &call->inputs[0];
+    if (dy->dtype == PARITY_DT_BF16) {
+        ((uint16_t *)dy->data)[3] ^= 0x8000u;
+        ((uint16_t *)dy->data)[7] ^= 0x8000u;
+    } else {
+        ((float *)dy->data)[1] = -((float *)dy->data)[1];
+        ((float *)dy->data)[3] = -((float *)dy->data)[3];
+    }
+    return rc;
+}
+
 static int k_nondet(const parity_abi_call_t *call)
 {
     /* Output bits that depend on the process and the time: each run differs. (A static counter
@@ -129,6 +146,7 @@ static const parity_abi_kernel_t kernels[] = {
     K("hang", "infinite loop", k_hang),
     K("oob_write", "writes 16 floats past the end of dE", k_oob),
     K("modify_dy", "overwrites a row of dy after using it", k_modify_dy),
+    K("negate_pair", "negates two elements of dy after using it", k_negate_pair),
     K("nondet", "output low bits depend on pid and time", k_nondet),
     K("partial_write", "never writes the last row of dE", k_partial),
     K("unsupported", "declines every call", k_unsupported),
