@@ -4,9 +4,53 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <cmocka.h>
 
 #include "parity/rng.h"
+#include "parity/workload.h"
+
+/* The generated normals (src/op/workload.c draws them in batches) against Marsaglia's polar
+ * method one pair at a time on the same per-row stream, bit for bit: rows of every length from 1
+ * to 70 and one of 2049, plain and gradient-scale (a magnitude drawn first). The stream of row i
+ * is ((100 + stream) << 40) ^ i, as documented there. */
+static void polar_row(uint64_t seed, uint64_t stream, int64_t i, int64_t n, double scale, int grad,
+                      double *o)
+{
+    parity_rng_t r;
+    parity_rng_seed(&r, seed, ((100 + stream) << 40) ^ (uint64_t)i);
+    if (grad) scale *= pow(10.0, -3.0 - 3.0 * parity_rng_uniform(&r));
+    for (int64_t j = 0; j < n; j += 2) {
+        double u, v, s;
+        do {
+            u = 2.0 * parity_rng_uniform(&r) - 1.0;
+            v = 2.0 * parity_rng_uniform(&r) - 1.0;
+            s = u * u + v * v;
+        } while (s >= 1.0 || s == 0.0);
+        double f = sqrt(-2.0 * log(s) / s) * scale;
+        o[j] = u * f;
+        if (j + 1 < n) o[j + 1] = v * f;
+    }
+}
+
+static void batched_normals_are_the_polar_method(void **state)
+{
+    (void)state;
+    double got[3 * 2049], want[2049];
+    for (int grad = 0; grad < 2; grad++)
+        for (int64_t n = 1; n <= 2049; n = n < 70 ? n + 1 : 2049) {
+            parity_workload_values(grad ? PARITY_VALS_GRADSCALE : PARITY_VALS_NORMAL, 1.5, 0, 0, 7,
+                                   2, 5, 8, n, got);
+            for (int64_t i = 5; i < 8; i++) {
+                polar_row(7, 2, i, n, 1.5, grad, want);
+                for (int64_t j = 0; j < n; j++)
+                    if (memcmp(&got[(i - 5) * n + j], &want[j], sizeof want[j]) != 0)
+                        fail_msg("grad %d, row %lld of %lld values, element %lld: %a vs %a", grad,
+                                 (long long)i, (long long)n, (long long)j, got[(i - 5) * n + j], want[j]);
+            }
+            if (n == 2049) break;
+        }
+}
 
 static void same_seed_same_sequence(void **state)
 {
@@ -65,6 +109,7 @@ int main(void)
         cmocka_unit_test(same_seed_same_sequence),
         cmocka_unit_test(uniform_and_normal_moments),
         cmocka_unit_test(below_is_in_range_and_covers),
+        cmocka_unit_test(batched_normals_are_the_polar_method),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
