@@ -258,6 +258,24 @@ static void input_hash_sees_sign_flips(void **state)
     parity_tensor_free(t);
 }
 
+/* parity_calloc_faulted (the reference arrays): calloc's contents, zero, for small blocks (from
+ * the heap), large ones (mapped and faulted in writable at once), sizes that are not whole pages,
+ * a block reusing freed heap memory that held other bytes, and a count of 0. */
+static void calloc_faulted_is_zeroed(void **state)
+{
+    (void)state;
+    const size_t counts[] = {0, 1, 511, 4096, (size_t)1 << 17, ((size_t)1 << 17) + 12345, (size_t)3 << 18};
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
+        for (int round = 0; round < 2; round++) {
+            double *p = parity_calloc_faulted(counts[c], sizeof *p);
+            assert_non_null(p);
+            for (size_t i = 0; i < counts[c]; i++)
+                if (p[i] != 0.0 || signbit(p[i])) fail_msg("count %zu: element %zu is %a", counts[c], i, p[i]);
+            for (size_t i = 0; i < counts[c]; i++) p[i] = -1.5; /* what the next round's block may reuse */
+            free(p);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -267,6 +285,7 @@ int main(void)
         cmocka_unit_test(zero_row_scan),
         cmocka_unit_test(rerun_digest),
         cmocka_unit_test(input_hash_sees_sign_flips),
+        cmocka_unit_test(calloc_faulted_is_zeroed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
