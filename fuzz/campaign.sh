@@ -44,6 +44,11 @@ if [ "$SUMMARY" = 1 ]; then
 fi
 
 cmake -S "$SRC/fuzz" -B "$B" -DCMAKE_C_COMPILER=clang -DPARITY_FUZZ=ON >/dev/null || exit 1
+# The code fuzzed: the commit the targets are built from (once, here: a session later in this
+# invocation runs the same binaries whatever HEAD is by then), "+dirty" with uncommitted changes
+# to what is built.
+REV=$(git -C "$SRC" rev-parse --short HEAD)
+[ -z "$(git -C "$SRC" status --porcelain -- src ops include fuzz)" ] || REV=$REV+dirty
 mapfile -t LINES < <(grep '^fuzz_' "$SRC/fuzz/targets.list")
 SEL=()
 for l in "${LINES[@]}"; do
@@ -66,11 +71,8 @@ session() {
     fi
     mkdir -p "$OUT/$t/work"
     cp -n "$SRC/$corpus"/* "$OUT/$t/work/" 2>/dev/null
-    local start rc runs crashes rev
+    local start rc runs crashes rev=$REV
     start=$(date +%s)
-    # the code fuzzed: the commit at the start, "+dirty" with uncommitted changes to what is built
-    rev=$(git -C "$SRC" rev-parse --short HEAD)
-    [ -z "$(git -C "$SRC" status --porcelain -- src kernels include fuzz)" ] || rev=$rev+dirty
     # quarantine_size_mb=16, malloc_context_size=5 and -purge_allocator_interval=-1: ASan's
     # 256 MiB quarantine and libFuzzer's purge made every allocation touch fresh pages (a third of
     # the CPU time of fuzz_llama_tok in page faults); a crash found is replayed for full stacks.
