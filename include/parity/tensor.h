@@ -57,7 +57,8 @@ int parity_tensor_guards_ok(const parity_tensor_t *t);
 /* Re-fill the guard regions. */
 void parity_tensor_reset_guards(parity_tensor_t *t);
 /* A 64-bit digest of the data bytes (for "did the kernel modify its inputs"): any changed bit
- * changes it, and so do changes FNV-1a over words misses (two sign flips); about memory speed. */
+ * changes it, and so do two sign flips that FNV-1a over words (used before) cancelled; two
+ * different buffers share a digest with probability about 2^-64. About memory speed. */
 uint64_t parity_tensor_hash(const parity_tensor_t *t);
 
 /* Element i (row-major logical index of a contiguous tensor) as an exact double. */

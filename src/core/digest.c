@@ -8,13 +8,14 @@
  * Why not FNV-1a (which parity_tensor_hash was until December 2026): over 8-byte words it maps a
  * difference in bit 63 of a word to bit 63 of the state and nothing else (2^63 P = 2^63 mod 2^64
  * for odd P), so two sign flips of odd-indexed fp32 elements (or of bf16 elements 3 and 7)
- * cancel; a kernel whose reruns differ in signs, or that negates two of its inputs, would pass. Here each
- * word goes through the round of xxHash64 (from its published description: acc = rotl(acc +
+ * cancel; a kernel whose reruns differ in signs, or that negates two of its inputs, would pass.
+ * Here each word goes through the round of xxHash64 (from its published description: acc = rotl(acc +
  * w P2, 31) P1) in one of eight independent lanes (about memory speed), and the lanes are folded
  * with its avalanche step (shifts and multiplications that spread every bit over the word). Two
  * buffers that differ are reported equal with probability about 2^-64 for differences that do
  * not target this function; the first run and the rerun are the same kernel on the same inputs in two processes,
- * so the only way to target it is to compute it; so for inputs. */
+ * so the only way to target it is to compute it (and a kernel hiding a change to its inputs would
+ * have to do the same). */
 #include "src/core/digest.h"
 
 #include <string.h>

@@ -193,8 +193,8 @@ int parity_tensor_guards_ok(const parity_tensor_t *t)
 
 uint64_t parity_tensor_hash(const parity_tensor_t *t)
 {
-    /* The digest of the data bytes (src/core/digest.c): any changed bit, and any two sign flips,
-     * change it (FNV-1a over words, used before, missed two flips of bit 63 of two words). */
+    /* The digest of the data bytes (src/core/digest.c): any changed bit changes it, and so do two
+     * flips of bit 63 of two words, which FNV-1a over words (used before) cancelled. */
     return parity_digest64(t->view.data, t->nbytes);
 }
 
