@@ -16,6 +16,10 @@ gamma, int64 ids), an fp64 reference (RMSNorm backward, index_add_ into dE, dgam
 parity's rigour (error-model tolerances, child isolation, guard regions, decoy and rerun, noise
 floor): the comparison is of wall time for a verdict, not of what the verdict means.
 
+First line: what 824 MiB of fresh shared memory costs on this machine to touch (one store per
+page) against a pass over it once touched; where the ratio is large (it was 20-80x on the
+virtual machine this was written on), both sides' wall times mostly measure page handling.
+
 Every figure is measured in this run, best of --reps: wall-clock seconds, and CPU seconds (user +
 system, parity's children included; torch's threads included) because on a shared machine the
 wall time mostly measures the other users. The machine this was written on has 2 cores shared
@@ -85,6 +89,29 @@ def torch_bare_check(torch, shapes, seed=1):
     return (time.perf_counter() - t0, time.process_time() - c0), bool(ok)
 
 
+def fresh_memory_probe(mib=824):
+    """(first touch, second pass) seconds over MiB of fresh shared memory: what a page the process
+    has not touched yet costs here beside what its bytes cost. Both sides of this bench map such
+    memory (parity's shared buffers, torch's tensors), so where the first number is large the
+    wall times mostly measure the machine's page handling (docs/check-speed.md)."""
+    import mmap
+    try:
+        import numpy as np
+    except ImportError:
+        return None
+    n = mib << 20
+    m = mmap.mmap(-1, n)  # anonymous, shared
+    a = np.frombuffer(m, dtype=np.uint8)
+    t0 = time.perf_counter()
+    a[::4096] = 1  # one store per page: the fault and the kernel's zeroing of the page
+    t1 = time.perf_counter()
+    a.fill(2)  # every byte, pages present
+    t2 = time.perf_counter()
+    del a
+    m.close()
+    return t1 - t0, t2 - t1
+
+
 def parity_check(args, cache, jobs):
     cmd = [CLI, "check", OP, "-q", "--cache", cache, "--jobs", str(jobs)] + args
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -129,6 +156,10 @@ def main():
     torch.set_num_threads(os.cpu_count() or 1)
     print(f"bench_check: {os.cpu_count()} cores, torch {torch.__version__} with "
           f"{torch.get_num_threads()} threads, parity --jobs {a.jobs}, best of {a.reps}")
+    probe = fresh_memory_probe()
+    if probe:
+        print(f"machine: 824 MiB of fresh shared memory: first touch {probe[0]:.2f} s, "
+              f"a pass over it once touched {probe[1]:.3f} s ({probe[0] / probe[1]:.0f}x)")
     tmp = tempfile.mkdtemp(prefix="parity-bench-check-")
     try:
         fast = ["--kernel", "builtin:fp32_fast"]
