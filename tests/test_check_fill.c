@@ -172,7 +172,7 @@ static void zero_row_scan(void **state)
     free_ref(&R);
 }
 
-/* The rerun's digest (check_digest.c) in place of a memcmp: every single-bit difference, at any
+/* The rerun's digest (src/core/digest.c) in place of a memcmp: every single-bit difference, at any
  * place of an odd-length buffer, changes it; so do the differences FNV-1a over words cannot see
  * (two sign flips of odd-indexed fp32 elements: bit 63 of two words), two words swapped, and a
  * trailing zero byte. The same bytes at another address give the same digest. */
@@ -188,45 +188,45 @@ static void rerun_digest(void **state)
         x = x * 6364136223846793005ULL + 1442695040888963407ULL;
         a[i] = (unsigned char)(x >> 56);
     }
-    const uint64_t h = check_digest(a, N);
+    const uint64_t h = parity_digest64(a, N);
     memcpy(b + 3, a, N); /* unaligned copy */
-    assert_true(check_digest(b + 3, N) == h);
+    assert_true(parity_digest64(b + 3, N) == h);
     for (size_t i = 0; i < N; i++)
         for (int bit = 0; bit < 8; bit++) {
             a[i] ^= (unsigned char)(1u << bit);
-            if (check_digest(a, N) == h) fail_msg("a flip of bit %d of byte %zu keeps the digest", bit, i);
+            if (parity_digest64(a, N) == h) fail_msg("a flip of bit %d of byte %zu keeps the digest", bit, i);
             a[i] ^= (unsigned char)(1u << bit);
         }
     float f[64];
     memcpy(f, a, sizeof f);
-    const uint64_t hf = check_digest(f, sizeof f);
+    const uint64_t hf = parity_digest64(f, sizeof f);
     f[1] = -f[1];
     f[37] = -f[37];
-    assert_true(check_digest(f, sizeof f) != hf);
+    assert_true(parity_digest64(f, sizeof f) != hf);
     f[1] = -f[1];
     f[37] = -f[37];
     uint64_t w[2];
     memcpy(w, f, 16);
     memcpy(f, w + 1, 8);
     memcpy((char *)f + 8, w, 8);
-    assert_true(check_digest(f, sizeof f) != hf || w[0] == w[1]);
+    assert_true(parity_digest64(f, sizeof f) != hf || w[0] == w[1]);
     /* Two flips in words that share a lane (i and i + 8), every pair of bit places: with an xor
      * into the lane before its multiplication, bit 34 of one and bit 63 of the next cancelled. */
     uint64_t lw[32];
     memcpy(lw, a, sizeof lw);
-    const uint64_t hl = check_digest(lw, sizeof lw);
+    const uint64_t hl = parity_digest64(lw, sizeof lw);
     for (int i = 0; i < 8; i += 3)
         for (int b1 = 0; b1 < 64; b1++)
             for (int b2 = 0; b2 < 64; b2++) {
                 lw[i] ^= 1ULL << b1;
                 lw[i + 8] ^= 1ULL << b2;
-                if (check_digest(lw, sizeof lw) == hl)
+                if (parity_digest64(lw, sizeof lw) == hl)
                     fail_msg("flips of bit %d of word %d and bit %d of word %d keep the digest", b1, i, b2, i + 8);
                 lw[i] ^= 1ULL << b1;
                 lw[i + 8] ^= 1ULL << b2;
             }
     a[N] = 0;
-    assert_true(check_digest(a, N + 1) != h);
+    assert_true(parity_digest64(a, N + 1) != h);
     free(a);
     free(b);
 }

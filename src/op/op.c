@@ -139,9 +139,11 @@ void *parity_calloc_faulted(size_t n, size_t size)
 #ifdef MADV_POPULATE_WRITE
     size_t bytes = n * size; /* calloc checked the product */
     long pg = sysconf(_SC_PAGESIZE);
-    if (p && pg > 0 && bytes >= ((size_t)1 << 20)) {
-        /* the whole pages inside the block; a block from the heap (already written by calloc)
-         * has its pages present and this only walks them. Advisory: an older kernel skips it. */
+    if (p && pg > 0) {
+        /* The whole pages inside the block, whatever its size: one system call against two
+         * faults and an interprocessor interrupt per fresh page, so no size threshold. A block
+         * from the heap that calloc wrote has its pages present, and this only walks them.
+         * Advisory: an older kernel skips it. */
         uintptr_t a = ((uintptr_t)p + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
         uintptr_t e = ((uintptr_t)p + bytes) & ~((uintptr_t)pg - 1);
         if (e > a) (void)madvise((void *)a, e - a, MADV_POPULATE_WRITE);

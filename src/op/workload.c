@@ -151,7 +151,11 @@ static void normals(parity_rng_t *rng, double *o, int64_t n, double scale)
     enum { B = 64 };
     double u[B], v[B], s[B], l[B];
     for (int64_t j = 0; j < n;) {
-        int64_t need = (n - j + 1) / 2; /* pairs still to produce */
+        /* pairs still to produce; a candidate is accepted with probability pi/4 (the unit disc
+         * in the square), so need / (pi/4) ~ 1.27 need candidates are expected: need + need/4 + 2
+         * draws about that many for a row's last pairs instead of a whole batch. Only speed
+         * depends on it: a short batch is followed by another. */
+        int64_t need = (n - j + 1) / 2;
         int draw = need + need / 4 + 2 < B ? (int)(need + need / 4 + 2) : B, m = 0;
         for (int b = 0; b < draw; b++) {
             double x = 2.0 * parity_rng_uniform_inline(rng) - 1.0;

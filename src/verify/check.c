@@ -308,7 +308,7 @@ static void run_one(const parity_kernel_ref_t *kr, case_slot_t *cs, const parity
          * (diagnosed with --diagnose even when the rerun differs): a buffer of its own. */
         uint64_t dig[PARITY_OP_MAX_ARGS];
         for (int i = 0; i < c->n_outputs && !nondet; i++)
-            dig[i] = check_digest(o[i]->view.data, o[i]->nbytes);
+            dig[i] = parity_digest64(o[i]->view.data, o[i]->nbytes);
         int got2 = nondet ? pool_outputs(cs, POOL_RERUN, k, o2) == 0 : 1;
         for (int i = 0; i < c->n_outputs && !nondet; i++) o2[i] = o[i];
         if (got2) {
@@ -368,7 +368,7 @@ static void run_one(const parity_kernel_ref_t *kr, case_slot_t *cs, const parity
             int differ = -1, stale = 0;
             for (int i = 0; i < c->n_outputs && differ < 0 && v2 == PARITY_VERDICT_FAITHFUL; i++)
                 if (nondet ? memcmp(o[i]->view.data, o2[i]->view.data, o[i]->nbytes) != 0
-                           : check_digest(o2[i]->view.data, o2[i]->nbytes) != dig[i])
+                           : parity_digest64(o2[i]->view.data, o2[i]->nbytes) != dig[i])
                     differ = i;
             if (v2 != PARITY_VERDICT_FAITHFUL) {
                 res->verdict = v2;

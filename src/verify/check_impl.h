@@ -41,11 +41,6 @@ parity_status_t check_unit_kernel(check_worker_t *w, const parity_op_t *op,
                                   const parity_kernel_ref_t *kr, int diagnose_all,
                                   parity_wl_result_t *r, parity_diag_t *diag);
 
-/* A 64-bit digest of n bytes (src/core/digest.c): every bit of the input reaches every bit of
- * the digest, so two different buffers share one with probability about 2^-64 (unlike FNV-1a
- * over words, where sign flips of two elements cancel). For the rerun's bit-for-bit comparison. */
-static inline uint64_t check_digest(const void *data, size_t n) { return parity_digest64(data, n); }
-
 /* ---- caching probes (check_anticache.c) ---- */
 
 /* Judge every output of case c (check.c): verdict unfaithful when an element exceeds its
