@@ -14,6 +14,7 @@
 
 #include "ops/ops_impl.h"
 #include "src/core/tensor_impl.h"
+#include "parity/format.h"
 #include "parity/op.h"
 #include "parity/tensor.h"
 #include "parity/verify.h"
@@ -142,6 +143,45 @@ static void bulk_store_matches_set(void **state)
         parity_tensor_free(a);
         parity_tensor_free(b);
     }
+    /* The bulk bf16 store (integer fast path, vectorized) against the general encoder of
+     * src/format, which shares no code with it: random bit patterns with exponents from below
+     * bf16's subnormals to above its overflow, the 2^-7 grid's ties and their neighbours one
+     * double ulp away, and runs of odd length at every alignment. */
+    parity_format_t bf;
+    assert_int_equal(parity_format_get("bf16", &bf, NULL), PARITY_OK);
+    parity_round_opts_t ro = parity_format_default_opts(&bf);
+    enum { M = 40000 };
+    double *y = malloc(M * sizeof *y);
+    uint16_t *got = malloc((M + 8) * sizeof *got);
+    assert_non_null(y);
+    assert_non_null(got);
+    uint64_t st = 0x9e3779b97f4a7c15ULL;
+    for (int i = 0; i < M; i++) {
+        st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+        uint64_t r = st ^ (st >> 29), b;
+        uint64_t e = 1023 - 140 + (r >> 52) % 280; /* 2^-140 .. 2^140 */
+        if (i % 4 == 1) r = (r & ~0x00001FFFFFFFFFFFULL) | 0x0000100000000000ULL; /* a tie */
+        b = (r & 0x800FFFFFFFFFFFFFULL) | (e << 52);
+        if (i % 4 == 2) b = ((r & ~0x00001FFFFFFFFFFFULL) | 0x0000100000000000ULL | (e << 52)) + 1;
+        if (i % 4 == 3) b = ((r & ~0x00001FFFFFFFFFFFULL) | 0x0000100000000000ULL | (e << 52)) - 1;
+        if (i % 4 == 2 || i % 4 == 3) b = (b & 0x800FFFFFFFFFFFFFULL) | (e << 52);
+        memcpy(&y[i], &b, 8);
+    }
+    for (int off = 0; off < 8; off++) {
+        int64_t shape[1] = {M + 8};
+        parity_tensor_t *t = parity_tensor_new("t", PARITY_DT_BF16, 1, shape);
+        assert_non_null(t);
+        int len = M - 2 * off - 1;
+        parity_tensor_store_f64(&t->view, off, y + off, len);
+        memcpy(got, t->view.data, (size_t)(M + 8) * sizeof *got);
+        for (int i = off; i < off + len; i++) {
+            uint16_t want = (uint16_t)parity_format_encode(&bf, y[i], &ro, NULL);
+            if (got[i] != want) fail_msg("bf16 of %a: 0x%04x, the encoder gives 0x%04x", y[i], got[i], want);
+        }
+        parity_tensor_free(t);
+    }
+    free(y);
+    free(got);
 }
 
 static void zero_row_scan(void **state)
@@ -229,6 +269,48 @@ static void rerun_digest(void **state)
     assert_true(parity_digest64(a, N + 1) != h);
     free(a);
     free(b);
+    /* Over 4 MiB the digest is taken in blocks on every core (digest.c): the same digest for any
+     * thread count; a flip in the first, a middle and the last (short) block, a flip of bit 63 in
+     * two blocks at once, two blocks swapped and one byte more or fewer all change it. */
+    const size_t M = ((size_t)3 << 22) + 4099;
+    uint64_t *big = malloc(M + 16);
+    assert_non_null(big);
+    unsigned char *bb = (unsigned char *)big;
+    for (size_t i = 0; i < M + 16; i++) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        bb[i] = (unsigned char)(x >> 56);
+    }
+    const uint64_t hb = parity_digest64(bb, M);
+    setenv("PARITY_THREADS", "1", 1);
+    assert_true(parity_digest64(bb, M) == hb);
+    setenv("PARITY_THREADS", "3", 1);
+    assert_true(parity_digest64(bb, M) == hb);
+    unsetenv("PARITY_THREADS");
+    const size_t at[] = {0, 5, ((size_t)1 << 22) + 17, ((size_t)2 << 22) - 1, M - 1};
+    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++)
+        for (int bit = 0; bit < 8; bit += 7) {
+            bb[at[i]] ^= (unsigned char)(1u << bit);
+            if (parity_digest64(bb, M) == hb) fail_msg("a flip of bit %d of byte %zu keeps the digest", bit, at[i]);
+            bb[at[i]] ^= (unsigned char)(1u << bit);
+        }
+    big[7] ^= 1ULL << 63;
+    big[((size_t)1 << 22) / 8 + 7] ^= 1ULL << 63;
+    assert_true(parity_digest64(bb, M) != hb);
+    big[7] ^= 1ULL << 63;
+    big[((size_t)1 << 22) / 8 + 7] ^= 1ULL << 63;
+    unsigned char *tmp = malloc((size_t)1 << 22);
+    assert_non_null(tmp);
+    memcpy(tmp, bb, (size_t)1 << 22);
+    memcpy(bb, bb + ((size_t)1 << 22), (size_t)1 << 22);
+    memcpy(bb + ((size_t)1 << 22), tmp, (size_t)1 << 22);
+    assert_true(parity_digest64(bb, M) != hb);
+    memcpy(bb + ((size_t)1 << 22), bb, (size_t)1 << 22);
+    memcpy(bb, tmp, (size_t)1 << 22);
+    assert_true(parity_digest64(bb, M) == hb);
+    assert_true(parity_digest64(bb, M + 1) != hb);
+    assert_true(parity_digest64(bb, M - 1) != hb);
+    free(tmp);
+    free(big);
 }
 
 /* The inputs' hash ("did the kernel change its inputs") is the same digest: a kernel negating
@@ -276,6 +358,172 @@ static void calloc_faulted_is_zeroed(void **state)
         }
 }
 
+/* Outputs of kernel k on case c with n_threads threads, NaN-prefilled, into o (made here). */
+static int run_threads(const parity_case_t *c, const parity_abi_kernel_t *k, int n_threads,
+                       parity_tensor_t **o)
+{
+    parity_abi_tensor_t in[PARITY_OP_MAX_ARGS], out[PARITY_OP_MAX_ARGS];
+    parity_abi_call_t call;
+    for (int i = 0; i < c->n_outputs; i++) {
+        o[i] = parity_tensor_new(c->op->output_names[i], (parity_dtype_t)k->out_dtype,
+                                 c->out_ndim[i], c->out_shape[i]);
+        assert_non_null(o[i]);
+        parity_tensor_fill_nan(o[i]);
+    }
+    parity_case_make_call(c, in, out, o, n_threads, c->seed, &call);
+    return k->run(&call);
+}
+
+/* Kernel k's outputs on workload name of op (seed 3) are the same bytes with 1 thread and with
+ * 2, 3 and 5. */
+static void same_bits_any_threads(const parity_op_t *op, const char *name, const parity_abi_kernel_t *k)
+{
+    parity_workload_t wl;
+    assert_int_equal(parity_op_workload(op, name, &wl), PARITY_OK);
+    parity_diag_t diag = {{0}};
+    parity_case_t *c = NULL;
+    if (parity_case_build(op, &wl, 3, (parity_dtype_t)k->in_dtype, &c, &diag) != PARITY_OK)
+        fail_msg("%s on %s: %s", op->name, name, diag.msg);
+    parity_tensor_t *one[PARITY_OP_MAX_ARGS] = {0}, *many[PARITY_OP_MAX_ARGS] = {0};
+    int rc1 = run_threads(c, k, 1, one);
+    const int threads[] = {2, 3, 5};
+    for (int t = 0; t < 3; t++) {
+        int rc = run_threads(c, k, threads[t], many);
+        assert_int_equal(rc, rc1);
+        for (int i = 0; i < c->n_outputs; i++) {
+            if (memcmp(one[i]->view.data, many[i]->view.data, one[i]->nbytes) != 0)
+                fail_msg("%s %s on %s: output %s differs with %d threads", op->name, k->name, name,
+                         op->output_names[i], threads[t]);
+            parity_tensor_free(many[i]);
+        }
+    }
+    for (int i = 0; i < c->n_outputs; i++) parity_tensor_free(one[i]);
+    parity_case_free(c);
+}
+
+/* The floor's variants run with every core (check_floor.c) whatever --threads gives the
+ * candidates, which is only sound while their bits do not depend on the thread count: every
+ * floor variant of every op on its smallest non-production workload, and every kernel of the
+ * embedding catalog (threads over vocabulary shares, ops/embedding/kernels.c) on skewed ids, a
+ * vocabulary smaller than the thread count and shapes that split unevenly. */
+static void catalog_bits_ignore_threads(void **state)
+{
+    (void)state;
+    for (int o = 0; o < parity_op_count(); o++) {
+        const parity_op_t *op = parity_op_at(o);
+        const parity_abi_kernel_t *fk[CHECK_N_FLOOR_KERNELS];
+        int nf = check_floor_kernels(op, fk);
+        int best = -1;
+        double best_size = 0;
+        for (int p = 0; p < op->n_presets; p++) {
+            const parity_workload_t *w = &op->presets[p];
+            double size = (double)w->n * (double)w->d * (double)(w->v > 0 ? w->v : 1);
+            if (!w->production && (best < 0 || size < best_size)) {
+                best = p;
+                best_size = size;
+            }
+        }
+        for (int f = 0; f < nf && best >= 0; f++) same_bits_any_threads(op, op->presets[best].name, fk[f]);
+    }
+    const char *const shapes[] = {"zipf1.4@3001x130x517", "text@1500x40x50257", "uniform@777x100x37",
+                                  "uniform@50x8x2"};
+    const char *const emb[] = {"embedding_rmsnorm_bwd", "embedding_bwd"};
+    for (int e = 0; e < 2; e++) {
+        const parity_op_t *op = parity_op_find(emb[e]);
+        assert_non_null(op);
+        for (int i = 0; i < parity_catalog_count(); i++) {
+            const parity_abi_kernel_t *k = parity_catalog_at(i);
+            if (strcmp(k->op, op->name) != 0) continue;
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+                if (strncmp(shapes[s], "zipf1.4", 7) == 0 && e == 1) continue; /* not a preset there */
+                same_bits_any_threads(op, shapes[s], k);
+            }
+        }
+    }
+}
+
+/* The judge takes rows in blocks on every core and merges the blocks' results (verify.c): the
+ * merge must give what one pass over the rows gives. 1000 rows of 3 identical elements (so equal
+ * errors give equal err/tol), a third of them without terms, failing rows in many blocks with
+ * ties, a larger one and a NaN: the worst element is the first with the largest err/tol, the
+ * failing rows list keeps row order among ties, and the counts are sums; a second output judged
+ * into the same result keeps an earlier worst unless it is beaten. */
+static void judge_blocks_merge_in_row_order(void **state)
+{
+    (void)state;
+    enum { ROWS = 1000, COLS = 3 };
+    parity_ref_output_t R;
+    assert_int_equal(parity_ref_output_alloc(&R, "dE", "token", ROWS, COLS, 1, ROWS, 1), PARITY_OK);
+    int64_t slots = 0;
+    for (int64_t r = 0; r < ROWS; r++) R.slot[r] = r % 3 == 2 ? -1 : slots++;
+    for (int64_t sl = 0; sl < slots; sl++) {
+        R.k[sl] = 4;
+        for (int j = 0; j < COLS; j++) {
+            R.ref[sl * COLS + j] = 1.0;
+            R.s_acc[sl * COLS + j] = 1.0;
+            R.s_up[sl * COLS + j] = 0.5;
+        }
+    }
+    R.m_up = 8;
+    int64_t shape[2] = {ROWS, COLS};
+    parity_tensor_t *t = parity_tensor_new("dE", PARITY_DT_F32, 2, shape);
+    assert_non_null(t);
+    float *y = t->view.data;
+    for (int64_t r = 0; r < ROWS; r++)
+        for (int j = 0; j < COLS; j++) y[r * COLS + j] = R.slot[r] >= 0 ? 1.0f : 0.0f;
+    const int64_t same[] = {4, 301, 700, 903, 951, 999}; /* err 1e-3 in column 1 */
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) y[same[i] * COLS + 1] = 1.001f;
+    y[600 * COLS + 2] = 1.002f; /* a larger error */
+    y[200 * COLS + 0] = NAN;    /* in a row without terms */
+    y[5 * COLS + 1] = 1e-30f;   /* row 5 has no terms: a value there fails */
+    parity_wl_result_t res;
+    memset(&res, 0, sizeof res);
+    parity_judge_output(&R, &t->view, PARITY_DT_F32, 0, &res, NULL);
+    assert_int_equal(res.rows_judged, ROWS);
+    assert_int_equal(res.rows_failed, 9);
+    assert_int_equal(res.nan_count, 1);
+    assert_int_equal(res.max_hits, 4);
+    assert_true(isinf(res.max_q));
+    assert_int_equal(res.worst.row, 5); /* the first of the two infinite err/tol */
+    assert_int_equal(res.worst.col, 1);
+    const int64_t order[5] = {5, 200, 600, 4, 301}; /* inf, inf, 2e-3, then 1e-3 in row order */
+    assert_int_equal(res.n_worst_rows, 5);
+    for (int i = 0; i < 5; i++)
+        if (res.worst_rows[i].row != order[i])
+            fail_msg("failing row %d is %lld, want %lld", i, (long long)res.worst_rows[i].row,
+                     (long long)order[i]);
+    /* Without the infinities the worst is the larger error, then the first of the ties. */
+    y[200 * COLS + 0] = 0.0f;
+    y[5 * COLS + 1] = 0.0f;
+    memset(&res, 0, sizeof res);
+    parity_judge_output(&R, &t->view, PARITY_DT_F32, 0, &res, NULL);
+    assert_int_equal(res.worst.row, 600);
+    y[600 * COLS + 2] = 1.0f;
+    memset(&res, 0, sizeof res);
+    parity_judge_output(&R, &t->view, PARITY_DT_F32, 0, &res, NULL);
+    assert_int_equal(res.worst.row, 4);
+    assert_int_equal(res.worst.col, 1);
+    double q4 = res.worst.q;
+    /* A second output with the same errors: the first output's worst stays (not strictly beaten). */
+    parity_judge_output(&R, &t->view, PARITY_DT_F32, 1, &res, NULL);
+    assert_int_equal(res.worst.row, 4);
+    assert_true(res.worst.q == q4);
+    assert_int_equal(res.rows_failed, 12);
+    assert_int_equal(res.worst_rows[0].row, 4); /* the list was full of ties: ties come after */
+    assert_int_equal(res.worst_rows[1].row, 301);
+    assert_int_equal(res.worst_rows[4].row, 951);
+    /* All exact: the worst is the first element judged (q = 0), rows without terms included. */
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) y[same[i] * COLS + 1] = 1.0f;
+    memset(&res, 0, sizeof res);
+    parity_judge_output(&R, &t->view, PARITY_DT_F32, 0, &res, NULL);
+    assert_true(res.max_q == 0);
+    assert_int_equal(res.worst.row, 0);
+    assert_int_equal(res.worst.col, 0);
+    assert_int_equal(res.rows_failed, 0);
+    parity_tensor_free(t);
+    free_ref(&R);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -286,6 +534,8 @@ int main(void)
         cmocka_unit_test(rerun_digest),
         cmocka_unit_test(input_hash_sees_sign_flips),
         cmocka_unit_test(calloc_faulted_is_zeroed),
+        cmocka_unit_test(catalog_bits_ignore_threads),
+        cmocka_unit_test(judge_blocks_merge_in_row_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

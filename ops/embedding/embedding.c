@@ -217,38 +217,123 @@ typedef struct {
     double *dg, *dg_abs;           /* [N_ROW_CHUNKS][D] partial dgamma */
     double *dg_sq;                 /* [N_ROW_CHUNKS][D] partial sum (dy xhat)^2, or NULL */
     int ignore_gamma;              /* embedding_bwd reuses nothing of this; kept for clarity */
+    int failed;                    /* a thread could not allocate its row buffers */
 } fused_ctx_t;
 
+/* Elements [jb, je) of row i of a 2-D input as doubles (exact: every input dtype converts exactly). */
+REF_HOT static void row_f64(const parity_abi_tensor_t *t, int64_t i, int64_t jb, int64_t je, double *out)
+{
+    int64_t d = t->shape[1];
+    if (t->dtype == PARITY_DT_BF16) {
+        const uint16_t *src = (const uint16_t *)t->data + i * d;
+        for (int64_t j = jb; j < je; j++) out[j - jb] = bf16_f32(src[j]);
+    } else if (t->dtype == PARITY_DT_F32) {
+        const float *src = (const float *)t->data + i * d;
+        for (int64_t j = jb; j < je; j++) out[j - jb] = src[j];
+    } else {
+        for (int64_t j = jb; j < je; j++) out[j - jb] = elem(t, i * d + j);
+    }
+}
+
+/* Row i's element-wise part of pass 1 (vectorized): t_k = g_k dy_k xhat_k into t, and the chunk's
+ * dgamma partial sums over rows, in row order. */
+REF_HOT static void pass1_terms(const double *restrict g, const double *restrict xd,
+                                const double *restrict dyd, double r, int64_t d,
+                                double *restrict t, double *restrict dg, double *restrict dga,
+                                double *restrict dgs)
+{
+    if (dgs)
+        for (int64_t k = 0; k < d; k++) {
+            double xh = xd[k] * r, w = dyd[k] * xh;
+            t[k] = g[k] * dyd[k] * xh;
+            dg[k] += w;
+            dga[k] += fabs(w);
+            dgs[k] += w * w;
+        }
+    else
+        for (int64_t k = 0; k < d; k++) {
+            double xh = xd[k] * r, w = dyd[k] * xh;
+            t[k] = g[k] * dyd[k] * xh;
+            dg[k] += w;
+            dga[k] += fabs(w);
+        }
+}
+
+/* Pass 1, per row: r, c = mean(g dy xhat), cabs = mean |g dy xhat|, and dgamma's chunk partials.
+ * The sums over k are sequential, as they always were (the same bits); rows are taken ROWS_G at a time
+ * so that their independent sums run side by side (one sum is a chain of dependent additions,
+ * latency-bound), and the element-wise work is a loop of its own that vectorizes. */
+enum { ROWS_G = 4 }; /* rows side by side in pass 1 */
 REF_HOT static void fused_pass1(void *p, int64_t b, int64_t e, int thread)
 {
     (void)thread;
     fused_ctx_t *f = p;
     scatter_t *s = f->c->priv;
     int64_t n = s->n, d = s->d;
+    double *buf = malloc((size_t)d * 3 * ROWS_G * sizeof *buf);
+    if (!buf) {
+        __atomic_store_n(&f->failed, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    double *xd = buf, *dyd = buf + ROWS_G * d, *t = buf + 2 * ROWS_G * d;
     for (int64_t ch = b; ch < e; ch++) {
         double *dg = f->dg + ch * d, *dga = f->dg_abs + ch * d;
         double *dgs = f->dg_sq ? f->dg_sq + ch * d : NULL;
-        for (int64_t i = n * ch / N_ROW_CHUNKS; i < n * (ch + 1) / N_ROW_CHUNKS; i++) {
-            double ss = 0;
-            for (int64_t k = 0; k < d; k++) {
-                double xv = elem(f->x, i * d + k);
-                ss += xv * xv;
+        int64_t i1 = n * (ch + 1) / N_ROW_CHUNKS;
+        for (int64_t i0 = n * ch / N_ROW_CHUNKS; i0 < i1; i0 += ROWS_G) {
+            int m = i1 - i0 < ROWS_G ? (int)(i1 - i0) : ROWS_G;
+            double ss[ROWS_G] = {0}, c[ROWS_G] = {0}, ca[ROWS_G] = {0}, r[ROWS_G];
+            for (int q = 0; q < m; q++) {
+                row_f64(f->x, i0 + q, 0, d, xd + q * d);
+                row_f64(f->dy, i0 + q, 0, d, dyd + q * d);
             }
-            double r = 1.0 / sqrt(ss / (double)d + PARITY_RMS_EPS);
-            double c = 0, ca = 0;
-            for (int64_t k = 0; k < d; k++) {
-                double dyv = elem(f->dy, i * d + k), xh = elem(f->x, i * d + k) * r;
-                double t = f->g[k] * dyv * xh;
-                c += t;
-                ca += fabs(t);
-                dg[k] += dyv * xh;
-                dga[k] += fabs(dyv * xh);
-                if (dgs) dgs[k] += (dyv * xh) * (dyv * xh);
+            if (m == ROWS_G)
+                for (int64_t k = 0; k < d; k++)
+                    for (int q = 0; q < ROWS_G; q++) ss[q] += xd[q * d + k] * xd[q * d + k];
+            else
+                for (int q = 0; q < m; q++)
+                    for (int64_t k = 0; k < d; k++) ss[q] += xd[q * d + k] * xd[q * d + k];
+            for (int q = 0; q < m; q++) {
+                r[q] = 1.0 / sqrt(ss[q] / (double)d + PARITY_RMS_EPS);
+                pass1_terms(f->g, xd + q * d, dyd + q * d, r[q], d, t + q * d, dg, dga, dgs);
             }
-            f->r[i] = r;
-            f->cc[i] = c / (double)d;
-            f->ca[i] = ca / (double)d;
+            if (m == ROWS_G)
+                for (int64_t k = 0; k < d; k++)
+                    for (int q = 0; q < ROWS_G; q++) {
+                        c[q] += t[q * d + k];
+                        ca[q] += fabs(t[q * d + k]);
+                    }
+            else
+                for (int q = 0; q < m; q++)
+                    for (int64_t k = 0; k < d; k++) {
+                        c[q] += t[q * d + k];
+                        ca[q] += fabs(t[q * d + k]);
+                    }
+            for (int q = 0; q < m; q++) {
+                f->r[i0 + q] = r[q];
+                f->cc[i0 + q] = c[q] / (double)d;
+                f->ca[i0 + q] = ca[q] / (double)d;
+            }
         }
+    }
+    free(buf);
+}
+
+/* Row i's terms of pass 2 over the w columns given (vectorized): dx, and the error model's sums. */
+REF_HOT static void pass2_terms(const double *restrict g, const double *restrict xd,
+                                const double *restrict dyd, double r, double c, double ca,
+                                int64_t w, double *restrict ref, double *restrict sa,
+                                double *restrict su, double *restrict sq, double *restrict s2)
+{
+    for (int64_t j = 0; j < w; j++) {
+        double xh = xd[j] * r, gd = g[j] * dyd[j];
+        double dx = r * (gd - xh * c);
+        double a = r * (fabs(gd) + fabs(xh) * ca);
+        ref[j] += dx;
+        sa[j] += fabs(dx);
+        su[j] += a;
+        if (sq) sq[j] += dx * dx;
+        if (s2) s2[j] += a * a;
     }
 }
 
@@ -258,25 +343,26 @@ REF_HOT static void fused_pass2(void *p, int64_t jb, int64_t je, int thread)
     fused_ctx_t *f = p;
     scatter_t *s = f->c->priv;
     parity_ref_output_t *R = &f->c->ref[0];
-    int64_t d = s->d;
-    for (int64_t i = 0; i < s->n; i++) {
-        int64_t slot = R->slot[s->ids[i]];
-        double r = f->r[i], c = f->cc[i], ca = f->ca[i];
-        double *ref = R->ref + slot * d, *sa = R->s_acc + slot * d, *su = R->s_up + slot * d;
-        double *sq = R->s_sym ? R->s_sym + slot * d : NULL;
-        double *s2 = R->s_up2 ? R->s_up2 + slot * d : NULL;
-        for (int64_t j = jb; j < je; j++) {
-            double dyv = elem(f->dy, i * d + j), xh = elem(f->x, i * d + j) * r;
-            double gd = f->g[j] * dyv;
-            double dx = r * (gd - xh * c);
-            double a = r * (fabs(gd) + fabs(xh) * ca);
-            ref[j] += dx;
-            sa[j] += fabs(dx);
-            su[j] += a;
-            if (sq) sq[j] += dx * dx;
-            if (s2) s2[j] += a * a;
-        }
+    int64_t d = s->d, w = je - jb;
+    if (w <= 0) return;
+    double *buf = malloc((size_t)w * 2 * sizeof *buf);
+    if (!buf) {
+        __atomic_store_n(&f->failed, 1, __ATOMIC_RELAXED);
+        return;
     }
+    double *xd = buf, *dyd = buf + w;
+    /* Rows grouped by id, ascending within a group (s->pos): each element of the reference sees
+     * its terms in the order of i as before (the same bits), and a row's accumulators stay in
+     * cache over all its hits. */
+    for (int64_t q = 0; q < s->n; q++) {
+        int64_t i = s->pos[q];
+        int64_t o = R->slot[s->ids[i]] * d + jb;
+        row_f64(f->x, i, jb, je, xd);
+        row_f64(f->dy, i, jb, je, dyd);
+        pass2_terms(f->g + jb, xd, dyd, f->r[i], f->cc[i], f->ca[i], w, R->ref + o, R->s_acc + o,
+                    R->s_up + o, R->s_sym ? R->s_sym + o : NULL, R->s_up2 ? R->s_up2 + o : NULL);
+    }
+    free(buf);
 }
 
 static parity_status_t fused_build(const parity_op_t *op, const parity_workload_t *wl,
@@ -331,7 +417,7 @@ static parity_status_t fused_build(const parity_op_t *op, const parity_workload_
     }
 
     fused_ctx_t f = {c, &c->inputs[0]->view, &c->inputs[1]->view, NULL, NULL, NULL, NULL,
-                     NULL, NULL, NULL, 0};
+                     NULL, NULL, NULL, 0, 0};
     double *g = malloc((size_t)d * sizeof *g);
     f.r = malloc((size_t)(n ? n : 1) * sizeof *f.r);
     f.cc = malloc((size_t)(n ? n : 1) * sizeof *f.cc);
@@ -345,7 +431,10 @@ static parity_status_t fused_build(const parity_op_t *op, const parity_workload_
         parity_tensor_to_f64(&c->inputs[2]->view, g);
         f.g = g;
         parity_parallel_for(N_ROW_CHUNKS, 0, fused_pass1, &f);
-        parity_parallel_for(d, 0, fused_pass2, &f);
+        if (!f.failed) parity_parallel_for(d, 0, fused_pass2, &f);
+        if (f.failed) st = PARITY_E_NOMEM;
+    }
+    if (st == PARITY_OK) {
         for (int64_t j = 0; j < d; j++) {
             double a = 0, b = 0, q = 0;
             for (int ch = 0; ch < N_ROW_CHUNKS; ch++) {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ops/ops_impl.h"
+#include "src/core/parallel.h"
 
 /* How a fused/scatter kernel accumulates dE. */
 typedef enum {
@@ -72,151 +73,253 @@ static inline float acc_add(const cfg_t *cfg, float a, float t, uint64_t *rs)
     return a + t;
 }
 
-/* Pairwise fp32 sum of t[0..n) (leaves of one element). */
 static float load_out(const parity_abi_tensor_t *o, int64_t i)
 {
     if (o->dtype == PARITY_DT_BF16) return parity_bf16_to_fp32_1(((const uint16_t *)o->data)[i]);
     return ((const float *)o->data)[i];
 }
 
-/* The shared body of every fused (and, with fused = 0, plain scatter) catalog kernel. GCC -O3:
- * the configuration's branches hoisted out of the loops and the element-wise ones vectorized,
- * each element's operations unchanged (no sum is reordered, no contraction): the same bits. */
+/* Columns [jb, je) of row i of a 2-D input in fp32 (what parity_row_to_f32 gives for them). */
+static void cols_to_f32(const parity_abi_tensor_t *t, int64_t i, int64_t jb, int64_t je, float *out)
+{
+    int64_t d = t->shape[t->ndim - 1];
+    if (t->dtype == PARITY_DT_F32)
+        memcpy(out, (const float *)t->data + i * d + jb, (size_t)(je - jb) * sizeof *out);
+    else if (t->dtype == PARITY_DT_BF16)
+        parity_bf16_to_fp32((const uint16_t *)t->data + i * d + jb, out, (size_t)(je - jb));
+    else
+        for (int64_t j = jb; j < je; j++) out[j - jb] = (float)parity_tensor_get(t, i * d + j);
+}
+
+/* One call of the shared body below. The catalog's scatter kernels use call->n_threads with
+ * bits that do not depend on it: thread t owns the dE rows [vb[t], vb[t + 1]) (shares of about
+ * N / threads tokens each) and accumulates each of its elements over the tokens in the kernel's
+ * order, as one thread does, so every element sees the same float operations in the same order;
+ * dgamma is split by columns, each column's sum again in token order. Stochastic rounding
+ * advances one random state per addition in the global order: one thread. */
+typedef struct {
+    const cfg_t *cfg;
+    int fused, in_place;
+    const parity_abi_tensor_t *dy, *x;
+    parity_abi_tensor_t *dE;
+    const int32_t *ids;        /* in [0, V): the harness's inputs */
+    int64_t n, d, v, dlim;
+    float eps;
+    float *acc;                /* the V x D fp32 rows of dE (dE itself when it is fp32) */
+    const float *gr;           /* gamma in fp32 (fused) */
+    const int64_t *perm;       /* the order tokens are accumulated in */
+    const int64_t *vb;         /* thread t owns dE rows [vb[t], vb[t + 1]) */
+    float *rr;                 /* each token's r (fused), for the dgamma pass */
+    float *dgacc;
+    uint64_t seed;
+    int failed;                /* a thread could not allocate its scratch */
+} sk_t;
+
+/* dx of token i into dx (and r into rr[i]); with fused = 0, dx is dy. */
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("O3")))
 #endif
+static inline void sk_dx(sk_t *k, int64_t i, float *xr, float *dyr, float *dx)
+{
+    parity_row_to_f32(k->dy, i, dyr);
+    if (k->fused) {
+        parity_row_to_f32(k->x, i, xr);
+        k->rr[i] = parity_rms_bwd_row_f32(xr, dyr, k->gr, k->d, k->eps, dx, NULL,
+                                          k->cfg->ignore_gamma, r_mode(k->cfg));
+    } else {
+        memcpy(dx, dyr, (size_t)k->d * sizeof *dx);
+    }
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("O3")))
+#endif
+static void sk_rows(void *p, int64_t tb, int64_t te, int thread)
+{
+    (void)thread;
+    sk_t *k = p;
+    const cfg_t *cfg = k->cfg;
+    int64_t n = k->n, d = k->d, dlim = k->dlim;
+    const int32_t *ids = k->ids;
+    const int64_t *perm = k->perm;
+    float *acc = k->acc;
+    float *row = malloc((size_t)d * 3 * sizeof *row);
+    if (!row) {
+        __atomic_store_n(&k->failed, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    float *xr = row, *dyr = row + d, *dx = row + 2 * d;
+    for (int64_t t = tb; t < te; t++) {
+        int64_t v0 = k->vb[t], v1 = k->vb[t + 1];
+        uint64_t rs = k->seed;
+        if (!k->in_place) {
+            for (int64_t e = v0 * d; e < v1 * d; e++) acc[e] = cfg->no_zero ? load_out(k->dE, e) : 0.0f;
+        } else if (!cfg->no_zero) {
+            memset(acc + v0 * d, 0, (size_t)(v1 - v0) * (size_t)d * sizeof *acc); /* +0.0f */
+        }
+        if (cfg->order == ORDER_PAIRWISE) {
+            /* Per id segment: compute all dx rows, then a pairwise fp32 tree per column. */
+            float *seg = NULL, *col = NULL;
+            int64_t cap = 0;
+            for (int64_t s0 = 0; s0 < n;) {
+                int64_t s1 = s0, id = ids[perm[s0]];
+                while (s1 < n && ids[perm[s1]] == id) s1++;
+                int64_t h = s1 - s0;
+                if (id < v0 || id >= v1) {
+                    s0 = s1;
+                    continue;
+                }
+                if (h > cap) {
+                    cap = h;
+                    free(seg);
+                    free(col);
+                    seg = malloc((size_t)h * (size_t)d * sizeof *seg);
+                    col = malloc((size_t)h * sizeof *col);
+                    if (!seg || !col) {
+                        __atomic_store_n(&k->failed, 1, __ATOMIC_RELAXED);
+                        break;
+                    }
+                }
+                for (int64_t q = 0; q < h; q++) {
+                    sk_dx(k, perm[s0 + q], xr, dyr, dx);
+                    memcpy(seg + q * d, dx, (size_t)d * sizeof *dx);
+                }
+                float *dst = acc + id * d;
+                for (int64_t j = 0; j < dlim; j++) {
+                    for (int64_t q = 0; q < h; q++) col[q] = seg[q * d + j];
+                    dst[j] += parity_pairwise_f32(col, h);
+                }
+                s0 = s1;
+            }
+            free(seg);
+            free(col);
+        } else {
+            for (int64_t q = 0; q < n; q++) {
+                int64_t i = perm[q];
+                if (ids[i] < v0 || ids[i] >= v1) continue;
+                sk_dx(k, i, xr, dyr, dx);
+                float *dst = acc + (int64_t)ids[i] * d;
+                for (int64_t j = 0; j < dlim; j++) {
+                    if (cfg->drop && mix64(((uint64_t)i << 32) ^ (uint64_t)j ^ 0xd20bULL) % 10000 == 0)
+                        continue; /* a lost update */
+                    dst[j] = acc_add(cfg, dst[j], dx[j], &rs);
+                }
+            }
+        }
+        if (!k->in_place)
+            for (int64_t e = v0 * d; e < v1 * d; e++) parity_put_f32(k->dE, e, acc[e]);
+    }
+    free(row);
+}
+
+/* dgamma over columns [jb, je): fp32, in blocks of 256 tokens reduced sequentially, as a two-stage
+ * GPU reduction does; every catalog kernel computes it the same faithful way. Its terms are
+ * dy_ij xhat_ij with xhat_ij = x_ij r_i, as parity_rms_bwd_row_f32 computes them. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("O3")))
+#endif
+static void sk_dgamma(void *p, int64_t jb, int64_t je, int thread)
+{
+    (void)thread;
+    sk_t *k = p;
+    int64_t w = je - jb, lim = (k->dlim < je ? k->dlim : je) - jb;
+    if (w <= 0) return;
+    float *buf = calloc((size_t)w * 3, sizeof *buf);
+    if (!buf) {
+        __atomic_store_n(&k->failed, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    float *part = buf, *xf = buf + w, *dyf = buf + 2 * w;
+    for (int64_t i = 0; i < k->n; i++) {
+        cols_to_f32(k->x, i, jb, je, xf);
+        cols_to_f32(k->dy, i, jb, je, dyf);
+        float r = k->rr[i];
+        for (int64_t j = 0; j < lim; j++) {
+            float xh = xf[j] * r;
+            part[j] += dyf[j] * xh;
+        }
+        if ((i + 1) % 256 == 0 || i + 1 == k->n)
+            for (int64_t j = 0; j < w; j++) {
+                k->dgacc[jb + j] += part[j];
+                part[j] = 0.0f;
+            }
+    }
+    free(buf);
+}
+
+/* The shared body of every fused (and, with fused = 0, plain scatter) catalog kernel. GCC -O3:
+ * the configuration's branches hoisted out of the loops and the element-wise ones vectorized,
+ * each element's operations unchanged (no sum is reordered, no contraction): the same bits. */
 static int scatter_kernel(const parity_abi_call_t *call, const cfg_t *cfg, int fused)
 {
-    const parity_abi_tensor_t *dy = &call->inputs[0];
-    const parity_abi_tensor_t *x = fused ? &call->inputs[1] : NULL;
+    sk_t k;
+    memset(&k, 0, sizeof k);
+    k.cfg = cfg;
+    k.fused = fused;
+    k.dy = &call->inputs[0];
+    k.x = fused ? &call->inputs[1] : NULL;
     const parity_abi_tensor_t *g = fused ? &call->inputs[2] : NULL;
     const parity_abi_tensor_t *ids_t = &call->inputs[fused ? 3 : 1];
-    parity_abi_tensor_t *dE = &call->outputs[0];
+    k.dE = &call->outputs[0];
     parity_abi_tensor_t *dg = fused ? &call->outputs[1] : NULL;
-    int64_t n = dy->shape[0], d = dy->shape[1], v = dE->shape[0];
-    const int32_t *ids = ids_t->data;
-    float eps = (float)parity_call_attr(call, "eps", PARITY_RMS_EPS);
-    int64_t dlim = cfg->tail128 ? d / 128 * 128 : d;
-    uint64_t rs = call->seed;
+    int64_t n = k.n = k.dy->shape[0], d = k.d = k.dy->shape[1], v = k.v = k.dE->shape[0];
+    k.ids = ids_t->data;
+    k.eps = (float)parity_call_attr(call, "eps", PARITY_RMS_EPS);
+    k.dlim = cfg->tail128 ? d / 128 * 128 : d;
+    k.seed = call->seed;
+    int nt = call->n_threads > 1 ? (call->n_threads < 64 ? call->n_threads : 64) : 1;
+    if (cfg->acc == ACC_BF16_SR) nt = 1;
+    if (nt > v) nt = v > 1 ? (int)v : 1;
 
     /* fp32 rows of dE: the output itself when it is fp32 (the same float operations in the same
      * order, so the same bits, without a V x D scratch to fault in and copy: most of a floor run's
      * time on the large-vocabulary workloads, docs/check-speed.md), else a scratch rounded at the
      * end. */
-    int in_place = dE->dtype == PARITY_DT_F32;
-    float *acc = in_place ? dE->data : malloc((size_t)v * (size_t)d * sizeof *acc);
-    float *row = malloc((size_t)d * 5 * sizeof *row);
+    k.in_place = k.dE->dtype == PARITY_DT_F32;
+    k.acc = k.in_place ? k.dE->data : malloc((size_t)v * (size_t)d * sizeof *k.acc);
+    float *gr = fused ? malloc((size_t)d * sizeof *gr) : NULL;
+    float *rr = fused ? malloc((size_t)(n ? n : 1) * sizeof *rr) : NULL;
     float *dgacc = calloc((size_t)d, sizeof *dgacc);
     int64_t *perm = malloc((size_t)(n ? n : 1) * sizeof *perm);
-    if (!acc || !row || !dgacc || !perm) {
-        if (!in_place) free(acc);
-        free(row); free(dgacc); free(perm);
-        return PARITY_KERNEL_ERROR;
-    }
-    if (!in_place) {
-        for (int64_t i = 0; i < v * d; i++) acc[i] = cfg->no_zero ? load_out(dE, i) : 0.0f;
-    } else if (!cfg->no_zero) {
-        memset(acc, 0, (size_t)v * (size_t)d * sizeof *acc); /* +0.0f, as the loop stored */
-    }
-    float *xr = row, *dyr = row + d, *gr = row + 2 * d, *dx = row + 3 * d, *xdy = row + 4 * d;
-    if (fused) parity_row_to_f32(g, 0, gr);
-
-    for (int64_t i = 0; i < n; i++) perm[i] = i;
-    if (cfg->order == ORDER_SHUFFLED) { /* the order atomics might give: a seeded permutation */
-        uint64_t st = call->seed ^ 0x5eedULL;
-        for (int64_t i = n - 1; i > 0; i--) {
-            st = mix64(st + 1);
-            int64_t j = (int64_t)(st % (uint64_t)(i + 1));
-            int64_t t = perm[i]; perm[i] = perm[j]; perm[j] = t;
-        }
-    } else if (cfg->order == ORDER_SORTED || cfg->order == ORDER_PAIRWISE) {
-        /* stable counting sort of positions by id: segmented reduction order */
-        int64_t *cnt = calloc((size_t)v + 1, sizeof *cnt);
-        if (!cnt) { if (!in_place) free(acc); free(row); free(dgacc); free(perm); return PARITY_KERNEL_ERROR; }
-        for (int64_t i = 0; i < n; i++) cnt[ids[i] + 1]++;
+    int64_t *cnt = calloc((size_t)v + 1, sizeof *cnt), vb[65];
+    int ok = k.acc && (!fused || (gr && rr)) && dgacc && perm && cnt;
+    if (ok) {
+        if (fused) parity_row_to_f32(g, 0, gr);
+        for (int64_t i = 0; i < n; i++) perm[i] = i;
+        for (int64_t i = 0; i < n; i++) cnt[k.ids[i] + 1]++;
         for (int64_t r = 0; r < v; r++) cnt[r + 1] += cnt[r];
-        for (int64_t i = 0; i < n; i++) perm[cnt[ids[i]]++] = i;
-        free(cnt);
-    }
-
-    if (cfg->order == ORDER_PAIRWISE) {
-        /* Per id segment: compute all dx rows, then a pairwise fp32 tree per column. */
-        float *seg = NULL, *col = NULL;
-        int64_t cap = 0;
-        for (int64_t s0 = 0; s0 < n;) {
-            int64_t s1 = s0;
-            while (s1 < n && ids[perm[s1]] == ids[perm[s0]]) s1++;
-            int64_t h = s1 - s0;
-            if (h > cap) {
-                cap = h;
-                free(seg); free(col);
-                seg = malloc((size_t)h * (size_t)d * sizeof *seg);
-                col = malloc((size_t)h * sizeof *col);
-                if (!seg || !col) { free(seg); free(col); if (!in_place) free(acc); free(row); free(dgacc); free(perm); return PARITY_KERNEL_ERROR; }
-            }
-            for (int64_t t = 0; t < h; t++) {
-                int64_t i = perm[s0 + t];
-                parity_row_to_f32(dy, i, dyr);
-                if (fused) {
-                    parity_row_to_f32(x, i, xr);
-                    parity_rms_bwd_row_f32(xr, dyr, gr, d, eps, dx, xdy, cfg->ignore_gamma, r_mode(cfg));
-                } else {
-                    memcpy(dx, dyr, (size_t)d * sizeof *dx);
-                }
-                memcpy(seg + t * d, dx, (size_t)d * sizeof *dx);
-            }
-            float *dst = acc + (int64_t)ids[perm[s0]] * d;
-            for (int64_t j = 0; j < dlim; j++) {
-                for (int64_t t = 0; t < h; t++) col[t] = seg[t * d + j];
-                dst[j] += parity_pairwise_f32(col, h);
-            }
-            s0 = s1;
+        /* thread t's share: the ids whose tokens are the t-th 1/nt of all, by count */
+        vb[0] = 0;
+        for (int t = 1, r = 0; t <= nt; t++) {
+            while (t < nt && r < v && cnt[r] * nt < n * t) r++;
+            vb[t] = t < nt ? r : v;
         }
-        free(seg); free(col);
-    } else {
-        for (int64_t q = 0; q < n; q++) {
-            int64_t i = perm[q];
-            parity_row_to_f32(dy, i, dyr);
-            if (fused) {
-                parity_row_to_f32(x, i, xr);
-                parity_rms_bwd_row_f32(xr, dyr, gr, d, eps, dx, xdy, cfg->ignore_gamma, r_mode(cfg));
-            } else {
-                memcpy(dx, dyr, (size_t)d * sizeof *dx);
+        if (cfg->order == ORDER_SHUFFLED) { /* the order atomics might give: a seeded permutation */
+            uint64_t st = call->seed ^ 0x5eedULL;
+            for (int64_t i = n - 1; i > 0; i--) {
+                st = mix64(st + 1);
+                int64_t j = (int64_t)(st % (uint64_t)(i + 1));
+                int64_t t = perm[i]; perm[i] = perm[j]; perm[j] = t;
             }
-            float *dst = acc + (int64_t)ids[i] * d;
-            for (int64_t j = 0; j < dlim; j++) {
-                if (cfg->drop && mix64(((uint64_t)i << 32) ^ (uint64_t)j ^ 0xd20bULL) % 10000 == 0)
-                    continue; /* a lost update */
-                dst[j] = acc_add(cfg, dst[j], dx[j], &rs);
-            }
+        } else if (cfg->order == ORDER_SORTED || cfg->order == ORDER_PAIRWISE) {
+            /* stable counting sort of positions by id: segmented reduction order */
+            for (int64_t i = 0; i < n; i++) perm[cnt[k.ids[i]]++] = i;
         }
-    }
-    if (fused) {
-        /* dgamma: fp32, in blocks of 256 rows reduced sequentially, as a two-stage GPU reduction
-         * does; every catalog kernel computes it the same faithful way. */
-        float *part = calloc((size_t)d, sizeof *part);
-        if (!part) { if (!in_place) free(acc); free(row); free(dgacc); free(perm); return PARITY_KERNEL_ERROR; }
-        for (int64_t i = 0; i < n; i++) {
-            parity_row_to_f32(x, i, xr);
-            parity_row_to_f32(dy, i, dyr);
-            parity_rms_bwd_row_f32(xr, dyr, gr, d, eps, NULL, xdy, cfg->ignore_gamma, r_mode(cfg));
-            for (int64_t j = 0; j < dlim; j++) part[j] += xdy[j];
-            if ((i + 1) % 256 == 0 || i + 1 == n) {
-                for (int64_t j = 0; j < d; j++) {
-                    dgacc[j] += part[j];
-                    part[j] = 0.0f;
-                }
-            }
+        k.gr = gr;
+        k.rr = rr;
+        k.dgacc = dgacc;
+        k.perm = perm;
+        k.vb = vb;
+        parity_parallel_for(nt, nt, sk_rows, &k);
+        if (fused && !k.failed) {
+            parity_parallel_for(d, nt, sk_dgamma, &k);
+            for (int64_t j = 0; j < d; j++) parity_put_f32(dg, j, dgacc[j]);
         }
-        free(part);
-        for (int64_t j = 0; j < d; j++) parity_put_f32(dg, j, dgacc[j]);
+        ok = !k.failed;
     }
-    if (!in_place) {
-        for (int64_t i = 0; i < v * d; i++) parity_put_f32(dE, i, acc[i]);
-        free(acc);
-    }
-    free(row); free(dgacc); free(perm);
-    return PARITY_KERNEL_OK;
+    if (!k.in_place) free(k.acc);
+    free(gr); free(rr); free(dgacc); free(perm); free(cnt);
+    return ok ? PARITY_KERNEL_OK : PARITY_KERNEL_ERROR;
 }
 
 /* ---- entries ---- */

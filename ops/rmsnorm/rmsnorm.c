@@ -183,8 +183,8 @@ const parity_op_t parity_op_rmsnorm_fwd = {
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("O3")))
 #endif
-void parity_rms_bwd_row_f32(const float *x, const float *dy, const float *g, int64_t d, float eps,
-                            float *dx, float *xhat_dy, int ignore_gamma, int r_mode)
+float parity_rms_bwd_row_f32(const float *x, const float *dy, const float *g, int64_t d, float eps,
+                             float *dx, float *xhat_dy, int ignore_gamma, int r_mode)
 {
     float ss = 0.0f;
     for (int64_t k = 0; k < d; k++) ss += x[k] * x[k];
@@ -192,14 +192,17 @@ void parity_rms_bwd_row_f32(const float *x, const float *dy, const float *g, int
     float r = r_mode == PARITY_RMS_R_EPS_OUTSIDE ? 1.0f / (sqrtf(ms) + eps) : 1.0f / sqrtf(ms + eps);
     if (r_mode == PARITY_RMS_R_LOW_2ULP) r = nextafterf(nextafterf(r, 0.0f), 0.0f);
     float c = 0.0f;
-    for (int64_t k = 0; k < d; k++) c += (ignore_gamma ? 1.0f : g[k]) * dy[k] * (x[k] * r);
-    c /= (float)d;
+    if (dx) { /* c enters dx only */
+        for (int64_t k = 0; k < d; k++) c += (ignore_gamma ? 1.0f : g[k]) * dy[k] * (x[k] * r);
+        c /= (float)d;
+    }
     for (int64_t j = 0; j < d; j++) {
         float xh = x[j] * r;
         float gj = ignore_gamma ? 1.0f : g[j];
         if (dx) dx[j] = r * (gj * dy[j] - xh * c);
         if (xhat_dy) xhat_dy[j] = dy[j] * xh;
     }
+    return r;
 }
 
 /* ---- rmsnorm_bwd ---- */

@@ -31,8 +31,9 @@ static inline int parity_rms_rows_distinct(parity_vals_kind_t x, parity_vals_kin
 /* The textbook fp32 RMSNorm backward of one row, as a faithful kernel computes it:
  * sequential fp32 sums, r = 1/sqrtf(mean(x^2) + eps), c = mean(g*dy*xhat),
  * dx_j = r*(g_j*dy_j - xhat_j*c). xhat_dy (optional) receives dy_j*xhat_j (dgamma's terms).
- * ignore_gamma models a mutant (0 for the faithful computation); r_mode is a PARITY_RMS_R_*. */
-void parity_rms_bwd_row_f32(const float *x, const float *dy, const float *g, int64_t d, float eps,
-                            float *dx, float *xhat_dy, int ignore_gamma, int r_mode);
+ * ignore_gamma models a mutant (0 for the faithful computation); r_mode is a PARITY_RMS_R_*.
+ * Returns r (a function of x, d, eps and r_mode alone); with dx NULL, c is not computed. */
+float parity_rms_bwd_row_f32(const float *x, const float *dy, const float *g, int64_t d, float eps,
+                             float *dx, float *xhat_dy, int ignore_gamma, int r_mode);
 
 #endif

@@ -196,7 +196,7 @@ EXPORT char *parity_py_case_json(const parity_case_t *c)
 
 /* Address of input i's data (row-major, contiguous, owned by the case). */
 EXPORT void *parity_py_case_input(const parity_case_t *c, int i) { return c->inputs[i]->view.data; }
-/* FNV-1a of input i's bytes and whether the guard bytes around it are intact. */
+/* The digest of input i's bytes (src/core/digest.c) and whether the guard bytes around it are intact. */
 EXPORT uint64_t parity_py_case_input_hash(const parity_case_t *c, int i) { return parity_tensor_hash(c->inputs[i]); }
 EXPORT int parity_py_case_input_guards_ok(const parity_case_t *c, int i) { return parity_tensor_guards_ok(c->inputs[i]); }
 

@@ -18,7 +18,10 @@
  * have to do the same). */
 #include "src/core/digest.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+#include "src/core/parallel.h"
 
 #define P1 0x9E3779B185EBCA87ULL
 #define P2 0xC2B2AE3D27D4EB4FULL
@@ -40,7 +43,7 @@ static inline uint64_t avalanche(uint64_t h)
     return h ^ (h >> 32);
 }
 
-uint64_t parity_digest64(const void *data, size_t n)
+static uint64_t digest_block(const void *data, size_t n)
 {
     const unsigned char *p = data;
     uint64_t a0 = P3, a1 = 2 * P3, a2 = 3 * P3, a3 = 4 * P3, a4 = 5 * P3, a5 = 6 * P3,
@@ -67,5 +70,46 @@ uint64_t parity_digest64(const void *data, size_t n)
         h = lane(h, w);
     }
     for (; i < n; i++) h = lane(h, p[i]);
+    return avalanche(h);
+}
+
+/* Buffers over DIGEST_BLOCK bytes: the digest of each block (the function above, which takes
+ * the block's length in), computed on every core, then the blocks' digests in order through one
+ * more lane, folded as above. The block size is fixed, so the digest does not depend on the
+ * thread count; a change in any block changes that block's digest with probability 1 - 2^-64,
+ * and the chained lane is order-sensitive (two blocks swapped give another digest). A check
+ * hashes its inputs after every run (536 MB on the production workload) and its outputs for the
+ * rerun: one core was idle during each of those passes. */
+enum { DIGEST_BLOCK = 1 << 22 };
+
+typedef struct {
+    const unsigned char *p;
+    size_t n;
+    uint64_t *d;
+} blocks_t;
+
+static void digest_blocks(void *ctx, int64_t b, int64_t e, int thread)
+{
+    (void)thread;
+    blocks_t *B = ctx;
+    for (int64_t k = b; k < e; k++) {
+        size_t off = (size_t)k * DIGEST_BLOCK, len = B->n - off < DIGEST_BLOCK ? B->n - off : DIGEST_BLOCK;
+        B->d[k] = digest_block(B->p + off, len);
+    }
+}
+
+uint64_t parity_digest64(const void *data, size_t n)
+{
+    if (n <= DIGEST_BLOCK) return digest_block(data, n);
+    size_t nb = (n + DIGEST_BLOCK - 1) / DIGEST_BLOCK;
+    blocks_t B = {data, n, malloc(nb * sizeof(uint64_t))};
+    if (B.d) parity_parallel_for((int64_t)nb, 0, digest_blocks, &B);
+    uint64_t h = (uint64_t)n * P1;
+    for (size_t k = 0; k < nb; k++) {
+        size_t off = k * DIGEST_BLOCK, len = n - off < DIGEST_BLOCK ? n - off : DIGEST_BLOCK;
+        /* without memory for the list: the same blocks one at a time */
+        h = lane(h, B.d ? B.d[k] : digest_block(B.p + off, len));
+    }
+    free(B.d);
     return avalanche(h);
 }

@@ -217,27 +217,52 @@ static const parity_format_t *fmt_of(parity_dtype_t dt)
 }
 
 /* double -> bf16, nearest-even, in one rounding. Normal bf16 range: round the double's
- * significand at bf16's last bit in integer space (no double rounding through fp32), then the
- * value is exactly representable in fp32. Elsewhere (subnormal, overflow edge, NaN): the general
- * encoder. */
-static uint16_t bf16_from_double(double x)
+ * significand at bf16's last bit in integer space (no double rounding through fp32); the rounded
+ * value has 8 significant bits, so its bf16 code is the double's sign, its exponent rebiased
+ * (1023 -> 127) and the top 7 bits of its fraction (a carry out of the fraction has already
+ * incremented the exponent). Elsewhere (subnormal, overflow edge, NaN): the general encoder. */
+static inline int bf16_fast_range(double x)
 {
     double ax = fabs(x);
-    if (ax >= 0x1p-126 && ax < 0x1.fep127) {
-        uint64_t b;
-        memcpy(&b, &x, 8);
-        b += 0x00000FFFFFFFFFFFULL + ((b >> 45) & 1); /* 52 - 7 = 45 bits dropped */
-        b &= ~0x00001FFFFFFFFFFFULL;
-        double r;
-        memcpy(&r, &b, 8);
-        float f = (float)r; /* exact: r has 8 significant bits and is in fp32's normal range */
-        uint32_t fb;
-        memcpy(&fb, &f, 4);
-        return (uint16_t)(fb >> 16);
-    }
+    return ax >= 0x1p-126 && ax < 0x1.fep127;
+}
+
+static inline uint16_t bf16_fast(double x)
+{
+    uint64_t b;
+    memcpy(&b, &x, 8);
+    b += 0x00000FFFFFFFFFFFULL + ((b >> 45) & 1); /* 52 - 7 = 45 bits dropped */
+    return (uint16_t)(((b >> 48) & 0x8000u) | ((((b >> 52) & 0x7ffu) - 896u) << 7) |
+                      ((b >> 45) & 0x7fu));
+}
+
+static uint16_t bf16_general(double x)
+{
     const parity_format_t *f = fmt_of(PARITY_DT_BF16);
     parity_round_opts_t o = parity_format_default_opts(f);
     return (uint16_t)parity_format_encode(f, x, &o, NULL);
+}
+
+static uint16_t bf16_from_double(double x)
+{
+    return bf16_fast_range(x) ? bf16_fast(x) : bf16_general(x);
+}
+
+/* n doubles to bf16: the fast path on every element (integer operations only, so GCC vectorizes
+ * it at -O3), then the general encoder on those outside its range, if any: the same bits. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("O3")))
+#endif
+static void bf16_store(uint16_t *restrict p, const double *restrict x, int64_t n)
+{
+    int other = 0;
+    for (int64_t i = 0; i < n; i++) {
+        other |= !bf16_fast_range(x[i]);
+        p[i] = bf16_fast(x[i]);
+    }
+    if (other)
+        for (int64_t i = 0; i < n; i++)
+            if (!bf16_fast_range(x[i])) p[i] = bf16_general(x[i]);
 }
 
 void parity_tensor_store_f64(parity_abi_tensor_t *v, int64_t start, const double *x, int64_t n)
@@ -245,8 +270,7 @@ void parity_tensor_store_f64(parity_abi_tensor_t *v, int64_t start, const double
     /* The per-element parity_tensor_set, without a call and a dtype switch per element (input
      * generation stores hundreds of millions of them on production shapes): the same bits. */
     if (v->dtype == PARITY_DT_BF16) {
-        uint16_t *p = (uint16_t *)v->data + start;
-        for (int64_t i = 0; i < n; i++) p[i] = bf16_from_double(x[i]);
+        bf16_store((uint16_t *)v->data + start, x, n);
     } else if (v->dtype == PARITY_DT_F32) {
         float *p = (float *)v->data + start;
         for (int64_t i = 0; i < n; i++) p[i] = (float)x[i];

@@ -48,7 +48,21 @@ typedef struct {
     parity_tensor_t *(*pool)[PARITY_OP_MAX_ARGS];
     parity_tensor_t *decoy_in[PARITY_OP_MAX_ARGS];
     uint64_t decoy_hash[PARITY_OP_MAX_ARGS]; /* a decoy input a kernel changed is rebuilt */
+    /* The inputs' hashes as built, taken once (in_hashed): while the slot is not dirty its inputs
+     * are those bytes (every run that could change them hashes them after and marks the slot
+     * dirty, which rebuilds it), so a run compares against these instead of hashing before. */
+    uint64_t in_hash[PARITY_OP_MAX_ARGS];
+    int in_hashed;
 } case_slot_t;
+
+static const uint64_t *slot_hashes(case_slot_t *cs)
+{
+    if (!cs->in_hashed) {
+        for (int i = 0; i < cs->c->n_inputs; i++) cs->in_hash[i] = parity_tensor_hash(cs->c->inputs[i]);
+        cs->in_hashed = 1;
+    }
+    return cs->in_hash;
+}
 
 /* The decoy runs in the child of the rerun (before it, with the call on the judged buffers:
  * check_anticache.c), so each has buffers of its own. The rerun writes into the judged run's
@@ -260,11 +274,8 @@ static void run_one(const parity_kernel_ref_t *kr, case_slot_t *cs, const parity
         snprintf(res->detail, sizeof res->detail, "harness could not allocate the outputs");
         return;
     }
-    uint64_t in_hash[PARITY_OP_MAX_ARGS];
-    for (int i = 0; i < c->n_inputs; i++) {
-        in_hash[i] = parity_tensor_hash(c->inputs[i]);
-        parity_tensor_reset_guards(c->inputs[i]);
-    }
+    const uint64_t *in_hash = slot_hashes(cs);
+    for (int i = 0; i < c->n_inputs; i++) parity_tensor_reset_guards(c->inputs[i]);
     for (int i = 0; i < c->n_outputs; i++) parity_tensor_fill_nan(o[i]);
     parity_case_make_call(c, in, out, o, opts->n_threads, c->seed, &call);
     res->verdict = parity_run_isolated(k, NULL, &call, opts->timeout_s, res->detail,
@@ -646,7 +657,7 @@ parity_status_t check_unit_floor(check_worker_t *w, const parity_op_t *op,
             f++;
             continue;
         }
-        int used = check_floor_child(cs->c, o, fk + f, n, opts, q, judged, &modified);
+        int used = check_floor_child(cs->c, o, slot_hashes(cs), fk + f, n, opts, q, judged, &modified);
         for (int i = 0; i < used; i++) {
             if (judged[i]) *floor_q = q[i] > *floor_q ? q[i] : *floor_q;
             else *complete = 0; /* a timeout or crash of a floor variant: not a value to keep */

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "src/core/parallel.h"
 #include "src/verify/check_impl.h"
 #include "src/verify/verify_impl.h"
 
@@ -24,6 +25,17 @@ typedef struct {
     volatile int32_t state[CHECK_N_FLOOR_KERNELS];
     volatile double q[CHECK_N_FLOOR_KERNELS];
 } floor_shared_t;
+
+/* The variants' thread count: every core (parity_num_threads), or --threads when it is more. The
+ * floor is a property of the catalog's faithful variants, whose bits do not depend on the thread
+ * count they are given (tests/test_check_fill.c, catalog_bits_ignore_threads), so this changes
+ * its time, never its value: a production floor's fp32_seq ran on one core while the others
+ * waited (docs/check-speed.md). Candidates keep --threads. */
+static int floor_threads(const parity_check_opts_t *opts)
+{
+    int n = parity_num_threads();
+    return opts->n_threads > n ? opts->n_threads : n;
+}
 
 /* Variant f on case c into the pooled outputs o: what run_one does for a floor run (guards
  * reset, NaN prefill, the call, the guard and input checks, the judgement), in this process.
@@ -40,7 +52,7 @@ static int floor_one(const parity_case_t *c, parity_tensor_t *const *o,
         parity_tensor_reset_guards(o[i]);
         parity_tensor_fill_nan(o[i]);
     }
-    parity_case_make_call(c, in, out, (parity_tensor_t **)o, opts->n_threads, c->seed, &call);
+    parity_case_make_call(c, in, out, (parity_tensor_t **)o, floor_threads(opts), c->seed, &call);
     if (k->run(&call) != PARITY_KERNEL_OK) return F_FAILED;
     for (int i = 0; i < c->n_outputs; i++)
         if (!parity_tensor_guards_ok(o[i])) return F_FAILED;
@@ -67,12 +79,10 @@ static int floor_used(const parity_case_t *c, const uint64_t *in_hash, int f, in
     return f + 1;
 }
 
-int check_floor_child(const parity_case_t *c, parity_tensor_t *const *o,
+int check_floor_child(const parity_case_t *c, parity_tensor_t *const *o, const uint64_t *in_hash,
                       const parity_abi_kernel_t *const *fk, int nf, const parity_check_opts_t *opts,
                       double *q, int *judged, int *modified)
 {
-    uint64_t in_hash[PARITY_OP_MAX_ARGS];
-    for (int i = 0; i < c->n_inputs; i++) in_hash[i] = parity_tensor_hash(c->inputs[i]);
     for (int f = 0; f < nf; f++) judged[f] = 0;
     floor_shared_t *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     pid_t pid = -1;
@@ -85,7 +95,7 @@ int check_floor_child(const parity_case_t *c, parity_tensor_t *const *o,
         if (pid == 0) {
             parity_abi_tensor_t in[PARITY_OP_MAX_ARGS], out[PARITY_OP_MAX_ARGS];
             parity_abi_call_t call;
-            parity_case_make_call(c, in, out, (parity_tensor_t **)o, opts->n_threads, c->seed, &call);
+            parity_case_make_call(c, in, out, (parity_tensor_t **)o, floor_threads(opts), c->seed, &call);
             parity_populate_call(&call); /* once for all the variants: the point of this file */
         }
         int f = 0;

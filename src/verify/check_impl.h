@@ -29,8 +29,9 @@ parity_status_t check_unit_floor(check_worker_t *w, const parity_op_t *op,
 /* Floor variants fk[0..nf) (same input dtype) on case c into the pooled outputs o, one after
  * another in one child process (check_floor.c). Returns how many were used: judged ones have
  * judged[i] = 1 and q[i]; the last used one failed when it is not judged (then the rest were not
- * run, and *modified says whether it changed an input). */
-int check_floor_child(const parity_case_t *c, parity_tensor_t *const *o,
+ * run, and *modified says whether it changed an input). in_hash: the hashes of c's inputs as they
+ * are now (each variant's inputs are held to them). */
+int check_floor_child(const parity_case_t *c, parity_tensor_t *const *o, const uint64_t *in_hash,
                       const parity_abi_kernel_t *const *fk, int nf, const parity_check_opts_t *opts,
                       double *q, int *judged, int *modified);
 

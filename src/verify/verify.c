@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "src/core/parallel.h"
 #include "src/verify/verify_impl.h"
 
 /* The 11-bit emulation keeps fp32's exponent range (custom:m=10,e=8): the emulations then differ
@@ -346,36 +347,43 @@ VERIFY_VECTOR_INT static int row_all_zero(const parity_abi_tensor_t *out, int64_
     return 1;
 }
 
-/* Judge one output of a run. Fills max_q, max_qd, rows, nan count, worst, and per-row errors
- * for the hit correlation (row_err may be NULL). */
-void parity_judge_output(const parity_ref_output_t *R, const parity_abi_tensor_t *out,
-                         parity_dtype_t acc_dtype, int out_index, parity_wl_result_t *res,
-                         double *row_err)
+/* Insert a failing row's worst element among res's PARITY_N_WORST_ROWS largest err/tol, after
+ * those with the same err/tol (the earlier row first). */
+static void keep_worst_row(parity_wl_result_t *res, const parity_worst_t *rw)
 {
-    double u_acc, tiny_acc, u_out, tiny_out;
-    dtype_precision(acc_dtype, &u_acc, &tiny_acc);
-    dtype_precision((parity_dtype_t)out->dtype, &u_out, &tiny_out);
-    if (u_out <= u_acc) { /* output as wide as the accumulator: its rounding is in gamma_k */
-        u_out = 0;
-        tiny_out = 0;
+    int pos = res->n_worst_rows;
+    while (pos > 0 && res->worst_rows[pos - 1].q < rw->q) pos--;
+    if (pos < PARITY_N_WORST_ROWS) {
+        int last = res->n_worst_rows < PARITY_N_WORST_ROWS ? res->n_worst_rows : PARITY_N_WORST_ROWS - 1;
+        memmove(&res->worst_rows[pos + 1], &res->worst_rows[pos], (size_t)(last - pos) * sizeof *rw);
+        res->worst_rows[pos] = *rw;
+        if (res->n_worst_rows < PARITY_N_WORST_ROWS) res->n_worst_rows++;
     }
-    int64_t kmax = 1;
-    for (int64_t s = 0; s < R->n_slots; s++) kmax = R->k[s] > kmax ? R->k[s] : kmax;
-    double nmax = (double)(kmax > R->m_up ? kmax : R->m_up);
-    double lambda = parity_lambda(nmax, (double)R->rows * (double)R->cols, PARITY_ALPHA);
-    if (lambda > res->lambda) res->lambda = lambda;
-    double m = (double)R->m_up;
-    double gm_p = parity_gamma_prob(m, u_acc, lambda), gm_d = parity_gamma(m, u_acc);
-    double c_split, lin;
-    split_consts(R, u_acc, lambda, &c_split, &lin);
-    for (int64_t r = 0; r < R->rows; r++) {
+}
+
+/* What every row of one output's judgement shares. */
+typedef struct {
+    const parity_ref_output_t *R;
+    const parity_abi_tensor_t *out;
+    double u_acc, tiny_acc, u_out, tiny_out, lambda, m, gm_p, gm_d, c_split, lin;
+    double *row_err;
+    parity_wl_result_t *block; /* one result per block of JUDGE_ROWS rows */
+} judge_ctx_t;
+
+/* Rows [r0, r1) of the output into res, in row order. */
+static void judge_rows(const judge_ctx_t *jc, int64_t r0, int64_t r1, parity_wl_result_t *res)
+{
+    const parity_ref_output_t *R = jc->R;
+    const parity_abi_tensor_t *out = jc->out;
+    double *row_err = jc->row_err;
+    for (int64_t r = r0; r < r1; r++) {
         int64_t slot = R->slot ? R->slot[r] : r;
         double rq = 0, rerr = 0, rscale = 0;
         int64_t rk = slot >= 0 ? R->k[slot] : 0;
-        double gk_p = parity_gamma_prob((double)rk - 1, u_acc, lambda);
-        double gk_d = parity_gamma((double)rk - 1, u_acc);
-        double sym_c = rk > 1 ? lambda * u_acc * sqrt((double)rk - 1) : 0;
-        double under = ((double)rk + m) * tiny_acc;
+        double gk_p = parity_gamma_prob((double)rk - 1, jc->u_acc, jc->lambda);
+        double gk_d = parity_gamma((double)rk - 1, jc->u_acc);
+        double sym_c = rk > 1 ? jc->lambda * jc->u_acc * sqrt((double)rk - 1) : 0;
+        double under = ((double)rk + jc->m) * jc->tiny_acc;
         if (rk > res->max_hits && R->slot) res->max_hits = rk;
         if (slot < 0 && row_all_zero(out, r * R->cols, R->cols)) { /* the common, fast case */
             res->rows_judged++;
@@ -394,14 +402,14 @@ void parity_judge_output(const parity_ref_output_t *R, const parity_abi_tensor_t
                 ref = R->ref[e];
                 double sc = R->s_acc[e], su = R->s_up ? R->s_up[e] : 0;
                 /* Operand roundings: u_op sum|x| <= u_op s_acc always holds (worst case);
-                 * Hoeffding's lambda u_op sqrt(sum x^2) is smaller when many terms share the
+                 * Hoeffding's jc->lambda u_op sqrt(sum x^2) is smaller when many terms share the
                  * sum, larger when one dominates: the verdict takes the smaller (op.h). */
                 double op_d = R->s_op ? R->u_op * sc : 0;
-                double op_p = R->s_op ? fmin(lambda * R->u_op * R->s_op[e], op_d) : 0;
+                double op_p = R->s_op ? fmin(jc->lambda * R->u_op * R->s_op[e], op_d) : 0;
                 /* Symmetric class: both bounds hold under their assumptions; take the smaller. */
                 double acc_p = gk_p * sc;
                 if (R->s_sym && rk > 1) {
-                    double a = sym_acc(sym_c, lambda, gk_d, gm_d, R->s_sym[e], sc, su);
+                    double a = sym_acc(sym_c, jc->lambda, gk_d, jc->gm_d, R->s_sym[e], sc, su);
                     if (a < acc_p) {
                         acc_p = a;
                         res->sym_elements++;
@@ -409,10 +417,10 @@ void parity_judge_output(const parity_ref_output_t *R, const parity_abi_tensor_t
                 }
                 /* Per-term errors: gamma~_m s_up, or the split term where it is smaller. */
                 int split;
-                double up_p = up_prob(R, e, gm_p, su, c_split, lin, &split);
+                double up_p = up_prob(R, e, jc->gm_p, su, jc->c_split, jc->lin, &split);
                 res->perterm_elements += split;
-                tp = tol_from(acc_p, up_p, ref, under + op_p, u_out, tiny_out);
-                td = tol_from(gk_d * sc, gm_d * su, ref, under + op_d, u_out, tiny_out);
+                tp = tol_from(acc_p, up_p, ref, under + op_p, jc->u_out, jc->tiny_out);
+                td = tol_from(gk_d * sc, jc->gm_d * su, ref, under + op_d, jc->u_out, jc->tiny_out);
                 rscale = sc > rscale ? sc : rscale;
             }
             double err, q, qd;
@@ -452,18 +460,83 @@ void parity_judge_output(const parity_ref_output_t *R, const parity_abi_tensor_t
         res->rows_judged++;
         if (rq > 1) { /* keep the PARITY_N_WORST_ROWS failing rows with the largest err/tol */
             res->rows_failed++;
-            int pos = res->n_worst_rows;
-            while (pos > 0 && res->worst_rows[pos - 1].q < rq) pos--;
-            if (pos < PARITY_N_WORST_ROWS) {
-                int last = res->n_worst_rows < PARITY_N_WORST_ROWS ? res->n_worst_rows : PARITY_N_WORST_ROWS - 1;
-                memmove(&res->worst_rows[pos + 1], &res->worst_rows[pos], (size_t)(last - pos) * sizeof rw);
-                res->worst_rows[pos] = rw;
-                if (res->n_worst_rows < PARITY_N_WORST_ROWS) res->n_worst_rows++;
-            }
+            keep_worst_row(res, &rw);
         }
         if (rq > res->max_q) res->max_q = rq;
         if (row_err) row_err[r] = rscale > 0 ? rerr / rscale : (rerr > 0 ? INFINITY : 0);
     }
+}
+
+/* Rows are judged in blocks of JUDGE_ROWS on every core, each block into a result of its own,
+ * and the blocks' results are merged in row order as the one loop over all rows would have
+ * accumulated them: sums and maxima, the worst element (the first, in row order, with the
+ * largest err/tol: a block's replaces the running one only when strictly larger, or when the
+ * running one is not set yet) and the failing rows (inserted in row order, ties after earlier
+ * rows). The block size is fixed, so the report does not depend on the thread count. */
+enum { JUDGE_ROWS = 128 };
+
+static void judge_blocks(void *p, int64_t b, int64_t e, int thread)
+{
+    (void)thread;
+    const judge_ctx_t *jc = p;
+    for (int64_t k = b; k < e; k++) {
+        int64_t r1 = (k + 1) * JUDGE_ROWS < jc->R->rows ? (k + 1) * JUDGE_ROWS : jc->R->rows;
+        judge_rows(jc, k * JUDGE_ROWS, r1, &jc->block[k]);
+    }
+}
+
+static void judge_merge(parity_wl_result_t *res, const parity_wl_result_t *b)
+{
+    res->rows_judged += b->rows_judged;
+    res->rows_failed += b->rows_failed;
+    res->nan_count += b->nan_count;
+    res->sym_elements += b->sym_elements;
+    res->perterm_elements += b->perterm_elements;
+    if (b->max_hits > res->max_hits) res->max_hits = b->max_hits;
+    if (b->max_qd > res->max_qd) res->max_qd = b->max_qd;
+    if (b->max_q > res->max_q) res->max_q = b->max_q;
+    if (b->worst.output[0] &&
+        (b->worst.q > res->worst.q || (res->worst.q == 0 && res->worst.output[0] == 0)))
+        res->worst = b->worst;
+    for (int i = 0; i < b->n_worst_rows; i++) keep_worst_row(res, &b->worst_rows[i]);
+}
+
+/* Judge one output of a run. Fills max_q, max_qd, rows, nan count, worst, and per-row errors
+ * for the hit correlation (row_err may be NULL). */
+void parity_judge_output(const parity_ref_output_t *R, const parity_abi_tensor_t *out,
+                         parity_dtype_t acc_dtype, int out_index, parity_wl_result_t *res,
+                         double *row_err)
+{
+    judge_ctx_t jc;
+    memset(&jc, 0, sizeof jc);
+    jc.R = R;
+    jc.out = out;
+    jc.row_err = row_err;
+    dtype_precision(acc_dtype, &jc.u_acc, &jc.tiny_acc);
+    dtype_precision((parity_dtype_t)out->dtype, &jc.u_out, &jc.tiny_out);
+    if (jc.u_out <= jc.u_acc) { /* output as wide as the accumulator: its rounding is in gamma_k */
+        jc.u_out = 0;
+        jc.tiny_out = 0;
+    }
+    int64_t kmax = 1;
+    for (int64_t s = 0; s < R->n_slots; s++) kmax = R->k[s] > kmax ? R->k[s] : kmax;
+    double nmax = (double)(kmax > R->m_up ? kmax : R->m_up);
+    jc.lambda = parity_lambda(nmax, (double)R->rows * (double)R->cols, PARITY_ALPHA);
+    if (jc.lambda > res->lambda) res->lambda = jc.lambda;
+    jc.m = (double)R->m_up;
+    jc.gm_p = parity_gamma_prob(jc.m, jc.u_acc, jc.lambda);
+    jc.gm_d = parity_gamma(jc.m, jc.u_acc);
+    split_consts(R, jc.u_acc, jc.lambda, &jc.c_split, &jc.lin);
+    int64_t nb = (R->rows + JUDGE_ROWS - 1) / JUDGE_ROWS;
+    if (nb > 1) jc.block = calloc((size_t)nb, sizeof *jc.block);
+    if (!jc.block) { /* one block, or no memory for more: the rows in one pass */
+        judge_rows(&jc, 0, R->rows, res);
+        (void)out_index;
+        return;
+    }
+    parity_parallel_for(nb, 0, judge_blocks, &jc);
+    for (int64_t k = 0; k < nb; k++) judge_merge(res, &jc.block[k]);
+    free(jc.block);
     (void)out_index;
 }
 
