@@ -46,8 +46,9 @@ static void assert_filled(const parity_tensor_t *t, size_t es, uint64_t want)
 static void nan_prefill_patterns(void **state)
 {
     (void)state;
-    /* Lengths around the string store's and the pair packing's edges (0, odd, one page + 1). */
-    const int64_t lens[] = {0, 1, 2, 3, 7, 1023, 1025, 4097};
+    /* Lengths around the string store's and the pair packing's edges (0, odd, one page + 1), and
+     * past the size filled in chunks on every core (tensor.c: 2 x 2^22 elements), odd too. */
+    const int64_t lens[] = {0, 1, 2, 3, 7, 1023, 1025, 4097, (2 << 22) + 1, (3 << 22) + 5};
     for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
         int64_t shape[1] = {lens[l]};
         parity_tensor_t *f = parity_tensor_new("f", PARITY_DT_F32, 1, shape);
