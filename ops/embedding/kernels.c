@@ -102,7 +102,7 @@ typedef struct {
     int fused, in_place;
     const parity_abi_tensor_t *dy, *x;
     parity_abi_tensor_t *dE;
-    const int32_t *ids;        /* in [0, V): the harness's inputs */
+    const int32_t *ids;        /* in [0, V) (scatter_kernel checks) */
     int64_t n, d, v, dlim;
     float eps;
     float *acc;                /* the V x D fp32 rows of dE (dE itself when it is fp32) */
@@ -247,7 +247,8 @@ static void sk_dgamma(void *p, int64_t jb, int64_t je, int thread)
     free(buf);
 }
 
-/* The shared body of every fused (and, with fused = 0, plain scatter) catalog kernel. GCC -O3:
+/* The shared body of every fused (and, with fused = 0, plain scatter) catalog kernel: the order,
+ * the threads' vocabulary shares, then sk_rows and sk_dgamma. Those two are compiled at GCC -O3:
  * the configuration's branches hoisted out of the loops and the element-wise ones vectorized,
  * each element's operations unchanged (no sum is reordered, no contraction): the same bits. */
 static int scatter_kernel(const parity_abi_call_t *call, const cfg_t *cfg, int fused)
@@ -286,6 +287,9 @@ static int scatter_kernel(const parity_abi_call_t *call, const cfg_t *cfg, int f
     if (ok) {
         if (fused) parity_row_to_f32(g, 0, gr);
         for (int64_t i = 0; i < n; i++) perm[i] = i;
+        for (int64_t i = 0; i < n && ok; i++) ok = k.ids[i] >= 0 && k.ids[i] < v;
+    }
+    if (ok) { /* ids in [0, V): an id outside is an error, not a write out of bounds */
         for (int64_t i = 0; i < n; i++) cnt[k.ids[i] + 1]++;
         for (int64_t r = 0; r < v; r++) cnt[r + 1] += cnt[r];
         /* thread t's share: the ids whose tokens are the t-th 1/nt of all, by count */
@@ -359,15 +363,19 @@ SCATTER(s_tail128, .acc = ACC_F32, .tail128 = 1)
 
 #define K(name, op, desc, in, out, fn, exp) \
     {sizeof(parity_abi_kernel_t), name, op, desc, 0, in, out, fn, exp}
+/* A kernel that zeroes dE (or its fp32 scratch) before it accumulates, and stores dgamma once at
+ * the end: every output element is written before it is read. */
+#define KZ(name, op, desc, in, out, fn, exp) \
+    {sizeof(parity_abi_kernel_t), name, op, desc, PARITY_KERNEL_WRITES_OUTPUTS_FIRST, in, out, fn, exp}
 #define BF PARITY_DT_BF16
 #define F32 PARITY_DT_F32
 #define FUSED_OP "embedding_rmsnorm_bwd"
 
 const parity_abi_kernel_t parity_catalog_embedding[] = {
-    K("fp32_seq", FUSED_OP, "fp32 accumulation in token order: the plain faithful kernel", BF, F32, f_fp32_seq, "faithful"),
-    K("fp32_shuffled", FUSED_OP, "fp32 accumulation in a shuffled order, as fp32 atomics give", BF, F32, f_fp32_shuffled, "faithful"),
-    K("fp32_sorted", FUSED_OP, "sort tokens by id, fp32 segmented reduction (deterministic GPU kernels)", BF, F32, f_fp32_sorted, "faithful"),
-    K("fp32_pairwise", FUSED_OP, "per-row pairwise (tree) fp32 reduction", BF, F32, f_fp32_pairwise, "faithful"),
+    KZ("fp32_seq", FUSED_OP, "fp32 accumulation in token order: the plain faithful kernel", BF, F32, f_fp32_seq, "faithful"),
+    KZ("fp32_shuffled", FUSED_OP, "fp32 accumulation in a shuffled order, as fp32 atomics give", BF, F32, f_fp32_shuffled, "faithful"),
+    KZ("fp32_sorted", FUSED_OP, "sort tokens by id, fp32 segmented reduction (deterministic GPU kernels)", BF, F32, f_fp32_sorted, "faithful"),
+    KZ("fp32_pairwise", FUSED_OP, "per-row pairwise (tree) fp32 reduction", BF, F32, f_fp32_pairwise, "faithful"),
     K("bf16_out", FUSED_OP, "fp32 accumulator, outputs rounded once to bf16", BF, BF, f_fp32_seq, "faithful"),
     K("bf16_accum", FUSED_OP, "THE INCIDENT: dE accumulated in bf16 (atomicAdd into a bf16 dE)", BF, BF, f_bf16_accum, "unfaithful"),
     K("fp16_accum", FUSED_OP, "dE accumulated in fp16 (half atomics): 11-bit sums, underflow below 6e-5", BF, F32, f_fp16_accum, "unfaithful"),
@@ -377,10 +385,10 @@ const parity_abi_kernel_t parity_catalog_embedding[] = {
     K("gamma_ignored", FUSED_OP, "dx computed as if gamma were 1 (invisible when gamma == 1)", BF, F32, f_gamma_ignored, "unfaithful"),
     K("tail_d128", FUSED_OP, "vectorized by 128 columns, the tail D % 128 never accumulated", BF, F32, f_tail128, "unfaithful"),
     K("no_zero_init", FUSED_OP, "accumulates into dE without zeroing it (assumes a pre-zeroed output)", BF, F32, f_no_zero, "unfaithful"),
-    K("rsqrt_2ulp_low", FUSED_OP, "fp32, r = rsqrt 2 ulp low on every row (CUDA rsqrtf's documented bound, one sign): a shared bias", BF, F32, f_rsqrt_low, "faithful"),
-    K("fp32_seq", "embedding_bwd", "fp32 accumulation in token order", BF, F32, s_fp32_seq, "faithful"),
-    K("fp32_shuffled", "embedding_bwd", "fp32 in a shuffled order, as fp32 atomics give", BF, F32, s_fp32_shuffled, "faithful"),
-    K("fp32_pairwise", "embedding_bwd", "per-row pairwise fp32 reduction", BF, F32, s_fp32_pairwise, "faithful"),
+    KZ("rsqrt_2ulp_low", FUSED_OP, "fp32, r = rsqrt 2 ulp low on every row (CUDA rsqrtf's documented bound, one sign): a shared bias", BF, F32, f_rsqrt_low, "faithful"),
+    KZ("fp32_seq", "embedding_bwd", "fp32 accumulation in token order", BF, F32, s_fp32_seq, "faithful"),
+    KZ("fp32_shuffled", "embedding_bwd", "fp32 in a shuffled order, as fp32 atomics give", BF, F32, s_fp32_shuffled, "faithful"),
+    KZ("fp32_pairwise", "embedding_bwd", "per-row pairwise fp32 reduction", BF, F32, s_fp32_pairwise, "faithful"),
     K("bf16_out", "embedding_bwd", "fp32 accumulator, output rounded once to bf16", BF, BF, s_fp32_seq, "faithful"),
     K("bf16_accum", "embedding_bwd", "dE accumulated in bf16 (the incident's accumulator)", BF, BF, s_bf16_accum, "unfaithful"),
     K("fp16_accum", "embedding_bwd", "dE accumulated in fp16", BF, F32, s_fp16_accum, "unfaithful"),

@@ -6,6 +6,12 @@
 
 #include "parity/kernel_abi.h"
 
+/* Internal flag of catalog kernels (never read from a plugin: only the catalog's faithful
+ * variants run as the noise floor, src/verify/check_floor.c): the kernel writes every element of
+ * each output before it reads any, so what the outputs held before the call cannot reach its
+ * result, and the floor skips their NaN prefill (tests/test_check_fill.c checks the claim). */
+#define PARITY_KERNEL_WRITES_OUTPUTS_FIRST 0x80000000u
+
 /* Read row i of a (rows, D) float tensor (f32 or bf16 or f16) into fp32 (exact). */
 void parity_row_to_f32(const parity_abi_tensor_t *t, int64_t i, float *out);
 /* The catalog kernels' output store: element i of a bf16 output gets v rounded to nearest-even,

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "src/core/parallel.h"
+#include "src/kernel/kernel_util.h"
 #include "src/verify/check_impl.h"
 #include "src/verify/verify_impl.h"
 
@@ -50,7 +51,9 @@ static int floor_one(const parity_case_t *c, parity_tensor_t *const *o,
     for (int i = 0; i < c->n_inputs; i++) parity_tensor_reset_guards(c->inputs[i]);
     for (int i = 0; i < c->n_outputs; i++) {
         parity_tensor_reset_guards(o[i]);
-        parity_tensor_fill_nan(o[i]);
+        /* a catalog kernel that writes its outputs before reading them: the prefill cannot reach
+         * its result (a vocabulary-sized pass per variant, a third of a cold quick check's fills) */
+        if (!(k->flags & PARITY_KERNEL_WRITES_OUTPUTS_FIRST)) parity_tensor_fill_nan(o[i]);
     }
     parity_case_make_call(c, in, out, (parity_tensor_t **)o, floor_threads(opts), c->seed, &call);
     if (k->run(&call) != PARITY_KERNEL_OK) return F_FAILED;
