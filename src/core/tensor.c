@@ -253,8 +253,9 @@ static uint16_t bf16_from_double(double x)
 }
 
 /* n doubles to bf16: the fast path on every element (integer operations only: two at a time in
- * SSE2 registers where there are, every x86-64), then the general encoder on those outside its
- * range, if any: the same bits (tests/test_check_fill.c holds it to the general encoder). */
+ * SSE2 registers where the target has them, as every x86-64 does), then the general encoder on
+ * those outside its range, if any: the same bits (tests/test_check_fill.c holds it to the general
+ * encoder). */
 static void bf16_store(uint16_t *restrict p, const double *restrict x, int64_t n)
 {
     int other = 0;
