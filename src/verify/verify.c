@@ -402,7 +402,7 @@ static void judge_rows(const judge_ctx_t *jc, int64_t r0, int64_t r1, parity_wl_
                 ref = R->ref[e];
                 double sc = R->s_acc[e], su = R->s_up ? R->s_up[e] : 0;
                 /* Operand roundings: u_op sum|x| <= u_op s_acc always holds (worst case);
-                 * Hoeffding's jc->lambda u_op sqrt(sum x^2) is smaller when many terms share the
+                 * Hoeffding's lambda u_op sqrt(sum x^2) is smaller when many terms share the
                  * sum, larger when one dominates: the verdict takes the smaller (op.h). */
                 double op_d = R->s_op ? R->u_op * sc : 0;
                 double op_p = R->s_op ? fmin(jc->lambda * R->u_op * R->s_op[e], op_d) : 0;
