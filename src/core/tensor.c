@@ -381,7 +381,9 @@ typedef struct {
     uint32_t w;
 } fill_job_t;
 
-enum { FILL_CHUNK = 1 << 22 }; /* elements per chunk */
+/* 4 Mi elements per chunk (16 MB of fp32, a few milliseconds of stores); a fill of at most two
+ * chunks stays on one thread, where starting others would cost about what it saves. */
+enum { FILL_CHUNK = 1 << 22 };
 
 static void fill_chunks(void *ctx, int64_t b, int64_t e, int thread)
 {
