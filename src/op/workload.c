@@ -2,9 +2,6 @@
 #include "parity/workload.h"
 
 #include <math.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,64 +139,89 @@ parity_status_t parity_workload_ids(const parity_workload_t *w, uint64_t seed, i
     return parity_diag_set(diag, PARITY_E_INVALID, "workload %s: unknown id distribution", w->name);
 }
 
-/* n normals times scale, two per draw by Marsaglia's polar method (no trigonometry: one log and
- * one sqrt per pair, 21% of draws rejected); a pure function of the rng state. In batches: up to
- * B candidate pairs are drawn, the accepted ones kept in order without a branch, then their logs
- * and scalings; the pairs used are the accepted ones in draw order, as drawn one at a time (the
- * same bits: tests/test_rng.c holds it to that loop), 1.4x faster (no mispredicted rejection
- * branch, independent logs back to back). Candidates drawn after the row's last pair are
- * discarded: every row has an rng of its own (parity_workload_values). */
-/* The pairs k < m into o[2k], o[2k + 1] (the last odd one alone when only left < 2m values are
- * wanted): (u f, v f) with f = sqrt(-2 l / s) scale, l = log(s). Two pairs per instruction where
- * SSE2 is (every x86-64): the same IEEE operations in the same order (a division, a square root
- * and products, each correctly rounded, no contraction), so the same bits as the scalar loop,
- * whose square root GCC keeps scalar for errno's sake. */
-static void scale_pairs(double *restrict o, const double *restrict u, const double *restrict v,
-                        const double *restrict s, double *restrict l, int m, int64_t left,
-                        double scale)
+/* n normals times scale by the ziggurat method of Marsaglia and Tsang ("The Ziggurat Method for
+ * Generating Random Variables", J. Statistical Software 5(8), 2000), written from the paper's
+ * description; a pure function of the rng state. The density f(x) = exp(-x^2/2) on x >= 0 is
+ * covered by ZIG_LAYERS strips of equal area v: strip 0 is the rectangle [0, r] x [0, f(r)] with
+ * the tail beyond r, strip i >= 1 the rectangle [0, x_i] x [f(x_i), f(x_(i+1))]. One 64-bit draw
+ * gives the strip (its low 8 bits), the sign (bit 8) and a uniform U (its top 53 bits); x = U x_i
+ * is a sample when x < x_(i+1) (the part of the strip under the curve: 98.5% of draws, a
+ * multiplication and a comparison), else the tail (strip 0: Marsaglia's 1964 method, two logs)
+ * or the wedge (accepted when a uniform height under the strip lies under f(x), else a new draw).
+ * The method is exact: the samples have the normal distribution up to the tables' double
+ * rounding (tests/test_rng.c holds the bulk loop to the method one draw at a time, bit for bit,
+ * and the samples to the normal CDF). Until December 2026 these were Marsaglia's polar pairs: one
+ * log, a division and a square root per pair, 2.4x the time per value (docs/check-speed.md). */
+enum { ZIG_LAYERS = 256 };
+#define ZIG_R 3.6541528853610088 /* x_1: where the tail starts, for 256 strips (the paper's) */
+#define ZIG_V 0.00492867323399   /* the area of each strip (the paper's, for 256 strips) */
+
+static double zig_x[ZIG_LAYERS + 1], zig_f[ZIG_LAYERS + 1]; /* x_i and f(x_i); x_256 = 0 */
+static pthread_once_t zig_once = PTHREAD_ONCE_INIT;
+
+static void zig_init(void)
 {
-    int k = 0;
-#if defined(__SSE2__)
-    const __m128d m2 = _mm_set1_pd(-2.0), sc = _mm_set1_pd(scale);
-    for (; k + 2 <= m; k += 2) {
-        __m128d q = _mm_div_pd(_mm_mul_pd(m2, _mm_loadu_pd(l + k)), _mm_loadu_pd(s + k));
-        _mm_storeu_pd(l + k, _mm_mul_pd(_mm_sqrt_pd(q), sc));
+    double fr = exp(-0.5 * ZIG_R * ZIG_R);
+    zig_x[0] = ZIG_V / fr; /* strip 0's rectangle would have this width with the tail's area */
+    zig_f[0] = 0;
+    zig_x[1] = ZIG_R;
+    zig_f[1] = fr;
+    for (int i = 2; i < ZIG_LAYERS; i++) { /* each strip's area v: x_i = f^-1(v / x_(i-1) + f(x_(i-1))) */
+        zig_x[i] = sqrt(-2.0 * log(ZIG_V / zig_x[i - 1] + zig_f[i - 1]));
+        zig_f[i] = exp(-0.5 * zig_x[i] * zig_x[i]);
     }
-#endif
-    for (; k < m; k++) l[k] = sqrt(-2.0 * l[k] / s[k]) * scale;
-    int full = 2 * (int64_t)m <= left ? m : m - 1; /* left is odd: the last pair's v is dropped */
-    for (k = 0; k < full; k++) {
-        o[2 * k] = u[k] * l[k];
-        o[2 * k + 1] = v[k] * l[k];
+    zig_x[ZIG_LAYERS] = 0;
+    zig_f[ZIG_LAYERS] = 1;
+}
+
+/* The draw u that missed the fast path (and the draws after it, from rng) to a signed sample. */
+static double zig_slow(parity_rng_t *rng, uint64_t u)
+{
+    for (;;) {
+        int i = (int)(u & 0xff);
+        double x = (double)(u >> 11) * 0x1.0p-53 * zig_x[i], z;
+        if (x < zig_x[i + 1]) {
+            z = x;
+        } else if (i == 0) { /* the tail beyond r: r + a, a ~ Exp(r) accepted w.p. exp(-a^2/2) */
+            double a, b;
+            do {
+                a = -log(1.0 - parity_rng_uniform_inline(rng)) / ZIG_R;
+                b = -log(1.0 - parity_rng_uniform_inline(rng));
+            } while (2.0 * b < a * a);
+            z = ZIG_R + a;
+        } else if (zig_f[i] + parity_rng_uniform_inline(rng) * (zig_f[i + 1] - zig_f[i]) <
+                   exp(-0.5 * x * x)) { /* the wedge */
+            z = x;
+        } else {
+            u = parity_rng_u64_inline(rng);
+            continue;
+        }
+        return u & 0x100 ? -z : z;
     }
-    if (full < m) o[2 * full] = u[full] * l[full];
 }
 
 static void normals(parity_rng_t *rng, double *o, int64_t n, double scale)
 {
-    enum { B = 64 };
-    double u[B], v[B], s[B], l[B];
-    for (int64_t j = 0; j < n;) {
-        /* pairs still to produce; a candidate is accepted with probability pi/4 (the unit disc
-         * in the square), so need / (pi/4) ~ 1.27 need candidates are expected: need + need/4 + 2
-         * draws about that many for a row's last pairs instead of a whole batch. Only speed
-         * depends on it: a short batch is followed by another. */
-        int64_t need = (n - j + 1) / 2;
-        int draw = need + need / 4 + 2 < B ? (int)(need + need / 4 + 2) : B, m = 0;
-        for (int b = 0; b < draw; b++) {
-            double x = 2.0 * parity_rng_uniform_inline(rng) - 1.0;
-            double y = 2.0 * parity_rng_uniform_inline(rng) - 1.0;
-            double q = x * x + y * y;
-            u[m] = x;
-            v[m] = y;
-            s[m] = q;
-            m += q < 1.0 && q != 0.0;
+    pthread_once(&zig_once, zig_init);
+    parity_rng_t g = *rng; /* the state in registers: through memory it cost 2x (a store per step) */
+    for (int64_t j = 0; j < n; j++) {
+        uint64_t u = parity_rng_u64_inline(&g);
+        int i = (int)(u & 0xff);
+        double x = (double)(u >> 11) * 0x1.0p-53 * zig_x[i];
+        if (__builtin_expect(x < zig_x[i + 1], 1)) {
+            /* the sign from bit 8 without a branch (a random branch: half mispredicted) */
+            uint64_t b;
+            memcpy(&b, &x, sizeof b);
+            b ^= (u & 0x100) << 55;
+            memcpy(&x, &b, sizeof x);
+        } else { /* through *rng, so that g's address is never taken */
+            *rng = g;
+            x = zig_slow(rng, u);
+            g = *rng;
         }
-        if (m > need) m = (int)need;
-        for (int k = 0; k < m; k++) l[k] = log(s[k]);
-        scale_pairs(o + j, u, v, s, l, m, n - j, scale);
-        j += 2 * (int64_t)m;
+        o[j] = x * scale;
     }
+    *rng = g;
 }
 
 /* 0 with probability 1/2, else ±2^e, e uniform in [-EMAX, EMAX]: one draw of 64 bits. */
@@ -267,9 +289,10 @@ void parity_workload_values(parity_vals_kind_t kind, double scale, int outliers,
 int parity_vals_symmetric(parity_vals_kind_t kind)
 {
     switch (kind) {
-    /* Marsaglia's polar pair (u f, v f): (u, v) is uniform on the disk, so the signs of u and v
-     * are fair and independent of each other and of f and |u|, |v|; the gradient scale and the
-     * outlier factor multiply magnitudes only. Sparse powers of two take their sign from a bit
+    /* The ziggurat's normals take their sign from a bit of the draw that nothing else uses (the
+     * strip and the magnitude come from other bits; a rejected draw is redrawn whole), so the
+     * sign is fair and independent of the magnitude; the gradient scale and the outlier factor
+     * multiply magnitudes only. Sparse powers of two take their sign from a bit
      * of their own; the integers in [-4, 4] are uniform, so +-m are equally likely. */
     case PARITY_VALS_NORMAL:
     case PARITY_VALS_GRADSCALE:
