@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 typedef struct {
@@ -171,4 +172,32 @@ int64_t parity_steal_next(parity_steal_t *st, int t)
         if (i < st->s[u].end) return i;
     }
     return -1;
+}
+
+/* ---- madvise in pieces ---- */
+
+typedef struct {
+    char *a;
+    size_t len, piece;
+    int advice;
+} madv_t;
+
+static void madv_range(void *ctx, int64_t b, int64_t e, int thread)
+{
+    (void)thread;
+    const madv_t *m = ctx;
+    size_t off = (size_t)b * m->piece, end = (size_t)e * m->piece;
+    if (end > m->len) end = m->len;
+    if (end > off) (void)madvise(m->a + off, end - off, m->advice);
+}
+
+void parity_madvise_parallel(void *addr, size_t len, int advice)
+{
+    const size_t piece = (size_t)32 << 20; /* a multiple of every page size */
+    if (len < 2 * piece) {
+        (void)madvise(addr, len, advice);
+        return;
+    }
+    madv_t m = {addr, len, piece, advice};
+    parity_parallel_for((int64_t)((len + piece - 1) / piece), 0, madv_range, &m);
 }

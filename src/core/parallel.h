@@ -3,6 +3,7 @@
 #ifndef PARITY_PARALLEL_H
 #define PARITY_PARALLEL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef void (*parity_range_fn)(void *ctx, int64_t begin, int64_t end, int thread);
@@ -29,6 +30,13 @@ void parity_steal_init(parity_steal_t *st, int nt, const int64_t *bound);
 void parity_steal_init_even(parity_steal_t *st, int nt, int64_t n);
 /* The next item for thread t (its own share first), or -1 when none is left. */
 int64_t parity_steal_next(parity_steal_t *st, int t);
+
+/* madvise(addr, len, advice) in pieces of 32 MiB on every core (one call when len is under two
+ * pieces). For MADV_POPULATE_*: faulting in hundreds of MB of shared memory is kernel work that
+ * two threads share (two 268 MB mappings: 0.19 s one after the other, 0.12 s side by side; one
+ * 411 MB mapping in halves: 0.15 s against 0.11 s), while the other cores waited. addr page-aligned.
+ * Advisory, as madvise: errors are ignored. */
+void parity_madvise_parallel(void *addr, size_t len, int advice);
 
 /* Number of online CPUs (>= 1), or $PARITY_THREADS when set. */
 int parity_num_threads(void);

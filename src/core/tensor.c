@@ -132,7 +132,7 @@ static parity_tensor_t *tensor_map(const char *name, parity_dtype_t dt, int ndim
      * per 4 KiB page later): a buffer reused across many runs then pays its faults once, where a
      * fresh mapping per run paid them per run (docs/check-speed.md). Not MAP_POPULATE: on a
      * shared mapping it maps pages read-only, and the first write still traps. Advisory. */
-    if (populate) (void)madvise(t->map, t->map_bytes, MADV_POPULATE_WRITE);
+    if (populate) parity_madvise_parallel(t->map, t->map_bytes, MADV_POPULATE_WRITE);
 #else
     (void)populate;
 #endif

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "ops/ops_impl.h"
+#include "src/core/parallel.h"
 
 /* The registry, in ops/ops.def's order. */
 static const parity_op_t *const OPS[] = {
@@ -146,7 +147,7 @@ void *parity_calloc_faulted(size_t n, size_t size)
          * Advisory: an older kernel skips it. */
         uintptr_t a = ((uintptr_t)p + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
         uintptr_t e = ((uintptr_t)p + bytes) & ~((uintptr_t)pg - 1);
-        if (e > a) (void)madvise((void *)a, e - a, MADV_POPULATE_WRITE);
+        if (e > a) parity_madvise_parallel((void *)a, e - a, MADV_POPULATE_WRITE);
     }
 #endif
     return p;

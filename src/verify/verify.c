@@ -106,7 +106,7 @@ static void populate(const parity_abi_tensor_t *t, int n, int write)
         a &= ~(uintptr_t)(page - 1);
         e = (e + (uintptr_t)page - 1) & ~(uintptr_t)(page - 1);
         (void)write;
-        (void)madvise((void *)a, e - a, MADV_POPULATE_READ);
+        parity_madvise_parallel((void *)a, e - a, MADV_POPULATE_READ);
     }
 #else
     (void)t; (void)n; (void)write;
