@@ -11,8 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "ops/ops_impl.h"
+#include "src/core/parallel.h"
 #include "src/core/tensor_impl.h"
 #include "src/kernel/kernel_util.h"
 #include "parity/format.h"
@@ -589,6 +594,56 @@ static void judge_blocks_merge_in_row_order(void **state)
     free_ref(&R);
 }
 
+/* parity_child_wait, with the child's descriptor and without (the sleeping fallback): it returns
+ * when the child ends, with its status, well before max_s; and it returns 0 after max_s, not
+ * before, while the child runs on. Also: page populates in pieces on every core leave the bytes
+ * of a mapping as they were and fault it in writable. */
+static void child_wait_and_populate(void **state)
+{
+    (void)state;
+    for (int use_fd = 0; use_fd < 2; use_fd++) {
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            usleep(30000);
+            _exit(7);
+        }
+        int fd = use_fd ? parity_child_fd(pid) : -1, status = 0;
+        long sl = 200;
+        double t0 = parity_now();
+        assert_int_equal(parity_child_wait(pid, fd, &status, 10.0, &sl), 1);
+        double dt = parity_now() - t0;
+        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 7);
+        assert_true(dt >= 0.025 && dt < 2.0);
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            usleep(3000000);
+            _exit(0);
+        }
+        if (fd >= 0) close(fd);
+        fd = use_fd ? parity_child_fd(pid) : -1;
+        t0 = parity_now();
+        assert_int_equal(parity_child_wait(pid, fd, &status, 0.1, &sl), 0);
+        dt = parity_now() - t0;
+        assert_true(dt >= 0.099 && dt < 2.0);
+        kill(pid, SIGKILL);
+        assert_int_equal(parity_child_wait(pid, fd, &status, 10.0, &sl), 1);
+        assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+        if (fd >= 0) close(fd);
+    }
+    const size_t n = (size_t)160 << 20; /* five pieces */
+    unsigned char *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(p != MAP_FAILED);
+    for (size_t i = 0; i < n; i += 4093) p[i] = (unsigned char)(i * 7 + 1);
+#ifdef MADV_POPULATE_WRITE
+    parity_madvise_parallel(p, n, MADV_POPULATE_WRITE);
+#endif
+    for (size_t i = 0; i < n; i += 4093) assert_int_equal(p[i], (unsigned char)(i * 7 + 1));
+    for (size_t i = 1; i < n; i += 4093) assert_int_equal(p[i], 0);
+    munmap(p, n);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -602,6 +657,7 @@ int main(void)
         cmocka_unit_test(catalog_bits_ignore_threads),
         cmocka_unit_test(judge_blocks_merge_in_row_order),
         cmocka_unit_test(flagged_kernels_ignore_prefill),
+        cmocka_unit_test(child_wait_and_populate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -119,25 +119,28 @@ int check_floor_child(const parity_case_t *c, parity_tensor_t *const *o, const u
         return floor_used(c, in_hash, f, nf, modified);
     }
     /* Each variant has opts->timeout_s from the end of the one before (or from the fork). */
+    /* The child's end wakes the wait at once; the variants' progress (the shared page) is read
+     * at least every FLOOR_LOOK_S, which is all the per-variant clock needs. */
+    const double FLOOR_LOOK_S = 0.05;
     double t_last = parity_now();
-    int seen = 0, status = 0;
+    int seen = 0, status = 0, fd = parity_child_fd(pid);
     long sleep_us = 200;
     for (;;) {
-        pid_t r = waitpid(pid, &status, WNOHANG);
+        double left = opts->timeout_s - (parity_now() - t_last);
+        int w = parity_child_wait(pid, fd, &status, left < FLOOR_LOOK_S ? left : FLOOR_LOOK_S, &sleep_us);
         while (seen < nf && __atomic_load_n(&sh->state[seen], __ATOMIC_SEQ_CST) != F_PENDING) {
             seen++;
             t_last = parity_now();
             sleep_us = 200;
         }
-        if (r == pid || (r < 0 && errno != EINTR)) break;
+        if (w != 0) break; /* ended (or waitpid failed) */
         if (parity_now() - t_last > opts->timeout_s) {
             kill(pid, SIGKILL);
             while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
             break;
         }
-        usleep((useconds_t)sleep_us);
-        if (sleep_us < 20000) sleep_us *= 2;
     }
+    if (fd >= 0) close(fd);
     int f = 0;
     for (; f < nf; f++) {
         int s = __atomic_load_n(&sh->state[f], __ATOMIC_SEQ_CST);

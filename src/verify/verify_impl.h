@@ -2,11 +2,21 @@
 #ifndef PARITY_VERIFY_IMPL_H
 #define PARITY_VERIFY_IMPL_H
 
+#include <sys/types.h>
+
 #include <stddef.h>
 
 #include "parity/verify.h"
 
 double parity_now(void);
+
+/* The parent's side of a forked child: a descriptor that becomes readable when the child ends
+ * (pidfd_open, Linux 5.3), or -1 where there is none (then parity_child_wait sleeps and polls). */
+int parity_child_fd(pid_t pid);
+/* Waits up to max_s seconds for child pid to end. 1: it ended (*status as waitpid sets it); 0: it
+ * is still running; -1: waitpid failed. With fd >= 0 it returns as soon as the child ends; without,
+ * it sleeps in steps that grow from *sleep_us (start it at 200) to 20 ms. */
+int parity_child_wait(pid_t pid, int fd, int *status, double max_s, long *sleep_us);
 /* Run k on call in a child process with a time limit. When decoy is non-NULL the child first
  * runs k on it (results ignored), so state a kernel keeps across calls is exposed. Returns
  * PARITY_VERDICT_FAITHFUL when the kernel ran and returned OK (judged later), else the verdict
