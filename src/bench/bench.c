@@ -18,6 +18,7 @@
 
 #include "src/bench/bench_impl.h"
 #include "src/core/parallel.h"
+#include "src/verify/verify_impl.h"
 #include "parity/tensor.h"
 
 static double now_s(void)
@@ -175,22 +176,17 @@ parity_verdict_t bench_time_kernel_judged(const parity_abi_kernel_t *k, const pa
         shm[runs] = 1.0; /* done */
         _exit(0);
     }
-    int status = 0;
+    int status = 0, fd = parity_child_fd(pid);
     long sleep_us = 500;
     parity_verdict_t v = PARITY_VERDICT_FAITHFUL;
-    for (;;) {
-        pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid) break;
-        if (r < 0 && errno != EINTR) break;
-        if (now_s() - t0 > o->timeout_s) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            snprintf(detail, detail_len, "timing not done after %.0f s (killed)", o->timeout_s);
-            munmap(shm, shm_len);
-            return PARITY_VERDICT_TIMEOUT;
-        }
-        usleep((useconds_t)sleep_us);
-        if (sleep_us < 20000) sleep_us *= 2;
+    int w = parity_child_wait(pid, fd, &status, o->timeout_s - (now_s() - t0), &sleep_us);
+    if (fd >= 0) close(fd);
+    if (w == 0) {
+        kill(pid, SIGKILL);
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+        snprintf(detail, detail_len, "timing not done after %.0f s (killed)", o->timeout_s);
+        munmap(shm, shm_len);
+        return PARITY_VERDICT_TIMEOUT;
     }
     if (WIFSIGNALED(status)) {
         int sig = WTERMSIG(status);
