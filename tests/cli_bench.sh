@@ -47,6 +47,15 @@ grep -E "^builtin:fp32_seq \(base\).* 0\.500$" "$tmp/out" >/dev/null && ok || ba
 grep -E "^builtin:fp32_fast .*faithful.* [01]\.[0-9]{3}$" "$tmp/out" >/dev/null && ok || bad "fp32_fast not scored"
 grep -q "T_SOL" "$tmp/out" && ok || bad "no T_SOL"
 
+# An odd number of timed calls (1 warm-up + 2 runs): each flips the signs of an input in the case's
+# shared memory, and the kernels timed after the first must still be judged on the case's own
+# inputs (they were judged unfaithful, err/tol ~1e5, when the last flip stayed).
+ODD=(--workload $WL --check-workload $WL --runs 2 --warmup 1 --no-scrub --probe-mib 8 --threads 2)
+expect_rc 0 "odd timed calls" "$P" bench $OP --kernel builtin:fp32_shuffled --kernel builtin:fp32_fast "${ODD[@]}" -q
+for k in fp32_shuffled fp32_fast "fp32_seq \\(base\\)"; do
+  grep -E "^builtin:$k +faithful .* [01]\.[0-9]{3}$" "$tmp/out" >/dev/null && ok || { bad "odd timed calls: $k not faithful and scored"; cat "$tmp/out"; }
+done
+
 # With the incident kernel: exit 1, timed, unscored, pointing at the check.
 expect_rc 1 "incident bench" "$P" bench $OP --kernel builtin:fp32_seq --kernel builtin:fp32_fast \
   --kernel builtin:bf16_accum "${SMALL[@]}" -q --json "$tmp/b.json"

@@ -17,11 +17,13 @@
 #include <unistd.h>
 
 #include "ops/ops_impl.h"
+#include "ops/rmsnorm/rmsnorm.h"
 #include "src/core/parallel.h"
 #include "src/core/tensor_impl.h"
 #include "src/kernel/kernel_util.h"
 #include "parity/format.h"
 #include "parity/op.h"
+#include "parity/rng.h"
 #include "parity/tensor.h"
 #include "parity/verify.h"
 #include "src/verify/check_impl.h"
@@ -644,6 +646,48 @@ static void child_wait_and_populate(void **state)
     munmap(p, n);
 }
 
+/* parity_rms_bwd_rows4_f32 against four calls of the one-row function, bit for bit (dx and r):
+ * row lengths around the 4-column blocks and production's, every r mode, with gamma and without,
+ * magnitudes from 2^-60 to 2^60 (sums of squares near fp32's ends), and with rows repeated. */
+static void rows4_is_four_rows(void **state)
+{
+    (void)state;
+    const int64_t lens[] = {1, 2, 3, 4, 5, 7, 8, 9, 63, 257, 2048};
+    parity_rng_t rng;
+    parity_rng_seed(&rng, 5, 9);
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        int64_t d = lens[li];
+        float *buf = malloc((size_t)d * 13 * sizeof *buf);
+        assert_non_null(buf);
+        float *x = buf, *dy = buf + 4 * d, *g = buf + 8 * d, *got = buf + 9 * d;
+        float want[2048];
+        for (int trial = 0; trial < 6; trial++) {
+            for (int64_t e = 0; e < 4 * d; e++) {
+                int sc = (int)parity_rng_below(&rng, 121) - 60;
+                x[e] = (float)ldexp(2.0 * parity_rng_uniform(&rng) - 1.0, trial < 3 ? sc / 6 : sc);
+                dy[e] = (float)ldexp(2.0 * parity_rng_uniform(&rng) - 1.0, -(int)parity_rng_below(&rng, 20));
+            }
+            if (trial == 5) memcpy(x + d, x, (size_t)d * sizeof *x); /* two equal rows */
+            for (int64_t j = 0; j < d; j++) g[j] = (float)(0.5 + parity_rng_uniform(&rng));
+            for (int mode = 0; mode < 3; mode++)
+                for (int ig = 0; ig < 2; ig++) {
+                    const float *xs[4] = {x, x + d, x + 2 * d, x + 3 * d};
+                    const float *ys[4] = {dy, dy + d, dy + 2 * d, dy + 3 * d};
+                    float *os[4] = {got, got + d, got + 2 * d, got + 3 * d}, r[4];
+                    parity_rms_bwd_rows4_f32(xs, ys, g, d, 1e-6f, os, r, ig, mode);
+                    for (int a = 0; a < 4; a++) {
+                        float ra = parity_rms_bwd_row_f32(xs[a], ys[a], g, d, 1e-6f, want, NULL, ig, mode);
+                        if (memcmp(&ra, &r[a], sizeof ra) != 0)
+                            fail_msg("d %lld mode %d gamma %d row %d: r %a vs %a", (long long)d, mode, !ig, a, r[a], ra);
+                        if (memcmp(want, os[a], (size_t)d * sizeof *want) != 0)
+                            fail_msg("d %lld mode %d gamma %d row %d: dx differs", (long long)d, mode, !ig, a);
+                    }
+                }
+        }
+        free(buf);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -658,6 +702,7 @@ int main(void)
         cmocka_unit_test(judge_blocks_merge_in_row_order),
         cmocka_unit_test(flagged_kernels_ignore_prefill),
         cmocka_unit_test(child_wait_and_populate),
+        cmocka_unit_test(rows4_is_four_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

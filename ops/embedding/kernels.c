@@ -131,6 +131,26 @@ static inline void sk_dx(sk_t *k, int64_t i, float *xr, float *dyr, float *dx)
     }
 }
 
+/* dx of the four tokens tok[] into dx + a d (and their r into rr[]), as four sk_dx calls would:
+ * parity_rms_bwd_rows4_f32 (fused only). xr and dyr have room for four rows. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("O3")))
+#endif
+static void sk_dx4(sk_t *k, const int64_t tok[4], float *xr, float *dyr, float *dx)
+{
+    const float *xs[4], *ys[4];
+    float *os[4], r[4];
+    for (int a = 0; a < 4; a++) {
+        parity_row_to_f32(k->dy, tok[a], dyr + a * k->d);
+        parity_row_to_f32(k->x, tok[a], xr + a * k->d);
+        xs[a] = xr + a * k->d;
+        ys[a] = dyr + a * k->d;
+        os[a] = dx + a * k->d;
+    }
+    parity_rms_bwd_rows4_f32(xs, ys, k->gr, k->d, k->eps, os, r, k->cfg->ignore_gamma, r_mode(k->cfg));
+    for (int a = 0; a < 4; a++) k->rr[tok[a]] = r[a];
+}
+
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("O3")))
 #endif
@@ -143,12 +163,12 @@ static void sk_rows(void *p, int64_t tb, int64_t te, int thread)
     const int32_t *ids = k->ids;
     const int64_t *perm = k->perm;
     float *acc = k->acc;
-    float *row = malloc((size_t)d * 3 * sizeof *row);
+    float *row = malloc((size_t)d * 12 * sizeof *row);
     if (!row) {
         __atomic_store_n(&k->failed, 1, __ATOMIC_RELAXED);
         return;
     }
-    float *xr = row, *dyr = row + d, *dx = row + 2 * d;
+    float *xr = row, *dyr = row + 4 * d, *dx = row + 8 * d; /* four rows each */
     for (int64_t t = tb; t < te; t++) {
         int64_t v0 = k->vb[t], v1 = k->vb[t + 1];
         uint64_t rs = k->seed;
@@ -194,15 +214,29 @@ static void sk_rows(void *p, int64_t tb, int64_t te, int thread)
             free(seg);
             free(col);
         } else {
-            for (int64_t q = 0; q < n; q++) {
-                int64_t i = perm[q];
-                if (ids[i] < v0 || ids[i] >= v1) continue;
-                sk_dx(k, i, xr, dyr, dx);
-                float *dst = acc + (int64_t)ids[i] * d;
-                for (int64_t j = 0; j < dlim; j++) {
-                    if (cfg->drop && mix64(((uint64_t)i << 32) ^ (uint64_t)j ^ 0xd20bULL) % 10000 == 0)
-                        continue; /* a lost update */
-                    dst[j] = acc_add(cfg, dst[j], dx[j], &rs);
+            /* The share's tokens in the kernel's order, four at a time: their dx rows computed
+             * side by side (sk_dx4), then added one after the other as before. */
+            for (int64_t q = 0; q < n;) {
+                int64_t tok[4];
+                int m = 0;
+                while (q < n && m < 4) {
+                    int64_t i = perm[q++];
+                    if (ids[i] >= v0 && ids[i] < v1) tok[m++] = i;
+                }
+                if (m == 4 && k->fused) {
+                    sk_dx4(k, tok, xr, dyr, dx);
+                } else {
+                    for (int a = 0; a < m; a++) sk_dx(k, tok[a], xr, dyr, dx + a * d);
+                }
+                for (int a = 0; a < m; a++) {
+                    int64_t i = tok[a];
+                    const float *dxa = dx + a * d;
+                    float *dst = acc + (int64_t)ids[i] * d;
+                    for (int64_t j = 0; j < dlim; j++) {
+                        if (cfg->drop && mix64(((uint64_t)i << 32) ^ (uint64_t)j ^ 0xd20bULL) % 10000 == 0)
+                            continue; /* a lost update */
+                        dst[j] = acc_add(cfg, dst[j], dxa[j], &rs);
+                    }
                 }
             }
         }

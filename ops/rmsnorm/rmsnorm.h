@@ -35,5 +35,10 @@ static inline int parity_rms_rows_distinct(parity_vals_kind_t x, parity_vals_kin
  * Returns r (a function of x, d, eps and r_mode alone); with dx NULL, c is not computed. */
 float parity_rms_bwd_row_f32(const float *x, const float *dy, const float *g, int64_t d, float eps,
                              float *dx, float *xhat_dy, int ignore_gamma, int r_mode);
+/* The same for four rows at once (dx of each, r of each), bit for bit as four calls with
+ * xhat_dy NULL: the sums of the four rows run side by side (tests/test_check_fill.c). */
+void parity_rms_bwd_rows4_f32(const float *const x[4], const float *const dy[4], const float *g,
+                              int64_t d, float eps, float *const dx[4], float r[4],
+                              int ignore_gamma, int r_mode);
 
 #endif

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "src/bench/bench_impl.h"
+#include "src/core/digest.h"
 #include "src/core/parallel.h"
 #include "src/verify/verify_impl.h"
 #include "parity/tensor.h"
@@ -65,6 +66,18 @@ void parity_bench_opts_default(parity_bench_opts_t *o)
 static int is_float_dtype(int32_t dt)
 {
     return dt == PARITY_DT_F32 || dt == PARITY_DT_BF16 || dt == PARITY_DT_F16 || dt == PARITY_DT_F64;
+}
+
+/* The digest of the first floating-point input's bytes (0 when there is none). */
+static uint64_t first_float_digest(const parity_abi_call_t *call)
+{
+    for (int i = 0; i < call->n_inputs; i++) {
+        const parity_abi_tensor_t *t = &call->inputs[i];
+        if (!is_float_dtype(t->dtype)) continue;
+        return parity_digest64(t->data, (size_t)parity_tensor_numel(t) *
+                                            parity_dtype_size((parity_dtype_t)t->dtype));
+    }
+    return 0;
 }
 
 /* Flip the sign bit of every element of the first floating-point input (exact for every float
@@ -144,6 +157,12 @@ parity_verdict_t bench_time_kernel_judged(const parity_abi_kernel_t *k, const pa
     memset(shm, 0, shm_len);
     bench_mismatch_t *sm = (bench_mismatch_t *)(shm + runs + 1);
     sm[0].run = sm[1].run = -1;
+    /* The inputs are the case's shared memory: the child's flips reach this process. The child
+     * flips them back at the end (an even count); a child that ended early can leave one flip,
+     * undone here; anything else is a kernel that changed its inputs. Before, an odd warm-up +
+     * runs (--runs 5) left them flipped, and every kernel timed after was judged on inputs
+     * that were not the reference's: "unfaithful", err/tol 1e5. */
+    uint64_t in_digest = first_float_digest(call);
     fflush(NULL);
     double t0 = now_s();
     pid_t pid = fork();
@@ -153,7 +172,6 @@ parity_verdict_t bench_time_kernel_judged(const parity_abi_kernel_t *k, const pa
         return PARITY_VERDICT_CRASHED;
     }
     if (pid == 0) {
-        /* The child owns copy-on-write inputs: regenerating them never reaches the parent. */
         unsigned char *buf = sb > 0 ? malloc((size_t)sb) : NULL;
         for (int r = 0; r < warm + runs; r++) {
             bench_flip_first_float(call);
@@ -173,6 +191,7 @@ parity_verdict_t bench_time_kernel_judged(const parity_abi_kernel_t *k, const pa
                 if (mm.judged) sm[1] = mm;
             }
         }
+        if ((warm + runs) % 2) bench_flip_first_float(call); /* the case's inputs again */
         shm[runs] = 1.0; /* done */
         _exit(0);
     }
@@ -184,9 +203,21 @@ parity_verdict_t bench_time_kernel_judged(const parity_abi_kernel_t *k, const pa
     if (w == 0) {
         kill(pid, SIGKILL);
         while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    }
+    int inputs_changed = 0;
+    if (first_float_digest(call) != in_digest) {
+        bench_flip_first_float(call);
+        inputs_changed = first_float_digest(call) != in_digest;
+    }
+    if (w == 0) {
         snprintf(detail, detail_len, "timing not done after %.0f s (killed)", o->timeout_s);
         munmap(shm, shm_len);
         return PARITY_VERDICT_TIMEOUT;
+    }
+    if (inputs_changed) {
+        snprintf(detail, detail_len, "the kernel changed its inputs during the timed runs");
+        munmap(shm, shm_len);
+        return PARITY_VERDICT_MODIFIED_INPUTS;
     }
     if (WIFSIGNALED(status)) {
         int sig = WTERMSIG(status);
