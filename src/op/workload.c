@@ -151,7 +151,7 @@ parity_status_t parity_workload_ids(const parity_workload_t *w, uint64_t seed, i
  * The method is exact: the samples have the normal distribution up to the tables' double
  * rounding (tests/test_rng.c holds the bulk loop to the method one draw at a time, bit for bit,
  * and the samples to the normal CDF). Until December 2026 these were Marsaglia's polar pairs: one
- * log, a division and a square root per pair, 2.4x the time per value (docs/check-speed.md). */
+ * log, a division and a square root per pair, 2.3x the time per value (docs/check-speed.md). */
 enum { ZIG_LAYERS = 256 };
 #define ZIG_R 3.6541528853610088 /* x_1: where the tail starts, for 256 strips (the paper's) */
 #define ZIG_V 0.00492867323399   /* the area of each strip (the paper's, for 256 strips) */
@@ -203,7 +203,7 @@ static double zig_slow(parity_rng_t *rng, uint64_t u)
 static void normals(parity_rng_t *rng, double *o, int64_t n, double scale)
 {
     pthread_once(&zig_once, zig_init);
-    parity_rng_t g = *rng; /* the state in registers: through memory it cost 2x (a store per step) */
+    parity_rng_t g = *rng; /* the state in registers: through memory it took 1.4x as long */
     for (int64_t j = 0; j < n; j++) {
         uint64_t u = parity_rng_u64_inline(&g);
         int i = (int)(u & 0xff);
