@@ -56,6 +56,16 @@ for k in fp32_shuffled fp32_fast "fp32_seq \\(base\\)"; do
   grep -E "^builtin:$k +faithful .* [01]\.[0-9]{3}$" "$tmp/out" >/dev/null && ok || { bad "odd timed calls: $k not faithful and scored"; cat "$tmp/out"; }
 done
 
+# A kernel that changes its inputs (tests/plugins/cheats.c modify_dy) timed first: the case is built
+# again for the next kernel, which is judged on the reference's own inputs (it was judged
+# unfaithful, err/tol ~1e6, on the inputs the first one left).
+CHEATS="${PARITY_BUILD:?}/tests/plugins/libparity_cheats.so"
+expect_rc 1 "modifying kernel first" "$P" bench $OP --kernel "$CHEATS:modify_dy" --kernel builtin:fp32_fast "${ODD[@]}" -q
+grep -E "modify_dy|libparity_chea" "$tmp/out" | grep -q "modified-inputs" && ok || { bad "modify_dy not modified-inputs"; cat "$tmp/out"; }
+for k in fp32_fast "fp32_seq \\(base\\)"; do
+  grep -E "^builtin:$k +faithful .* [01]\.[0-9]{3}$" "$tmp/out" >/dev/null && ok || { bad "after modify_dy: $k not faithful and scored"; cat "$tmp/out"; }
+done
+
 # With the incident kernel: exit 1, timed, unscored, pointing at the check.
 expect_rc 1 "incident bench" "$P" bench $OP --kernel builtin:fp32_seq --kernel builtin:fp32_fast \
   --kernel builtin:bf16_accum "${SMALL[@]}" -q --json "$tmp/b.json"

@@ -80,6 +80,14 @@ static uint64_t first_float_digest(const parity_abi_call_t *call)
     return 0;
 }
 
+/* All of a case's inputs, one digest. */
+static uint64_t case_inputs_digest(const parity_case_t *c)
+{
+    uint64_t h = 0;
+    for (int i = 0; i < c->n_inputs; i++) h = h * 0x9E3779B97F4A7C15ULL + parity_tensor_hash(c->inputs[i]);
+    return h;
+}
+
 /* Flip the sign bit of every element of the first floating-point input (exact for every float
  * format; the distribution of a symmetric workload is unchanged, the outputs change). */
 void bench_flip_first_float(const parity_abi_call_t *call)
@@ -378,9 +386,14 @@ parity_status_t parity_bench_run(const parity_op_t *op, const parity_kernel_list
         parity_check_results_free(kr, total);
     }
 
-    /* 3. Time every kernel that ran to completion in the check, on the timed workload. */
+    /* 3. Time every kernel that ran to completion in the check, on the timed workload. Kernels
+     * of the same input dtype share a case; a kernel that leaves its inputs changed (the check's
+     * modified-inputs kernels are timed too) would hand the next kernel inputs that are not its
+     * reference's, so the case's input digests are compared after each kernel, and a changed case
+     * is dropped and built again for the next one. */
     parity_case_t *cases[4] = {0};
     parity_dtype_t case_dt[4];
+    uint64_t case_in[4] = {0};
     int n_cases = 0;
     double *times = malloc(sizeof(double) * (size_t)res->runs);
     if (!times) return PARITY_E_NOMEM;
@@ -407,6 +420,7 @@ parity_status_t parity_bench_run(const parity_op_t *op, const parity_kernel_list
             st = parity_case_build(op, &res->wl, o->seed, (parity_dtype_t)k->in_dtype, &c, diag);
             if (st != PARITY_OK) break;
             cases[n_cases] = c;
+            case_in[n_cases] = case_inputs_digest(c);
             case_dt[n_cases++] = (parity_dtype_t)k->in_dtype;
         }
         parity_tensor_t *outs[PARITY_OP_MAX_ARGS] = {0};
@@ -467,6 +481,21 @@ parity_status_t parity_bench_run(const parity_op_t *op, const parity_kernel_list
             snprintf(row->time_detail, sizeof row->time_detail, "cannot allocate the outputs");
         }
         for (int j = 0; j < c->n_outputs; j++) parity_tensor_free(outs[j]);
+        for (int j = 0; j < n_cases; j++) {
+            if (cases[j] != c || case_inputs_digest(c) == case_in[j]) continue;
+            if (row->verdict == PARITY_VERDICT_FAITHFUL) {
+                row->verdict = PARITY_VERDICT_MODIFIED_INPUTS;
+                snprintf(row->verdict_wl, sizeof row->verdict_wl, "%s", res->wl.name);
+                snprintf(row->check_detail, sizeof row->check_detail,
+                         "bench: an input changed during the judged or timed calls");
+            }
+            parity_case_free(c);
+            memmove(cases + j, cases + j + 1, (size_t)(n_cases - j - 1) * sizeof *cases);
+            memmove(case_dt + j, case_dt + j + 1, (size_t)(n_cases - j - 1) * sizeof *case_dt);
+            memmove(case_in + j, case_in + j + 1, (size_t)(n_cases - j - 1) * sizeof *case_in);
+            n_cases--;
+            break;
+        }
     }
     for (int j = 0; j < n_cases; j++) parity_case_free(cases[j]);
     free(times);
