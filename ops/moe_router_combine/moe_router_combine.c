@@ -127,12 +127,14 @@ double parity_mrc_margin(const double *x, int64_t e, double t)
     double ls = log((double)e); /* ln S <= ln E */
     /* Below fp32's normal range a probability's roundings are absolute: each of the two (the exp,
      * the division) moves p_t by up to half the subnormal spacing 2^-149, a relative 2^-149 / p_t
-     * with p_t = e^(t - m) / S >= e^(t - m) / E. Found when the ziggurat's inputs gave moe x64 a
-     * 4th logit 101.5 below the max (p_t = 6 spacings) and a 5th 0.05 further, with the same fp32
-     * probability: the kernels' top-k of probabilities took the lower id, the reference's of
-     * logits the other. Capped where p_t itself may round to 0: every logit within 64 of t is
-     * then a tie the tie rule decides, as it is for the kernels. */
-    double sub = 0x1p-149 * (double)e / exp(t - m);
+     * with p_t = e^(t - m) / S. Found when the ziggurat's inputs gave moe x64 (seed 4) a row whose
+     * 4th logit was 101.48 below the max (p_t = 6 spacings) with others 1.3 above it that rounded
+     * to probabilities a kernel could not order the same way: the kernels' top-k of fp32
+     * probabilities and the reference's of logits differed. Capped where p_t itself may round to
+     * 0: every logit within 64 of t is then a tie the tie rule decides, as for the kernels. */
+    double s = 0;
+    for (int64_t j = 0; j < e; j++) s += exp(x[j] - m);
+    double sub = 0x1p-149 * s / exp(t - m);
     double mg = 2.0 * 0x1p-24 * (2.0 * (fabs(t - m) + ls + 8.0) + 1.0) + 4.0 * sub;
     return mg < 64.0 ? mg : 64.0;
 }
