@@ -128,9 +128,9 @@ double parity_mrc_margin(const double *x, int64_t e, double t)
     /* Below fp32's normal range a probability's roundings are absolute: each of the two (the exp,
      * the division) moves p_t by up to half the subnormal spacing 2^-149, a relative 2^-149 / p_t
      * with p_t = e^(t - m) / S. Found when the ziggurat's inputs gave moe x64 (seed 4) a row whose
-     * 4th logit was 101.48 below the max (p_t = 6 spacings) with others 1.3 above it that rounded
-     * to probabilities a kernel could not order the same way: the kernels' top-k of fp32
-     * probabilities and the reference's of logits differed. Capped where p_t itself may round to
+     * 4th logit (expert 30) was 101.48 below the max (p_t = 6 spacings) and whose 5th (expert 20)
+     * rounded to the same fp32 probability: the kernels' top-k of probabilities took 20 (the
+     * lower id), the reference's of logits 30. Capped where p_t itself may round to
      * 0: every logit within 64 of t is then a tie the tie rule decides, as for the kernels. */
     double s = 0;
     for (int64_t j = 0; j < e; j++) s += exp(x[j] - m);
