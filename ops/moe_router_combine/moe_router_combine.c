@@ -125,18 +125,7 @@ double parity_mrc_margin(const double *x, int64_t e, double t)
     double m = -INFINITY;
     for (int64_t j = 0; j < e; j++) m = x[j] > m ? x[j] : m;
     double ls = log((double)e); /* ln S <= ln E */
-    /* Below fp32's normal range a probability's roundings are absolute: each of the two (the exp,
-     * the division) moves p_t by up to half the subnormal spacing 2^-149, a relative 2^-149 / p_t
-     * with p_t = e^(t - m) / S. Found when the ziggurat's inputs gave moe x64 (seed 4) a row whose
-     * 4th logit (expert 30) was 101.48 below the max (p_t = 6 spacings) and whose 5th (expert 20)
-     * rounded to the same fp32 probability: the kernels' top-k of probabilities took 20 (the
-     * lower id), the reference's of logits 30. Capped where p_t itself may round to
-     * 0: every logit within 64 of t is then a tie the tie rule decides, as for the kernels. */
-    double s = 0;
-    for (int64_t j = 0; j < e; j++) s += exp(x[j] - m);
-    double sub = 0x1p-149 * s / exp(t - m);
-    double mg = 2.0 * 0x1p-24 * (2.0 * (fabs(t - m) + ls + 8.0) + 1.0) + 4.0 * sub;
-    return mg < 64.0 ? mg : 64.0;
+    return 2.0 * 0x1p-24 * (2.0 * (fabs(t - m) + ls + 8.0) + 1.0);
 }
 
 void parity_ref_mrc_row(const double *x, const double *y, int64_t e, int64_t d, int k, int renorm,
@@ -240,9 +229,19 @@ static void build_rows(void *p, int64_t b, int64_t end, int thread)
              * 2^-10 (m) and counts how rarely it happens for fp32 logits. */
             parity_moe_topk(x, (size_t)e, (size_t)k, PARITY_MOE_TIE_LOWID, sel);
             double t = x[sel[k - 1]], mg = parity_mrc_margin(x, e, t);
+            /* Below fp32's normal range a probability's roundings are absolute: the exp and the
+             * division each move p = e^(x - m) / S by up to half the subnormal spacing 2^-149,
+             * so two probabilities within 2 2^-149 of each other may tie or swap in a faithful
+             * fp32 kernel whatever their logits say; twice that is a near-tie too (the doc,
+             * "Selection": found when the new inputs gave x64 at seed 4 experts 20 and 30 the
+             * same fp32 probability of 6 spacings, 4th and 5th of the row). */
+            double mx = -INFINITY, sx = 0;
+            for (int64_t j = 0; j < e; j++) mx = x[j] > mx ? x[j] : mx;
+            for (int64_t j = 0; j < e; j++) sx += exp(x[j] - mx);
+            const double sub = 4.0 * 0x1p-149 * sx, et = exp(t - mx);
             int snapped = 0, tied = 0;
             for (int64_t j = 0; j < e; j++) {
-                if (x[j] != t && fabs(x[j] - t) <= mg) {
+                if (x[j] != t && (fabs(x[j] - t) <= mg || fabs(exp(x[j] - mx) - et) <= sub)) {
                     x[j] = t;
                     store(X, i * e + j, t);
                     snapped = 1;
