@@ -1,6 +1,7 @@
-/* The embedding family: embedding forward, embedding backward (scatter-add of dY rows into dE by
- * token id) and the fused embedding-gradient + RMSNorm backward, with fp64 references and the
- * error-model data of docs/error-model.md. RMSNorm alone is in ops/rmsnorm/rmsnorm.c. */
+/* The embedding family's fused embedding-gradient + RMSNorm backward, with its fp64 reference and
+ * the error-model data of docs/error-model.md, and the helpers the family shares
+ * (embedding_impl.h). Embedding backward and forward alone: embedding_plain.c; RMSNorm alone:
+ * ops/rmsnorm/rmsnorm.c. */
 #include <math.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -11,6 +12,7 @@
 #include "ops/ops_impl.h"
 #include "src/core/parallel.h"
 #include "src/core/tensor_impl.h"
+#include "ops/embedding/embedding_impl.h"
 
 /* ---- shared helpers ---------------------------------------------------------------------- */
 
@@ -23,35 +25,10 @@
 #define REF_HOT
 #endif
 
-static inline float bf16_f32(uint16_t b) /* parity_bf16_to_fp32_1, inlined */
-{
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static inline double elem(const parity_abi_tensor_t *t, int64_t i)
-{
-    switch (t->dtype) {
-    case PARITY_DT_F32: return ((const float *)t->data)[i];
-    case PARITY_DT_BF16: return bf16_f32(((const uint16_t *)t->data)[i]);
-    case PARITY_DT_F64: return ((const double *)t->data)[i];
-    default: return parity_tensor_get(t, i);
-    }
-}
-
 /* ---- scatter bookkeeping: which positions feed which vocabulary row ------------------------ */
 
-typedef struct {
-    int64_t n, d, v;
-    int32_t *ids;     /* [n] */
-    int64_t *hits;    /* [v] */
-    int64_t *off;     /* [v + 1] CSR offsets */
-    int64_t *pos;     /* [n] positions grouped by id, ascending within a group */
-} scatter_t;
 
-static void scatter_free(parity_case_t *c)
+void emb_scatter_free(parity_case_t *c)
 {
     scatter_t *s = c->priv;
     if (!s) return;
@@ -63,8 +40,8 @@ static void scatter_free(parity_case_t *c)
     c->priv = NULL;
 }
 
-static parity_status_t scatter_build(parity_case_t *c, const int32_t *ids, int64_t n, int64_t d,
-                                     int64_t v)
+parity_status_t emb_scatter_build(parity_case_t *c, const int32_t *ids, int64_t n, int64_t d,
+                                  int64_t v)
 {
     scatter_t *s = calloc(1, sizeof *s);
     if (!s) return PARITY_E_NOMEM;
@@ -89,7 +66,7 @@ static parity_status_t scatter_build(parity_case_t *c, const int32_t *ids, int64
 }
 
 /* Set up a sparse (V, D) reference whose rows are vocabulary ids. */
-static parity_status_t vocab_ref_alloc(parity_case_t *c, int out, const char *name, int with_up)
+parity_status_t emb_vocab_ref_alloc(parity_case_t *c, int out, const char *name, int with_up)
 {
     scatter_t *s = c->priv;
     int64_t used = 0;
@@ -110,7 +87,7 @@ static parity_status_t vocab_ref_alloc(parity_case_t *c, int out, const char *na
 
 /* Symmetric reduction class (op.h s_sym; docs/error-model.md): the reference accumulates the
  * squares of the terms into s_sym, and sym_finish takes the square root. */
-static parity_status_t sym_alloc(parity_ref_output_t *R)
+parity_status_t emb_sym_alloc(parity_ref_output_t *R)
 {
     size_t ne = (size_t)(R->n_slots * R->cols);
     R->s_sym = parity_calloc_faulted(ne, sizeof *R->s_sym);
@@ -136,7 +113,7 @@ static void sqrt_all(double *a, int64_t n)
     else parity_parallel_for(n, 0, sqrt_range, a);
 }
 
-static void sym_finish(parity_ref_output_t *R)
+void emb_sym_finish(parity_ref_output_t *R)
 {
     if (R->s_sym) sqrt_all(R->s_sym, R->n_slots * R->cols);
     if (R->s_up2) sqrt_all(R->s_up2, R->n_slots * R->cols);
@@ -177,9 +154,9 @@ static void gen_rows(void *p, int64_t b, int64_t e, int thread)
     free(buf);
 }
 
-static parity_tensor_t *gen_matrix(const char *name, parity_dtype_t dt, int64_t rows, int64_t cols,
-                                   parity_vals_kind_t kind, double scale, int outliers,
-                                   double factor, uint64_t seed, uint64_t stream)
+parity_tensor_t *emb_gen_matrix(const char *name, parity_dtype_t dt, int64_t rows, int64_t cols,
+                                parity_vals_kind_t kind, double scale, int outliers,
+                                double factor, uint64_t seed, uint64_t stream)
 {
     int64_t shape[2] = {rows, cols};
     parity_tensor_t *t = parity_tensor_new(name, dt, 2, shape);
@@ -189,8 +166,8 @@ static parity_tensor_t *gen_matrix(const char *name, parity_dtype_t dt, int64_t 
     return t;
 }
 
-static parity_tensor_t *gen_ids(const char *name, const parity_workload_t *wl, uint64_t seed,
-                                int64_t n, int64_t v, parity_status_t *st, parity_diag_t *diag)
+parity_tensor_t *emb_gen_ids(const char *name, const parity_workload_t *wl, uint64_t seed,
+                             int64_t n, int64_t v, parity_status_t *st, parity_diag_t *diag)
 {
     int64_t shape[1] = {n};
     parity_tensor_t *t = parity_tensor_new(name, PARITY_DT_I32, 1, shape);
@@ -394,11 +371,11 @@ static parity_status_t fused_build(const parity_op_t *op, const parity_workload_
     (void)op;
     int64_t n = wl->n, d = wl->d, v = wl->v;
     parity_status_t st = PARITY_OK;
-    c->inputs[0] = gen_matrix("dy", dt, n, d, wl->dy_vals, wl->dy_scale, 0, 1, seed, 1);
-    c->inputs[1] = gen_matrix("x", dt, n, d, wl->x_vals, wl->x_scale, wl->outliers,
+    c->inputs[0] = emb_gen_matrix("dy", dt, n, d, wl->dy_vals, wl->dy_scale, 0, 1, seed, 1);
+    c->inputs[1] = emb_gen_matrix("x", dt, n, d, wl->x_vals, wl->x_scale, wl->outliers,
                               wl->outlier_factor, seed, 2);
     c->inputs[2] = gen_gamma(wl, dt, seed, d);
-    c->inputs[3] = gen_ids("ids", wl, seed, n, v, &st, diag);
+    c->inputs[3] = emb_gen_ids("ids", wl, seed, n, v, &st, diag);
     if (st != PARITY_OK) return st;
     for (int i = 0; i < 4; i++)
         if (!c->inputs[i]) return PARITY_E_NOMEM;
@@ -406,8 +383,8 @@ static parity_status_t fused_build(const parity_op_t *op, const parity_workload_
     c->n_attrs = 1;
     c->attr_names[0] = "eps";
     c->attr_values[0] = PARITY_RMS_EPS;
-    if ((st = scatter_build(c, c->inputs[3]->view.data, n, d, v)) != PARITY_OK) return st;
-    if ((st = vocab_ref_alloc(c, 0, "dE", 1)) != PARITY_OK) return st;
+    if ((st = emb_scatter_build(c, c->inputs[3]->view.data, n, d, v)) != PARITY_OK) return st;
+    if ((st = emb_vocab_ref_alloc(c, 0, "dE", 1)) != PARITY_OK) return st;
     c->ref[0].m_up = 4 * d + 32;
     parity_ref_output_t *G = &c->ref[1];
     if ((st = parity_ref_output_alloc(G, "dgamma", "channel", d, 1, 0, 0, 1)) != PARITY_OK)
@@ -420,8 +397,8 @@ static parity_status_t fused_build(const parity_op_t *op, const parity_workload_
      * negation): with dy symmetric, the hits(v) terms of dE[v, j] (distinct rows i) have fair,
      * independent signs. dgamma's terms dy_ij xhat_ij are odd in dy_i and in x_i alike. */
     int dy_sym = parity_vals_symmetric(wl->dy_vals), x_sym = parity_vals_symmetric(wl->x_vals);
-    if (dy_sym && (st = sym_alloc(&c->ref[0])) != PARITY_OK) return st;
-    if ((dy_sym || x_sym) && (st = sym_alloc(G)) != PARITY_OK) return st;
+    if (dy_sym && (st = emb_sym_alloc(&c->ref[0])) != PARITY_OK) return st;
+    if ((dy_sym || x_sym) && (st = emb_sym_alloc(G)) != PARITY_OK) return st;
     /* Per-term errors across terms (docs/error-model.md, "Per-term errors across terms", which
      * derives the counts). dE: the first-order coefficients of one dx term satisfy
      * sum_r c_r^2 <= (13D/4 + 34) A^2 <= m_up A^2. What can add linearly, in u A per term: r's
@@ -471,8 +448,8 @@ static parity_status_t fused_build(const parity_op_t *op, const parity_workload_
             if (G->s_sym) G->s_sym[j] = q;
             if (G->s_up2) G->s_up2[j] = q; /* A_i = |dy xhat| for dgamma: sum A^2 = sum term^2 */
         }
-        sym_finish(&c->ref[0]);
-        sym_finish(G);
+        emb_sym_finish(&c->ref[0]);
+        emb_sym_finish(G);
     }
     free(g);
     free(f.r);
@@ -498,9 +475,9 @@ static void fused_terms_f32(const parity_case_t *c, int64_t i, float *dx, float 
 
 /* Emulate vocabulary rows (dE) or channels (dgamma) with accumulator `acc`. For dE the terms of
  * row v are dx of its positions in ascending order; for dgamma all N rows' dy*xhat. */
-static parity_status_t scatter_emulate(const parity_case_t *c, int out, const parity_format_t *acc,
-                                       parity_sum_order_t order, const int64_t *rows,
-                                       int64_t n_rows, double *dst, int fused)
+parity_status_t emb_scatter_emulate(const parity_case_t *c, int out, const parity_format_t *acc,
+                                    parity_sum_order_t order, const int64_t *rows,
+                                    int64_t n_rows, double *dst, int fused)
 {
     scatter_t *s = c->priv;
     int64_t d = s->d;
@@ -552,7 +529,7 @@ static parity_status_t fused_emulate(const parity_case_t *c, int out, const pari
                                      parity_sum_order_t order, const int64_t *rows, int64_t n_rows,
                                      double *dst)
 {
-    return scatter_emulate(c, out, acc, order, rows, n_rows, dst, 1);
+    return emb_scatter_emulate(c, out, acc, order, rows, n_rows, dst, 1);
 }
 
 /* Presets. Scales: dy "gradscale" = 1e-3..1e-6 per row; x = 0.02 N(0,1) is an embedding row at
@@ -612,195 +589,6 @@ const parity_op_t parity_op_embedding_rmsnorm_bwd = {
     .baseline_workloads = FUSED_BASELINES,
     .build = fused_build,
     .emulate = fused_emulate,
-    .free_priv = scatter_free,
+    .free_priv = emb_scatter_free,
 };
 
-/* ---- embedding_bwd ------------------------------------------------------------------------- */
-/* Inputs: dY (N,D), ids (N). Output: dE (V,D), dE[v] = sum of dY rows whose id is v.
- * Terms are inputs (exact), so the bound is the accumulation's alone. */
-
-typedef struct {
-    const parity_abi_tensor_t *dy;
-    const int32_t *ids;
-    const int64_t *slot;
-    double *dE, *s_abs;
-} ref_ebwd_t;
-
-static void ref_ebwd_cols(void *p, int64_t jb, int64_t je, int thread)
-{
-    (void)thread;
-    const ref_ebwd_t *r = p;
-    int64_t n = r->dy->shape[0], d = r->dy->shape[1];
-    for (int64_t i = 0; i < n; i++) {
-        int64_t row = r->slot ? r->slot[r->ids[i]] : r->ids[i];
-        double *dst = r->dE + row * d, *abs_dst = r->s_abs ? r->s_abs + row * d : NULL;
-        if (r->dy->dtype == PARITY_DT_F32) {
-            const float *src = (const float *)r->dy->data + i * d;
-            for (int64_t j = jb; j < je; j++) dst[j] += src[j];
-            if (abs_dst)
-                for (int64_t j = jb; j < je; j++) abs_dst[j] += fabs((double)src[j]);
-        } else {
-            for (int64_t j = jb; j < je; j++) {
-                double t = elem(r->dy, i * d + j);
-                dst[j] += t;
-                if (abs_dst) abs_dst[j] += fabs(t);
-            }
-        }
-    }
-}
-
-parity_status_t parity_ref_embedding_bwd(const parity_abi_tensor_t *dy, const int32_t *ids,
-                                         const int64_t *slot, double *dE, double *s_abs,
-                                         int n_threads)
-{
-    if (!dy || !ids || !dE || dy->ndim != 2) return PARITY_E_INVALID;
-    ref_ebwd_t r = {dy, ids, slot, dE, s_abs};
-    parity_parallel_for(dy->shape[1], n_threads, ref_ebwd_cols, &r);
-    return PARITY_OK;
-}
-
-static parity_status_t ebwd_build(const parity_op_t *op, const parity_workload_t *wl,
-                                  uint64_t seed, parity_dtype_t dt, parity_case_t *c,
-                                  parity_diag_t *diag)
-{
-    (void)op;
-    parity_status_t st = PARITY_OK;
-    c->inputs[0] = gen_matrix("dY", dt, wl->n, wl->d, wl->dy_vals, wl->dy_scale, 0, 1, seed, 1);
-    c->inputs[1] = gen_ids("ids", wl, seed, wl->n, wl->v, &st, diag);
-    if (st != PARITY_OK) return st;
-    if (!c->inputs[0] || !c->inputs[1]) return PARITY_E_NOMEM;
-    c->rows_are_text_tokens = wl->ids == PARITY_IDS_TEXT;
-    if ((st = scatter_build(c, c->inputs[1]->view.data, wl->n, wl->d, wl->v)) != PARITY_OK) return st;
-    if ((st = vocab_ref_alloc(c, 0, "dE", 0)) != PARITY_OK) return st;
-    scatter_t *sc = c->priv;
-    st = parity_ref_embedding_bwd(&c->inputs[0]->view, sc->ids, c->ref[0].slot, c->ref[0].ref,
-                                  c->ref[0].s_acc, 0);
-    /* Symmetric class: dE[v, j]'s terms are dY[i, j] themselves (distinct rows i). */
-    if (st != PARITY_OK || !parity_vals_symmetric(wl->dy_vals)) return st;
-    parity_ref_output_t *R = &c->ref[0];
-    if ((st = sym_alloc(R)) != PARITY_OK) return st;
-    const parity_abi_tensor_t *dy = &c->inputs[0]->view;
-    for (int64_t i = 0; i < wl->n; i++) {
-        double *sq = R->s_sym + R->slot[sc->ids[i]] * wl->d;
-        for (int64_t j = 0; j < wl->d; j++) {
-            double t = elem(dy, i * wl->d + j);
-            sq[j] += t * t;
-        }
-    }
-    sym_finish(R);
-    return PARITY_OK;
-}
-
-static parity_status_t ebwd_emulate(const parity_case_t *c, int out, const parity_format_t *acc,
-                                    parity_sum_order_t order, const int64_t *rows, int64_t n_rows,
-                                    double *dst)
-{
-    return scatter_emulate(c, out, acc, order, rows, n_rows, dst, 0);
-}
-
-static const parity_workload_t EBWD_PRESETS[] = {
-    {"uniform", "uniform ids, unit normal dY", 4096, 512, 4096, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"zipf1.1", "Zipf(1.1) ids, gradient-scale dY", 16384, 256, 50257, PARITY_IDS_ZIPF, 1.1, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"text", "tinyshakespeare GPT-2 ids, gradient-scale dY", 16384, 256, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"intprobe", "real-text ids, dY small integers in [-4,4]: exact sums, any lost addition shows", 16384, 256, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_INTPROBE, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"odd-d1000", "odd shape N=4097 D=1000, Zipf(1.1)", 4097, 1000, 50257, PARITY_IDS_ZIPF, 1.1, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"prod", "production-like: N=65536 real-text tokens, D=2048, V=50257", 65536, 2048, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 1, ""},
-    /* Structure and range (docs/workloads.md): D = 259 (2 x 128 + 3), about 4 hits per row. */
-    {"exact", "sparse powers of two in dY (0 or +-2^e, |e| <= 2): exact sums, a lost or misplaced addition is a gross error; N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_SPARSE_POW2, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"x1e-3", "unit randn dY times 1e-3; N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1e-3, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"x64", "unit randn dY times 64; N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 64, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"near-max", "randn dY x 2^118: rows of ~4 hits reach 2^122, within 2^6 of fp32/bf16 overflow; N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 0x1p118, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"subnormal", "dY at gradient scale x 1e-35 (1e-38..1e-41 per token): sums in fp32's subnormal range; N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_GRADSCALE, 1e-35, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-};
-
-static const parity_workload_t EBWD_BASELINES[] = {
-    {"sol-execbench", "unit randn dY, uniform ids, seed 200", 4096, 1024, 16384, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"kernelbench", "torch.rand dY, uniform ids", 2048, 1024, 8192, PARITY_IDS_UNIFORM, 0, PARITY_VALS_UNIFORM01, 1, PARITY_VALS_UNIFORM01, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"assert_close", "randn dY, uniform ids, small shape", 512, 256, 1000, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-};
-
-const parity_op_t parity_op_embedding_bwd = {
-    .name = "embedding_bwd",
-    .summary = "embedding gradient: scatter-add of dY rows into dE (V,D) by token id",
-    .n_inputs = 2,
-    .n_outputs = 1,
-    .input_names = {"dY", "ids"},
-    .output_names = {"dE"},
-    .input_is_float = {1, 0},
-    .faithful_accumulator = "fp32",
-    .error_model = "dE[v,j]: hits(v) exact terms accumulated",
-    .presets = EBWD_PRESETS,
-    .n_presets = (int)(sizeof EBWD_PRESETS / sizeof EBWD_PRESETS[0]),
-    .baseline_workloads = EBWD_BASELINES,
-    .build = ebwd_build,
-    .emulate = ebwd_emulate,
-    .free_priv = scatter_free,
-};
-
-/* ---- embedding_fwd ------------------------------------------------------------------------- */
-/* Inputs: E (V,D), ids (N). Output: Y (N,D) = E[ids]. A copy: exact unless the output dtype is
- * narrower than E's (then one rounding). */
-
-static parity_status_t efwd_build(const parity_op_t *op, const parity_workload_t *wl,
-                                  uint64_t seed, parity_dtype_t dt, parity_case_t *c,
-                                  parity_diag_t *diag)
-{
-    (void)op;
-    parity_status_t st = PARITY_OK;
-    c->inputs[0] = gen_matrix("E", dt, wl->v, wl->d, wl->x_vals, wl->x_scale, wl->outliers,
-                              wl->outlier_factor, seed, 2);
-    c->inputs[1] = gen_ids("ids", wl, seed, wl->n, wl->v, &st, diag);
-    if (st != PARITY_OK) return st;
-    if (!c->inputs[0] || !c->inputs[1]) return PARITY_E_NOMEM;
-    parity_ref_output_t *R = &c->ref[0];
-    if ((st = parity_ref_output_alloc(R, "Y", "row", wl->n, wl->d, 0, 0, 0)) != PARITY_OK) return st;
-    c->out_ndim[0] = 2;
-    c->out_shape[0][0] = wl->n;
-    c->out_shape[0][1] = wl->d;
-    const int32_t *ids = c->inputs[1]->view.data;
-    for (int64_t i = 0; i < wl->n; i++) {
-        R->k[i] = 1;
-        for (int64_t j = 0; j < wl->d; j++) {
-            double e = elem(&c->inputs[0]->view, (int64_t)ids[i] * wl->d + j);
-            R->ref[i * wl->d + j] = e;
-            R->s_acc[i * wl->d + j] = fabs(e);
-        }
-    }
-    return PARITY_OK;
-}
-
-static const parity_workload_t EFWD_PRESETS[] = {
-    {"uniform", "uniform ids, unit normal E", 4096, 512, 4096, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"text", "tinyshakespeare GPT-2 ids, embedding-scale E with 4 outlier channels", 8192, 256, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_OUTLIER, 0.02, PARITY_GAMMA_ONES, 4, 100, 0, ""},
-    {"odd-d1000", "odd shape N=4097 D=1000, Zipf(1.1)", 4097, 1000, 5003, PARITY_IDS_ZIPF, 1.1, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    /* Structure and range (docs/workloads.md). */
-    {"exact", "sparse powers of two in E (0 or +-2^e, |e| <= 2): a wrong row is a gross error; N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_SPARSE_POW2, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"x1e-3", "unit randn E times 1e-3; N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1e-3, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"x64", "unit randn E times 64; N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 64, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"near-max", "randn E x 2^124: entries up to bf16's largest finite; N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 0x1p124, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"subnormal", "randn E x 1e-39: bf16 subnormals (a flush-to-zero copy fails); N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1e-39, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-};
-
-static const parity_workload_t EFWD_BASELINES[] = {
-    {"sol-execbench", "unit randn E, uniform ids, seed 200", 4096, 1024, 16384, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"kernelbench", "torch.rand E, uniform ids", 2048, 1024, 8192, PARITY_IDS_UNIFORM, 0, PARITY_VALS_UNIFORM01, 1, PARITY_VALS_UNIFORM01, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"assert_close", "randn E, uniform ids, small shape", 512, 256, 1000, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-};
-
-const parity_op_t parity_op_embedding_fwd = {
-    .name = "embedding_fwd",
-    .summary = "embedding lookup: Y (N,D) = E[ids]",
-    .n_inputs = 2,
-    .n_outputs = 1,
-    .input_names = {"E", "ids"},
-    .output_names = {"Y"},
-    .input_is_float = {1, 0},
-    .faithful_accumulator = "none (a copy)",
-    .error_model = "Y[i,j]: a copy, exact unless the output dtype is narrower (one rounding)",
-    .presets = EFWD_PRESETS,
-    .n_presets = (int)(sizeof EFWD_PRESETS / sizeof EFWD_PRESETS[0]),
-    .baseline_workloads = EFWD_BASELINES,
-    .build = efwd_build,
-    .emulate = NULL,
-    .free_priv = NULL,
-};
