@@ -183,6 +183,30 @@ const parity_op_t parity_op_rmsnorm_fwd = {
 
 /* GCC at -O3 (it vectorizes the element-wise loops; it never reorders a sum without
  * -fassociative-math, and -ffp-contract=off holds), so the bits are those of -O2. */
+/* r from the row's sum of squares ss, in the r mode's way (both row functions below). */
+static inline float rms_r(float ss, int64_t d, float eps, int r_mode)
+{
+    float ms = ss / (float)d;
+    float r = r_mode == PARITY_RMS_R_EPS_OUTSIDE ? 1.0f / (sqrtf(ms) + eps) : 1.0f / sqrtf(ms + eps);
+    if (r_mode == PARITY_RMS_R_LOW_2ULP) r = nextafterf(nextafterf(r, 0.0f), 0.0f);
+    return r;
+}
+
+/* dx_j = r (g_j dy_j - x_j r c), element-wise (vectorized at -O3; each element's operations as
+ * written, so the same bits). */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("O3")))
+#endif
+static inline void rms_dx(const float *restrict x, const float *restrict dy, const float *restrict g,
+                          int64_t d, float r, float c, int ignore_gamma, float *restrict dx)
+{
+    for (int64_t j = 0; j < d; j++) {
+        float xh = x[j] * r;
+        float gj = ignore_gamma ? 1.0f : g[j];
+        dx[j] = r * (gj * dy[j] - xh * c);
+    }
+}
+
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("O3")))
 #endif
@@ -191,20 +215,14 @@ float parity_rms_bwd_row_f32(const float *x, const float *dy, const float *g, in
 {
     float ss = 0.0f;
     for (int64_t k = 0; k < d; k++) ss += x[k] * x[k];
-    float ms = ss / (float)d;
-    float r = r_mode == PARITY_RMS_R_EPS_OUTSIDE ? 1.0f / (sqrtf(ms) + eps) : 1.0f / sqrtf(ms + eps);
-    if (r_mode == PARITY_RMS_R_LOW_2ULP) r = nextafterf(nextafterf(r, 0.0f), 0.0f);
-    float c = 0.0f;
+    float r = rms_r(ss, d, eps, r_mode);
     if (dx) { /* c enters dx only */
+        float c = 0.0f;
         for (int64_t k = 0; k < d; k++) c += (ignore_gamma ? 1.0f : g[k]) * dy[k] * (x[k] * r);
-        c /= (float)d;
+        rms_dx(x, dy, g, d, r, c / (float)d, ignore_gamma, dx);
     }
-    for (int64_t j = 0; j < d; j++) {
-        float xh = x[j] * r;
-        float gj = ignore_gamma ? 1.0f : g[j];
-        if (dx) dx[j] = r * (gj * dy[j] - xh * c);
-        if (xhat_dy) xhat_dy[j] = dy[j] * xh;
-    }
+    if (xhat_dy)
+        for (int64_t j = 0; j < d; j++) xhat_dy[j] = dy[j] * (x[j] * r);
     return r;
 }
 
@@ -236,11 +254,7 @@ void parity_rms_bwd_rows4_f32(const float *const x[4], const float *const dy[4],
     }
     float s4[4], c4[4];
     _mm_storeu_ps(s4, ss);
-    for (int a = 0; a < 4; a++) { /* as the one-row function, lane by lane */
-        float ms = s4[a] / (float)d;
-        r[a] = r_mode == PARITY_RMS_R_EPS_OUTSIDE ? 1.0f / (sqrtf(ms) + eps) : 1.0f / sqrtf(ms + eps);
-        if (r_mode == PARITY_RMS_R_LOW_2ULP) r[a] = nextafterf(nextafterf(r[a], 0.0f), 0.0f);
-    }
+    for (int a = 0; a < 4; a++) r[a] = rms_r(s4[a], d, eps, r_mode); /* lane by lane */
     /* c = sum_k (g_k dy_k) (x_k r) in k order, as (g[k] * dy[k]) * (x[k] * r) groups it */
     const __m128 rv = _mm_loadu_ps(r);
     __m128 cs = _mm_setzero_ps();
@@ -263,16 +277,7 @@ void parity_rms_bwd_rows4_f32(const float *const x[4], const float *const dy[4],
         cs = _mm_add_ps(cs, _mm_mul_ps(gd, _mm_mul_ps(xv, rv)));
     }
     _mm_storeu_ps(c4, cs);
-    for (int a = 0; a < 4; a++) {
-        float c = c4[a] / (float)d, ra = r[a];
-        const float *xa = x[a], *ya = dy[a];
-        float *o = dx[a];
-        for (int64_t j = 0; j < d; j++) {
-            float xh = xa[j] * ra;
-            float gj = ignore_gamma ? 1.0f : g[j];
-            o[j] = ra * (gj * ya[j] - xh * c);
-        }
-    }
+    for (int a = 0; a < 4; a++) rms_dx(x[a], dy[a], g, d, r[a], c4[a] / (float)d, ignore_gamma, dx[a]);
 #else
     for (int a = 0; a < 4; a++)
         r[a] = parity_rms_bwd_row_f32(x[a], dy[a], g, d, eps, dx[a], NULL, ignore_gamma, r_mode);
