@@ -216,6 +216,7 @@ parity_verdict_t bench_time_kernel_judged(const parity_abi_kernel_t *k, const pa
     if (first_float_digest(call) != in_digest) {
         bench_flip_first_float(call);
         inputs_changed = first_float_digest(call) != in_digest;
+        if (inputs_changed) bench_flip_first_float(call); /* not a leftover flip: as the kernel left it */
     }
     if (w == 0) {
         snprintf(detail, detail_len, "timing not done after %.0f s (killed)", o->timeout_s);

@@ -193,7 +193,9 @@ static void madv_range(void *ctx, int64_t b, int64_t e, int thread)
 
 void parity_madvise_parallel(void *addr, size_t len, int advice)
 {
-    const size_t piece = (size_t)32 << 20; /* a multiple of every page size */
+    /* 32 MiB: a multiple of every page size, about 10 ms of faulting at the 2.7 GB/s measured for
+     * shared memory here (thread start-up is 60 us); a mapping under two pieces is one call. */
+    const size_t piece = (size_t)32 << 20;
     if (len < 2 * piece) {
         (void)madvise(addr, len, advice);
         return;
