@@ -118,9 +118,9 @@ int check_floor_child(const parity_case_t *c, parity_tensor_t *const *o, const u
         if (sh != MAP_FAILED) munmap(sh, sizeof *sh);
         return floor_used(c, in_hash, f, nf, modified);
     }
-    /* Each variant has opts->timeout_s from the end of the one before (or from the fork). */
-    /* The child's end wakes the wait at once; the variants' progress (the shared page) is read
-     * at least every FLOOR_LOOK_S, which is all the per-variant clock needs. */
+    /* Each variant has opts->timeout_s from the end of the one before (or from the fork). The
+     * child's end wakes the wait at once; the variants' progress (the shared page) is read at
+     * least every FLOOR_LOOK_S, which is all the per-variant clock needs. */
     const double FLOOR_LOOK_S = 0.05;
     double t_last = parity_now();
     int seen = 0, status = 0, fd = parity_child_fd(pid);
