@@ -64,10 +64,10 @@ static const uint64_t *slot_hashes(case_slot_t *cs)
     return cs->in_hash;
 }
 
-/* The decoy runs in the child of the rerun (before it, with the call on the judged buffers:
- * check_anticache.c), so each has buffers of its own. The rerun writes into the judged run's
- * buffers, compared by digest (run_one); POOL_RERUN is only for kernels declared
- * nondeterministic, whose judged outputs must outlive a rerun that may differ. */
+/* The rerun writes into the judged run's buffers, compared by digest (run_one), and so do the
+ * decoy and the call on the judged buffers before it in its child (check_anticache.c). POOL_RERUN
+ * is only for kernels declared nondeterministic, whose judged outputs must outlive a rerun that
+ * may differ; POOL_DECOY only for naming the probe that made a rerun stale (stale_outputs). */
 enum { POOL_RUN = 0, POOL_DECOY = 1, POOL_RERUN = 2, N_POOLS = 3 };
 
 typedef struct {
@@ -255,6 +255,24 @@ void check_judge_case(const parity_case_t *c, parity_tensor_t *const *o, parity_
     judge_case_outputs(c, o, res);
 }
 
+/* check_stale_outputs with the decoy in buffers of its own (POOL_DECOY, mapped only for a
+ * kernel whose rerun came out different): what the decoy alone does tells the probes apart.
+ * NaN-prefilled there (check_stale_outputs): what a pooled buffer held before must not reach a
+ * kernel that reads its outputs, or a verdict would depend on which units ran before on this
+ * worker (and --jobs / ranks would change reports). */
+static int stale_outputs(case_slot_t *cs, const parity_abi_kernel_t *k, parity_tensor_t **o2,
+                         const parity_abi_call_t *call2, const parity_abi_call_t *decoy,
+                         const parity_check_opts_t *opts, parity_wl_result_t *res)
+{
+    parity_tensor_t *dout[PARITY_OP_MAX_ARGS] = {0};
+    parity_abi_tensor_t doutv[PARITY_OP_MAX_ARGS];
+    parity_abi_call_t own = *decoy;
+    int have = pool_outputs(cs, POOL_DECOY, k, dout) == 0;
+    for (int i = 0; i < cs->c->n_outputs && have; i++) doutv[i] = dout[i]->view;
+    if (have) own.outputs = doutv;
+    return check_stale_outputs(cs->c, k, o2, call2, have ? &own : NULL, opts, res);
+}
+
 /* One judged run of kernel k on case c, alone in a fresh child, NaN-prefilled.
  * rerun: a second run, reference-prefilled (unwritten outputs and nondeterminism show as bits
  * that differ); with use_decoy, the same child first calls the kernel on a decoy and on the
@@ -325,28 +343,24 @@ static void run_one(const parity_kernel_ref_t *kr, case_slot_t *cs, const parity
         if (got2) {
             parity_case_make_call(c, in, out2, o2, opts->n_threads, c->seed, &call2);
             /* Decoy: the same shapes with every floating-point input scaled by -2 (exact) and a
-             * different seed, in buffers of its own; then the call on the judged buffers. */
-            parity_tensor_t *dout[PARITY_OP_MAX_ARGS] = {0};
-            parity_abi_tensor_t dinv[PARITY_OP_MAX_ARGS], doutv[PARITY_OP_MAX_ARGS];
+             * different seed, written into the judged buffers (NaN-prefilled below); then the
+             * call on the judged buffers holding other contents, then the judged call. Every
+             * memo the decoy could expose (keyed on shapes, on nothing, on output pointers) the
+             * call on the judged buffers exposes too; the decoy keeps the calls per child at
+             * three, and check_stale_outputs runs it again in buffers of its own to name the
+             * probe. A pool of its own for every decoy cost a vocabulary-sized mapping per
+             * worker, the largest first touch of a cold check (docs/check-speed.md). */
+            parity_abi_tensor_t dinv[PARITY_OP_MAX_ARGS];
             parity_abi_call_t decoy;
-            int have_decoy = use_decoy && pool_outputs(cs, POOL_DECOY, k, dout) == 0 &&
-                             decoy_inputs(cs) == 0;
+            int have_decoy = use_decoy && decoy_inputs(cs) == 0;
             if (have_decoy) {
                 for (int i = 0; i < c->n_inputs; i++) dinv[i] = cs->decoy_in[i]->view;
-                /* NaN-prefilled: what a pooled buffer held before (another kernel's decoy) must
-                 * not reach a kernel that reads its outputs, or a verdict would depend on which
-                 * units ran before on this worker (and --jobs / ranks would change reports). */
-                for (int i = 0; i < c->n_outputs; i++) {
-                    parity_tensor_fill_nan(dout[i]);
-                    doutv[i] = dout[i]->view;
-                }
                 decoy = call2;
                 decoy.inputs = dinv;
-                decoy.outputs = doutv;
                 decoy.seed = c->seed ^ 0xdec0dec0ULL;
             }
-            /* Without the probes, reference-prefilled; with them, the judged call starts from
-             * what the call on the same buffers wrote (NaN-prefilled itself). */
+            /* Without the probes, reference-prefilled; with them, the decoy starts from NaN
+             * and each later call from what the call before it wrote. */
             for (int i = 0; i < c->n_outputs; i++)
                 if (have_decoy) parity_tensor_fill_nan(o2[i]);
                 else parity_fill_reference(o2[i], &c->ref[i]);
@@ -385,7 +399,7 @@ static void run_one(const parity_kernel_ref_t *kr, case_slot_t *cs, const parity
                 res->verdict = v2;
                 snprintf(res->detail, sizeof res->detail, "second run: %s", det);
             } else if (have_decoy && (differ >= 0 || nondet) &&
-                       (stale = check_stale_outputs(c, k, o2, &call2, &decoy, opts, res)) != 0) {
+                       (stale = stale_outputs(cs, k, o2, &call2, &decoy, opts, res)) != 0) {
                 if (stale == 2) cs->dirty = 1; /* res says "stale-cache" */
             } else if (differ >= 0 && !nondet) {
                 res->verdict = PARITY_VERDICT_NONDETERMINISTIC;

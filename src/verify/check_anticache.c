@@ -1,7 +1,7 @@
 /* Caching probes of a check (docs/check-json.md, "Caching"): a kernel must compute every call from
  * that call's inputs. The first run of a kernel is alone in its child; the second (the rerun)
- * first calls it on a decoy in buffers of its own (check.c) and on the very buffers of the judged
- * call holding other contents, and a sequence of calls at shape neighbours (N-1, N, N+1) runs in
+ * first calls it on a decoy (other inputs, writing into the judged buffers: check.c) and on the
+ * very buffers of the judged call holding other contents, and a sequence of calls at shape neighbours (N-1, N, N+1) runs in
  * one child. A kernel that answers from a memo keyed on pointers, shapes or a few input bytes then
  * returns stale outputs; faithful alone, its verdict is "stale-cache" and the detail names the
  * probe. Deliberately not here: the judgement itself (verify.c), which units run (check_grid.c). */
@@ -120,20 +120,26 @@ int check_stale_outputs(const parity_case_t *c, const parity_abi_kernel_t *k, pa
     check_judge_case(c, o2, &after);
     if (after.verdict == PARITY_VERDICT_FAITHFUL) return 0; /* bits differ, values fine */
     /* Faithful alone (the first run), wrong after the earlier calls: which one? The decoy alone
-     * (NaN-prefilled), or else the call on the judged buffers. */
+     * in buffers of its own (NaN-prefilled), then the judged call: wrong means the decoy's call
+     * is enough; else the call on the judged buffers. Without buffers for the decoy (out of
+     * memory) the probe is not named. */
     const char *probe = "a call on the same buffers holding other contents (a memo keyed on "
                         "pointers or a few input bytes)";
     uint64_t h[PARITY_OP_MAX_ARGS];
     for (int i = 0; i < c->n_inputs; i++) h[i] = parity_tensor_hash(c->inputs[i]);
-    for (int i = 0; i < c->n_outputs; i++) parity_tensor_fill_nan(o2[i]);
-    for (int i = 0; i < decoy->n_outputs; i++) fill_nan_view(&decoy->outputs[i]);
-    parity_wl_result_t d;
-    memset(&d, 0, sizeof d);
-    double secs;
-    d.verdict = parity_run_isolated(k, decoy, call2, opts->timeout_s, d.detail, sizeof d.detail, &secs);
-    if (d.verdict == PARITY_VERDICT_FAITHFUL) check_judge_case(c, o2, &d);
-    if (d.verdict != PARITY_VERDICT_FAITHFUL)
-        probe = "a call on other buffers of the same shapes (a memo keyed on shapes or on nothing)";
+    if (decoy) {
+        for (int i = 0; i < c->n_outputs; i++) parity_tensor_fill_nan(o2[i]);
+        for (int i = 0; i < decoy->n_outputs; i++) fill_nan_view(&decoy->outputs[i]);
+        parity_wl_result_t d;
+        memset(&d, 0, sizeof d);
+        double secs;
+        d.verdict = parity_run_isolated(k, decoy, call2, opts->timeout_s, d.detail, sizeof d.detail, &secs);
+        if (d.verdict == PARITY_VERDICT_FAITHFUL) check_judge_case(c, o2, &d);
+        if (d.verdict != PARITY_VERDICT_FAITHFUL)
+            probe = "a call on other buffers of the same shapes (a memo keyed on shapes or on nothing)";
+    } else {
+        probe = "earlier calls in the same process";
+    }
     int dirty = 0;
     for (int i = 0; i < c->n_inputs; i++) dirty |= parity_tensor_hash(c->inputs[i]) != h[i];
     /* The workload's numbers become those of the stale run; the detail keeps the alone run's. */

@@ -57,7 +57,8 @@ int check_same_buffers_step(void *ctx, const parity_abi_kernel_t *k, const parit
 
 /* The rerun (outputs o2, after the decoy and the call on the judged buffers) of a kernel whose
  * first run, alone, was judged faithful into res, differs from it (or the kernel is declared
- * nondeterministic): judged, are o2 wrong? Then the decoy alone is tried to name the probe, res
+ * nondeterministic): judged, are o2 wrong? Then the decoy alone (its outputs buffers of its own;
+ * NULL: none could be had, the probe is not named) is tried to name the probe, res
  * takes the stale run's judgement with verdict "stale-cache", and the return is 1 (2 when an
  * input changed meanwhile: the caller rebuilds the case). 0: o2 are within tolerance. */
 int check_stale_outputs(const parity_case_t *c, const parity_abi_kernel_t *k, parity_tensor_t **o2,

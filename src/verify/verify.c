@@ -121,6 +121,18 @@ static void populate_call(const parity_abi_call_t *c)
     populate(c->outputs, c->n_outputs, 1);
 }
 
+/* A decoy's tensors, less the outputs it shares with the judged call (check.c writes the decoy
+ * into the judged buffers): those are populated with the call's. */
+static void populate_decoy(const parity_abi_call_t *d, const parity_abi_call_t *c)
+{
+    populate(d->inputs, d->n_inputs, 0);
+    for (int i = 0; i < d->n_outputs; i++) {
+        int shared = 0;
+        for (int j = 0; j < c->n_outputs; j++) shared |= d->outputs[i].data == c->outputs[j].data;
+        if (!shared) populate(&d->outputs[i], 1, 1);
+    }
+}
+
 /* The verdict of a child step's exit status (PARITY_CHILD_STEP_*, 64 and 65 as the kernel's). */
 static parity_verdict_t parity_child_status_verdict(int code, const parity_abi_call_t *call,
                                                     char *detail, size_t detail_len)
@@ -207,7 +219,7 @@ parity_verdict_t parity_run_isolated_step(const parity_abi_kernel_t *k, const pa
     if (pid == 0) {
         /* The decoy call runs first in the same process, on different inputs of the same shape:
          * a kernel that caches results across calls returns the decoy's answer and fails. */
-        if (decoy) populate_call(decoy);
+        if (decoy) populate_decoy(decoy, call);
         populate_call(call);
         if (decoy) (void)k->run(decoy);
         int sc = step ? step(step_ctx, k, call) : 0;
