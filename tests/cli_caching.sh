@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Caching in every form (tests/plugins/caching.c): a memo keyed on pointers, on shapes, on the
+# Caching in every form (tests/plugins/caching.c): a memo keyed on pointers (both, or the output alone), on shapes, on the
 # first bytes of the inputs, and a plan kept across neighbouring shapes each get the verdict
 # "stale-cache" from `parity check`, naming the probe that exposed it; a kernel that skips work
 # after its first calls loses its `parity bench` score; `--seed fresh` draws a seed that the JSON
@@ -49,6 +49,8 @@ expect memo_shape stale-cache 1 "other buffers of the same shapes"
 expect memo_first_bytes stale-cache 1 "same buffers holding other contents"
 expect plan_neighbours stale-cache 1 "neighbours N=31,32,33"
 expect skip_repeats stale-cache 1 "stale outputs"
+expect memo_out_pointer stale-cache 1 "same buffers holding other contents"
+expect skip_after_2 stale-cache 1 "stale outputs"
 # Three calls per child are all a check makes: this one passes the check, and the bench below
 # must still catch it.
 expect skip_after_3 faithful 0
