@@ -419,6 +419,10 @@ static void judge_rows(const judge_ctx_t *jc, int64_t r0, int64_t r1, parity_wl_
     const parity_ref_output_t *R = jc->R;
     const parity_abi_tensor_t *out = jc->out;
     double *row_err = jc->row_err;
+    /* res->worst.output names the worst element's output, and an empty name means "none yet":
+     * the name (a formatted copy, once per new worst element and per row it cost more than the
+     * element's judgement) is kept in these flags and written once at the end. */
+    int worst_named = res->worst.output[0] != 0, worst_mine = 0;
     for (int64_t r = r0; r < r1; r++) {
         int64_t slot = R->slot ? R->slot[r] : r;
         double rq = 0, rerr = 0, rscale = 0;
@@ -480,16 +484,14 @@ static void judge_rows(const judge_ctx_t *jc, int64_t r0, int64_t r1, parity_wl_
                 qd = err == 0 ? 0 : td > 0 ? err / td : INFINITY;
             }
             if (err > rerr) rerr = err;
-            if (q > rq || j == 0) {
+            if (q > rq || j == 0) /* named once the row is done (the output's name) */
                 rw = (parity_worst_t){.row = r, .row_key = R->row_key ? R->row_key[r] : r, .col = j,
                                       .k = rk, .got = y, .ref = ref, .err = err, .tol = tp, .q = q};
-                snprintf(rw.output, sizeof rw.output, "%s", R->name);
-            }
             if (q > rq) rq = q;
             if (qd > res->max_qd) res->max_qd = qd;
-            if (q > res->worst.q || (res->worst.q == 0 && res->worst.output[0] == 0)) {
+            if (q > res->worst.q || (res->worst.q == 0 && !worst_named)) {
                 res->worst.q = q;
-                snprintf(res->worst.output, sizeof res->worst.output, "%s", R->name);
+                worst_named = worst_mine = 1; /* the name is written after the rows */
                 res->worst.row = r;
                 res->worst.row_key = R->row_key ? R->row_key[r] : r;
                 res->worst.col = j;
@@ -503,11 +505,13 @@ static void judge_rows(const judge_ctx_t *jc, int64_t r0, int64_t r1, parity_wl_
         res->rows_judged++;
         if (rq > 1) { /* keep the PARITY_N_WORST_ROWS failing rows with the largest err/tol */
             res->rows_failed++;
+            snprintf(rw.output, sizeof rw.output, "%s", R->name);
             keep_worst_row(res, &rw);
         }
         if (rq > res->max_q) res->max_q = rq;
         if (row_err) row_err[r] = rscale > 0 ? rerr / rscale : (rerr > 0 ? INFINITY : 0);
     }
+    if (worst_mine) snprintf(res->worst.output, sizeof res->worst.output, "%s", R->name);
 }
 
 /* Rows are judged in blocks of JUDGE_ROWS on every core, each block into a result of its own,
