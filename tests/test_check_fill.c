@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -410,6 +411,22 @@ static void same_bits_any_threads(const parity_op_t *op, const char *name, const
     parity_case_free(c);
 }
 
+/* The index of op's smallest preset that is not production-sized (N D V), or -1. */
+static int smallest_preset(const parity_op_t *op)
+{
+    int best = -1;
+    double best_size = 0;
+    for (int p = 0; p < op->n_presets; p++) {
+        const parity_workload_t *w = &op->presets[p];
+        double size = (double)w->n * (double)w->d * (double)(w->v > 0 ? w->v : 1);
+        if (!w->production && (best < 0 || size < best_size)) {
+            best = p;
+            best_size = size;
+        }
+    }
+    return best;
+}
+
 /* The floor's variants run with every core (check_floor.c) whatever --threads gives the
  * candidates, which is only sound while their bits do not depend on the thread count: every
  * floor variant of every op on its smallest non-production workload, and every kernel of the
@@ -422,16 +439,7 @@ static void catalog_bits_ignore_threads(void **state)
         const parity_op_t *op = parity_op_at(o);
         const parity_abi_kernel_t *fk[CHECK_N_FLOOR_KERNELS];
         int nf = check_floor_kernels(op, fk);
-        int best = -1;
-        double best_size = 0;
-        for (int p = 0; p < op->n_presets; p++) {
-            const parity_workload_t *w = &op->presets[p];
-            double size = (double)w->n * (double)w->d * (double)(w->v > 0 ? w->v : 1);
-            if (!w->production && (best < 0 || size < best_size)) {
-                best = p;
-                best_size = size;
-            }
-        }
+        int best = smallest_preset(op);
         for (int f = 0; f < nf && best >= 0; f++) same_bits_any_threads(op, op->presets[best].name, fk[f]);
     }
     const char *const shapes[] = {"zipf1.4@3001x130x517", "text@1500x40x50257", "uniform@777x100x37",
@@ -446,6 +454,84 @@ static void catalog_bits_ignore_threads(void **state)
             for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
                 if (strncmp(shapes[s], "zipf1.4", 7) == 0 && e == 1) continue; /* not a preset there */
                 same_bits_any_threads(op, shapes[s], k);
+            }
+        }
+    }
+}
+
+/* max_q of output i judged in full and from tolerances computed once (the floor's way,
+ * check_floor.c): the same double, bit for bit. */
+static void same_max_q(const parity_case_t *c, parity_tensor_t *const *o, const char *what)
+{
+    for (int i = 0; i < c->n_outputs; i++) {
+        if (o[i]->view.dtype != PARITY_DT_F32) continue;
+        parity_wl_result_t res;
+        memset(&res, 0, sizeof res);
+        parity_judge_output(&c->ref[i], &o[i]->view, PARITY_DT_F32, i, &res, NULL);
+        double *tp = parity_judge_tolerances(&c->ref[i], PARITY_DT_F32, PARITY_DT_F32);
+        assert_non_null(tp);
+        double m = parity_judge_max_q(&c->ref[i], &o[i]->view, tp);
+        free(tp);
+        if (memcmp(&m, &res.max_q, sizeof m) != 0)
+            fail_msg("%s %s, output %s: max err/tol %a from the tolerances, %a judged", c->op->name,
+                     what, c->op->output_names[i], m, res.max_q);
+    }
+}
+
+/* The floor's largest err/tol from tolerances computed once equals the full judgement's: every
+ * fp32-output catalog kernel (faithful and mutants) of every op on its smallest non-production
+ * workload and the embedding ops on skewed and real-text ids, then those outputs with a NaN, an
+ * infinity and a nonzero element in a row without terms written in. */
+static void floor_max_q_is_the_judges(void **state)
+{
+    (void)state;
+    for (int oi = 0; oi < parity_op_count(); oi++) {
+        const parity_op_t *op = parity_op_at(oi);
+        const char *names[3] = {NULL, NULL, NULL};
+        int best = smallest_preset(op);
+        if (best < 0) continue;
+        names[0] = op->presets[best].name;
+        if (!strcmp(op->name, "embedding_rmsnorm_bwd") || !strcmp(op->name, "embedding_bwd")) {
+            names[1] = "zipf1.1@3001x130x5170";
+            names[2] = "text@1500x40x50257";
+        }
+        for (int n = 0; n < 3 && names[n]; n++) {
+            parity_workload_t wl;
+            assert_int_equal(parity_op_workload(op, names[n], &wl), PARITY_OK);
+            for (int ki = 0; ki < parity_catalog_count(); ki++) {
+                const parity_abi_kernel_t *k = parity_catalog_at(ki);
+                if (strcmp(k->op, op->name) != 0 || k->out_dtype != PARITY_DT_F32) continue;
+                parity_diag_t diag = {{0}};
+                parity_case_t *c = NULL;
+                if (parity_case_build(op, &wl, 2, (parity_dtype_t)k->in_dtype, &c, &diag) != PARITY_OK)
+                    fail_msg("%s on %s: %s", op->name, names[n], diag.msg);
+                parity_tensor_t *o[PARITY_OP_MAX_ARGS] = {0};
+                if (run_threads(c, k, 2, o) == PARITY_KERNEL_OK) {
+                    char what[160];
+                    snprintf(what, sizeof what, "%s on %s", k->name, names[n]);
+                    same_max_q(c, o, what);
+                    const parity_ref_output_t *R = &c->ref[0];
+                    float *y = o[0]->view.data;
+                    int64_t hit = -1, empty = -1;
+                    for (int64_t r = 0; r < R->rows && (hit < 0 || empty < 0); r++) {
+                        int64_t slot = R->slot ? R->slot[r] : r;
+                        if (slot >= 0 && hit < 0) hit = r;
+                        if (slot < 0 && empty < 0) empty = r;
+                    }
+                    if (empty >= 0) { /* first: an infinite err/tol elsewhere would hide it */
+                        y[empty * R->cols] = 1e-30f;
+                        same_max_q(c, o, "with a nonzero element in a row without terms");
+                        y[empty * R->cols] = 0;
+                    }
+                    if (hit >= 0 && R->cols > 2) {
+                        y[hit * R->cols + 1] = INFINITY;
+                        same_max_q(c, o, "with an infinity");
+                        y[hit * R->cols + 2] = NAN;
+                        same_max_q(c, o, "with a NaN");
+                    }
+                }
+                for (int i = 0; i < c->n_outputs; i++) parity_tensor_free(o[i]);
+                parity_case_free(c);
             }
         }
     }
@@ -699,6 +785,7 @@ int main(void)
         cmocka_unit_test(input_hash_sees_sign_flips),
         cmocka_unit_test(calloc_faulted_is_zeroed),
         cmocka_unit_test(catalog_bits_ignore_threads),
+        cmocka_unit_test(floor_max_q_is_the_judges),
         cmocka_unit_test(judge_blocks_merge_in_row_order),
         cmocka_unit_test(flagged_kernels_ignore_prefill),
         cmocka_unit_test(child_wait_and_populate),

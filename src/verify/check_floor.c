@@ -8,7 +8,9 @@
  * Deliberately not here: candidates. A candidate is judged by the parent from what it wrote,
  * never by code running in the candidate's own process. */
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -44,7 +46,7 @@ static int floor_threads(const parity_check_opts_t *opts)
  * changed an input: not a value to keep, as before). */
 static int floor_one(const parity_case_t *c, parity_tensor_t *const *o,
                      const parity_abi_kernel_t *k, const parity_check_opts_t *opts,
-                     const uint64_t *in_hash, double *q)
+                     const uint64_t *in_hash, double *const *tp, double *q)
 {
     parity_abi_tensor_t in[PARITY_OP_MAX_ARGS], out[PARITY_OP_MAX_ARGS];
     parity_abi_call_t call;
@@ -65,10 +67,25 @@ static int floor_one(const parity_case_t *c, parity_tensor_t *const *o,
     parity_wl_result_t res;
     memset(&res, 0, sizeof res);
     res.verdict = PARITY_VERDICT_FAITHFUL;
-    for (int i = 0; i < c->n_outputs; i++)
-        parity_judge_output(&c->ref[i], &o[i]->view, PARITY_DT_F32, i, &res, NULL);
+    for (int i = 0; i < c->n_outputs; i++) {
+        double m = tp[i] && o[i]->view.dtype == PARITY_DT_F32
+                       ? parity_judge_max_q(&c->ref[i], &o[i]->view, tp[i]) : NAN;
+        if (isnan(m)) parity_judge_output(&c->ref[i], &o[i]->view, PARITY_DT_F32, i, &res, NULL);
+        else if (m > res.max_q) res.max_q = m;
+    }
     *q = res.max_q;
     return F_JUDGED;
+}
+
+/* The variants' tolerances, computed once (their outputs are fp32 and accumulated in fp32, as
+ * check_floor_kernels requires): the judge's largest err/tol from them is the same number as from
+ * a full judgement, without forming every tolerance again for every variant (those were the
+ * larger part of a cold quick check's floor: docs/check-speed.md). With one variant, or without
+ * memory for them, tp[i] is NULL and the full judgement runs. */
+static void floor_tolerances(const parity_case_t *c, int nf, double **tp)
+{
+    for (int i = 0; i < c->n_outputs; i++)
+        tp[i] = nf > 1 ? parity_judge_tolerances(&c->ref[i], PARITY_DT_F32, PARITY_DT_F32) : NULL;
 }
 
 /* How many variants were used when the first not judged is f (nf: all judged); *modified when
@@ -101,10 +118,12 @@ int check_floor_child(const parity_case_t *c, parity_tensor_t *const *o, const u
             parity_case_make_call(c, in, out, (parity_tensor_t **)o, floor_threads(opts), c->seed, &call);
             parity_populate_call(&call); /* once for all the variants: the point of this file */
         }
+        double *tp[PARITY_OP_MAX_ARGS] = {0};
+        floor_tolerances(c, nf, tp);
         int f = 0;
         for (; f < nf; f++) {
             double qf = 0;
-            int s = floor_one(c, o, fk[f], opts, in_hash, &qf);
+            int s = floor_one(c, o, fk[f], opts, in_hash, tp, &qf);
             if (pid == 0) {
                 sh->q[f] = qf;
                 __atomic_store_n(&sh->state[f], s, __ATOMIC_SEQ_CST);
@@ -115,6 +134,7 @@ int check_floor_child(const parity_case_t *c, parity_tensor_t *const *o, const u
             if (s != F_JUDGED) break; /* inputs may have changed: the caller rebuilds, goes on */
         }
         if (pid == 0) _exit(0);
+        for (int i = 0; i < c->n_outputs; i++) free(tp[i]);
         if (sh != MAP_FAILED) munmap(sh, sizeof *sh);
         return floor_used(c, in_hash, f, nf, modified);
     }

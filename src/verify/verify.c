@@ -414,6 +414,49 @@ typedef struct {
 } judge_ctx_t;
 
 /* Rows [r0, r1) of the output into res, in row order. */
+/* What a row's elements share: k's gamma factors, the symmetric class's constant, underflow. */
+typedef struct {
+    int64_t rk;
+    double gk_p, gk_d, sym_c, under;
+} row_consts_t;
+
+static void row_consts(const judge_ctx_t *jc, int64_t rk, row_consts_t *rc)
+{
+    rc->rk = rk;
+    rc->gk_p = parity_gamma_prob((double)rk - 1, jc->u_acc, jc->lambda);
+    rc->gk_d = parity_gamma((double)rk - 1, jc->u_acc);
+    rc->sym_c = rk > 1 ? jc->lambda * jc->u_acc * sqrt((double)rk - 1) : 0;
+    rc->under = ((double)rk + jc->m) * jc->tiny_acc;
+}
+
+/* Element e's tolerance (the probabilistic one; *td the worst-case one) and which bounds were
+ * the smaller (*sym, *split): the judge's and parity_judge_tolerances' one definition. */
+static inline double elem_tol(const judge_ctx_t *jc, const row_consts_t *rc, int64_t e, double *td,
+                              int *sym, int *split)
+{
+    const parity_ref_output_t *R = jc->R;
+    double ref = R->ref[e], sc = R->s_acc[e], su = R->s_up ? R->s_up[e] : 0;
+    /* Operand roundings: u_op sum|x| <= u_op s_acc always holds (worst case); Hoeffding's
+     * lambda u_op sqrt(sum x^2) is smaller when many terms share the sum, larger when one
+     * dominates: the verdict takes the smaller (op.h). */
+    double op_d = R->s_op ? R->u_op * sc : 0;
+    double op_p = R->s_op ? fmin(jc->lambda * R->u_op * R->s_op[e], op_d) : 0;
+    /* Symmetric class: both bounds hold under their assumptions; take the smaller. */
+    double acc_p = rc->gk_p * sc;
+    *sym = 0;
+    if (R->s_sym && rc->rk > 1) {
+        double a = sym_acc(rc->sym_c, jc->lambda, rc->gk_d, jc->gm_d, R->s_sym[e], sc, su);
+        if (a < acc_p) {
+            acc_p = a;
+            *sym = 1;
+        }
+    }
+    /* Per-term errors: gamma~_m s_up, or the split term where it is smaller. */
+    double up_p = up_prob(R, e, jc->gm_p, su, jc->c_split, jc->lin, split);
+    *td = tol_from(rc->gk_d * sc, jc->gm_d * su, ref, rc->under + op_d, jc->u_out, jc->tiny_out);
+    return tol_from(acc_p, up_p, ref, rc->under + op_p, jc->u_out, jc->tiny_out);
+}
+
 static void judge_rows(const judge_ctx_t *jc, int64_t r0, int64_t r1, parity_wl_result_t *res)
 {
     const parity_ref_output_t *R = jc->R;
@@ -427,10 +470,8 @@ static void judge_rows(const judge_ctx_t *jc, int64_t r0, int64_t r1, parity_wl_
         int64_t slot = R->slot ? R->slot[r] : r;
         double rq = 0, rerr = 0, rscale = 0;
         int64_t rk = slot >= 0 ? R->k[slot] : 0;
-        double gk_p = parity_gamma_prob((double)rk - 1, jc->u_acc, jc->lambda);
-        double gk_d = parity_gamma((double)rk - 1, jc->u_acc);
-        double sym_c = rk > 1 ? jc->lambda * jc->u_acc * sqrt((double)rk - 1) : 0;
-        double under = ((double)rk + jc->m) * jc->tiny_acc;
+        row_consts_t rc;
+        row_consts(jc, rk, &rc);
         if (rk > res->max_hits && R->slot) res->max_hits = rk;
         if (slot < 0 && row_all_zero(out, r * R->cols, R->cols)) { /* the common, fast case */
             res->rows_judged++;
@@ -447,27 +488,11 @@ static void judge_rows(const judge_ctx_t *jc, int64_t r0, int64_t r1, parity_wl_
             if (slot >= 0) {
                 int64_t e = slot * R->cols + j;
                 ref = R->ref[e];
-                double sc = R->s_acc[e], su = R->s_up ? R->s_up[e] : 0;
-                /* Operand roundings: u_op sum|x| <= u_op s_acc always holds (worst case);
-                 * Hoeffding's lambda u_op sqrt(sum x^2) is smaller when many terms share the
-                 * sum, larger when one dominates: the verdict takes the smaller (op.h). */
-                double op_d = R->s_op ? R->u_op * sc : 0;
-                double op_p = R->s_op ? fmin(jc->lambda * R->u_op * R->s_op[e], op_d) : 0;
-                /* Symmetric class: both bounds hold under their assumptions; take the smaller. */
-                double acc_p = gk_p * sc;
-                if (R->s_sym && rk > 1) {
-                    double a = sym_acc(sym_c, jc->lambda, gk_d, jc->gm_d, R->s_sym[e], sc, su);
-                    if (a < acc_p) {
-                        acc_p = a;
-                        res->sym_elements++;
-                    }
-                }
-                /* Per-term errors: gamma~_m s_up, or the split term where it is smaller. */
-                int split;
-                double up_p = up_prob(R, e, jc->gm_p, su, jc->c_split, jc->lin, &split);
+                int sym, split;
+                tp = elem_tol(jc, &rc, e, &td, &sym, &split);
+                res->sym_elements += sym;
                 res->perterm_elements += split;
-                tp = tol_from(acc_p, up_p, ref, under + op_p, jc->u_out, jc->tiny_out);
-                td = tol_from(gk_d * sc, jc->gm_d * su, ref, under + op_d, jc->u_out, jc->tiny_out);
+                double sc = R->s_acc[e];
                 rscale = sc > rscale ? sc : rscale;
             }
             double err, q, qd;
@@ -557,6 +582,29 @@ static void judge_merge(parity_wl_result_t *res, const parity_wl_result_t *b)
     for (int i = 0; i < b->n_worst_rows; i++) keep_worst_row(res, &b->worst_rows[i]);
 }
 
+/* The constants of one output's judgement: precisions of the accumulator and the output, lambda
+ * (from the largest term count and the element count), gamma of the terms' own roundings. */
+static void judge_setup(judge_ctx_t *jc, const parity_ref_output_t *R, parity_dtype_t out_dt,
+                        parity_dtype_t acc_dt)
+{
+    memset(jc, 0, sizeof *jc);
+    jc->R = R;
+    dtype_precision(acc_dt, &jc->u_acc, &jc->tiny_acc);
+    dtype_precision(out_dt, &jc->u_out, &jc->tiny_out);
+    if (jc->u_out <= jc->u_acc) { /* output as wide as the accumulator: its rounding is in gamma_k */
+        jc->u_out = 0;
+        jc->tiny_out = 0;
+    }
+    int64_t kmax = 1;
+    for (int64_t s = 0; s < R->n_slots; s++) kmax = R->k[s] > kmax ? R->k[s] : kmax;
+    double nmax = (double)(kmax > R->m_up ? kmax : R->m_up);
+    jc->lambda = parity_lambda(nmax, (double)R->rows * (double)R->cols, PARITY_ALPHA);
+    jc->m = (double)R->m_up;
+    jc->gm_p = parity_gamma_prob(jc->m, jc->u_acc, jc->lambda);
+    jc->gm_d = parity_gamma(jc->m, jc->u_acc);
+    split_consts(R, jc->u_acc, jc->lambda, &jc->c_split, &jc->lin);
+}
+
 /* Judge one output of a run. Fills max_q, max_qd, rows, nan count, worst, and per-row errors
  * for the hit correlation (row_err may be NULL). */
 void parity_judge_output(const parity_ref_output_t *R, const parity_abi_tensor_t *out,
@@ -564,25 +612,10 @@ void parity_judge_output(const parity_ref_output_t *R, const parity_abi_tensor_t
                          double *row_err)
 {
     judge_ctx_t jc;
-    memset(&jc, 0, sizeof jc);
-    jc.R = R;
+    judge_setup(&jc, R, (parity_dtype_t)out->dtype, acc_dtype);
     jc.out = out;
     jc.row_err = row_err;
-    dtype_precision(acc_dtype, &jc.u_acc, &jc.tiny_acc);
-    dtype_precision((parity_dtype_t)out->dtype, &jc.u_out, &jc.tiny_out);
-    if (jc.u_out <= jc.u_acc) { /* output as wide as the accumulator: its rounding is in gamma_k */
-        jc.u_out = 0;
-        jc.tiny_out = 0;
-    }
-    int64_t kmax = 1;
-    for (int64_t s = 0; s < R->n_slots; s++) kmax = R->k[s] > kmax ? R->k[s] : kmax;
-    double nmax = (double)(kmax > R->m_up ? kmax : R->m_up);
-    jc.lambda = parity_lambda(nmax, (double)R->rows * (double)R->cols, PARITY_ALPHA);
     if (jc.lambda > res->lambda) res->lambda = jc.lambda;
-    jc.m = (double)R->m_up;
-    jc.gm_p = parity_gamma_prob(jc.m, jc.u_acc, jc.lambda);
-    jc.gm_d = parity_gamma(jc.m, jc.u_acc);
-    split_consts(R, jc.u_acc, jc.lambda, &jc.c_split, &jc.lin);
     int64_t nb = (R->rows + JUDGE_ROWS - 1) / JUDGE_ROWS;
     if (nb > 1) jc.block = calloc((size_t)nb, sizeof *jc.block);
     if (!jc.block) { /* one block, or no memory for more: the rows in one pass */
@@ -597,6 +630,101 @@ void parity_judge_output(const parity_ref_output_t *R, const parity_abi_tensor_t
     for (int64_t k = 0; k < nb; k++) judge_merge(res, &jc.block[k]);
     free(jc.block);
     (void)out_index;
+}
+
+/* ---- the largest err/tol alone, from tolerances computed once ---------------------------------- */
+
+typedef struct {
+    judge_ctx_t jc;
+    double *tp;
+    const double *tpc;
+    double *bmax; /* one maximum per block of JUDGE_ROWS rows */
+} tolmax_t;
+
+static void tol_slots(void *p, int64_t b, int64_t e, int thread)
+{
+    (void)thread;
+    tolmax_t *t = p;
+    const parity_ref_output_t *R = t->jc.R;
+    for (int64_t s = b; s < e; s++) {
+        row_consts_t rc;
+        row_consts(&t->jc, R->k[s], &rc);
+        for (int64_t j = 0; j < R->cols; j++) {
+            double td;
+            int sym, split;
+            t->tp[s * R->cols + j] = elem_tol(&t->jc, &rc, s * R->cols + j, &td, &sym, &split);
+        }
+    }
+}
+
+double *parity_judge_tolerances(const parity_ref_output_t *R, parity_dtype_t out_dt,
+                                parity_dtype_t acc_dt)
+{
+    tolmax_t t;
+    judge_setup(&t.jc, R, out_dt, acc_dt);
+    size_t ne = (size_t)R->n_slots * (size_t)R->cols;
+    t.tp = malloc((ne ? ne : 1) * sizeof *t.tp);
+    if (t.tp) parity_parallel_for(R->n_slots, 0, tol_slots, &t);
+    return t.tp;
+}
+
+/* Blocks of rows, the largest q of each: the q of every element exactly as judge_rows forms it
+ * (a row without terms: 0 when all zero, else infinite, as its tolerance is 0). */
+static void max_blocks(void *p, int64_t b, int64_t e, int thread)
+{
+    (void)b;
+    (void)e;
+    tolmax_t *t = p;
+    const parity_ref_output_t *R = t->jc.R;
+    const parity_abi_tensor_t *out = t->jc.out;
+    int64_t k;
+    while ((k = parity_steal_next(&t->jc.steal, thread)) >= 0) {
+        int64_t r1 = (k + 1) * JUDGE_ROWS < R->rows ? (k + 1) * JUDGE_ROWS : R->rows;
+        double m = 0;
+        for (int64_t r = k * JUDGE_ROWS; r < r1; r++) {
+            int64_t slot = R->slot ? R->slot[r] : r;
+            if (slot < 0) {
+                if (!row_all_zero(out, r * R->cols, R->cols)) m = INFINITY;
+                continue;
+            }
+            const double *ref = R->ref + slot * R->cols, *tp = t->tpc + slot * R->cols;
+            for (int64_t j = 0; j < R->cols; j++) {
+                int64_t idx = r * R->cols + j;
+                double y = out->dtype == PARITY_DT_F32 ? ((const float *)out->data)[idx]
+                                                       : parity_tensor_get(out, idx), q;
+                if (isnan(y)) q = INFINITY;
+                else if (isinf(y) || isinf(ref[j])) q = y == ref[j] ? 0 : INFINITY;
+                else {
+                    double err = fabs(y - ref[j]);
+                    q = err == 0 ? 0 : tp[j] > 0 ? err / tp[j] : INFINITY;
+                }
+                if (q > m) m = q;
+            }
+        }
+        t->bmax[k] = m;
+    }
+}
+
+double parity_judge_max_q(const parity_ref_output_t *R, const parity_abi_tensor_t *out,
+                          const double *tp)
+{
+    tolmax_t t;
+    memset(&t, 0, sizeof t);
+    t.jc.R = R;
+    t.jc.out = out;
+    t.tpc = tp;
+    int64_t nb = (R->rows + JUDGE_ROWS - 1) / JUDGE_ROWS;
+    if (nb < 1) return 0;
+    t.bmax = malloc((size_t)nb * sizeof *t.bmax);
+    if (!t.bmax) return NAN;
+    int nt = parity_num_threads();
+    if (nt > nb) nt = (int)nb;
+    parity_steal_init_even(&t.jc.steal, nt, nb);
+    parity_parallel_for(nt, nt, max_blocks, &t);
+    double m = 0;
+    for (int64_t k = 0; k < nb; k++) m = t.bmax[k] > m ? t.bmax[k] : m;
+    free(t.bmax);
+    return m;
 }
 
 /* Pearson r of log(k) and log(row error) over rows with k > 0 and a finite, positive error. */

@@ -45,6 +45,15 @@ void parity_judge_output(const parity_ref_output_t *R, const parity_abi_tensor_t
                          parity_dtype_t acc_dtype, int out_index, parity_wl_result_t *res,
                          double *row_err);
 double parity_hit_correlation(const parity_ref_output_t *R, const double *row_err);
+/* The probabilistic tolerance of every element with terms (n_slots x cols, slot-major; free()),
+ * exactly as parity_judge_output forms it for an output of dtype out_dt; NULL: no memory. */
+double *parity_judge_tolerances(const parity_ref_output_t *R, parity_dtype_t out_dt,
+                                parity_dtype_t acc_dt);
+/* The max_q parity_judge_output would give out (of the dtype tp was made for), from those
+ * tolerances: for judging several outputs of one case where only max_q counts (the floor's
+ * variants, check_floor.c). NaN: no memory. */
+double parity_judge_max_q(const parity_ref_output_t *R, const parity_abi_tensor_t *out,
+                          const double *tp);
 
 /* Judge outputs produced outside parity for case c (borrowed): floor, judgement, diagnosis. */
 parity_status_t parity_compare_case(parity_case_t *c, parity_tensor_t *const *outs,
