@@ -1,8 +1,8 @@
 /* Caching probes of a check (docs/check-json.md, "Caching"): a kernel must compute every call from
  * that call's inputs. The first run of a kernel is alone in its child; the second (the rerun)
  * first calls it on a decoy (other inputs, writing into the judged buffers: check.c) and on the
- * very buffers of the judged call holding other contents, and a sequence of calls at shape neighbours (N-1, N, N+1) runs in
- * one child. A kernel that answers from a memo keyed on pointers, shapes or a few input bytes then
+ * very buffers of the judged call holding other contents, and a sequence of calls at shape
+ * neighbours (N-1, N, N+1) runs in one child. A kernel that answers from a memo keyed on pointers, shapes or a few input bytes then
  * returns stale outputs; faithful alone, its verdict is "stale-cache" and the detail names the
  * probe. Deliberately not here: the judgement itself (verify.c), which units run (check_grid.c). */
 #include <math.h>

@@ -413,7 +413,6 @@ typedef struct {
     parity_steal_t steal;      /* which thread judges which block (never what it finds) */
 } judge_ctx_t;
 
-/* Rows [r0, r1) of the output into res, in row order. */
 /* What a row's elements share: k's gamma factors, the symmetric class's constant, underflow. */
 typedef struct {
     int64_t rk;
@@ -457,14 +456,15 @@ static inline double elem_tol(const judge_ctx_t *jc, const row_consts_t *rc, int
     return tol_from(acc_p, up_p, ref, rc->under + op_p, jc->u_out, jc->tiny_out);
 }
 
+/* Rows [r0, r1) of the output into res, in row order. */
 static void judge_rows(const judge_ctx_t *jc, int64_t r0, int64_t r1, parity_wl_result_t *res)
 {
     const parity_ref_output_t *R = jc->R;
     const parity_abi_tensor_t *out = jc->out;
     double *row_err = jc->row_err;
     /* res->worst.output names the worst element's output, and an empty name means "none yet":
-     * the name (a formatted copy, once per new worst element and per row it cost more than the
-     * element's judgement) is kept in these flags and written once at the end. */
+     * instead of a formatted copy of the name at every new worst element and at every row, these
+     * flags keep that state and the name is written once, after the rows. */
     int worst_named = res->worst.output[0] != 0, worst_mine = 0;
     for (int64_t r = r0; r < r1; r++) {
         int64_t slot = R->slot ? R->slot[r] : r;
