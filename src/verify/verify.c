@@ -456,16 +456,34 @@ static inline double elem_tol(const judge_ctx_t *jc, const row_consts_t *rc, int
     return tol_from(acc_p, up_p, ref, rc->under + op_p, jc->u_out, jc->tiny_out);
 }
 
+/* Output element idx as a double. */
+static inline double elem_y(const parity_abi_tensor_t *out, int64_t idx)
+{
+    return out->dtype == PARITY_DT_F32 ? ((const float *)out->data)[idx] : parity_tensor_get(out, idx);
+}
+
+/* |y - ref|, and *special when either is not finite: then the error is the quotient too
+ * (infinite for NaN, which never matches; for infinities 0 when equal, else infinite). */
+static inline double elem_err(double y, double ref, int *special)
+{
+    *special = isnan(y) || isinf(y) || isinf(ref);
+    if (isnan(y)) return INFINITY;
+    if (*special) return y == ref ? 0 : INFINITY;
+    return fabs(y - ref);
+}
+
+/* err over tolerance t as the verdict uses it (a zero tolerance: any error is infinitely over). */
+static inline double elem_quot(double err, double t, int special)
+{
+    return special ? err : err == 0 ? 0 : t > 0 ? err / t : INFINITY;
+}
+
 /* Rows [r0, r1) of the output into res, in row order. */
 static void judge_rows(const judge_ctx_t *jc, int64_t r0, int64_t r1, parity_wl_result_t *res)
 {
     const parity_ref_output_t *R = jc->R;
     const parity_abi_tensor_t *out = jc->out;
     double *row_err = jc->row_err;
-    /* res->worst.output names the worst element's output, and an empty name means "none yet":
-     * instead of a formatted copy of the name at every new worst element and at every row, these
-     * flags keep that state and the name is written once, after the rows. */
-    int worst_named = res->worst.output[0] != 0, worst_mine = 0;
     for (int64_t r = r0; r < r1; r++) {
         int64_t slot = R->slot ? R->slot[r] : r;
         double rq = 0, rerr = 0, rscale = 0;
@@ -482,8 +500,7 @@ static void judge_rows(const judge_ctx_t *jc, int64_t r0, int64_t r1, parity_wl_
         memset(&rw, 0, sizeof rw);
         for (int64_t j = 0; j < R->cols; j++) {
             int64_t idx = r * R->cols + j;
-            double y = out->dtype == PARITY_DT_F32 ? ((const float *)out->data)[idx]
-                                                   : parity_tensor_get(out, idx);
+            double y = elem_y(out, idx);
             double ref = 0, tp = 0, td = 0;
             if (slot >= 0) {
                 int64_t e = slot * R->cols + j;
@@ -495,28 +512,21 @@ static void judge_rows(const judge_ctx_t *jc, int64_t r0, int64_t r1, parity_wl_
                 double sc = R->s_acc[e];
                 rscale = sc > rscale ? sc : rscale;
             }
-            double err, q, qd;
-            if (isnan(y)) {
-                res->nan_count++;
-                err = INFINITY;
-                q = qd = INFINITY;
-            } else if (isinf(y) || isinf(ref)) {
-                err = (y == ref) ? 0 : INFINITY;
-                q = qd = (y == ref) ? 0 : INFINITY;
-            } else {
-                err = fabs(y - ref);
-                q = err == 0 ? 0 : tp > 0 ? err / tp : INFINITY;
-                qd = err == 0 ? 0 : td > 0 ? err / td : INFINITY;
-            }
+            int special;
+            double err = elem_err(y, ref, &special);
+            double q = elem_quot(err, tp, special), qd = elem_quot(err, td, special);
+            if (isnan(y)) res->nan_count++;
             if (err > rerr) rerr = err;
-            if (q > rq || j == 0) /* named once the row is done (the output's name) */
+            if (q > rq || j == 0) {
                 rw = (parity_worst_t){.row = r, .row_key = R->row_key ? R->row_key[r] : r, .col = j,
                                       .k = rk, .got = y, .ref = ref, .err = err, .tol = tp, .q = q};
+                snprintf(rw.output, sizeof rw.output, "%s", R->name);
+            }
             if (q > rq) rq = q;
             if (qd > res->max_qd) res->max_qd = qd;
-            if (q > res->worst.q || (res->worst.q == 0 && !worst_named)) {
+            if (q > res->worst.q || (res->worst.q == 0 && res->worst.output[0] == 0)) {
                 res->worst.q = q;
-                worst_named = worst_mine = 1; /* the name is written after the rows */
+                snprintf(res->worst.output, sizeof res->worst.output, "%s", R->name);
                 res->worst.row = r;
                 res->worst.row_key = R->row_key ? R->row_key[r] : r;
                 res->worst.col = j;
@@ -530,13 +540,11 @@ static void judge_rows(const judge_ctx_t *jc, int64_t r0, int64_t r1, parity_wl_
         res->rows_judged++;
         if (rq > 1) { /* keep the PARITY_N_WORST_ROWS failing rows with the largest err/tol */
             res->rows_failed++;
-            snprintf(rw.output, sizeof rw.output, "%s", R->name);
             keep_worst_row(res, &rw);
         }
         if (rq > res->max_q) res->max_q = rq;
         if (row_err) row_err[r] = rscale > 0 ? rerr / rscale : (rerr > 0 ? INFINITY : 0);
     }
-    if (worst_mine) snprintf(res->worst.output, sizeof res->worst.output, "%s", R->name);
 }
 
 /* Rows are judged in blocks of JUDGE_ROWS on every core, each block into a result of its own,
@@ -550,10 +558,18 @@ static void judge_rows(const judge_ctx_t *jc, int64_t r0, int64_t r1, parity_wl_
  * depends on it, never the result. */
 enum { JUDGE_ROWS = 128 };
 
-/* Blocks are taken by stealing (parallel.h), not in fixed halves: the rows with terms, where
- * the judging is, crowd at the low ids of Zipf and real-text workloads (frequent tokens first),
- * so with halves one core judged them while the other scanned zero rows and then waited (seen
- * in a profile of a production check). */
+/* fn on every core, each call taking blocks [0, nb) from st until none is left (parallel.h), not
+ * in fixed halves: the rows with terms, where the judging is, crowd at the low ids of Zipf and
+ * real-text workloads (frequent tokens first), so with halves one core judged them while the
+ * other scanned zero rows and then waited (seen in a profile of a production check). */
+static void steal_blocks(parity_steal_t *st, int64_t nb, parity_range_fn fn, void *ctx)
+{
+    int nt = parity_num_threads();
+    if (nt > nb) nt = (int)nb;
+    parity_steal_init_even(st, nt, nb);
+    parity_parallel_for(nt, nt, fn, ctx);
+}
+
 static void judge_blocks(void *p, int64_t b, int64_t e, int thread)
 {
     (void)b;
@@ -623,10 +639,7 @@ void parity_judge_output(const parity_ref_output_t *R, const parity_abi_tensor_t
         (void)out_index;
         return;
     }
-    int nt = parity_num_threads();
-    if (nt > nb) nt = (int)nb;
-    parity_steal_init_even(&jc.steal, nt, nb);
-    parity_parallel_for(nt, nt, judge_blocks, &jc);
+    steal_blocks(&jc.steal, nb, judge_blocks, &jc);
     for (int64_t k = 0; k < nb; k++) judge_merge(res, &jc.block[k]);
     free(jc.block);
     (void)out_index;
@@ -689,15 +702,9 @@ static void max_blocks(void *p, int64_t b, int64_t e, int thread)
             }
             const double *ref = R->ref + slot * R->cols, *tp = t->tpc + slot * R->cols;
             for (int64_t j = 0; j < R->cols; j++) {
-                int64_t idx = r * R->cols + j;
-                double y = out->dtype == PARITY_DT_F32 ? ((const float *)out->data)[idx]
-                                                       : parity_tensor_get(out, idx), q;
-                if (isnan(y)) q = INFINITY;
-                else if (isinf(y) || isinf(ref[j])) q = y == ref[j] ? 0 : INFINITY;
-                else {
-                    double err = fabs(y - ref[j]);
-                    q = err == 0 ? 0 : tp[j] > 0 ? err / tp[j] : INFINITY;
-                }
+                int special;
+                double err = elem_err(elem_y(out, r * R->cols + j), ref[j], &special);
+                double q = elem_quot(err, tp[j], special);
                 if (q > m) m = q;
             }
         }
@@ -717,10 +724,7 @@ double parity_judge_max_q(const parity_ref_output_t *R, const parity_abi_tensor_
     if (nb < 1) return 0;
     t.bmax = malloc((size_t)nb * sizeof *t.bmax);
     if (!t.bmax) return NAN;
-    int nt = parity_num_threads();
-    if (nt > nb) nt = (int)nb;
-    parity_steal_init_even(&t.jc.steal, nt, nb);
-    parity_parallel_for(nt, nt, max_blocks, &t);
+    steal_blocks(&t.jc.steal, nb, max_blocks, &t);
     double m = 0;
     for (int64_t k = 0; k < nb; k++) m = t.bmax[k] > m ? t.bmax[k] : m;
     free(t.bmax);
