@@ -20,7 +20,7 @@ void parity_help_model(FILE *out)
             "usage: parity model run    [MODEL] [--tokenizer TOK] [--path SPEC] [-t TEMP] [-n STEPS]\n"
             "                           [--prompt P] [--seed S]\n"
             "       parity model dump   [MODEL] [--tokenizer TOK] --path SPEC [--prompts FILE]\n"
-            "                           --out FILE [--top K]\n"
+            "                           --out FILE [--top K] [--seed S]\n"
             "       parity model parity [MODEL] [--tokenizer TOK] --path A --path B [--prompts FILE]\n"
             "                           [-n STEPS] [--max-k3 X] [--markdown] [--floor]\n"
             "                           [--manifest PREFIX]\n"
@@ -37,7 +37,12 @@ void parity_help_model(FILE *out)
             "        greedy) and prints the text as llama2.c's run does; speed goes to stderr.\n"
             "dump    teacher-forces every prompt and writes one JSON object per prompt to FILE:\n"
             "        {\"id\", \"text\", \"path\", \"context_ids\", \"token_ids\", \"logprobs\"\n"
-            "        [, \"top_logprobs\"]} (schema: docs/model.md); --top K adds the K best ids.\n"
+            "        [, \"top_ids\", \"top_logprobs\"]} (schema: docs/model.md), which `parity\n"
+            "        logprobs` reads; --top K adds the K best ids and their logprobs per token.\n"
+            "        The same path gives the same file, bit for bit: a second run that differs\n"
+            "        (for `parity logprobs --floor-a/--floor-b`) needs another reduction order of\n"
+            "        the same precision, e.g. --path bf16+splitk2 as a repeat of --path bf16\n"
+            "        (docs/logprob-metrics.md), or --seed with an epR:overlap path.\n"
             "parity  runs paths A and B over the prompts and prints the logprob comparison (k1/k2/k3\n"
             "        means, max/mean/p99 |dlogprob|, top-1 agreement), the per-layer drift (relative\n"
             "        error of the hidden state after each layer, B vs A) and the first position where\n"
@@ -46,8 +51,31 @@ void parity_help_model(FILE *out)
             "        With --image or --moe: every figure per modality, router flips per layer and\n"
             "        the routing's load balance and entropy. --floor: A against a repeated run of\n"
             "        A (another run seed). --manifest PREFIX writes PREFIX.a.json and PREFIX.b.json.\n"
-            "upcycle builds the MoE side file from MODEL (deterministic; docs/moe-model.md).\n"
+            "upcycle builds the MoE side file from MODEL (deterministic; docs/moe-model.md).\n");
+    fprintf(out,
             "\n"
+            "options (every subcommand accepts them; the ones a subcommand does not name are ignored):\n"
+            "--tokenizer TOK, -z TOK  the llama2.c tokenizer (default tok512.bin in the data folder)\n"
+            "-t TEMP, --temperature TEMP  run: sampling temperature, >= 0; 0 (default) is greedy\n"
+            "                 (argmax, ties to the lower id), otherwise a sample from\n"
+            "                 softmax(logits / TEMP) drawn with --seed's generator\n"
+            "-n STEPS, --steps STEPS  run: positions to generate, prompt included (default 256,\n"
+            "                 capped at seq_len 512); parity: the greedy generations from BOS\n"
+            "                 compared for the first divergence (default 200). 1..1048576\n"
+            "--prompt P, -i P run: the text to start from (encoded with BOS, then continued)\n"
+            "--seed S         run: the sampling seed (with -t > 0; default 0); dump: the server-run\n"
+            "                 seed, the arrival order of epR:overlap's partials (other paths give\n"
+            "                 the same bits for every seed)\n"
+            "--out FILE, -o FILE  dump: the JSONL file; upcycle: the MoE side file\n"
+            "--top K          dump: the K (0..64) most likely ids per position (default 0: none)\n"
+            "--max-k3 X       parity: exit 1 when the mean k3 exceeds X\n"
+            "--markdown       parity: one table row instead of the report\n"
+            "--floor          parity: A against a repeated run of A (run seed 1)\n"
+            "--manifest PREFIX  parity: write each side's manifest (docs/moe-model.md)\n"
+            "--image N        dump/parity: an N-patch (0..64) synthetic image after BOS\n"
+            "--moe, --moe-file FILE  the MoE built from MODEL (default file stories260K_moe.bin)\n"
+            "--experts E, --topk K, --shared S  upcycle: experts, experts per token, shared units\n");
+    fprintf(out,
             "--prompts FILE   one prompt per line (empty lines skipped); default: 5 built-in\n"
             "                 TinyStories-style sentences and a tinyshakespeare line.\n"
             "--path SPEC      tokens joined by '+' (default ref):\n"
@@ -75,6 +103,7 @@ void parity_help_model(FILE *out)
             "  parity model run -n 200                   reproduces llama2.c's run -t 0 -n 200\n"
             "  parity model parity --path ref --path bf16+fused\n"
             "  parity model dump --path bf16 --out bf16.jsonl --top 5\n"
+            "  parity model run -t 0.8 --seed 7 -n 100    samples at temperature 0.8\n"
             "\n"
             "exit codes: 0 done, 1 mean k3 above --max-k3, 2 usage error, 3 input error.\n");
 }
@@ -414,6 +443,15 @@ int model_cli_set_batch(parity_model_runner_t *r, const parity_model_path_t *p, 
 
 /* ------------------------------------------------------------------------------------------ */
 
+/* A logprob as parity's JSONL schema spells it: 17 significant digits (exact round trip), the
+ * string "-inf" for probability 0 (JSON has no infinity; %g would print a bare -inf). */
+static void put_logprob(FILE *f, double v)
+{
+    if (isinf(v) && v < 0) fputs("\"-inf\"", f);
+    else if (isnan(v) || isinf(v)) fputs("null", f);
+    else fprintf(f, "%.17g", v);
+}
+
 static int cmd_dump(int argc, char **argv)
 {
     const char *cmd = "model dump";
@@ -428,14 +466,17 @@ static int cmd_dump(int argc, char **argv)
     parity_model_runner_t *r = NULL;
     prompts_t P = {0};
     double *logits = NULL;
+    int32_t *top_best = NULL;
     FILE *f = NULL;
     if ((rc = model_cli_make_runner(cmd, &L, o.paths[0], &p, &r))) goto done;
     if ((rc = model_cli_prompts_load(cmd, o.prompts, &L, o.image, &P))) goto done;
+    parity_model_runner_set_run_seed(r, o.seed); /* a server run: epR:overlap's arrival order */
     const parity_model_config_t *c = parity_model_config(L.m);
     size_t V = (size_t)c->vocab_size;
     logits = malloc((size_t)c->seq_len * V * sizeof *logits);
+    top_best = malloc((size_t)c->seq_len * (o.top > 0 ? (size_t)o.top : 1) * sizeof *top_best);
     f = fopen(o.out, "wb");
-    if (!logits || !f) {
+    if (!logits || !top_best || !f) {
         rc = cli_input_error(cmd, "%s: cannot write", o.out);
         goto done;
     }
@@ -455,9 +496,10 @@ static int cmd_dump(int argc, char **argv)
                 o.moe ? "stories260K-moe" : "stories260K", spec, (int)P.ids[i][0]);
         for (size_t t = 1; t < n; t++) fprintf(f, "%s%d", t > 1 ? ", " : "", (int)P.ids[i][t]);
         fprintf(f, "], \"logprobs\": [");
-        for (size_t t = 1; t < n; t++)
-            fprintf(f, "%s%.17g", t > 1 ? ", " : "",
-                    parity_model_logprob(logits + (t - 1) * V, V, P.ids[i][t]));
+        for (size_t t = 1; t < n; t++) {
+            if (t > 1) fprintf(f, ", ");
+            put_logprob(f, parity_model_logprob(logits + (t - 1) * V, V, P.ids[i][t]));
+        }
         fprintf(f, "]");
         if (P.n_img > 0) { /* per token, only with --image (the schema is unchanged without) */
             fprintf(f, ", \"modality\": [");
@@ -466,24 +508,37 @@ static int cmd_dump(int argc, char **argv)
             fprintf(f, "]");
         }
         if (o.top > 0) {
-            fprintf(f, ", \"top_logprobs\": [");
+            /* parity's JSONL schema (docs/logprobs.md): "top_ids" and "top_logprobs", two lists
+             * per token of the same length, best first */
+            int k = o.top < (int)V ? o.top : (int)V;
+            int32_t *best = top_best;
             for (size_t t = 1; t < n; t++) {
                 const double *row = logits + (t - 1) * V;
-                int32_t best[64];
-                int k = o.top < (int)V ? o.top : (int)V;
+                int32_t *bt = best + (t - 1) * (size_t)k;
                 for (int j = 0; j < k; j++) { /* k-pass selection: ties to the lower id */
                     int32_t b = -1;
                     for (size_t v = 0; v < V; v++) {
                         int used = 0;
-                        for (int q = 0; q < j; q++) used |= best[q] == (int32_t)v;
+                        for (int q = 0; q < j; q++) used |= bt[q] == (int32_t)v;
                         if (!used && (b < 0 || row[v] > row[b])) b = (int32_t)v;
                     }
-                    best[j] = b;
+                    bt[j] = b;
                 }
+            }
+            fprintf(f, ", \"top_ids\": [");
+            for (size_t t = 1; t < n; t++) {
                 fprintf(f, "%s[", t > 1 ? ", " : "");
-                for (int j = 0; j < k; j++)
-                    fprintf(f, "%s{\"id\": %d, \"logprob\": %.17g}", j ? ", " : "", (int)best[j],
-                            parity_model_logprob(row, V, best[j]));
+                for (int j = 0; j < k; j++) fprintf(f, "%s%d", j ? ", " : "", (int)best[(t - 1) * (size_t)k + (size_t)j]);
+                fprintf(f, "]");
+            }
+            fprintf(f, "], \"top_logprobs\": [");
+            for (size_t t = 1; t < n; t++) {
+                const double *row = logits + (t - 1) * V;
+                fprintf(f, "%s[", t > 1 ? ", " : "");
+                for (int j = 0; j < k; j++) {
+                    if (j) fprintf(f, ", ");
+                    put_logprob(f, parity_model_logprob(row, V, best[(t - 1) * (size_t)k + (size_t)j]));
+                }
                 fprintf(f, "]");
             }
             fprintf(f, "]");
@@ -495,6 +550,7 @@ static int cmd_dump(int argc, char **argv)
 done:
     if (f) fclose(f);
     free(logits);
+    free(top_best);
     model_cli_prompts_free(&P);
     parity_model_runner_free(r);
     model_cli_unload(&L);

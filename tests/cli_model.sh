@@ -36,6 +36,22 @@ expect_rc() { # want [-m PATTERN] parity-args...
 }
 out=$("$P" model --help) || fail "model --help: exit $?"
 grep -q "model run" <<<"$out" && grep -q "model parity" <<<"$out" || fail "model --help lacks the subcommands: $out"
+# Every option the parser takes is in the help, with what it does (--temperature and --steps
+# were accepted but listed nowhere); the long and short spellings give the same run.
+for opt in "-t TEMP, --temperature TEMP" "-n STEPS, --steps STEPS" "--prompt P, -i P" "--seed S" \
+           "--out FILE, -o FILE" "--tokenizer TOK, -z TOK" "--top K" "--max-k3 X" "--markdown" \
+           "--floor" "--manifest PREFIX" "--image N" "--moe, --moe-file FILE" \
+           "--experts E, --topk K, --shared S" "--prompts FILE" "--path SPEC"; do
+    grep -qF -- "$opt" <<<"$out" || fail "model --help does not list '$opt'"
+done
+grep -Eq -- "--temperature TEMP +run: sampling temperature" <<<"$out" || fail "model --help: --temperature undescribed"
+grep -Eq -- "--steps STEPS +run: positions to generate" <<<"$out" || fail "model --help: --steps undescribed"
+"$P" model run -t 0.8 --seed 7 -n 60 >"$T/s1.txt" 2>/dev/null || fail "model run -t 0.8: exit $?"
+"$P" model run --temperature 0.8 --seed 7 --steps 60 >"$T/s2.txt" 2>/dev/null || fail "model run --temperature: exit $?"
+cmp -s "$T/s1.txt" "$T/s2.txt" || fail "--temperature/--steps differ from -t/-n"
+cmp -s "$T/s1.txt" <(head -c "$(wc -c <"$T/s1.txt")" "$T/want.txt") && fail "-t 0.8 gave the greedy text"
+expect_rc 2 -m "bad temperature '-1'" model run --temperature -1
+expect_rc 2 -m "bad step count 'x'" model run --steps x
 expect_rc 2 -m "missing subcommand" model
 expect_rc 2 -m "unknown subcommand 'fly'" model fly
 expect_rc 2 -m "path spec 'bf17': unknown token 'bf17'" model run --path bf17
@@ -61,15 +77,32 @@ assert [r["id"] for r in rows] == [0, 1], rows
 for r in rows:
     assert r["path"] == "bf16+kvcache" and r["context_ids"] == [1], r
     n = len(r["token_ids"])
-    assert n > 0 and len(r["logprobs"]) == n and len(r["top_logprobs"]) == n
-    for lp, top, tid in zip(r["logprobs"], r["top_logprobs"], r["token_ids"]):
-        assert lp <= 0 and len(top) == 3
-        assert top[0]["logprob"] >= top[1]["logprob"] >= top[2]["logprob"]
-        assert lp <= top[0]["logprob"]
-        if tid == top[0]["id"]:
-            assert lp == top[0]["logprob"]
+    # parity's JSONL schema (docs/logprobs.md): "top_ids" and "top_logprobs", lists per token
+    assert n > 0 and len(r["logprobs"]) == n and len(r["top_ids"]) == n and len(r["top_logprobs"]) == n
+    for lp, ids, top, tid in zip(r["logprobs"], r["top_ids"], r["top_logprobs"], r["token_ids"]):
+        assert lp <= 0 and len(top) == 3 and len(ids) == 3 and all(isinstance(i, int) for i in ids)
+        assert top[0] >= top[1] >= top[2]
+        assert lp <= top[0]
+        if tid == ids[0]:
+            assert lp == top[0]
 assert rows[0]["text"] == "Once upon a time"
 EOF
+# `parity logprobs` reads what `dump --top K` writes (it refused it once: "fields 'top_ids' and
+# 'top_logprobs' must be given together", exit 3), top-k metrics included.
+out=$("$P" logprobs "$T/d.jsonl" "$T/d.jsonl" 2>&1); rc=$?
+[ $rc -eq 0 ] || fail "logprobs on a dump --top 3: exit $rc: $out"
+grep -q "top-k: top-1 agreement 1.0000, overlap 1.0000" <<<"$out" || fail "logprobs on a dump --top 3: no top-k line: $out"
+"$P" model dump --path bf16acc --prompts "$T/prompts.txt" --out "$T/dacc.jsonl" --top 3 || fail "dump bf16acc: exit $?"
+out=$("$P" logprobs "$T/d.jsonl" "$T/dacc.jsonl" 2>&1); rc=$?
+[ $rc -eq 1 ] || fail "logprobs bf16+kvcache vs bf16acc with top-k: exit $rc, want 1 (drift): $out"
+grep -Eq "top-k: top-1 agreement [01]\.[0-9]{4}, overlap 0\.[0-9]{4}" <<<"$out" || fail "bf16acc top-k: no overlap below 1: $out"
+# dump --seed S is a server run: it moves only epR:overlap's arrival order (a repeat with
+# nonzero noise, for parity logprobs --floor-b), never a deterministic path.
+"$P" model dump --path bf16acc --prompts "$T/prompts.txt" --out "$T/dacc7.jsonl" --top 3 --seed 7 || fail "dump --seed: exit $?"
+cmp -s "$T/dacc.jsonl" "$T/dacc7.jsonl" || fail "dump --seed changed a deterministic path"
+"$P" model dump --moe --path bf16+ep4:overlap --prompts "$T/prompts.txt" --out "$T/ov0.jsonl" || fail "dump ep4:overlap: exit $?"
+"$P" model dump --moe --path bf16+ep4:overlap --prompts "$T/prompts.txt" --out "$T/ov1.jsonl" --seed 1 || fail "dump ep4:overlap --seed 1: exit $?"
+cmp -s "$T/ov0.jsonl" "$T/ov1.jsonl" && fail "dump --seed 1 of ep4:overlap: the same bits as seed 0"
 # The same path gives byte-identical dumps.
 "$P" model dump --path bf16+kvcache --prompts "$T/prompts.txt" --out "$T/d2.jsonl" --top 3 || fail "dump again: exit $?"
 cmp -s "$T/d.jsonl" "$T/d2.jsonl" || fail "dump not deterministic"
