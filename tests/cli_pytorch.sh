@@ -6,7 +6,7 @@
 PY=${PARITY_PYTHON:-python3}
 SRC=${PARITY_SRC:?}
 if ! "$PY" -c 'import torch, safetensors' 2>/dev/null; then
-  echo "skip: $PY cannot import torch and safetensors (make deps prepares .venv with them)"
+  echo "skip: $PY cannot import torch and safetensors (make test, or make deps-test, prepares .venv with them)"
   exit 77
 fi
 . "$(dirname "$0")/lib_cli.sh"

@@ -5,7 +5,7 @@
 PY=${1:-python3}
 shift
 if ! "$PY" -c 'import numpy, pytest' 2>/dev/null; then
-  echo "skip: $PY cannot import numpy and pytest (make deps installs pytest into .venv)"
+  echo "skip: $PY cannot import numpy and pytest (make test, or make deps-test, prepares .venv with numpy and pytest)"
   exit 77
 fi
 # A sanitizer build's bridge can only be loaded by a process whose first libraries are the
