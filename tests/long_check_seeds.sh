@@ -17,10 +17,13 @@ ALL=${PARITY_ALL_OPS:-$(sed -n 's/^PARITY_OP([a-z_0-9]*, *\([a-z_0-9]*\)).*/\1/p
 for op in ${PARITY_OPS:-$ALL}; do
   for seed in 1 2 3 4 5; do
     t0=$(date +%s)
+    # A run that writes no report must not be judged on the previous run's.
+    rm -f "$tmp/r.json"
     "$P" check $op --kernel builtin:all --seed $seed -q --json "$tmp/r.json" >"$tmp/r.txt" 2>&1
     rc=$?
     runs=$((runs + 1))
     if [ $rc -gt 1 ]; then echo "FAIL: $op seed $seed: exit $rc"; cat "$tmp/r.txt"; fail=$((fail + 1)); continue; fi
+    if [ ! -s "$tmp/r.json" ]; then echo "FAIL: $op seed $seed: exit $rc but no JSON report"; cat "$tmp/r.txt"; fail=$((fail + 1)); continue; fi
     if ! "$PY" - "$tmp/r.json" "$op" "$seed" <<'PYEOF'; then fail=$((fail + 1)); fi
 import json, sys
 r = json.load(open(sys.argv[1]))

@@ -298,7 +298,11 @@ def presets(op):
 
 def main():
     ops = [l.split()[0] for l in subprocess.run([PARITY, "ops"], capture_output=True, text=True, check=True).stdout.splitlines() if l.strip()]
+    if not ops:
+        print("FAIL: `parity ops` listed no op: nothing to cross-check")
+        return 1
     fails, checked = 0, 0
+    seen_ops = set()
     rng = np.random.default_rng(12345)
     with tempfile.TemporaryDirectory() as tmp:
         for op in ops:
@@ -331,6 +335,7 @@ def main():
                         ratio = float((err / bound.clamp_min(1e-300)).max())
                         worst_op = max(worst_op, ratio)
                         checked += 1
+                        seen_ops.add(op)
                         if bool(bad.any()):
                             idx = tuple(int(v) for v in torch.nonzero(bad)[0])
                             print(f"FAIL {op} {wl} seed {seed} {out}{list(idx)}: parity {float(got[idx])!r} "
@@ -345,8 +350,14 @@ def main():
                         else:
                             print(f"  {op:24s} {wl:22s} finite differences: worst {w:.2e} of the bound")
             print(f"  {op:24s} torch float64: worst |parity - torch| = {worst_op:.2e} of the bound")
+    # Every op listed must have been cross-checked at least once: an op whose presets all fell
+    # through (or a torch_ref that returned nothing) would otherwise pass unexamined.
+    unchecked = [op for op in ops if op not in seen_ops]
+    for op in unchecked:
+        print(f"FAIL {op}: no output of it was cross-checked")
+    fails += len(unchecked)
     print(f"oracle_references: {checked - fails} passed, {fails} failed")
-    return 1 if fails else 0
+    return 1 if fails or not checked else 0
 
 
 if __name__ == "__main__":
