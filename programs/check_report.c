@@ -191,12 +191,16 @@ void check_report_text(FILE *out, const parity_op_t *op, const parity_kernel_res
             if (res[0].base[b].name) fprintf(out, "  %-14s %s\n", res[0].base[b].name, res[0].base[b].rule);
         fputc('\n', out);
     }
-    int bad = 0, unexpected = 0;
+    int bad = 0, unexpected = 0, unsupported = 0;
     for (int k = 0; k < n; k++) {
         bad += res[k].verdict != PARITY_VERDICT_FAITHFUL;
+        unsupported += res[k].verdict == PARITY_VERDICT_UNSUPPORTED;
         unexpected += as_expected(&res[k]) == 0;
     }
     fprintf(out, "summary: %d kernel(s), %d faithful, %d not", n, n - bad, bad);
+    /* A kernel that declined is not judged: say so, so that "not" is not read as "wrong". */
+    if (unsupported)
+        fprintf(out, " (%d of them unsupported: declined, not judged)", unsupported);
     if (unexpected) fprintf(out, "; %d verdict(s) differ from the catalog's expectation", unexpected);
     fputc('\n', out);
 }

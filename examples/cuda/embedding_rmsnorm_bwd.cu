@@ -21,7 +21,8 @@
  *   dx_ij = r (gamma_j dy_ij - x_ij r c),  dE[ids[i]] += dx_i,  dgamma_j += dy_ij x_ij r.
  *
  * Without a usable CUDA device every kernel returns PARITY_KERNEL_UNSUPPORTED (verdict
- * "unsupported"), so the plugin loads and reports cleanly on CPU-only machines.
+ * "unsupported"), so the plugin loads and reports cleanly on CPU-only machines; where the NVIDIA
+ * driver is absent it says so once on stderr when parity loads it.
  *
  * Build: CMake builds it when a CUDA compiler is found (examples/CMakeLists.txt); by hand:
  *   nvcc -O2 -fmad=false -Xcompiler -fPIC -shared -I include -arch=sm_90 \
@@ -31,8 +32,10 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "parity/kernel_abi.h"
 
@@ -310,7 +313,17 @@ static const parity_abi_plugin_t plugin = {
     (int32_t)(sizeof kernels / sizeof kernels[0]), kernels,
 };
 
+/* Called once, in parity's own process, before any kernel runs in its children. Touching CUDA here
+ * would initialise the driver before fork() (which CUDA does not survive in the children), so the
+ * only question asked is whether the NVIDIA driver's control device exists: where it does not,
+ * every kernel will decline, and the user is told why once instead of reading "declined" 45 times. */
 extern "C" __attribute__((visibility("default"))) const parity_abi_plugin_t *parity_plugin_entry(void)
 {
+    static int told = 0;
+    if (!told && access("/dev/nvidiactl", F_OK) != 0) {
+        fprintf(stderr, "parity_cuda_example: no NVIDIA GPU on this machine (/dev/nvidiactl absent): "
+                        "every kernel declines (verdict \"unsupported\"); run it where a GPU is\n");
+        told = 1;
+    }
     return &plugin;
 }
