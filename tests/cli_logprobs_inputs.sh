@@ -31,6 +31,27 @@ check "NaN allowed" 1 "^sequences: A 4, B 6, paired 4" "$P" logprobs "$H/npy/nan
 # the NaN is compared (counted invalid in the overall slice), not dropped
 grep -Eq '"n_invalid":[[:space:]]*1,' "$tmp/nan.json" && ok || bad "NaN allowed: overall n_invalid is not 1"
 check "both allowed" 1 "verdict" "$P" logprobs "$H/npy/positive.npy" "$H/npy/nan.npy" --allow positive,nonfinite
+# A bare NaN / Infinity literal (Python's json.dumps writes them by default) is not JSON: the file,
+# the line, the field and what to write instead, not only "not a JSON object". --allow nonfinite
+# does not make JSON of it (npy/safetensors only).
+printf '%s\n' '{"id": "r0", "token_ids": [1, 2, 3], "logprobs": [-0.5, -2.0, -1.0]}' \
+    '{"id": "r1", "token_ids": [1, 2, 3], "logprobs": [-0.5, NaN, -1.0]}' >"$tmp/pynan.jsonl"
+check "NaN literal (line 2)" 3 "pynan.jsonl:2: not a JSON object: field 'logprobs'\[1\] is NaN, which JSON does not allow .*allow_nan=False.*write null" \
+    "$P" logprobs "$tmp/pynan.jsonl" "$D/a.jsonl"
+check "NaN literal, --allow nonfinite" 3 "pynan.jsonl:2: .*field 'logprobs'\[1\] is NaN" \
+    "$P" logprobs "$D/a.jsonl" "$tmp/pynan.jsonl" --allow nonfinite
+printf '%s\n' '{"id": "r0", "token_ids": [1, 2], "logprobs": [-Infinity, -1.0]}' >"$tmp/pyinf.jsonl"
+check "-Infinity literal (line 1)" 3 "pyinf.jsonl:1: not a JSON object: field 'logprobs'\[0\] is -Infinity, .*the string \"-inf\"" \
+    "$P" logprobs "$tmp/pyinf.jsonl" "$D/a.jsonl"
+printf '%s\n' '{"id": "r0", "token_ids": [1, 2], "logprobs": [-0.5, -1.0], "top_ids": [[1], [2]], "top_logprobs": [[-0.5], [inf]]}' >"$tmp/cinf.jsonl"
+check "inf literal in top_logprobs" 3 "cinf.jsonl:1: .*field 'top_logprobs'\[1\]\[0\] is inf, .*never \+inf" \
+    "$P" logprobs "$tmp/cinf.jsonl" "$D/a.jsonl"
+printf '%s\n' '{"choices": [{"logprobs": {"content": [{"token": "a", "logprob": -0.1, "top_logprobs": []}, {"token": "b", "logprob": NaN, "top_logprobs": []}]}}]}' >"$tmp/chatnan.jsonl"
+check "NaN literal, nested (OpenAI chat)" 3 "chatnan.jsonl:1: .*field 'choices'\[0\]\.logprobs\.content\[1\]\.logprob is NaN" \
+    "$P" logprobs "$tmp/chatnan.jsonl" "$D/openai_chat.jsonl"
+# a NaN inside a string is text, not a literal: the line's real error is reported
+printf '%s\n' '{"id": "r0", "text": "NaN, Infinity", "token_ids": [1, }' >"$tmp/strnan.jsonl"
+check "NaN in a string" 3 "strnan.jsonl:1: not a JSON object; expected JSONL" "$P" logprobs "$tmp/strnan.jsonl" "$D/a.jsonl"
 check "empty dump" 3 "empty.jsonl: empty dump: no sequences" "$P" logprobs "$H/jsonl/empty.jsonl" "$D/a.jsonl"
 check "empty dump as B" 3 "empty.jsonl: empty dump" "$P" logprobs "$D/a.jsonl" "$H/jsonl/empty.jsonl"
 check "no common id" 3 "no sequence in common: .* has 2 sequences and .* 6" \

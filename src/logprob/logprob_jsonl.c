@@ -17,6 +17,101 @@
 
 #define BATCH_BYTES ((size_t)2 << 20) /* small enough that the batch buffers stay in cache */
 
+/* Whether s[i..n) starts a bare non-finite literal: NaN, Infinity, -Infinity (Python's
+ * json.dumps with its default allow_nan=True) or nan, inf, -inf, -nan (C's printf), in any
+ * case, ending at a delimiter. Its length, or 0. */
+static size_t nonfinite_literal_at(const char *s, size_t i, size_t n)
+{
+    size_t j = i;
+    if (j < n && (s[j] == '-' || s[j] == '+')) j++;
+    static const char *const words[] = {"infinity", "nan", "inf"};
+    for (int w = 0; w < 3; w++) {
+        size_t l = strlen(words[w]);
+        if (n - j < l) continue;
+        size_t k = 0;
+        while (k < l && (s[j + k] | 0x20) == words[w][k]) k++;
+        if (k < l) continue;
+        size_t e = j + l;
+        if (e == n || strchr(" \t\r\n,]}", s[e])) return e - i;
+    }
+    return 0;
+}
+
+/* A line that is not JSON because a number is spelled as a bare non-finite literal: what the
+ * literal is, the field holding it ('logprobs'[1], 'choices'[0].logprobs.content[2].logprob)
+ * and what to write instead, in msg; 0 when the line has no such literal (then it is invalid
+ * JSON for another reason). Scans outside strings only, tracking the key or index of each
+ * enclosing container. */
+static int lp_jsonl_nonfinite_literal(const char *s, size_t n, char *msg, size_t cap)
+{
+    enum { MAXD = 32 };
+    struct {
+        char key[40];
+        long idx;
+        int arr, want_key;
+    } f[MAXD];
+    int dep = 0;
+    char prev = 0; /* the last structural character before a value (0 at the start) */
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (c == ' ' || c == '\t' || c == '\r' || c == '\n') continue;
+        if (c == '"') {
+            size_t j = i + 1;
+            while (j < n && s[j] != '"') j += s[j] == '\\' ? 2 : 1;
+            if (dep > 0 && dep <= MAXD && !f[dep - 1].arr && f[dep - 1].want_key) {
+                size_t l = j - i - 1 < sizeof f[0].key - 1 ? j - i - 1 : sizeof f[0].key - 1;
+                memcpy(f[dep - 1].key, s + i + 1, l);
+                f[dep - 1].key[l] = 0;
+                f[dep - 1].want_key = 0;
+            }
+            i = j;
+            prev = '"';
+            continue;
+        }
+        if (c == '{' || c == '[') {
+            if (dep < MAXD) {
+                f[dep].key[0] = 0;
+                f[dep].idx = 0;
+                f[dep].arr = c == '[';
+                f[dep].want_key = c == '{';
+            }
+            dep++;
+        } else if (c == '}' || c == ']') {
+            if (dep > 0) dep--;
+        } else if (c == ',') {
+            if (dep > 0 && dep <= MAXD) {
+                if (f[dep - 1].arr) f[dep - 1].idx++;
+                else f[dep - 1].want_key = 1;
+            }
+        } else if ((prev == ':' || prev == '[' || prev == ',' || prev == 0)) {
+            size_t l = nonfinite_literal_at(s, i, n);
+            if (l) {
+                char path[160];
+                size_t pl = 0;
+                path[0] = 0;
+                int top = dep < MAXD ? dep : MAXD;
+                for (int k = 0; k < top && pl < sizeof path - 1; k++) {
+                    int w = f[k].arr ? snprintf(path + pl, sizeof path - pl, "[%ld]", f[k].idx)
+                                     : snprintf(path + pl, sizeof path - pl, k ? ".%s" : "'%s'", f[k].key);
+                    if (w > 0) pl += (size_t)w < sizeof path - pl ? (size_t)w : sizeof path - pl - 1;
+                }
+                const char *lit = s + i;
+                int neg = lit[0] == '-', nan = (lit[neg || lit[0] == '+'] | 0x20) == 'n';
+                snprintf(msg, cap,
+                         "not a JSON object: %s%s is %.*s, which JSON does not allow (it has no NaN or Infinity; "
+                         "Python's json.dumps writes them unless allow_nan=False). %s (docs/logprobs.md)",
+                         pl ? "field " : "", pl ? path : "the line", (int)l, lit,
+                         nan   ? "A logprob is never NaN: write null for an absent value"
+                         : neg ? "A logprob of -inf (probability 0) is written as the string \"-inf\""
+                               : "A logprob is never +inf: write null for an absent value");
+                return 1;
+            }
+        }
+        prev = c;
+    }
+    return 0;
+}
+
 static int parse_line(parity_lp_reader_t *r, const char *line, size_t len, parity_lp_seq_t *s, uint64_t ordinal,
                       line_err_t *e)
 {
@@ -33,6 +128,7 @@ static int parse_line(parity_lp_reader_t *r, const char *line, size_t len, parit
     cJSON *root = lp_jsonl_tree_parse(line, len);
     if (!root || !cJSON_IsObject(root)) {
         lp_jsonl_tree_drop();
+        if (!root && lp_jsonl_nonfinite_literal(line, len, e->msg, sizeof e->msg)) return e->st = PARITY_E_FORMAT;
         return LERR(e, "not a JSON object%s", root ? "" : " (invalid JSON)");
     }
     const cJSON *o = lp_jsonl_unwrap(root);
@@ -103,6 +199,9 @@ parity_status_t lp_jsonl_open(parity_lp_reader_t *r, parity_diag_t *d)
                                (unsigned long long)ln, len, r->opts.max_line);
     cJSON *root = cJSON_ParseWithLength(b, len);
     if (!root || !cJSON_IsObject(root)) {
+        char lit[320];
+        if (!root && lp_jsonl_nonfinite_literal(b, len, lit, sizeof lit))
+            return parity_diag_set(d, PARITY_E_FORMAT, "%s:%llu: %s", r->name, (unsigned long long)ln, lit);
         cJSON_Delete(root);
         return parity_diag_set(d, PARITY_E_FORMAT,
                                "%s:%llu: not a JSON object; expected JSONL (one JSON object per line), .npy "
