@@ -1,5 +1,6 @@
 /* `parity logprobs A B`: how far apart two logprob dumps are, slice by slice, against a noise
  * floor. A thin shell over logprob.h: option parsing, opening the dumps, printing reports. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,7 +11,8 @@
 void parity_help_logprobs(FILE *out)
 {
     fprintf(out,
-            "usage: parity logprobs A B [--floor A2] [--format F] [--format-a F] [--format-b F]\n"
+            "usage: parity logprobs A B [--floor-a A2] [--floor-b B2] [--floor F]\n"
+            "                       [--format F] [--format-a F] [--format-b F]\n"
             "                       [--slice-by FIELD] [--dtype D] [--moe] [--k3-alarm X]\n"
             "                       [--dlogprob-alarm X] [--floor-factor X] [--no-slices]\n"
             "                       [--threads N] [--worst N] [--json FILE] [--html FILE]\n"
@@ -33,16 +35,31 @@ void parity_help_logprobs(FILE *out)
             "  vllm                RequestOutput: prompt_token_ids, prompt_logprobs, outputs[0]\n"
             "  sglang              meta_info.input_token_logprobs / output_token_logprobs\n"
             "\n"
-            "--floor A2         a second dump from the same engine and configuration as A: every\n"
-            "                   metric is also reported as a multiple of A vs A2. Without it, an\n"
-            "                   analytic floor from the dtype (docs/logprob-metrics.md).\n"
+            "--floor-a A2       a second run of A's side (the same engine and configuration as A, e.g.\n"
+            "                   the trainer run again): the floor of every metric is A vs A2, and each\n"
+            "                   metric is also reported as a multiple of it\n"
+            "--floor-b B2       a second run of B's side (e.g. the server run again): the floor is B vs B2.\n"
+            "                   Both: each metric's floor is the larger of the two. A floor is two runs\n"
+            "                   of the SAME side: a run of the other side measures the drift itself and\n"
+            "                   would hide it, so a file measurably closer to the other side (mean\n"
+            "                   |dlogprob| 10x smaller) is refused (exit 2). A second run that gives the\n"
+            "                   same bits measures nothing: it must differ as runs differ (another\n"
+            "                   batch, GEMM split or reduction order; parity help model, dump)\n"
+            "--floor F          F compared with both A and B: F repeats the side it is 10x closer to\n"
+            "                   (mean |dlogprob|); when neither is, exit 2: write --floor-a or --floor-b.\n"
+            "                   Without a floor, an analytic floor from the dtype (docs/logprob-metrics.md).\n"
+            "                   A k3 above --k3-alarm is excused by a floor only while the floor's own k3\n"
+            "                   is within the alarm; when the floor is as large as the drift (a metric\n"
+            "                   above its alarm but within --floor-factor x its floor) the report warns\n"
+            "                   (JSON: floor.as_large_as_drift, floor.excused)\n"
             "--dtype D          declared dtype for the analytic floor: fp64, fp32, bf16, fp16\n"
             "                   (default: the coarser of the two files' dtypes; JSON counts as fp32)\n"
             "--slice-by FIELD   also slice by a string field of each JSONL record\n"
             "--no-slices        no modality / position / prefill-decode slices\n"
             "--k3-alarm X       alarm when mean k3 > X (default 1e-3, dense models; --moe: 1e-1)\n"
             "--dlogprob-alarm X alarm when max |delta| > X (default 5e-2, SGLang's logprob tests)\n"
-            "--floor-factor X   a metric within X times its floor never alarms (default 3)\n"
+            "--floor-factor X   a metric within X times its floor does not alarm (default 3), except a\n"
+            "                   k3 whose measured floor is itself above --k3-alarm\n"
             "--threads N        worker threads (default: all cores; $PARITY_THREADS)\n"
             "--worst N          worst tokens to list (default 10, at most 100)\n"
             "--json FILE        write the report as JSON (docs/logprobs.md), atomically\n"
@@ -64,7 +81,9 @@ void parity_help_logprobs(FILE *out)
             "                   An empty dump, or two with no sequence in common, is always exit 3.\n"
             "\n"
             "examples:\n"
-            "  parity logprobs train.safetensors serve.jsonl --floor serve2.jsonl --slice-by modality\n"
+            "  parity logprobs train.jsonl serve.jsonl --floor-b serve2.jsonl   # serve2: the server again\n"
+            "  parity logprobs train.jsonl serve.jsonl --floor-a train2.jsonl --floor-b serve2.jsonl\n"
+            "  parity logprobs train.safetensors serve.jsonl --floor-a train2.safetensors --slice-by modality\n"
             "  parity logprobs tp8.jsonl tp4.jsonl --moe --json drift.json --html drift.html\n"
             "\n"
             "exit codes: 0 within alarms; 1 drift (a slice in alarm, a token-id divergence, or\n"
@@ -92,10 +111,34 @@ static int opt_is(const char *a, const char *name, const char **val, int *i, int
     return 1;
 }
 
+#define FLOOR_HINT "parity logprobs A B --floor-a A2 (a second run of A) | --floor-b B2 (of B) | both"
+
+/* Compare dump y against dump x (fresh readers). */
+static parity_status_t compare_files(const char *x, const parity_lp_read_opts_t *rx, const char *y,
+                                     const parity_lp_read_opts_t *ry, const parity_lp_cmp_opts_t *o,
+                                     parity_lp_result_t **out, parity_diag_t *d)
+{
+    parity_lp_reader_t *a = NULL, *b = NULL;
+    parity_status_t st = parity_lp_open(x, rx, &a, d);
+    if (st == PARITY_OK) st = parity_lp_open(y, ry, &b, d);
+    if (st == PARITY_OK) st = parity_lp_compare(a, b, o, out, d);
+    parity_lp_close(a);
+    parity_lp_close(b);
+    return st;
+}
+
+/* The overall mean |dlogprob| of a comparison. */
+static double lp_mean(const parity_lp_result_t *r)
+{
+    const parity_lp_slice_t *s = parity_lp_result_slice(r, 0);
+    return s && s->m.n_finite ? s->m.abs_dlogprob_mean : NAN;
+}
+
 int parity_cmd_logprobs(int argc, char **argv)
 {
-    const char *cmd = "logprobs", *hint = "parity logprobs A.jsonl B.jsonl [--floor A2.jsonl]";
-    const char *files[2] = {NULL, NULL}, *floorp = NULL, *json = NULL, *html = NULL, *slice = NULL;
+    const char *cmd = "logprobs", *hint = "parity logprobs A.jsonl B.jsonl [--floor-a A2.jsonl] [--floor-b B2.jsonl]";
+    const char *files[2] = {NULL, NULL}, *floorp = NULL, *floor_ab[2] = {NULL, NULL}, *json = NULL, *html = NULL,
+               *slice = NULL;
     const char *fmt_both = NULL, *fmt_ab[2] = {NULL, NULL};
     parity_lp_cmp_opts_t o = parity_lp_cmp_default_opts();
     int nfiles = 0, moe = 0, k3_set = 0, rl = 0;
@@ -120,8 +163,15 @@ int parity_cmd_logprobs(int argc, char **argv)
             if (need || cli_parse_double(v, &x) || !(x >= 1))
                 return cli_usage_error(cmd, "--floor-factor 3", "--floor-factor needs a number >= 1");
             o.floor_factor = x;
+        } else if (opt_is(a, "--floor-a", &v, &i, argc, argv, &need) ||
+                   opt_is(a, "--floor-b", &v, &i, argc, argv, &need)) {
+            int sd = a[8] == 'b';
+            if (need) return cli_usage_error(cmd, FLOOR_HINT, "%.9s needs a file", a);
+            if (floor_ab[sd]) return cli_usage_error(cmd, FLOOR_HINT, "--floor-%c given twice (one repeat per side)", "ab"[sd]);
+            floor_ab[sd] = v;
         } else if (opt_is(a, "--floor", &v, &i, argc, argv, &need)) {
-            if (need) return cli_usage_error(cmd, hint, "--floor needs a file");
+            if (need) return cli_usage_error(cmd, FLOOR_HINT, "--floor needs a file");
+            if (floorp) return cli_usage_error(cmd, FLOOR_HINT, "--floor given twice: name each file's side with --floor-a / --floor-b");
             floorp = v;
         } else if (opt_is(a, "--format-a", &v, &i, argc, argv, &need) ||
                    opt_is(a, "--format-b", &v, &i, argc, argv, &need)) {
@@ -185,6 +235,9 @@ int parity_cmd_logprobs(int argc, char **argv)
         }
     }
     if (nfiles != 2) return cli_usage_error(cmd, hint, "two dumps are needed (A and B), got %d", nfiles);
+    if (floorp && (floor_ab[0] || floor_ab[1]))
+        return cli_usage_error(cmd, FLOOR_HINT, "--floor with --floor-%c: name the side of every floor file "
+                               "(--floor-a A2 for a second run of A, --floor-b B2 for one of B)", floor_ab[0] ? 'a' : 'b');
     if (moe && !k3_set) o.k3_alarm = 1e-1;
     parity_lp_read_opts_t ro[2];
     for (int s = 0; s < 2; s++) {
@@ -198,8 +251,8 @@ int parity_cmd_logprobs(int argc, char **argv)
                                    "unknown format '%s'", f);
     }
     parity_diag_t d;
-    parity_lp_reader_t *r[3] = {NULL, NULL, NULL};
-    parity_lp_result_t *res = NULL, *fres = NULL;
+    parity_lp_reader_t *r[2] = {NULL, NULL};
+    parity_lp_result_t *res = NULL, *fr[2] = {NULL, NULL}, *fo[2] = {NULL, NULL};
     int rc = PARITY_EXIT_OK;
     parity_status_t st;
     for (int s = 0; s < 2; s++)
@@ -211,16 +264,66 @@ int parity_cmd_logprobs(int argc, char **argv)
         rc = st == PARITY_E_INVALID ? cli_usage_error(cmd, hint, "%s", d.msg) : cli_input_error(cmd, "%s", d.msg);
         goto done;
     }
+    for (int s = 0; s < 2; s++) { /* read to the end: the floors open their own readers */
+        parity_lp_close(r[s]);
+        r[s] = NULL;
+    }
+    /* Measured floors: each compares one side with a second run of that side. */
     if (floorp) {
-        parity_lp_close(r[0]);
-        r[0] = NULL;
-        if ((st = parity_lp_open(files[0], &ro[0], &r[0], &d)) != PARITY_OK ||
-            (st = parity_lp_open(floorp, &ro[0], &r[2], &d)) != PARITY_OK ||
-            (st = parity_lp_compare(r[0], r[2], &o, &fres, &d)) != PARITY_OK) {
+        /* --floor F: F compared with both sides; it repeats the one it is much closer to */
+        parity_lp_read_opts_t rf = ro[0];
+        rf.format = PARITY_LP_AUTO;
+        if (fmt_both) parity_lp_format_from_name(fmt_both, &rf.format);
+        if ((st = compare_files(files[0], &ro[0], floorp, &rf, &o, &fr[0], &d)) != PARITY_OK ||
+            (st = compare_files(files[1], &ro[1], floorp, &rf, &o, &fr[1], &d)) != PARITY_OK) {
             rc = cli_input_error(cmd, "floor: %s", d.msg);
             goto done;
         }
-        parity_lp_result_set_floor(res, fres);
+        int side = parity_lp_floor_side(fr[0], fr[1]);
+        if (side < 0) {
+            rc = cli_usage_error(cmd, FLOOR_HINT,
+                                 "--floor %s: cannot tell which side it repeats: its mean |dlogprob| is %.3g to A and "
+                                 "%.3g to B, less than %gx apart. A floor is two runs of the SAME side; a run of B "
+                                 "taken as A's floor measures the drift itself and hides it. Write --floor-a %s if "
+                                 "it is a second run of A's engine and configuration, --floor-b %s if of B's",
+                                 floorp, lp_mean(fr[0]), lp_mean(fr[1]), PARITY_LP_FLOOR_SIDE_RATIO, floorp, floorp);
+            goto done;
+        }
+        fo[side] = fr[!side];
+        fr[!side] = NULL;
+        parity_lp_result_add_floor(res, fr[side], (parity_lp_side_t)side, fo[side], 1);
+    }
+    for (int s = 0; s < 2; s++) {
+        if (!floor_ab[s]) continue;
+        if ((st = compare_files(files[s], &ro[s], floor_ab[s], &ro[s], &o, &fr[s], &d)) != PARITY_OK) {
+            rc = cli_input_error(cmd, "floor: %s", d.msg);
+            goto done;
+        }
+        /* Given for the side it does not repeat? Only a floor about as large as the drift can be:
+         * when the floor's mean |dlogprob| is under half the drift's, F is at least as far from
+         * the other side as from this one (|x - y| <= |x - f| + |f - y| per token), so the check
+         * is skipped. */
+        if (2 * lp_mean(fr[s]) >= lp_mean(res)) {
+            if ((st = compare_files(files[!s], &ro[!s], floor_ab[s], &ro[s], &o, &fo[s], &d)) != PARITY_OK) {
+                rc = cli_input_error(cmd, "floor: %s", d.msg);
+                goto done;
+            }
+            const parity_lp_result_t *af = s ? fo[s] : fr[s], *bf = s ? fr[s] : fo[s];
+            if (parity_lp_floor_side(af, bf) == !s) {
+                rc = cli_usage_error(cmd, FLOOR_HINT,
+                                     "--floor-%c %s: it is a run of %c's side, not %c's: its mean |dlogprob| is %.3g "
+                                     "to %c and %.3g to %c (%gx apart or more), so as %c's floor it would measure the "
+                                     "drift itself and hide it. Write --floor-%c %s",
+                                     "ab"[s], floor_ab[s], "AB"[!s], "AB"[s], lp_mean(fo[s]), "AB"[!s],
+                                     lp_mean(fr[s]), "AB"[s], PARITY_LP_FLOOR_SIDE_RATIO, "AB"[s], "ab"[!s],
+                                     floor_ab[s]);
+                goto done;
+            }
+        }
+        if (parity_lp_result_add_floor(res, fr[s], (parity_lp_side_t)s, fo[s], 0) != PARITY_OK) {
+            rc = cli_usage_error(cmd, FLOOR_HINT, "floor: cannot attach the floor of side %c", "AB"[s]);
+            goto done;
+        }
     }
     parity_lp_report_text(res, stdout);
     if (json && (st = parity_lp_report_json(res, json, &d)) != PARITY_OK) {
@@ -249,7 +352,10 @@ int parity_cmd_logprobs(int argc, char **argv)
     rc = parity_lp_result_exit_code(res);
 done:
     parity_lp_result_free(res);
-    parity_lp_result_free(fres);
-    for (int s = 0; s < 3; s++) parity_lp_close(r[s]);
+    for (int s = 0; s < 2; s++) {
+        parity_lp_result_free(fr[s]);
+        parity_lp_result_free(fo[s]);
+        parity_lp_close(r[s]);
+    }
     return rc;
 }

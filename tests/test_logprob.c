@@ -461,6 +461,116 @@ static void divergence(void **state)
     parity_lp_close(rb);
 }
 
+/* A JSONL dump of one sequence of n tokens: logprob i = base + (i == j ? spike : step * ((i % 5) - 2)). */
+static char *dump_line(int n, double base, double step, int j, double spike)
+{
+    size_t cap = 64 + (size_t)n * 40;
+    char *b = malloc(cap);
+    assert_non_null(b);
+    size_t l = (size_t)snprintf(b, cap, "{\"id\":\"q\",\"token_ids\":[");
+    for (int i = 0; i < n; i++) l += (size_t)snprintf(b + l, cap - l, "%s%d", i ? "," : "", 10 + i);
+    l += (size_t)snprintf(b + l, cap - l, "],\"logprobs\":[");
+    for (int i = 0; i < n; i++)
+        l += (size_t)snprintf(b + l, cap - l, "%s%.17g", i ? "," : "", base + (i == j ? spike : step * ((i % 5) - 2)));
+    snprintf(b + l, cap - l, "]}\n");
+    return b;
+}
+
+static parity_lp_result_t *cmp_str(const char *x, const char *y)
+{
+    parity_lp_reader_t *ra = open_str(x, "x.jsonl"), *rb = open_str(y, "y.jsonl");
+    parity_lp_cmp_opts_t o = parity_lp_cmp_default_opts();
+    o.n_threads = 1;
+    o.by_position = 0;
+    parity_lp_result_t *res = NULL;
+    parity_diag_t d;
+    assert_int_equal(parity_lp_compare(ra, rb, &o, &res, &d), PARITY_OK);
+    parity_lp_close(ra);
+    parity_lp_close(rb);
+    return res;
+}
+
+/* Measured floors (docs/logprob-metrics.md, "Noise floor"): which side a file repeats (10x closer
+ * in mean |dlogprob|, or undecided), floors of either side and of both (the larger per metric), a
+ * side given twice, a floor whose own k3 is above the alarm excusing no k3, and a floor as large
+ * as the drift reported as such. */
+static void floor_sides(void **state)
+{
+    (void)state;
+    const int n = 40;
+    char *A = dump_line(n, -2, 0, -1, 0), *B = dump_line(n, -3, 0, -1, 0); /* drift 1 on every token */
+    char *F9 = dump_line(n, -2.1, 0, -1, 0), *F10 = dump_line(n, -2.09, 0, -1, 0), *FB = dump_line(n, -2.91, 0, -1, 0);
+    parity_lp_result_t *af = cmp_str(A, F9), *bf = cmp_str(B, F9);
+    assert_int_equal(parity_lp_floor_side(af, bf), -1); /* 0.1 vs 0.9: 9x apart, not 10 */
+    parity_lp_result_free(af), parity_lp_result_free(bf);
+    af = cmp_str(A, F10), bf = cmp_str(B, F10);
+    assert_int_equal(parity_lp_floor_side(af, bf), PARITY_LP_SIDE_A); /* 0.09 vs 0.91 */
+    parity_lp_result_free(af), parity_lp_result_free(bf);
+    af = cmp_str(A, FB), bf = cmp_str(B, FB);
+    assert_int_equal(parity_lp_floor_side(af, bf), PARITY_LP_SIDE_B);
+    parity_lp_result_free(af), parity_lp_result_free(bf);
+    af = cmp_str(A, B), bf = cmp_str(B, B); /* a copy of B: 0 against 1 */
+    assert_int_equal(parity_lp_floor_side(af, bf), PARITY_LP_SIDE_B);
+    parity_lp_result_free(af), parity_lp_result_free(bf);
+    af = cmp_str(A, A), bf = cmp_str(A, A); /* F = A = B: nothing tells */
+    assert_int_equal(parity_lp_floor_side(af, bf), -1);
+    parity_lp_result_free(af), parity_lp_result_free(bf);
+    free(F9), free(F10), free(FB);
+
+    /* drift: B = A + 0.2 pattern (k3 above 1e-3, max above 5e-2); A2 a small repeat of A; B2 a repeat
+     * of B as far from B as B is from A */
+    free(A), free(B);
+    A = dump_line(n, -2, 0.001, -1, 0), B = dump_line(n, -2, 0.1, -1, 0);
+    char *A2 = dump_line(n, -2, 0.0011, -1, 0), *B2 = dump_line(n, -2, -0.1, -1, 0);
+    parity_lp_result_t *res = cmp_str(A, B), *fa = cmp_str(A, A2), *fb = cmp_str(B, B2), *fbo = cmp_str(A, B2);
+    assert_int_equal(parity_lp_result_exit_code(res), PARITY_EXIT_VERDICT);
+    assert_int_equal(parity_lp_result_add_floor(res, fa, PARITY_LP_SIDE_A, NULL, 0), PARITY_OK);
+    assert_int_equal(parity_lp_result_add_floor(res, fa, PARITY_LP_SIDE_A, NULL, 0), PARITY_E_INVALID);
+    assert_int_equal(parity_lp_result_verdict(res, 0), PARITY_LP_ALARM);
+    assert_int_equal(parity_lp_result_floor_as_large_as_drift(res), 0);
+    const parity_lp_slice_t *ov = parity_lp_result_slice(res, 0);
+    double k3 = ov->m.k3_mean;
+    assert_true(k3 > 1e-3);
+    /* B's repeat, about twice as far from B as A is (k3 about 4x the drift's, above the alarm):
+     * within 3x its floor, but a floor whose own k3 is above the alarm excuses no k3 */
+    assert_int_equal(parity_lp_result_add_floor(res, fb, PARITY_LP_SIDE_B, fbo, 0), PARITY_OK);
+    assert_true(parity_lp_result_slice(fb, 0)->m.k3_mean > k3);
+    assert_int_equal(parity_lp_result_verdict(res, 0), PARITY_LP_ALARM);
+    assert_int_equal(parity_lp_result_floor_as_large_as_drift(res), 1);
+    assert_int_equal(parity_lp_result_exit_code(res), PARITY_EXIT_VERDICT);
+    parity_lp_result_free(res);
+    /* the same through the library's older call (parity_lp_result_set_floor: side A) */
+    res = cmp_str(A, B);
+    assert_int_equal(parity_lp_result_set_floor(res, fb), PARITY_OK);
+    assert_int_equal(parity_lp_result_verdict(res, 0), PARITY_LP_ALARM);
+    parity_lp_result_free(res);
+
+    /* max |dlogprob| alone above its alarm (one token off by 0.2, k3 ~5e-4): a repeat of B with
+     * another token off by 0.25 excuses it, and the report says the floor is as large as the drift */
+    char *C = dump_line(n, -2, 0, -1, 0), *D = dump_line(n, -2, 0, 7, -0.2), *D2 = dump_line(n, -2, 0, 9, -0.25);
+    res = cmp_str(C, D);
+    parity_lp_result_t *fd = cmp_str(D, D2);
+    assert_true(parity_lp_result_slice(res, 0)->m.k3_mean < 1e-3);
+    assert_int_equal(parity_lp_result_exit_code(res), PARITY_EXIT_VERDICT);
+    assert_int_equal(parity_lp_result_add_floor(res, fd, PARITY_LP_SIDE_B, NULL, 0), PARITY_OK);
+    assert_int_equal(parity_lp_result_exit_code(res), PARITY_EXIT_OK);
+    assert_int_equal(parity_lp_result_floor_as_large_as_drift(res), 1);
+    /* with A's floor too (a zero one: C again), the larger per metric: still excused */
+    parity_lp_result_t *fc = cmp_str(C, C);
+    assert_int_equal(parity_lp_result_add_floor(res, fc, PARITY_LP_SIDE_A, NULL, 0), PARITY_OK);
+    assert_int_equal(parity_lp_result_exit_code(res), PARITY_EXIT_OK);
+    parity_lp_result_free(res);
+    res = cmp_str(C, D); /* A's zero floor alone excuses nothing */
+    assert_int_equal(parity_lp_result_add_floor(res, fc, PARITY_LP_SIDE_A, NULL, 0), PARITY_OK);
+    assert_int_equal(parity_lp_result_exit_code(res), PARITY_EXIT_VERDICT);
+    assert_int_equal(parity_lp_result_floor_as_large_as_drift(res), 0);
+    parity_lp_result_free(res);
+    parity_lp_result_free(fc);
+    parity_lp_result_free(fd);
+    parity_lp_result_free(fa), parity_lp_result_free(fb), parity_lp_result_free(fbo);
+    free(A), free(B), free(A2), free(B2), free(C), free(D), free(D2);
+}
+
 /* Read every sequence; any status is fine, a crash or sanitizer report is not. */
 static void drain(const unsigned char *buf, size_t n, const char *name)
 {
@@ -690,7 +800,7 @@ static void corpus_replay(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(chat_fast_path), cmocka_unit_test(numbers), cmocka_unit_test(shapes), cmocka_unit_test(errors), cmocka_unit_test(overlong), cmocka_unit_test(tree_builder), cmocka_unit_test(json_exact), cmocka_unit_test(divergence), cmocka_unit_test(worst_ties),
+    const struct CMUnitTest tests[] = {cmocka_unit_test(chat_fast_path), cmocka_unit_test(numbers), cmocka_unit_test(shapes), cmocka_unit_test(errors), cmocka_unit_test(overlong), cmocka_unit_test(tree_builder), cmocka_unit_test(json_exact), cmocka_unit_test(divergence), cmocka_unit_test(worst_ties), cmocka_unit_test(floor_sides),
                                        cmocka_unit_test(corpus_replay)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -194,8 +194,43 @@ parity_status_t parity_lp_compare(parity_lp_reader_t *a, parity_lp_reader_t *b,
 void parity_lp_result_free(parity_lp_result_t *r);
 
 /* Attach a floor: `floor` is the comparison of A with a second dump A2 of the same engine and
- * configuration (A2 - A). Without one, an analytic floor from the declared dtype is used. */
+ * configuration (A2 - A). Without one, an analytic floor from the declared dtype is used.
+ * The same as parity_lp_result_add_floor(r, floor, PARITY_LP_SIDE_A, NULL, 0) after dropping any
+ * measured floor attached before. */
 parity_status_t parity_lp_result_set_floor(parity_lp_result_t *r, parity_lp_result_t *floor);
+
+/* A measured floor is two runs of the SAME side: A against A2 (a second run of A's engine and
+ * configuration) or B against B2. A "floor" between one side and a run of the other measures
+ * the drift itself and would hide it. docs/logprob-metrics.md, "Noise floor". */
+typedef enum {
+    PARITY_LP_SIDE_A = 0,
+    PARITY_LP_SIDE_B = 1
+} parity_lp_side_t;
+
+/* Attach a measured floor: `floor` compares `side` (A or B, the first file of that comparison)
+ * with a second run of the same side. Once per side; with both, each metric's floor is the
+ * larger of the two. `other` (optional, may be NULL): the floor file compared with the other
+ * side, for the report's distances; `detected`: 1 when the side was found by
+ * parity_lp_floor_side rather than named. Replaces the analytic floor. PARITY_E_INVALID for
+ * NULLs, a bad side, or a side given twice. */
+parity_status_t parity_lp_result_add_floor(parity_lp_result_t *r, const parity_lp_result_t *floor,
+                                           parity_lp_side_t side, const parity_lp_result_t *other,
+                                           int detected);
+
+/* Which side a dump F repeats, from F compared with A (a_f: A vs F) and with B (b_f: B vs F): the
+ * side whose overall mean |dlogprob| to F is at least PARITY_LP_FLOOR_SIDE_RATIO times smaller
+ * than the other side's (0 against a positive distance counts). -1 when neither is (F about as
+ * close to both: then the drift between A and B is itself within that factor of F's noise, and
+ * only the user can say which side F repeats). */
+#define PARITY_LP_FLOOR_SIDE_RATIO 10.0
+int parity_lp_floor_side(const parity_lp_result_t *a_f, const parity_lp_result_t *b_f);
+
+/* 1 when a measured floor is as large as the drift it bounds: in some slice, k3 or max
+ * |dlogprob| is above its alarm but within floor_factor times its floor (the floor is what
+ * stands between the drift and an alarm, so the comparison cannot tell drift from the floor
+ * runs' own noise). The text report prints a warning and the JSON report sets
+ * floor.as_large_as_drift. 0 without a measured floor. */
+int parity_lp_result_floor_as_large_as_drift(const parity_lp_result_t *r);
 
 /* Accessors. */
 size_t parity_lp_result_nslices(const parity_lp_result_t *r);          /* overall is slice 0 */
@@ -217,7 +252,9 @@ typedef struct {
 } parity_lp_counts_t;
 const parity_lp_counts_t *parity_lp_result_counts(const parity_lp_result_t *r);
 
-/* Verdict of a slice (strings: "ok", "above-floor", "alarm", "empty"). */
+/* Verdict of a slice (strings: "ok", "above-floor", "alarm", "empty"). A measured floor excuses
+ * k3 (k3 within floor_factor x its floor) only while the floor's own k3 is within the k3 alarm:
+ * two runs of one side that disagree by more than the alarm are not noise. */
 typedef enum {
     PARITY_LP_OK = 0,
     PARITY_LP_ABOVE_FLOOR = 1,

@@ -36,9 +36,21 @@ typedef struct {
     double v[LP_NF]; /* floor value per metric; NaN when none */
 } lp_floor_t;
 
+/* One measured floor: a second run of one side compared with that side (logprob_result.c). */
+typedef struct {
+    char path[512];      /* the floor file */
+    int side;            /* PARITY_LP_SIDE_A or _B: the side it repeats */
+    int detected;        /* 1: found by parity_lp_floor_side (plain --floor), 0: named */
+    int identical;       /* every compared logprob equal to its side's: a zero floor */
+    double mean_same;    /* overall mean |dlogprob| to the side it repeats */
+    double mean_other;   /* to the other side; NaN when not measured */
+} lp_floor_run_t;
+
 struct parity_lp_result {
     parity_lp_cmp_opts_t opts;
     char name_a[512], name_b[512], name_floor[512];
+    lp_floor_run_t floor_run[2]; /* the measured floors (one per side at most), in order given */
+    int nfloor_run;
     parity_lp_format_t fmt_a, fmt_b;
     char dtype[16];
     const char *o_dtype;
@@ -243,5 +255,11 @@ parity_status_t lp_cmp_run_direct(cmp_t *c, parity_diag_t *d);
 double lp_unit_roundoff(const char *dtype);
 double lp_metric(const parity_dist_summary_t *m, int k);
 const char *lp_metric_name(int k);
+/* Whether slice i's metric k (LP_F_K3 or LP_F_MAX_ABS) is above its alarm but within
+ * floor_factor x its measured floor: the floor is as large as the drift it bounds. 0 without a
+ * measured floor. */
+int lp_floor_covers(const parity_lp_result_t *r, size_t i, int k);
+/* The alarm threshold of metric k (LP_F_K3 or LP_F_MAX_ABS). */
+double lp_alarm_of(const parity_lp_result_t *r, int k);
 
 #endif

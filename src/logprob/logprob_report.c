@@ -42,15 +42,90 @@ static void fmt_x(char *b, size_t n, double v)
     else snprintf(b, n, "%.3gx", v);
 }
 
+static const char *side_name(int side)
+{
+    return side == PARITY_LP_SIDE_B ? "B" : "A";
+}
+
+/* The measured floor in words: "A vs a2.jsonl", "A vs a2.jsonl and B vs b2.jsonl". */
+static void floor_desc(const parity_lp_result_t *r, char *b, size_t n)
+{
+    b[0] = 0;
+    size_t l = 0;
+    for (int k = 0; k < r->nfloor_run && l < n; k++) {
+        int w = snprintf(b + l, n - l, "%s%s vs %s", k ? " and " : "", side_name(r->floor_run[k].side),
+                         r->floor_run[k].path);
+        if (w > 0) l += (size_t)w;
+    }
+}
+
+/* What the report says of each measured floor run: how its side was told, its distances to the
+ * two sides, a zero floor. */
+static void floor_runs_text(const parity_lp_result_t *r, FILE *out)
+{
+    if (r->nfloor_run > 1)
+        fprintf(out, "  (floors of both sides: each metric's floor is the larger of the two)\n");
+    for (int k = 0; k < r->nfloor_run; k++) {
+        const lp_floor_run_t *f = &r->floor_run[k];
+        const char *s = side_name(f->side), *o = side_name(!f->side);
+        fprintf(out, "  %s: a second run of %s's side (%s", f->path, s,
+                f->detected ? "found by --floor" : f->side ? "--floor-b" : "--floor-a");
+        if (!isnan(f->mean_other))
+            fprintf(out, "; mean |dlogprob| %.3g to %s, %.3g to %s", f->mean_same, s, f->mean_other, o);
+        fprintf(out, ")\n");
+        if (f->identical)
+            fprintf(out, "  note: %s is identical to %s (every logprob equal): a zero floor, which measures no\n"
+                         "  noise; a repeat measures it only when something in the run differs (docs/logprob-metrics.md)\n",
+                    f->path, s);
+    }
+}
+
+/* The warning of a floor as large as the drift it bounds: one line per slice and metric (k3,
+ * max |dlogprob|; overall first, at most 6). */
+static void floor_warnings_text(const parity_lp_result_t *r, FILE *out)
+{
+    int nw = 0, more = 0, k3_anyway = 0;
+    for (size_t i = 0; i < r->nslices; i++)
+        for (int q = 0; q < 2; q++) {
+            int k = q ? LP_F_MAX_ABS : LP_F_K3;
+            if (!lp_floor_covers(r, i, k)) continue;
+            if (nw == 6) {
+                more++;
+                continue;
+            }
+            if (nw++ == 0)
+                fprintf(out, "  warning: the floor is as large as the drift it bounds, so this comparison cannot tell\n"
+                             "  that drift from the floor runs' own noise:\n");
+            const parity_dist_summary_t *m = &r->slices[i].m;
+            double v = k == LP_F_K3 ? m->k3_mean : m->abs_dlogprob_max, f = r->fl[i].v[k];
+            int anyway = k == LP_F_K3 && f > r->opts.k3_alarm;
+            k3_anyway |= anyway;
+            fprintf(out, "    %s: %s %.3g (alarm %g) is %.3gx its floor %.3g: %s\n", r->slices[i].name,
+                    k == LP_F_K3 ? "k3" : "max |dlogprob|", v, lp_alarm_of(r, k), v / f, f,
+                    anyway ? "alarm anyway, the floor's own k3 is above the alarm"
+                           : "no alarm, only because of the floor");
+        }
+    if (more) fprintf(out, "    (and %d more; JSON: floor.excused)\n", more);
+    if (k3_anyway)
+        fprintf(out, "  A floor whose own k3 is above the alarm excuses no k3: its two runs of one side disagree by\n"
+                     "  more than the alarm allows, which is not noise but a finding.\n");
+    if (nw)
+        fprintf(out, "  Check that each floor file repeats the side it is given for, and measure both sides'\n"
+                     "  floors (--floor-a A2 --floor-b B2; docs/logprob-metrics.md, \"Noise floor\").\n");
+}
+
 parity_status_t parity_lp_report_text(const parity_lp_result_t *r, FILE *out)
 {
     if (!r || !out) return PARITY_E_INVALID;
     const parity_lp_counts_t *c = &r->counts;
     fprintf(out, "parity logprobs: A = %s (%s), B = %s (%s)\n", r->name_a, parity_lp_format_name(r->fmt_a),
             r->name_b, parity_lp_format_name(r->fmt_b));
+    char fd[1200];
+    floor_desc(r, fd, sizeof fd);
     fprintf(out, "delta = logprob_B - logprob_A; ratio r = p_A / p_B; floor: %s\n",
-            r->floor_kind == 2 ? r->name_floor : "analytic");
+            r->floor_kind == 2 ? fd : "analytic");
     if (r->floor_kind != 2) fprintf(out, "  (analytic floor from dtype %s; pass --floor A2 to measure it)\n", r->dtype);
+    else floor_runs_text(r, out);
     fprintf(out, "sequences: A %llu, B %llu, paired %llu, only in A %llu, only in B %llu, diverged %llu\n",
             (unsigned long long)c->n_seq_a, (unsigned long long)c->n_seq_b, (unsigned long long)c->n_pairs,
             (unsigned long long)c->n_only_a, (unsigned long long)c->n_only_b, (unsigned long long)c->n_diverged);
@@ -79,6 +154,7 @@ parity_status_t parity_lp_report_text(const parity_lp_result_t *r, FILE *out)
     if (m->n_invalid || m->n_inf_mismatch)
         fprintf(out, "  non-finite: %llu invalid, %llu -inf against finite\n", (unsigned long long)m->n_invalid,
                 (unsigned long long)m->n_inf_mismatch);
+    floor_warnings_text(r, out);
     if (r->nslices > 1) {
         size_t *ord = malloc(r->nslices * sizeof *ord);
         if (ord) {
@@ -244,6 +320,39 @@ static cJSON *build_json(const parity_lp_result_t *r)
     if (r->floor_kind == 2) cJSON_AddStringToObject(fl, "path", r->name_floor);
     cJSON_AddStringToObject(fl, "dtype", r->dtype);
     num(fl, "unit_roundoff", lp_unit_roundoff(r->dtype));
+    if (r->floor_kind == 2) { /* only with a measured floor: the analytic report is unchanged */
+        cJSON *runs = cJSON_AddArrayToObject(fl, "runs");
+        for (int k = 0; k < r->nfloor_run && runs; k++) {
+            const lp_floor_run_t *f = &r->floor_run[k];
+            cJSON *o = cJSON_CreateObject();
+            if (!o) break;
+            cJSON_AddStringToObject(o, "path", f->path);
+            cJSON_AddStringToObject(o, "side", f->side ? "b" : "a");
+            cJSON_AddBoolToObject(o, "detected", f->detected);
+            num(o, f->side ? "mean_abs_dlogprob_to_b" : "mean_abs_dlogprob_to_a", f->mean_same);
+            num(o, f->side ? "mean_abs_dlogprob_to_a" : "mean_abs_dlogprob_to_b", f->mean_other);
+            cJSON_AddBoolToObject(o, "identical", f->identical);
+            cJSON_AddItemToArray(runs, o);
+        }
+        cJSON_AddBoolToObject(fl, "as_large_as_drift", parity_lp_result_floor_as_large_as_drift(r));
+        cJSON *ex = cJSON_AddArrayToObject(fl, "excused");
+        for (size_t i = 0; i < r->nslices && ex; i++)
+            for (int q = 0; q < 2; q++) {
+                int k = q ? LP_F_MAX_ABS : LP_F_K3;
+                if (!lp_floor_covers(r, i, k)) continue;
+                const parity_dist_summary_t *m = &r->slices[i].m;
+                cJSON *o = cJSON_CreateObject();
+                if (!o) break;
+                cJSON_AddStringToObject(o, "slice", r->slices[i].name);
+                cJSON_AddStringToObject(o, "metric", lp_metric_name(k));
+                num(o, "value", k == LP_F_K3 ? m->k3_mean : m->abs_dlogprob_max);
+                num(o, "floor", r->fl[i].v[k]);
+                num(o, "alarm", lp_alarm_of(r, k));
+                /* k3 whose floor is itself above the alarm is not excused: the slice is in alarm */
+                cJSON_AddBoolToObject(o, "alarm_anyway", k == LP_F_K3 && r->fl[i].v[k] > r->opts.k3_alarm);
+                cJSON_AddItemToArray(ex, o);
+            }
+    }
     cJSON *al = cJSON_AddObjectToObject(root, "alarms");
     num(al, "k3", r->opts.k3_alarm);
     num(al, "max_abs_dlogprob", r->opts.dlogprob_alarm);
@@ -483,8 +592,15 @@ parity_status_t parity_lp_report_html(const parity_lp_result_t *r, const char *p
     sbf(&b, " (%s). delta = logprob<sub>B</sub> &minus; logprob<sub>A</sub>, ratio = p<sub>A</sub>/p<sub>B</sub>. "
             "Floor: ",
         parity_lp_format_name(r->fmt_b));
-    if (r->floor_kind == 2) sb_esc(&b, r->name_floor);
-    else sbf(&b, "analytic (dtype %s)", r->dtype);
+    if (r->floor_kind == 2) {
+        char fd[1200];
+        floor_desc(r, fd, sizeof fd);
+        sb_esc(&b, fd);
+        if (parity_lp_result_floor_as_large_as_drift(r))
+            sbf(&b, " <b class=\"alarm\">(warning: the floor is as large as the drift it bounds; see the text "
+                    "report)</b>");
+    } else
+        sbf(&b, "analytic (dtype %s)", r->dtype);
     sbf(&b, ". Verdict: <b>%s</b>.</p>\n", parity_lp_result_exit_code(r) ? "drift" : "within alarms");
     sbf(&b, "<h2>Slices</h2><table><tr><th>slice</th><th>tokens</th><th>max |d|</th><th>mean |d|</th><th>p99 |d|</th>"
             "<th>k1</th><th>k3</th><th>k3 / floor</th><th>max / floor</th><th>chi2</th><th>top-1</th><th>verdict</th></tr>\n");

@@ -67,19 +67,82 @@ const char *lp_metric_name(int k)
     return k >= 0 && k < LP_NF ? n[k] : "";
 }
 
-parity_status_t parity_lp_result_set_floor(parity_lp_result_t *r, parity_lp_result_t *floor)
+/* The overall mean |dlogprob| of a comparison (NaN without finite pairs). */
+static double overall_mean(const parity_lp_result_t *r)
 {
-    if (!r || !floor) return PARITY_E_INVALID;
+    if (!r || r->nslices == 0 || r->slices[0].m.n_finite == 0) return NAN;
+    return r->slices[0].m.abs_dlogprob_mean;
+}
+
+parity_status_t parity_lp_result_add_floor(parity_lp_result_t *r, const parity_lp_result_t *floor,
+                                           parity_lp_side_t side, const parity_lp_result_t *other, int detected)
+{
+    if (!r || !floor || (side != PARITY_LP_SIDE_A && side != PARITY_LP_SIDE_B) || r->nfloor_run >= 2 ||
+        (r->nfloor_run == 1 && r->floor_run[0].side == (int)side))
+        return PARITY_E_INVALID;
+    int first = r->floor_kind != 2;
     for (size_t i = 0; i < r->nslices; i++) {
         double *F = r->fl[i].v;
         const parity_lp_slice_t *fs = NULL;
         for (size_t j = 0; j < floor->nslices; j++)
             if (!strcmp(floor->slices[j].name, r->slices[i].name)) fs = &floor->slices[j];
-        for (int k = 0; k < LP_NF; k++) F[k] = fs && fs->m.n_finite ? lp_metric(&fs->m, k) : NAN;
+        for (int k = 0; k < LP_NF; k++) {
+            double v = fs && fs->m.n_finite ? lp_metric(&fs->m, k) : NAN;
+            /* with floors of both sides, the larger (a slice one of them lacks takes the other's) */
+            F[k] = first || isnan(F[k]) ? v : isnan(v) ? F[k] : fmax(F[k], v);
+        }
     }
     r->floor_kind = 2;
-    snprintf(r->name_floor, sizeof r->name_floor, "%s", floor->name_b);
+    lp_floor_run_t *fr = &r->floor_run[r->nfloor_run++];
+    snprintf(fr->path, sizeof fr->path, "%s", floor->name_b);
+    fr->side = (int)side;
+    fr->detected = detected;
+    fr->mean_same = overall_mean(floor);
+    fr->mean_other = other ? overall_mean(other) : NAN;
+    const parity_dist_summary_t *m0 = floor->nslices ? &floor->slices[0].m : NULL;
+    fr->identical = m0 && m0->n_finite > 0 && m0->abs_dlogprob_max == 0 && m0->n_inf_mismatch == 0 &&
+                    m0->n_invalid == 0;
+    if (first) snprintf(r->name_floor, sizeof r->name_floor, "%s", floor->name_b);
     return PARITY_OK;
+}
+
+parity_status_t parity_lp_result_set_floor(parity_lp_result_t *r, parity_lp_result_t *floor)
+{
+    if (!r || !floor) return PARITY_E_INVALID;
+    r->nfloor_run = 0;
+    r->floor_kind = 1;
+    return parity_lp_result_add_floor(r, floor, PARITY_LP_SIDE_A, NULL, 0);
+}
+
+int parity_lp_floor_side(const parity_lp_result_t *a_f, const parity_lp_result_t *b_f)
+{
+    double da = overall_mean(a_f), db = overall_mean(b_f);
+    if (isnan(da) || isnan(db)) return -1;
+    if (da * PARITY_LP_FLOOR_SIDE_RATIO <= db && db > 0) return PARITY_LP_SIDE_A;
+    if (db * PARITY_LP_FLOOR_SIDE_RATIO <= da && da > 0) return PARITY_LP_SIDE_B;
+    return -1;
+}
+
+double lp_alarm_of(const parity_lp_result_t *r, int k)
+{
+    return k == LP_F_K3 ? r->opts.k3_alarm : r->opts.dlogprob_alarm;
+}
+
+int lp_floor_covers(const parity_lp_result_t *r, size_t i, int k)
+{
+    if (!r || r->floor_kind != 2 || i >= r->nslices) return 0;
+    const parity_dist_summary_t *m = &r->slices[i].m;
+    if (m->n_finite == 0) return 0;
+    double v = k == LP_F_K3 ? m->k3_mean : m->abs_dlogprob_max, f = r->fl[i].v[k];
+    return v > lp_alarm_of(r, k) && v <= r->opts.floor_factor * f;
+}
+
+int parity_lp_result_floor_as_large_as_drift(const parity_lp_result_t *r)
+{
+    if (!r || r->floor_kind != 2) return 0;
+    for (size_t i = 0; i < r->nslices; i++)
+        if (lp_floor_covers(r, i, LP_F_K3) || lp_floor_covers(r, i, LP_F_MAX_ABS)) return 1;
+    return 0;
 }
 
 parity_lp_verdict_t parity_lp_result_verdict(const parity_lp_result_t *r, size_t i)
@@ -94,7 +157,10 @@ parity_lp_verdict_t parity_lp_result_verdict(const parity_lp_result_t *r, size_t
     int k3_above = !(m->k3_mean <= fac * F[LP_F_K3]);
     int max_above = !(m->abs_dlogprob_max <= fac * F[LP_F_MAX_ABS]);
     int mean_above = !(m->abs_dlogprob_mean <= fac * F[LP_F_MEAN_ABS]);
-    if ((m->k3_mean > r->opts.k3_alarm && k3_above) || (m->abs_dlogprob_max > r->opts.dlogprob_alarm && max_above))
+    /* a measured floor whose own k3 is above the alarm excuses no k3: its two runs disagree by
+     * more than the alarm allows, which is not noise (docs/logprob-metrics.md, "Noise floor") */
+    int k3_unexcused = k3_above || (r->floor_kind == 2 && F[LP_F_K3] > r->opts.k3_alarm);
+    if ((m->k3_mean > r->opts.k3_alarm && k3_unexcused) || (m->abs_dlogprob_max > r->opts.dlogprob_alarm && max_above))
         return PARITY_LP_ALARM;
     if (k3_above || mean_above) return PARITY_LP_ABOVE_FLOOR;
     return PARITY_LP_OK;
