@@ -9,10 +9,19 @@ arguments; the function returns O (H,T,Dh) and LSE (H,T).
   eager_bf16  an unfused bf16 model: Q @ K^T, softmax and P @ V each return bf16
 """
 import argparse
+import sys
 
-import torch
+try:
+    import torch
 
-import parity
+    import parity
+except ImportError as e:  # say what is missing and for which interpreter, not a traceback
+    sys.stderr.write(
+        "%s: this Python (%s) cannot import %s: %s.\nIt needs PyTorch (Debian 12: apt-get install "
+        "python3-torch; elsewhere pip install torch) and the parity package (pip install . from the "
+        "repository root; or, from a build tree, PYTHONPATH=python "
+        "PARITY_PY_LIB=build/python/libparity_python.so).\n" % (sys.argv[0], sys.executable, e.name, e))
+    sys.exit(3)
 
 
 def _attention(Q, K, V, scale, softcap, causal, fp32):

@@ -8,10 +8,19 @@ The file flow (examples/pytorch/, docs/python.md "Without Python") stays for sta
 Python; both judge with the same code and give the same numbers.
 """
 import argparse
+import sys
 
-import torch
+try:
+    import torch
 
-import parity
+    import parity
+except ImportError as e:  # say what is missing and for which interpreter, not a traceback
+    sys.stderr.write(
+        "%s: this Python (%s) cannot import %s: %s.\nIt needs PyTorch (Debian 12: apt-get install "
+        "python3-torch; elsewhere pip install torch) and the parity package (pip install . from the "
+        "repository root; or, from a build tree, PYTHONPATH=python "
+        "PARITY_PY_LIB=build/python/libparity_python.so).\n" % (sys.argv[0], sys.executable, e.name, e))
+    sys.exit(3)
 
 
 def faithful(dy, x, gamma, ids, eps, V):

@@ -9,10 +9,19 @@ version, with gemm_bwd and cuBLAS options).
   tf32  operands converted to fp32, TF32 on (on CUDA, cuBLAS rounds inputs to 10-bit mantissas)
 """
 import argparse
+import sys
 
-import torch
+try:
+    import torch
 
-import parity
+    import parity
+except ImportError as e:  # say what is missing and for which interpreter, not a traceback
+    sys.stderr.write(
+        "%s: this Python (%s) cannot import %s: %s.\nIt needs PyTorch (Debian 12: apt-get install "
+        "python3-torch; elsewhere pip install torch) and the parity package (pip install . from the "
+        "repository root; or, from a build tree, PYTHONPATH=python "
+        "PARITY_PY_LIB=build/python/libparity_python.so).\n" % (sys.argv[0], sys.executable, e.name, e))
+    sys.exit(3)
 
 
 def bf16(A, B):

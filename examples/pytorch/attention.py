@@ -19,9 +19,9 @@ The two sdpa variants are how docs/ops/attention.md ("Real kernels") judged them
 """
 import argparse
 
-import torch
-from safetensors import safe_open
-from safetensors.torch import save_file
+from st_io import load, require, save  # safetensors files without the safetensors package
+
+torch = require("torch")  # a clear message naming what is missing when it cannot be imported
 
 
 def main():
@@ -30,9 +30,8 @@ def main():
     ap.add_argument("outputs")
     ap.add_argument("--variant", choices=["fp32", "eager_bf16", "sdpa_flash", "sdpa_efficient"], default="fp32")
     a = ap.parse_args()
-    with safe_open(a.inputs, "pt") as f:
-        meta = f.metadata()
-        q, k, v = (f.get_tensor(n) for n in ("Q", "K", "V"))
+    t, meta = load(a.inputs)
+    q, k, v = (t[n] for n in ("Q", "K", "V"))
     scale = float(meta["parity.attr.scale"])
     cap = float(meta["parity.attr.softcap"])
     causal = float(meta["parity.attr.causal"]) != 0
@@ -48,7 +47,7 @@ def main():
         else:
             r = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, None, True, 0.0, causal, scale=scale)
         o, lse = r[0][0], r[1][0, :, :t]  # the efficient kernel pads LSE's T
-        save_file({"O": o.contiguous().cpu(), "LSE": lse.float().to(o.dtype).contiguous().cpu()}, a.outputs)
+        save({"O": o, "LSE": lse.float().to(o.dtype)}, a.outputs)
         return
     if a.variant == "fp32":
         q, k, v = q.float(), k.float(), v.float()
@@ -62,7 +61,7 @@ def main():
     o = torch.matmul(torch.softmax(s, -1), v)
     if a.variant == "eager_bf16":
         lse = lse.bfloat16()  # parity compare wants one dtype for all outputs
-    save_file({"O": o.contiguous(), "LSE": lse.contiguous()}, a.outputs)
+    save({"O": o, "LSE": lse}, a.outputs)
 
 
 if __name__ == "__main__":

@@ -16,9 +16,9 @@ variants:
 import argparse
 import sys
 
-import torch
-from safetensors import safe_open
-from safetensors.torch import save_file
+from st_io import load, require, save  # safetensors files without the safetensors package
+
+torch = require("torch")  # a clear message naming what is missing when it cannot be imported
 
 
 def main():
@@ -27,9 +27,7 @@ def main():
     ap.add_argument("outputs")
     ap.add_argument("--variant", choices=["faithful", "bf16_accum"], default="faithful")
     a = ap.parse_args()
-    with safe_open(a.inputs, "pt") as f:
-        meta = f.metadata()
-        t = {k: f.get_tensor(k) for k in f.keys()}
+    t, meta = load(a.inputs)
     V = int(meta["parity.output.dE.shape"].split(",")[0])
     eps = float(meta["parity.attr.eps"])
 
@@ -45,7 +43,7 @@ def main():
     else:
         dE = torch.zeros(V, x.shape[1], dtype=torch.bfloat16).index_add_(0, ids, x.grad.bfloat16())
         out = {"dE": dE, "dgamma": gamma.grad.bfloat16()}
-    save_file({k: v.contiguous() for k, v in out.items()}, a.outputs)
+    save(out, a.outputs)
     return 0
 
 

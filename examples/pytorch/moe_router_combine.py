@@ -10,9 +10,9 @@ k and renorm come from the file's metadata (parity.attr.k, parity.attr.renorm). 
 """
 import argparse
 
-import torch
-from safetensors import safe_open
-from safetensors.torch import load_file, save_file
+from st_io import load, require, save  # safetensors files without the safetensors package
+
+torch = require("torch")  # a clear message naming what is missing when it cannot be imported
 
 
 def main():
@@ -21,9 +21,7 @@ def main():
     ap.add_argument("outputs")
     ap.add_argument("--variant", choices=["stable", "topk"], default="stable")
     a = ap.parse_args()
-    with safe_open(a.inputs, "pt") as f:
-        meta = f.metadata()
-    t = load_file(a.inputs)
+    t, meta = load(a.inputs)
     k = int(meta["parity.attr.k"])
     renorm = meta["parity.attr.renorm"] == "1"
     x = t["router_logits"].float()  # (N, E)
@@ -39,7 +37,7 @@ def main():
     gates = torch.zeros_like(p).scatter(1, idx, w)
     ysel = torch.gather(y, 1, idx[:, :, None].expand(-1, -1, y.shape[2]))  # (N, k, D)
     out = torch.einsum("nk,nkd->nd", w, ysel)
-    save_file({"out": out.contiguous(), "gates": gates.contiguous()}, a.outputs)
+    save({"out": out, "gates": gates}, a.outputs)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ every Python, numpy 1.x and 2.x and torch version (docs/python.md, "Why ctypes")
 """
 import ctypes
 import glob
+import itertools
 import json
 import os
 
@@ -89,7 +90,10 @@ for _n, (_res, _args) in _SIGS.items():
     _f.restype = _res
     _f.argtypes = _args
 
-VERDICTS = [lib.parity_py_verdict_name(i).decode() for i in range(8)]
+# The C library's verdict names in enum order, as many as it has: parity_verdict_name answers "?"
+# past the last one (src/verify/verify.c), so a verdict added in C needs no change here.
+VERDICTS = list(itertools.takewhile(lambda s: s != "?", (lib.parity_py_verdict_name(i).decode()
+                                                         for i in itertools.count())))
 
 
 def b(s):
