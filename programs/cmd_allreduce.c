@@ -1,6 +1,7 @@
 /* `parity allreduce`: the drift between two all-reduce setups (algorithm, rank count, per-hop
  * format) on the same logical tensor, and the "trained on 8, served on 4" table. A shell over the
  * reduce module; all arithmetic is there. */
+#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -300,6 +301,38 @@ static int cmd_table(const char *cmd, const inputs_t *in, int ra, int rb, const 
     return rc;
 }
 
+/* RA:RB, each a rank count 1..PARITY_AR_MAX_RANKS in decimal digits (cli.h's integers). */
+static int parse_table(const char *t, int *ra, int *rb)
+{
+    const char *c = strchr(t, ':');
+    char buf[32];
+    long x, y;
+    if (!c || (size_t)(c - t) >= sizeof buf) return -1;
+    memcpy(buf, t, (size_t)(c - t));
+    buf[c - t] = 0;
+    if (cli_parse_long(buf, 1, PARITY_AR_MAX_RANKS, &x) || cli_parse_long(c + 1, 1, PARITY_AR_MAX_RANKS, &y))
+        return -1;
+    *ra = (int)x;
+    *rb = (int)y;
+    return 0;
+}
+
+/* What parity_reduce_spec_parse (src/reduce) lets through and the CLI does not: an empty field
+ * (a leading, trailing or doubled ':', which its strtok skips) and a blank or '+' (which its
+ * strtol skips in a number: "ring: 8", "ring:+8"). */
+static int spec_fields(const char *s, parity_diag_t *diag)
+{
+    const char *form = "expected ALGO:R[:HOP][:acc=DTYPE][:chC]";
+    if (!*s) return parity_diag_set(diag, PARITY_E_INVALID, "empty all-reduce spec (%s)", form);
+    if (s[0] == ':' || s[strlen(s) - 1] == ':' || strstr(s, "::"))
+        return parity_diag_set(diag, PARITY_E_INVALID, "'%s': an empty field between ':' (%s)", s, form);
+    for (const char *p = s; *p; p++)
+        if (isspace((unsigned char)*p) || *p == '+')
+            return parity_diag_set(diag, PARITY_E_INVALID, "'%s': '%c' at offset %d (%s; numbers are "
+                                   "decimal digits)", s, *p, (int)(p - s), form);
+    return 0;
+}
+
 int parity_cmd_allreduce(int argc, char **argv)
 {
     const char *cmd = "allreduce", *hint = "parity allreduce --a ring:8:bf16 --b oneshot:4:bf16";
@@ -328,25 +361,23 @@ int parity_cmd_allreduce(int argc, char **argv)
                                        "unknown workload '%s'", v);
         } else if (!strcmp(a, "--n") || !strcmp(a, "--k")) {
             long x;
-            if (cli_parse_long(v, 1, 1L << 26, &x))
-                return cli_usage_error(cmd, hint, "%s wants an integer in 1..%ld, got '%s'", a,
-                                       1L << 26, v);
+            int rc = cli_opt_long(cmd, a, v, 1, 1L << 26, &x);
+            if (rc) return rc;
             if (a[2] == 'n') in.n = (size_t)x;
             else in.k = (size_t)x;
         } else if (!strcmp(a, "--seed")) {
-            if (cli_parse_u64(v, &in.seed))
-                return cli_usage_error(cmd, "--seed 42", "bad seed '%s'", v);
+            int rc = cli_opt_seed(cmd, a, v, &in.seed, NULL);
+            if (rc) return rc;
         } else if (!strcmp(a, "--ulp")) {
-            parity_ar_spec_t t;
-            char buf[64];
-            snprintf(buf, sizeof buf, "ring:1:%s", v);
-            if (parity_reduce_spec_parse(buf, &t, NULL))
-                return cli_usage_error(cmd, "--ulp bf16|fp16|fp32", "unknown format '%s'", v);
-            ulp = t.hop == PARITY_AR_FP64 ? PARITY_AR_FP32 : t.hop;
+            int d = 0;
+            while (d < 4 && strcmp(v, parity_reduce_dtype_name((parity_ar_dtype_t)d)) != 0) d++;
+            if (d == 4)
+                return cli_usage_error(cmd, "--ulp bf16|fp16|fp32", "--ulp wants fp64, fp32, bf16 or fp16, got '%s'", v);
+            ulp = d == PARITY_AR_FP64 ? PARITY_AR_FP32 : (parity_ar_dtype_t)d;
             ulp_set = 1;
         } else if (!strcmp(a, "--max-ulp")) {
             if (cli_parse_double(v, &max_ulp) || !(max_ulp >= 0))
-                return cli_usage_error(cmd, "--max-ulp 2", "bad --max-ulp '%s'", v);
+                return cli_usage_error(cmd, "--max-ulp 2", "--max-ulp wants a number >= 0, got '%s'", v);
         } else {
             return cli_usage_error(cmd, hint, "unknown option '%s'", a);
         }
@@ -355,11 +386,10 @@ int parity_cmd_allreduce(int argc, char **argv)
     parity_diag_t diag;
     if (table) {
         int ra, rb;
-        char extra;
         if (sa || sb) return cli_usage_error(cmd, "parity allreduce --table 8:4", "--table takes no --a/--b");
-        if (sscanf(table, "%d:%d%c", &ra, &rb, &extra) != 2 || ra < 1 || rb < 1 ||
-            ra > PARITY_AR_MAX_RANKS || rb > PARITY_AR_MAX_RANKS)
-            return cli_usage_error(cmd, "--table 8:4", "bad --table '%s' (expected RA:RB)", table);
+        if (parse_table(table, &ra, &rb) != 0)
+            return cli_usage_error(cmd, "--table 8:4", "--table wants RA:RB, two rank counts 1..%d in decimal "
+                                   "digits, got '%s'", PARITY_AR_MAX_RANKS, table);
         if (in.k < (size_t)(ra > rb ? ra : rb))
             return cli_usage_error(cmd, "--k 4096", "--k %zu is smaller than the rank count", in.k);
         int rc = cmd_table(cmd, &in, ra, rb, json);
@@ -369,8 +399,10 @@ int parity_cmd_allreduce(int argc, char **argv)
     if (!sa) return cli_usage_error(cmd, hint, "missing --a (or --table)");
     if (!sb) sb = sa;
     parity_ar_spec_t a, b;
-    if (parity_reduce_spec_parse(sa, &a, &diag)) return cli_usage_error(cmd, hint, "--a: %s", diag.msg);
-    if (parity_reduce_spec_parse(sb, &b, &diag)) return cli_usage_error(cmd, hint, "--b: %s", diag.msg);
+    if (spec_fields(sa, &diag) || parity_reduce_spec_parse(sa, &a, &diag))
+        return cli_usage_error(cmd, hint, "--a: %s", diag.msg);
+    if (spec_fields(sb, &diag) || parity_reduce_spec_parse(sb, &b, &diag))
+        return cli_usage_error(cmd, hint, "--b: %s", diag.msg);
     if (in.k < (size_t)a.ranks || in.k < (size_t)b.ranks)
         return cli_usage_error(cmd, "--k 4096", "--k %zu is smaller than the rank count", in.k);
     int rc = cmd_pair(cmd, &in, &a, &b, ulp_set, ulp, max_ulp, json);

@@ -36,7 +36,8 @@ void parity_help_bench(FILE *out)
         "(work skipped on repeated calls) loses the score and fails the exit code.\n\n"
         "options:\n"
         "  --kernel K          builtin:NAME, builtin:all, PATH.so[:NAME] (as parity check)\n"
-        "  --workload W        the timed workload (default: text, else the op's first preset)\n"
+        "  --workload W        the timed workload (default: text, else the op's first preset);\n"
+        "                      W@NxD[xV] times that preset at another shape\n"
         "  --baseline K        the baseline kernel (default: the op's plain faithful catalog kernel)\n"
         "  --runs N            timed runs per kernel (default 10)\n"
         "  --warmup N          untimed runs first (default 2)\n"
@@ -301,13 +302,12 @@ int parity_cmd_bench(int argc, char **argv)
             o.time.n_threads = (int)l;
         } else if (strcmp(a, "--seed") == 0) {
             NEED_VAL();
-            if (cli_parse_seed(val, &o.seed, &seed_fresh) != 0)
-                return cli_usage_error("bench", "--seed 1 or --seed fresh",
-                                       "--seed wants a non-negative integer or 'fresh', got '%s'", val);
+            int rc = cli_opt_seed("bench", a, val, &o.seed, &seed_fresh);
+            if (rc) return rc;
         } else if (strcmp(a, "--timeout") == 0) {
             NEED_VAL();
             double t;
-            if (cli_parse_double(val, &t) != 0 || !(t > 0))
+            if (cli_parse_double(val, &t) != 0 || !(t > 0) || !isfinite(t))
                 return cli_usage_error("bench", "--timeout 60", "--timeout wants seconds > 0, got '%s'", val);
             o.check.timeout_s = t;
             o.time.timeout_s = t;
@@ -358,13 +358,10 @@ int parity_cmd_bench(int argc, char **argv)
     const parity_op_t *op = parity_op_find(op_name);
     if (!op) return cli_usage_error("bench", "parity ops", "no op '%s'", op_name);
     if (nk == 0) return cli_usage_error("bench", "--kernel builtin:all", "no --kernel given");
-    parity_workload_t wtmp;
-    if (o.workload && parity_op_workload(op, o.workload, &wtmp) != PARITY_OK)
-        return cli_usage_error("bench", "parity ops (lists each op's workloads)",
-                               "op %s has no workload '%s'", op->name, o.workload);
-    if (o.check.workload && parity_op_workload(op, o.check.workload, &wtmp) != PARITY_OK)
-        return cli_usage_error("bench", "parity ops (lists each op's workloads)",
-                               "op %s has no workload '%s'", op->name, o.check.workload);
+    int wrc = 0;
+    if (o.workload) wrc = cli_opt_workload("bench", "--workload", op, o.workload, NULL);
+    if (!wrc && o.check.workload) wrc = cli_opt_workload("bench", "--check-workload", op, o.check.workload, NULL);
+    if (wrc) return wrc;
     parity_kernel_list_t kl = {0};
     for (int i = 0; i < nk; i++) {
         parity_status_t st = parity_kernel_resolve(kspecs[i], op->name, &kl, &diag);

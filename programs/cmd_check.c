@@ -1,6 +1,7 @@
 /* `parity check OP --kernel K...`: is each kernel faithful to OP's fp64 reference on realistic
  * workloads? Text report on stdout, progress on stderr, --json for CI. */
 #define _GNU_SOURCE /* sched_getaffinity */
+#include <math.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,15 +110,14 @@ int parity_cmd_check(int argc, char **argv)
             opts.workload = val;
         } else if (strcmp(a, "--seed") == 0) {
             NEED_VAL();
-            if (cli_parse_seed(val, &opts.seed, &seed_fresh) != 0)
-                return cli_usage_error("check", "--seed 1 or --seed fresh",
-                                       "--seed wants a non-negative integer or 'fresh', got '%s'", val);
+            int rc = cli_opt_seed("check", a, val, &opts.seed, &seed_fresh);
+            if (rc) return rc;
         } else if (strcmp(a, "--json") == 0) {
             NEED_VAL();
             json = val;
         } else if (strcmp(a, "--timeout") == 0) {
             NEED_VAL();
-            if (cli_parse_double(val, &opts.timeout_s) != 0 || !(opts.timeout_s > 0))
+            if (cli_parse_double(val, &opts.timeout_s) != 0 || !(opts.timeout_s > 0) || !isfinite(opts.timeout_s))
                 return cli_usage_error("check", "--timeout 60", "--timeout wants seconds > 0, got '%s'", val);
         } else if (strcmp(a, "--threads") == 0) {
             NEED_VAL();
@@ -142,14 +142,15 @@ int parity_cmd_check(int argc, char **argv)
             exec.diagnose_all = 1;
         } else if (strcmp(a, "--shape") == 0) {
             NEED_VAL();
-            long long n = 0, d = 0, v = 0;
-            char extra;
-            int got = sscanf(val, "%lldx%lldx%lld%c", &n, &d, &v, &extra);
-            if (got < 2 || got > 3 || n < 1 || d < 1 || (got == 3 && v < 1))
-                return cli_usage_error("check", "--shape 65536x2048x50257", "--shape wants NxD or NxDxV, got '%s'", val);
-            opts.shape_n = n;
-            opts.shape_d = d;
-            opts.shape_v = got == 3 ? v : 0;
+            int64_t dims[3];
+            parity_diag_t why;
+            int got = cli_parse_shape(val, dims, 2, 3, &why);
+            if (got < 0)
+                return cli_usage_error("check", "--shape 65536x2048 or --shape 65536x2048x50257", "--shape %s",
+                                       why.msg);
+            opts.shape_n = dims[0];
+            opts.shape_d = dims[1];
+            opts.shape_v = got == 3 ? dims[2] : 0;
         } else if (strcmp(a, "--quick") == 0) {
             opts.quick = 1;
         } else if (strcmp(a, "--baselines") == 0) {
@@ -176,10 +177,10 @@ int parity_cmd_check(int argc, char **argv)
     if (!op) return cli_usage_error("check", "parity ops", "no op '%s'", op_name);
     if (nk == 0)
         return cli_usage_error("check", "--kernel builtin:all", "no --kernel given");
-    parity_workload_t wtmp;
-    if (opts.workload && parity_op_workload(op, opts.workload, &wtmp) != PARITY_OK)
-        return cli_usage_error("check", "parity ops (lists each op's workloads; NAME@NxD picks another shape)",
-                               "op %s has no workload '%s'", op->name, opts.workload);
+    if (opts.workload) {
+        int rc = cli_opt_workload("check", "--workload", op, opts.workload, NULL);
+        if (rc) return rc;
+    }
     parity_kernel_list_t kl = {0};
     parity_diag_t diag = {{0}};
     for (int i = 0; i < nk; i++) {

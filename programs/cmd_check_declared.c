@@ -200,9 +200,10 @@ int parity_cmd_check_declared(int argc, char **argv)
             kspecs[nk++] = argv[++i];
         } else if (strcmp(a, "--workload") == 0 || strcmp(a, "-w") == 0) opts.workload = argv[++i];
         else if (strcmp(a, "--seed") == 0) {
-            if (cli_parse_u64(argv[++i], &opts.seed)) return cli_usage_error("check", NULL, "--seed %s: not a number", val);
+            int rc = cli_opt_seed("check", a, argv[++i], &opts.seed, NULL);
+            if (rc) return rc;
         } else if (strcmp(a, "--timeout") == 0) {
-            if (cli_parse_double(argv[++i], &opts.timeout) || !(opts.timeout > 0))
+            if (cli_parse_double(argv[++i], &opts.timeout) || !(opts.timeout > 0) || !isfinite(opts.timeout))
                 return cli_usage_error("check", NULL, "--timeout %s: expected seconds > 0", val);
         } else if (strcmp(a, "--json") == 0) json = argv[++i];
         else if (strcmp(a, "--quick") == 0) opts.quick = 1;

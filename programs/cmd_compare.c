@@ -2,6 +2,7 @@
  * with the same report and JSON as `parity check`. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "check_report.h"
 #include "cli.h"
@@ -10,15 +11,31 @@
 void parity_help_compare(FILE *out)
 {
     fprintf(out,
-        "usage: parity compare OP INPUTS.safetensors OUTPUTS.safetensors [--json FILE] [--no-floor]\n\n"
+        "usage: parity compare OP INPUTS.safetensors OUTPUTS.safetensors [--json FILE] [--no-floor]\n"
+        "                      [-q]\n\n"
         "Judges outputs computed outside parity (PyTorch, Triton, CUDA, ...) on inputs written by\n"
         "`parity gen`: the inputs are regenerated from their metadata and must match byte for\n"
         "byte, so the fp64 reference is the one for exactly those inputs. OUTPUTS holds one tensor\n"
         "per output of OP (names and shapes: `parity ops OP`, or the parity.output.*.shape\n"
         "metadata of INPUTS), all F32, BF16, F16 or F64. The report and JSON are those of\n"
         "`parity check`, with the outputs file as the kernel's name.\n\n"
+        "options:\n"
+        "  --json FILE   write the report as JSON (schema: docs/check-json.md)\n"
+        "  --no-floor    skip measuring the faithful variants' spread (the noise floor)\n"
+        "  -q, --quiet   no progress on stderr (as check -q); the report on stdout is unchanged\n\n"
         "exit: 0 faithful, 1 unfaithful, 2 usage error, 3 input error (malformed or modified file,\n"
-        "wrong names, shapes or dtypes).\n");
+        "wrong names, shapes or dtypes).\n\n"
+        "example:\n"
+        "  parity gen embedding_rmsnorm_bwd --workload text --out in.safetensors\n"
+        "  python my_kernel.py in.safetensors out.safetensors\n"
+        "  parity compare embedding_rmsnorm_bwd in.safetensors out.safetensors --json r.json\n");
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 int parity_cmd_compare(int argc, char **argv)
@@ -38,7 +55,6 @@ int parity_cmd_compare(int argc, char **argv)
         else if (np < 3) pos[np++] = a;
         else return cli_usage_error("compare", NULL, "unexpected argument '%s'", a);
     }
-    (void)quiet;
     if (np != 3)
         return cli_usage_error("compare", "parity compare embedding_rmsnorm_bwd in.safetensors out.safetensors",
                                "needs OP, the inputs file and the outputs file");
@@ -46,8 +62,13 @@ int parity_cmd_compare(int argc, char **argv)
     if (!op) return cli_usage_error("compare", "parity ops", "no op '%s'", pos[0]);
     parity_diag_t diag = {{0}};
     parity_case_t *c;
+    double t0 = now_s();
     parity_status_t st = parity_case_load(pos[1], op, &c, &diag);
     if (st != PARITY_OK) return cli_input_error("compare", "%s", diag.msg);
+    if (!quiet)
+        fprintf(stderr, "%s: inputs regenerated from %s, fp64 reference (N=%lld D=%lld V=%lld) in %.1f s\n",
+                c->wl->name, pos[1], (long long)c->wl->n, (long long)c->wl->d, (long long)c->wl->v,
+                now_s() - t0);
     parity_tensor_t *outs[PARITY_OP_MAX_ARGS] = {0};
     parity_dtype_t dt;
     st = parity_outputs_load(c, pos[2], outs, &dt, &diag);
@@ -60,7 +81,12 @@ int parity_cmd_compare(int argc, char **argv)
     parity_kernel_ref_t kr = {&fake, "", 0};
     snprintf(kr.label, sizeof kr.label, "%s", pos[2]);
     parity_kernel_result_t res;
+    t0 = now_s();
     st = parity_compare_run(c, outs, &kr, &opts, &res);
+    if (!quiet && st == PARITY_OK)
+        fprintf(stderr, "  %-14s %-40s %-18s err/tol %.3g (%.2f s%s)\n", c->wl->name, pos[2],
+                parity_verdict_name(res.verdict), res.wl[0].max_q, now_s() - t0,
+                opts.noise_floor ? ", with the noise floor" : "");
     int rc = PARITY_EXIT_OK;
     if (st != PARITY_OK) {
         rc = cli_input_error("compare", "%s", parity_status_str(st));

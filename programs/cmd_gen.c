@@ -8,7 +8,7 @@
 void parity_help_gen(FILE *out)
 {
     fprintf(out,
-        "usage: parity gen OP --workload W [--seed S] [--dtype bf16|f32] --out FILE.safetensors\n"
+        "usage: parity gen OP [--workload W] [--seed S] [--dtype bf16|f32] --out FILE.safetensors\n"
         "                  [--reference REF.safetensors]\n\n"
         "Writes OP's inputs for workload W and seed S to a safetensors file, one tensor per input\n"
         "(names as `parity ops OP` lists them), with metadata naming the op, workload, seed, dtype,\n"
@@ -16,8 +16,10 @@ void parity_help_gen(FILE *out)
         "(parity.output.NAME.shape). Run your kernel on them in any framework, save its outputs\n"
         "(one tensor per output name, F32/BF16/F16/F64) and judge them with `parity compare`.\n\n"
         "options:\n"
-        "  --workload W   a workload preset of OP (default: the first, see parity ops OP)\n"
-        "  --seed S       default 1; fresh: drawn from the OS (printed, and in the metadata)\n"
+        "  --workload W   a workload preset of OP (default: the first, see parity ops OP), or\n"
+        "                 W@NxD[xV] for that preset at another shape (sizes: decimal digits)\n"
+        "  --seed S       a decimal integer (default 1); fresh: drawn from the OS (printed,\n"
+        "                 and in the metadata)\n"
         "  --dtype D      dtype of the floating-point inputs: bf16 (default) or f32\n"
         "  --out FILE     where to write (atomically)\n"
         "  --reference F  also write the fp64 reference (atomically): per output NAME a dense F64\n"
@@ -27,7 +29,9 @@ void parity_help_gen(FILE *out)
         "example (examples/pytorch/ does the whole round trip):\n"
         "  parity gen embedding_rmsnorm_bwd --workload text --out in.safetensors\n"
         "  python my_kernel.py in.safetensors out.safetensors\n"
-        "  parity compare embedding_rmsnorm_bwd in.safetensors out.safetensors\n");
+        "  parity compare embedding_rmsnorm_bwd in.safetensors out.safetensors\n\n"
+        "exit: 0 written, 2 usage error (unknown op or workload, malformed W@NxD, bad seed),\n"
+        "3 I/O error.\n");
 }
 
 int parity_cmd_gen(int argc, char **argv)
@@ -45,9 +49,8 @@ int parity_cmd_gen(int argc, char **argv)
         else if (!strcmp(a, "--reference")) refp = argv[++i];
         else if (!strcmp(a, "--dtype")) dtn = argv[++i];
         else if (!strcmp(a, "--seed")) {
-            if (cli_parse_seed(argv[++i], &seed, &fresh) != 0)
-                return cli_usage_error("gen", "--seed 1 or --seed fresh",
-                                       "--seed wants a non-negative integer or 'fresh', got '%s'", v);
+            int rc = cli_opt_seed("gen", a, argv[++i], &seed, &fresh);
+            if (rc) return rc;
         } else if (a[0] == '-') return cli_usage_error("gen", NULL, "unknown option '%s'", a);
         else if (!opn) opn = a;
         else return cli_usage_error("gen", NULL, "unexpected argument '%s'", a);
@@ -57,9 +60,8 @@ int parity_cmd_gen(int argc, char **argv)
     if (!op) return cli_usage_error("gen", "parity ops", "no op '%s'", opn);
     if (!outp) return cli_usage_error("gen", "--out inputs.safetensors", "no --out file");
     parity_workload_t wbuf;
-    if (parity_op_workload(op, wn ? wn : op->presets[0].name, &wbuf) != PARITY_OK)
-        return cli_usage_error("gen", "parity ops (lists each op's workloads; NAME@NxD picks another shape)",
-                               "op %s has no workload '%s'", op->name, wn);
+    int rc = cli_opt_workload("gen", "--workload", op, wn ? wn : op->presets[0].name, &wbuf);
+    if (rc) return rc;
     if (wbuf.label[0]) wbuf.name = wbuf.label;
     const parity_workload_t *wl = &wbuf;
     parity_dtype_t dt;

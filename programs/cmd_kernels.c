@@ -10,7 +10,13 @@ void parity_help_kernels(FILE *out)
 {
     fprintf(out, "usage: parity kernels [OP]\n\n"
                  "Lists the built-in catalog: faithful variants and mutants that model real bugs,\n"
-                 "each with the verdict it is known to deserve. Use them as builtin:NAME.\n");
+                 "each with the verdict it is known to deserve, its input and output dtypes and\n"
+                 "what it does. Use them as builtin:NAME (builtin:all: every kernel of the op).\n\n"
+                 "exit: 0 listed, 2 usage error (no op OP, more than one OP).\n\n"
+                 "examples:\n"
+                 "  parity kernels                          the whole catalog, grouped by op\n"
+                 "  parity kernels embedding_rmsnorm_bwd    one op's kernels (bf16_accum: the incident)\n"
+                 "  parity check embedding_rmsnorm_bwd --kernel builtin:bf16_accum --workload text\n");
 }
 
 int parity_cmd_kernels(int argc, char **argv)

@@ -347,18 +347,14 @@ static int parse_eps(const char *v, double *eps, int *neps)
 {
     *neps = 0;
     if (!strcmp(v, "none")) return 0;
-    const char *p = v;
-    while (*p) {
-        char *end;
-        double x = strtod(p, &end);
-        if (end == p || !(x >= 0) || !isfinite(x) || (*end && *end != ',') || *neps == MAX_EPS)
-            return -1;
-        eps[(*neps)++] = x;
-        if (!*end) break;
-        p = end + 1;
-        if (!*p) return -1;
-    }
-    return *neps ? 0 : -1;
+    double x[MAX_EPS];
+    int n;
+    if (cli_parse_double_list(v, x, MAX_EPS, &n) != 0) return -1;
+    for (int i = 0; i < n; i++)
+        if (!(x[i] >= 0) || !isfinite(x[i])) return -1;
+    memcpy(eps, x, (size_t)n * sizeof *x);
+    *neps = n;
+    return 0;
 }
 
 int parity_cmd_moe(int argc, char **argv)
@@ -387,9 +383,8 @@ int parity_cmd_moe(int argc, char **argv)
         else if (!strcmp(a, "--json")) json = v;
         else if (!strcmp(a, "--tokens") || !strcmp(a, "--experts") || !strcmp(a, "--topk") ||
                  !strcmp(a, "--hidden") || !strcmp(a, "--outliers")) {
-            if (cli_parse_long(v, !strcmp(a, "--outliers") ? 0 : 1, 1L << 24, &x))
-                return cli_usage_error(cmd, "--tokens 4096 --experts 64 --topk 8 --hidden 1024",
-                                       "%s wants an integer, got '%s'", a, v);
+            int rc = cli_opt_long(cmd, a, v, !strcmp(a, "--outliers") ? 0 : 1, 1L << 24, &x);
+            if (rc) return rc;
             if (!strcmp(a, "--tokens")) c.t = (size_t)x;
             else if (!strcmp(a, "--experts")) c.e = (size_t)x;
             else if (!strcmp(a, "--topk")) c.k = (size_t)x;
@@ -407,7 +402,8 @@ int parity_cmd_moe(int argc, char **argv)
             else if (!strcmp(a, "--max-flip")) max_flip = d;
             else max_ulp = d;
         } else if (!strcmp(a, "--seed")) {
-            if (cli_parse_u64(v, &c.seed)) return cli_usage_error(cmd, "--seed 42", "bad seed '%s'", v);
+            int rc = cli_opt_seed(cmd, a, v, &c.seed, NULL);
+            if (rc) return rc;
         } else if (!strcmp(a, "--perturb")) {
             if (parse_eps(v, eps, &neps))
                 return cli_usage_error(cmd, "--perturb 0.001,0.01,0.1 (or none)",

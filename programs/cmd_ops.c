@@ -8,7 +8,13 @@ void parity_help_ops(FILE *out)
 {
     fprintf(out, "usage: parity ops [OP]\n\n"
                  "Lists the ops parity can check; with OP, its arguments, error model and workload\n"
-                 "presets (the names --workload takes).\n");
+                 "presets (the names --workload takes; NAME@NxD or NAME@NxDxV runs a preset at\n"
+                 "another shape, N tokens, D hidden size, V vocabulary, in decimal digits).\n\n"
+                 "exit: 0 listed, 2 usage error (no op OP, more than one OP).\n\n"
+                 "examples:\n"
+                 "  parity ops                          every op, one line each\n"
+                 "  parity ops embedding_rmsnorm_bwd    its inputs, outputs, error model, workloads\n"
+                 "  parity check embedding_rmsnorm_bwd --kernel builtin:all --workload text@1024x512\n");
 }
 
 static const char *ids_name(const parity_workload_t *w)

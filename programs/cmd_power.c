@@ -199,12 +199,15 @@ int parity_cmd_power(int argc, char **argv)
         } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
             quiet = 1;
         } else if (strcmp(a, "--seed") == 0) {
-            if (!val || cli_parse_u64(val, &o.seed) != 0)
-                return cli_usage_error("power", "--seed 1", "--seed wants a non-negative integer");
+            if (!val) return cli_usage_error("power", "--seed 1", "--seed needs a value");
+            int rc = cli_opt_seed("power", a, val, &o.seed, NULL);
+            if (rc) return rc;
             i++;
         } else if (strcmp(a, "--budget") == 0) {
-            if (!val || cli_parse_double(val, &o.row_budget) != 0 || !(o.row_budget >= 1))
-                return cli_usage_error("power", "--budget 1048576", "--budget wants a number of terms >= 1");
+            if (!val || cli_parse_double(val, &o.row_budget) != 0 || !(o.row_budget >= 1) ||
+                !isfinite(o.row_budget))
+                return cli_usage_error("power", "--budget 1048576", "--budget wants a number of terms >= 1, got '%s'",
+                                       val ? val : "");
             i++;
         } else if (strcmp(a, "--workload") == 0 || strcmp(a, "-w") == 0) {
             if (!val) return cli_usage_error("power", "--workload odd-k1000@64x1000x32", "--workload needs a name");
@@ -225,6 +228,15 @@ int parity_cmd_power(int argc, char **argv)
     if (!op_name) return cli_usage_error("power", "parity power gemm --quick", "no OP given");
     int all = strcmp(op_name, "all") == 0;
     if (!all && !parity_op_find(op_name)) return cli_usage_error("power", "parity ops", "no op '%s'", op_name);
+    /* --workload names a workload of every op the run covers (all: each op), checked before any
+     * op runs: an unknown name or a malformed NAME@NxD is a usage error, not an input error met
+     * half-way through. */
+    for (int i = 0; o.workload && i < parity_op_count(); i++) {
+        const parity_op_t *op = all ? parity_op_at(i) : parity_op_find(op_name);
+        int rc = cli_opt_workload("power", "--workload", op, o.workload, NULL);
+        if (rc) return rc;
+        if (!all) break;
+    }
     if (!quiet) o.progress = cli_progress_stderr;
     cJSON *root = cJSON_CreateObject(), *arr = NULL;
     cJSON_AddStringToObject(root, "schema", "parity.power/1");

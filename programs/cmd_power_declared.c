@@ -70,7 +70,8 @@ int parity_cmd_power_declared(int argc, char **argv)
         if (strcmp(a, "--op-plugin") == 0) plugin = argv[++i];
         else if (strcmp(a, "--workload") == 0 || strcmp(a, "-w") == 0) opts.workload = argv[++i];
         else if (strcmp(a, "--seed") == 0) {
-            if (cli_parse_u64(argv[++i], &opts.seed)) return cli_usage_error("power", NULL, "--seed %s: not a number", val);
+            int rc = cli_opt_seed("power", a, argv[++i], &opts.seed, NULL);
+            if (rc) return rc;
         } else if (strcmp(a, "--dtype") == 0) dt = argv[++i];
         else if (strcmp(a, "--json") == 0) json = argv[++i];
         else if (strcmp(a, "--quick") == 0 || strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {

@@ -22,7 +22,8 @@ void parity_help_round(FILE *out)
             "rounding:  nearest     round to nearest, ties to even (default)\n"
             "           zero        toward zero (truncate); overflow gives the largest finite\n"
             "           stochastic  up with probability (x - down)/(up - down), from --seed\n"
-            "--seed S   seed for stochastic rounding (default 0); same seed, same results\n"
+            "--seed S   seed for stochastic rounding (default 0, decimal digits); same seed, same\n"
+            "           results\n"
             "--saturate values beyond the range, and +-inf, become +-max finite (as CUDA's\n"
             "           __NV_SATFINITE). Default: overflow to inf, or to NaN in e4m3fn, which\n"
             "           has no inf (as ml_dtypes astype and PyTorch .to()).\n"
@@ -104,10 +105,7 @@ int parity_cmd_round(int argc, char **argv)
                 goto done;
             }
         } else if (klen == 6 && !strncmp(a, "--seed", 6)) {
-            if (cli_parse_u64(arg, &seed) != 0) {
-                rc = cli_usage_error(cmd, "--seed 42 (a non-negative integer)", "bad seed '%s'", arg);
-                goto done;
-            }
+            if ((rc = cli_opt_seed(cmd, "--seed", arg, &seed, NULL)) != 0) goto done;
         } else if (!strcmp(a, "--saturate")) {
             saturate = 1;
         } else {

@@ -1,5 +1,6 @@
 /* `parity run OP --kernel K --inputs IN --out OUT`: run one kernel (catalog or plugin) on inputs
  * from `parity gen` and save its outputs, e.g. to inspect them or to feed `parity compare`. */
+#include <math.h>
 #include <string.h>
 
 #include "cli.h"
@@ -11,7 +12,20 @@ void parity_help_run(FILE *out)
         "usage: parity run OP --kernel K --inputs IN.safetensors --out OUT.safetensors [--timeout S]\n\n"
         "Runs kernel K (builtin:NAME or PATH.so[:NAME]) once, in a child process, on inputs written\n"
         "by `parity gen`, and writes its outputs (one tensor per output name) to OUT. No judgement:\n"
-        "`parity compare OP IN OUT` judges them.\n");
+        "`parity compare OP IN OUT` judges them.\n\n"
+        "options:\n"
+        "  --kernel K     builtin:NAME (list: parity kernels OP) or PATH.so[:NAME], one kernel\n"
+        "  --inputs IN    inputs written by `parity gen` (the kernel's input dtype: gen --dtype)\n"
+        "  --out OUT      where to write the outputs (atomically)\n"
+        "  --timeout S    seconds the kernel may run (default 120)\n\n"
+        "exit: 0 outputs written, 1 the kernel crashed, hung or misbehaved (nothing written),\n"
+        "2 usage error (unknown op or kernel, input dtype the kernel does not take), 3 input/I-O\n"
+        "error.\n\n"
+        "examples:\n"
+        "  parity gen embedding_rmsnorm_bwd --workload text --out in.safetensors\n"
+        "  parity run embedding_rmsnorm_bwd --kernel builtin:bf16_accum --inputs in.safetensors \\\n"
+        "      --out out.safetensors\n"
+        "  parity compare embedding_rmsnorm_bwd in.safetensors out.safetensors\n");
 }
 
 int parity_cmd_run(int argc, char **argv)
@@ -25,8 +39,9 @@ int parity_cmd_run(int argc, char **argv)
         else if (!strcmp(a, "--inputs") && has) inp = argv[++i];
         else if (!strcmp(a, "--out") && has) outp = argv[++i];
         else if (!strcmp(a, "--timeout") && has) {
-            if (cli_parse_double(argv[++i], &timeout) != 0 || !(timeout > 0))
-                return cli_usage_error("run", "--timeout 60", "--timeout wants seconds > 0");
+            const char *v = argv[++i];
+            if (cli_parse_double(v, &timeout) != 0 || !(timeout > 0) || !isfinite(timeout))
+                return cli_usage_error("run", "--timeout 60", "--timeout wants seconds > 0, got '%s'", v);
         } else if (a[0] == '-') return cli_usage_error("run", NULL, "unknown option or missing value: '%s'", a);
         else if (!opn) opn = a;
         else return cli_usage_error("run", NULL, "unexpected argument '%s'", a);

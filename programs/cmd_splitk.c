@@ -16,9 +16,14 @@ void parity_help_splitk(FILE *out)
             "parts, each accumulated in fp32, stored as fp32 or bf16 partials, and added in order\n"
             "in fp32 (serial fixup); the output is rounded to --out (default bf16). Each row\n"
             "reports |split - unsplit| and |split - exact| in ulps of the output format.\n"
-            "Defaults: K 4096, splits 1,2,4,8,16, N 1024, seed 1.\n"
+            "Defaults: K 4096 (1..1048576), splits 1,2,4,8,16 (up to 32, each 1..K), N 1024\n"
+            "(1..1048576), seed 1; numbers in decimal digits.\n"
             "\n"
-            "exit codes: 0 reported, 2 usage error.\n");
+            "examples:\n"
+            "  parity splitk\n"
+            "  parity splitk --k 8192 --splits 1,3,7 --out fp32\n"
+            "\n"
+            "exit codes: 0 reported, 2 usage error, 3 the simulation failed (out of memory).\n");
 }
 
 int parity_cmd_splitk(int argc, char **argv)
@@ -36,12 +41,13 @@ int parity_cmd_splitk(int argc, char **argv)
         }
         if (i + 1 >= argc) return cli_usage_error(cmd, hint, "unexpected or incomplete '%s'", a);
         const char *v = argv[++i];
+        int rc = 0;
         if (!strcmp(a, "--k")) {
-            if (cli_parse_long(v, 1, 1 << 20, &k)) return cli_usage_error(cmd, hint, "bad --k '%s'", v);
+            if ((rc = cli_opt_long(cmd, a, v, 1, 1 << 20, &k))) return rc;
         } else if (!strcmp(a, "--n")) {
-            if (cli_parse_long(v, 1, 1 << 20, &n)) return cli_usage_error(cmd, hint, "bad --n '%s'", v);
+            if ((rc = cli_opt_long(cmd, a, v, 1, 1 << 20, &n))) return rc;
         } else if (!strcmp(a, "--seed")) {
-            if (cli_parse_u64(v, &seed)) return cli_usage_error(cmd, hint, "bad --seed '%s'", v);
+            if ((rc = cli_opt_seed(cmd, a, v, &seed, NULL))) return rc;
         } else if (!strcmp(a, "--splits")) {
             splits = v;
         } else if (!strcmp(a, "--out")) {
@@ -52,15 +58,11 @@ int parity_cmd_splitk(int argc, char **argv)
             return cli_usage_error(cmd, hint, "unknown option '%s'", a);
         }
     }
-    int sv[32], ns = 0;
-    for (const char *p = splits; *p && ns < 32;) {
-        char *end;
-        long s = strtol(p, &end, 10);
-        if (end == p || s < 1 || s > k || (*end && *end != ','))
-            return cli_usage_error(cmd, hint, "bad --splits '%s' (integers 1..K, comma separated)", splits);
-        sv[ns++] = (int)s;
-        p = *end ? end + 1 : end;
-    }
+    long sv[32];
+    int ns = 0;
+    if (cli_parse_long_list(splits, 1, k, sv, 32, &ns) != 0)
+        return cli_usage_error(cmd, hint, "--splits wants up to 32 integers in 1..K (%ld), comma separated, "
+                               "got '%s'", k, splits);
     size_t N = (size_t)n;
     double *base = malloc(N * sizeof *base), *ref = malloc(N * sizeof *ref), *o = malloc(N * sizeof *o);
     if (!base || !ref || !o) {
@@ -78,12 +80,12 @@ int parity_cmd_splitk(int argc, char **argv)
         for (int pd = 0; pd < 2 && !rc; pd++) {
             parity_ar_dtype_t part = pd ? PARITY_AR_BF16 : PARITY_AR_FP32;
             parity_ar_drift_t d1, d2;
-            if (parity_reduce_splitk(seed, N, (size_t)k, sv[s], part, outf, o, NULL) ||
+            if (parity_reduce_splitk(seed, N, (size_t)k, (int)sv[s], part, outf, o, NULL) ||
                 parity_reduce_drift(o, base, N, outf, &d1) || parity_reduce_drift(o, ref, N, outf, &d2)) {
                 rc = 3;
                 break;
             }
-            printf("| %6d | %-8s | %18.3f | %7.1f | %7.1f | %17.1f | %7.1f |\n", sv[s],
+            printf("| %6ld | %-8s | %18.3f | %7.1f | %7.1f | %17.1f | %7.1f |\n", sv[s],
                    parity_reduce_dtype_name(part), d1.frac_differ, d1.p99_ulp, d1.max_ulp,
                    d2.p99_ulp, d2.max_ulp);
         }

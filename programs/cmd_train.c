@@ -44,20 +44,25 @@ void parity_help_train(FILE *out)
             "  --seq-len T      context (default %d); --dim D (default %d), --heads H (%d), --layers L (%d)\n"
             "  --floor-orders N faithful-order floor runs per kernel interface (default %d, 1..%d)\n"
             "  --eval-every K   validation loss every K steps (default %d)\n"
+            "  --val-seqs N     validation sequences (default %d, 1..4096; fixed, evenly spaced over\n"
+            "                   the held-out 10%% of the data)\n"
+            "  --synth-tokens N length of the zipf and uniform corpora (default %d, as many as the\n"
+            "                   text; 1000..100000000, at least 4 (T + 2))\n"
             "  --zipf-s S       Zipf exponent of the synthetic data (default %.2g)\n"
             "  --lr-sgd X       SGD learning rate (default %.3g); --lr-sgdm X (%.3g); --lr-adamw X (%.3g)\n"
             "  --jobs J         runs trained concurrently (default %d; 1 for non-reentrant plugins)\n"
             "  --json FILE      every curve and every step's gradient damage, schema parity.train/2\n"
             "  --svg FILE       one panel per cell\n"
             "  --timing         print where the time of a step goes (forward/backward/op/optimizer)\n"
-            "  -q, --quiet      no progress on stderr\n\n"
+            "  -q, --quiet      no progress on stderr\n"
+            "Numbers are decimal (integers: digits only); a bad one is a usage error naming the option.\n\n"
             "Exit: 0 every kernel within the floor in every cell, 1 one departs/crashed/diverged\n"
             "somewhere, 2 usage, 3 input error (text data missing: the message names the file and\n"
             "the places looked in).\n",
             p.d_model, p.seq_len, p.batch_seqs, p.batch_seqs * p.seq_len, p.steps,
             c.sgd_momentum, c.steps, (unsigned long long)c.seed, c.batch_seqs, c.seq_len,
             c.batch_seqs * c.seq_len, c.seq_len, c.d_model, c.n_heads, c.n_layers, c.floor_orders,
-            PARITY_TRAIN_MAX_FLOOR, c.eval_every, c.zipf_s, c.sgd_lr, c.sgdm_lr, c.adamw_lr, c.jobs);
+            PARITY_TRAIN_MAX_FLOOR, c.eval_every, c.val_seqs, c.synth_tokens, c.zipf_s, c.sgd_lr, c.sgdm_lr, c.adamw_lr, c.jobs);
 }
 
 static void progress(void *ctx, const char *line)
@@ -215,7 +220,7 @@ int parity_cmd_train(int argc, char **argv)
         else if (strcmp(a, "--seed") == 0) {
             uint64_t s;
             if (cli_parse_u64(v, &s) != 0 || s > (1ull << 53))
-                return cli_usage_error("train", "--seed 1", "--seed wants an integer in 0..2^53, got '%s'", v);
+                return cli_usage_error("train", "--seed 1", "--seed wants a decimal integer in 0..2^53, got '%s'", v);
             cfg.seed = s;
         } else if (strcmp(a, "--steps") == 0) { if ((rc = parse_int("train", a, v, 1, 1000000, &cfg.steps))) return rc; }
         else if (strcmp(a, "--batch") == 0) { if ((rc = parse_int("train", a, v, 1, 65536, &cfg.batch_seqs))) return rc; }
@@ -245,7 +250,14 @@ int parity_cmd_train(int argc, char **argv)
     for (int pass = 0; pass < 2; pass++) {
         const char *spec = pass ? optn : data;
         char buf[128];
-        snprintf(buf, sizeof buf, "%s", strcmp(spec, "all") == 0 ? (pass ? "sgd,sgdm,adamw" : "text,zipf,uniform") : spec);
+        const char *opt = pass ? "--optimizer" : "--data";
+        const char *list = strcmp(spec, "all") == 0 ? (pass ? "sgd,sgdm,adamw" : "text,zipf,uniform") : spec;
+        size_t len = strlen(list);
+        /* no empty item (",text", "text,", "text,,zipf"): strtok would skip it silently */
+        if (len == 0 || len >= sizeof buf || list[0] == ',' || list[len - 1] == ',' || strstr(list, ",,"))
+            return cli_usage_error("train", pass ? "--optimizer sgd,adamw or all" : "--data text,zipf or all",
+                                   "%s wants a comma list without empty items, got '%s'", opt, spec);
+        memcpy(buf, list, len + 1);
         for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
             int found = -1;
             for (int k = 0; k < 3; k++)

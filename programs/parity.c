@@ -1,6 +1,9 @@
 /* The `parity` CLI entry point: dispatches to subcommands, prints help and the version.
  * Help goes to stdout with exit 0; usage errors go to stderr with exit 2 (DESIGN.md). */
+#include <ctype.h>
 #include <errno.h>
+#include <limits.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +42,9 @@ static void main_help(FILE *out)
     fprintf(out,
             "\nexit codes: 0 all faithful / within floor, 1 a verdict failed, 2 usage error,\n"
             "            3 input or I/O error.\n"
+            "numbers: sizes, counts and seeds are decimal digits (no sign, blank, hex or octal:\n"
+            "      010 is ten); shapes are NxD or NxDxV (--shape, --workload NAME@NxD); anything\n"
+            "      else, trailing characters included, is a usage error naming the option.\n"
             "data: the real text, tokenizers and stories260K model that parity ships are looked\n"
             "      up file by file in\n"
             "        1. $PARITY_DATA               %s\n"
@@ -84,24 +90,40 @@ int cli_input_error(const char *cmd, const char *fmt, ...)
     return PARITY_EXIT_INPUT;
 }
 
+/* Decimal digits only (the one integer grammar of the CLI, cli.h): no blank, sign, base
+ * prefix or trailing character. -1 when s is not that, or when the value passes UINT64_MAX. */
+static int parse_digits(const char *s, uint64_t *out)
+{
+    if (!s || *s < '0' || *s > '9') return -1;
+    uint64_t v = 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9') return -1;
+        unsigned d = (unsigned)(*s - '0');
+        if (v > (UINT64_MAX - d) / 10) return -1;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 0;
+}
+
 int cli_parse_u64(const char *s, uint64_t *out)
 {
-    char *end;
-    if (!s || !*s || *s == '-') return -1;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 0);
-    if (errno || *end) return -1;
-    *out = (uint64_t)v;
+    uint64_t v;
+    if (parse_digits(s, &v) != 0) return -1;
+    *out = v;
     return 0;
 }
 
 int cli_parse_long(const char *s, long min, long max, long *out)
 {
-    char *end;
-    if (!s || !*s) return -1;
-    errno = 0;
-    long v = strtol(s, &end, 0);
-    if (errno || *end || v < min || v > max) return -1;
+    uint64_t m;
+    if (!s) return -1;
+    int neg = s[0] == '-';
+    if (parse_digits(s + neg, &m) != 0) return -1;
+    /* |LONG_MIN| = LONG_MAX + 1 */
+    if (m > (uint64_t)LONG_MAX + (uint64_t)neg) return -1;
+    long v = neg ? (m == (uint64_t)LONG_MAX + 1 ? LONG_MIN : -(long)m) : (long)m;
+    if (v < min || v > max) return -1;
     *out = v;
     return 0;
 }
@@ -109,14 +131,108 @@ int cli_parse_long(const char *s, long min, long max, long *out)
 int cli_parse_double(const char *s, double *out)
 {
     char *end;
-    if (!s || !*s) return -1;
+    /* strtod would skip leading blanks; nothing else but the number is taken */
+    if (!s || !*s || isspace((unsigned char)*s)) return -1;
     errno = 0;
     double v = strtod(s, &end);
-    if (*end) return -1;
+    if (end == s || *end) return -1;
     /* ERANGE on underflow still yields the correctly rounded subnormal/zero: accept it;
      * overflow yields +-HUGE_VAL, which is the correctly rounded infinity: accept it too. */
     *out = v;
     return 0;
+}
+
+/* Split s at commas into items of at most 63 characters; each goes to item(i, text). No empty
+ * item, no more than cap. */
+static int parse_list(const char *s, int cap, int *n, int (*item)(void *ctx, int i, const char *t),
+                      void *ctx)
+{
+    *n = 0;
+    if (!s || !*s) return -1;
+    for (const char *p = s;;) {
+        const char *c = strchr(p, ',');
+        size_t len = c ? (size_t)(c - p) : strlen(p);
+        char buf[64];
+        if (len == 0 || len >= sizeof buf || *n == cap) return -1;
+        memcpy(buf, p, len);
+        buf[len] = 0;
+        if (item(ctx, *n, buf) != 0) return -1;
+        (*n)++;
+        if (!c) return 0;
+        p = c + 1;
+    }
+}
+
+typedef struct {
+    long min, max, *out;
+    double *dout;
+} list_ctx_t;
+
+static int long_item(void *ctx, int i, const char *t)
+{
+    list_ctx_t *c = ctx;
+    return cli_parse_long(t, c->min, c->max, &c->out[i]);
+}
+
+static int double_item(void *ctx, int i, const char *t)
+{
+    list_ctx_t *c = ctx;
+    return cli_parse_double(t, &c->dout[i]);
+}
+
+int cli_parse_long_list(const char *s, long min, long max, long *out, int cap, int *n)
+{
+    list_ctx_t c = {min, max, out, NULL};
+    return parse_list(s, cap, n, long_item, &c);
+}
+
+int cli_parse_double_list(const char *s, double *out, int cap, int *n)
+{
+    list_ctx_t c = {0, 0, NULL, out};
+    return parse_list(s, cap, n, double_item, &c);
+}
+
+int cli_parse_shape(const char *s, int64_t *dims, int min_dims, int max_dims, parity_diag_t *why)
+{
+    int n;
+    if (parity_shape_parse(s, dims, min_dims, max_dims, &n, why) != PARITY_OK) return -1;
+    return n;
+}
+
+int cli_opt_long(const char *cmd, const char *opt, const char *val, long min, long max, long *out)
+{
+    if (cli_parse_long(val, min, max, out) == 0) return 0;
+    char hint[96];
+    snprintf(hint, sizeof hint, "%s %ld", opt, min > 1 ? min : max < 1 ? max : 1);
+    return cli_usage_error(cmd, hint, "%s wants an integer in %ld..%ld (decimal digits), got '%s'", opt,
+                           min, max, val ? val : "");
+}
+
+int cli_opt_seed(const char *cmd, const char *opt, const char *val, uint64_t *out, int *fresh)
+{
+    int ok = fresh ? cli_parse_seed(val, out, fresh) : cli_parse_u64(val, out);
+    if (ok == 0) return 0;
+    char hint[64];
+    snprintf(hint, sizeof hint, fresh ? "%s 1 or %s fresh" : "%s 1", opt, opt);
+    return cli_usage_error(cmd, hint, "%s wants a non-negative decimal integer%s, got '%s'", opt,
+                           fresh ? " or 'fresh'" : "", val ? val : "");
+}
+
+int cli_opt_workload(const char *cmd, const char *opt, const parity_op_t *op, const char *val,
+                     parity_workload_t *out)
+{
+    parity_workload_t tmp;
+    parity_diag_t diag = {{0}};
+    parity_status_t st = parity_op_workload_ex(op, val, out ? out : &tmp, &diag);
+    if (st == PARITY_OK) return 0;
+    char hint[160];
+    if (st == PARITY_E_NOTFOUND)
+        snprintf(hint, sizeof hint, "parity ops %s (lists its workloads; NAME@NxD picks another shape)",
+                 op->name);
+    else
+        snprintf(hint, sizeof hint, "%s %s@%lldx%lld (NAME@NxD or NAME@NxDxV)", opt, op->presets[0].name,
+                 (long long)op->presets[0].n, (long long)op->presets[0].d);
+    return cli_usage_error(cmd, hint, "%s: %s", opt, diag.msg);
 }
 
 int main(int argc, char **argv)

@@ -124,10 +124,22 @@ const parity_op_t *parity_op_at(int i);
 const parity_op_t *parity_op_find(const char *name);
 const parity_workload_t *parity_op_find_preset(const parity_op_t *op, const char *name);
 /* Resolve a workload name: a preset ("text") or a preset at another shape ("text@NxD" or
- * "text@NxDxV", N tokens, D hidden size, V vocabulary). out->name points into out->label for
- * derived names, so re-point it after copying the struct. PARITY_E_NOTFOUND for an unknown
- * preset, PARITY_E_INVALID for a malformed or absurd shape (N*D or V*D above 2^31). */
+ * "text@NxDxV", N tokens, D hidden size, V vocabulary; the shape as parity_shape_parse reads
+ * it). out->name points into out->label for derived names, so re-point it after copying the
+ * struct. PARITY_E_NOTFOUND for an unknown preset, PARITY_E_INVALID for a malformed or absurd
+ * shape (trailing characters, an empty or zero size, N*D or V*D above 2^31). The _ex form also
+ * writes why into diag: "workload 'text@64x32abc': ...", naming the text as given. */
 parity_status_t parity_op_workload(const parity_op_t *op, const char *name, parity_workload_t *out);
+parity_status_t parity_op_workload_ex(const parity_op_t *op, const char *name, parity_workload_t *out,
+                                      parity_diag_t *diag);
+
+/* The one parser of shapes ("NxD", "NxDxV"), for the library and the CLI alike: min_dims to
+ * max_dims (1..8) sizes joined by a lower-case 'x', each a plain decimal integer in 1..2^31
+ * (digits only: no sign, blank, hex or empty field; "010" is ten). The sizes go to dims[0..n),
+ * their count to *n_dims (may be NULL). PARITY_E_INVALID with the reason in diag ("'64x32abc':
+ * 'abc' after 32 is not part of a shape (expected NxD or NxDxV: ...)") for anything else. */
+parity_status_t parity_shape_parse(const char *text, int64_t *dims, int min_dims, int max_dims,
+                                   int *n_dims, parity_diag_t *diag);
 
 /* Fill an ABI call of case c on outputs outs: in[] and out[] (caller storage of
  * PARITY_OP_MAX_ARGS entries) receive the views the call points to. */

@@ -38,26 +38,109 @@ const parity_workload_t *parity_op_find_preset(const parity_op_t *op, const char
     return NULL;
 }
 
+/* "NxD or NxDxV": the forms of min..max sizes, for messages. */
+static void shape_forms(int min_dims, int max_dims, char *buf, size_t cap)
+{
+    static const char L[] = "NDVWXYZU";
+    char f[2][24];
+    for (int k = 0; k < 2; k++) {
+        int n = k ? max_dims : min_dims;
+        size_t o = 0;
+        for (int i = 0; i < n && o + 3 < sizeof f[k]; i++) {
+            if (i) f[k][o++] = 'x';
+            f[k][o++] = L[i];
+        }
+        f[k][o] = 0;
+    }
+    if (min_dims == max_dims) snprintf(buf, cap, "%s", f[0]);
+    else snprintf(buf, cap, "%s %s %s", f[0], max_dims == min_dims + 1 ? "or" : "to", f[1]);
+}
+
+#define SHAPE_MAX_SIZE INT64_C(2147483648) /* 2^31: no tensor parity builds has more elements */
+
+parity_status_t parity_shape_parse(const char *text, int64_t *dims, int min_dims, int max_dims,
+                                   int *n_dims, parity_diag_t *diag)
+{
+    if (n_dims) *n_dims = 0;
+    if (min_dims < 1) min_dims = 1;
+    if (max_dims > 8) max_dims = 8;
+    char forms[64], want[160];
+    shape_forms(min_dims, max_dims, forms, sizeof forms);
+    snprintf(want, sizeof want, "expected %s: sizes 1..2^31 in decimal digits joined by 'x'", forms);
+    if (!text || !*text) return parity_diag_set(diag, PARITY_E_INVALID, "'' is empty (%s)", want);
+    const char *p = text;
+    int n = 0;
+    for (;;) {
+        if (*p < '0' || *p > '9') {
+            if (*p == 'x' || !*p)
+                return parity_diag_set(diag, PARITY_E_INVALID, "'%s': size %d is empty (%s)", text,
+                                       n + 1, want);
+            return parity_diag_set(diag, PARITY_E_INVALID, "'%s': '%s' is not a size (%s)", text, p,
+                                   want);
+        }
+        const char *digits = p;
+        int64_t v = 0;
+        while (*p >= '0' && *p <= '9') {
+            if (v <= SHAPE_MAX_SIZE) v = v * 10 + (*p - '0'); /* stops growing past 2^31 */
+            p++;
+        }
+        if (v == 0)
+            return parity_diag_set(diag, PARITY_E_INVALID, "'%s': size %d is 0 (sizes are 1 or more)",
+                                   text, n + 1);
+        if (v > SHAPE_MAX_SIZE)
+            return parity_diag_set(diag, PARITY_E_INVALID, "'%s': size %d (%.*s) is above 2^31", text,
+                                   n + 1, (int)(p - digits), digits);
+        if (n == max_dims)
+            return parity_diag_set(diag, PARITY_E_INVALID, "'%s': more than %d sizes (%s)", text,
+                                   max_dims, want);
+        dims[n++] = v;
+        if (!*p) break;
+        if (*p != 'x')
+            return parity_diag_set(diag, PARITY_E_INVALID, "'%s': '%s' after %.*s is not part of a "
+                                   "shape (%s)", text, p, (int)(p - digits), digits, want);
+        p++;
+    }
+    if (n < min_dims)
+        return parity_diag_set(diag, PARITY_E_INVALID, "'%s': %d size%s (%s)", text, n,
+                               n == 1 ? "" : "s", want);
+    if (n_dims) *n_dims = n;
+    return PARITY_OK;
+}
+
 parity_status_t parity_op_workload(const parity_op_t *op, const char *name, parity_workload_t *out)
 {
+    return parity_op_workload_ex(op, name, out, NULL);
+}
+
+parity_status_t parity_op_workload_ex(const parity_op_t *op, const char *name, parity_workload_t *out,
+                                      parity_diag_t *diag)
+{
     char base[40];
+    if (!op || !name || !out) return parity_diag_set(diag, PARITY_E_INVALID, "no op or workload");
     const char *at = strchr(name, '@');
     size_t bl = at ? (size_t)(at - name) : strlen(name);
-    if (bl >= sizeof base) return PARITY_E_NOTFOUND;
-    memcpy(base, name, bl);
-    base[bl] = 0;
-    const parity_workload_t *p = parity_op_find_preset(op, base);
-    if (!p) return PARITY_E_NOTFOUND;
+    const parity_workload_t *p = NULL;
+    if (bl < sizeof base) {
+        memcpy(base, name, bl);
+        base[bl] = 0;
+        p = parity_op_find_preset(op, base);
+    }
+    if (!p)
+        return parity_diag_set(diag, PARITY_E_NOTFOUND, "op %s has no workload '%.*s' (list them: "
+                               "parity ops %s)", op->name, (int)(bl < 200 ? bl : 200), name, op->name);
     *out = *p;
     if (!at) return PARITY_OK;
-    long long n = 0, d = 0, v = p->v;
-    char extra;
-    int got = sscanf(at + 1, "%lldx%lldx%lld%c", &n, &d, &v, &extra);
+    int64_t dims[3];
+    int got;
+    parity_diag_t why;
+    if (parity_shape_parse(at + 1, dims, 2, 3, &got, &why) != PARITY_OK)
+        return parity_diag_set(diag, PARITY_E_INVALID, "workload '%s': shape %s", name, why.msg);
+    long long n = dims[0], d = dims[1], v = got == 3 ? dims[2] : p->v;
     /* A preset without a V dimension (V = 0: rmsnorm, ...) takes NxD as its whole shape. */
     int no_v = got == 2 && p->v == 0;
-    if (got < 2 || got > 3 || n < 1 || d < 1 || (v < 1 && !no_v) ||
-        (double)n * (double)d > 2147483648.0 || (double)v * (double)d > 2147483648.0)
-        return PARITY_E_INVALID;
+    if ((double)n * (double)d > 2147483648.0 || (double)v * (double)d > 2147483648.0)
+        return parity_diag_set(diag, PARITY_E_INVALID, "workload '%s': %s above 2^31 elements", name,
+                               (double)n * (double)d > 2147483648.0 ? "N*D" : "V*D");
     out->n = n;
     out->d = d;
     out->v = v;
