@@ -93,5 +93,9 @@ fi
 "$P" check $OP --kernel builtin:fp32_seq --workload uniform --workload text -q >"$tmp/ww" 2>&1
 [ $? = 2 ] && grep -q "given twice" "$tmp/ww" && ok || bad "repeated --workload: not a usage error"
 
+# --shape on an op without a vocabulary (V = 0): NxD workloads, not NxDx0 refused as "too large".
+"$P" check rmsnorm_fwd --kernel builtin:fp32 --shape 64x32 --quick --no-floor -q >"$tmp/v0" 2>&1
+[ $? = 0 ] && grep -q "unit@64x32" "$tmp/v0" && ok || { bad "--shape 64x32 on rmsnorm_fwd"; cat "$tmp/v0"; }
+
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]

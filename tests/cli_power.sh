@@ -13,7 +13,7 @@ done
 "$P" power >/dev/null 2>&1; [ $? = 2 ] && ok || bad "no OP: exit 2"
 "$P" power nope >/dev/null 2>&1; [ $? = 2 ] && ok || bad "unknown op: exit 2"
 "$P" power rmsnorm_fwd --budget 0 >/dev/null 2>&1; [ $? = 2 ] && ok || bad "bad budget: exit 2"
-"$P" power rmsnorm_fwd --workload nope -q >/dev/null 2>&1; [ $? = 3 ] && ok || bad "unknown workload: exit 3"
+"$P" power rmsnorm_fwd --workload nope -q >/dev/null 2>&1; [ $? = 2 ] && ok || bad "unknown workload: exit 2"
 
 "$P" power rmsnorm_fwd --workload unit@64x256 --budget 65536 -q --markdown --json "$tmp/p.json" >"$tmp/p.md" 2>"$tmp/err"
 [ $? = 0 ] && ok || bad "sweep exit code"

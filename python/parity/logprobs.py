@@ -192,7 +192,7 @@ def compare(a, b, *, floor=None, token_ids_a=None, token_ids_b=None, mask=None, 
 
 def compare_files(path_a, path_b, *, floor=None, format=None, format_a=None, format_b=None,
                   slice_by=None, html=False, **options):
-    """`parity logprobs path_a path_b [--floor floor]` on dumps in any format the CLI reads
+    """`parity logprobs path_a path_b [--floor-a floor]` on dumps in any format the CLI reads
     (npy, safetensors, jsonl, openai-chat, openai-completions, vllm, sglang)."""
     extra = {}
     fa, fb = format_a or format, format_b or format

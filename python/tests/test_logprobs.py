@@ -36,7 +36,7 @@ def test_arrays_equal_cli_on_safetensors(tmp_path):
     for name, lp in (("a", a), ("b", b), ("a2", a2)):
         st.save_file({"logprobs": lp, "token_ids": ids, "mask": mask}, str(tmp_path / (name + ".safetensors")))
     want = _cli([str(tmp_path / "a.safetensors"), str(tmp_path / "b.safetensors"),
-                 "--floor", str(tmp_path / "a2.safetensors")], tmp_path)
+                 "--floor-a", str(tmp_path / "a2.safetensors")], tmp_path)
     got = parity.logprobs.compare(a, b, floor=a2, token_ids_a=ids, mask=mask)
     assert got.overall == want["overall"]
     assert got.slices == want["slices"]

@@ -87,11 +87,16 @@ static parity_status_t resolve_workloads(const parity_op_t *op, const parity_che
                 int64_t v = opts->shape_v > 0 ? opts->shape_v : bases[i].v;
                 if (n < 1 || d < 1) continue;
                 char name[128];
-                snprintf(name, sizeof name, "%s@%lldx%lldx%lld", base, (long long)n, (long long)d, (long long)v);
-                if (parity_op_workload(op, name, &store[n_wl]) != PARITY_OK) {
+                /* Ops without a vocabulary (V = 0: rmsnorm, attention's H is a preset's) take NxD. */
+                if (v > 0)
+                    snprintf(name, sizeof name, "%s@%lldx%lldx%lld", base, (long long)n, (long long)d, (long long)v);
+                else
+                    snprintf(name, sizeof name, "%s@%lldx%lld", base, (long long)n, (long long)d);
+                parity_diag_t why = {{0}};
+                if (parity_op_workload_ex(op, name, &store[n_wl], &why) != PARITY_OK) {
                     free(bases);
-                    return parity_diag_set(diag, PARITY_E_INVALID, "--shape %lldx%lld: too large "
-                                           "(N*D and V*D at most 2^31)", (long long)n, (long long)d);
+                    return parity_diag_set(diag, PARITY_E_INVALID, "--shape %lldx%lld: %s", (long long)n,
+                                           (long long)d, why.msg);
                 }
                 n_wl++;
             }
