@@ -85,5 +85,11 @@ else
   cat "$tmp/model.err"; echo "FAIL: installed parity model run"; fail=1
 fi
 
+# Started by bare name from PATH (the usual way once installed), it still finds its own data folder:
+# linked statically, glibc names the program by argv[0] ("parity"), not by its file.
+PFX=$(cd "$tmp/prefix" && pwd -P)
+(cd "$tmp" && env -u PARITY_DATA PATH="$tmp/prefix/bin:$PATH" parity --help) >"$tmp/help.txt" 2>&1
+check "installed parity from PATH: its data folder is its prefix's" grep -q "$PFX/share/parity" "$tmp/help.txt" || grep -i "data" "$tmp/help.txt"
+
 if [ $fail = 0 ]; then echo "$n passed, 0 failed"; else echo "fail"; fi
 exit $fail

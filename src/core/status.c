@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 const char *parity_status_str(parity_status_t st)
 {
@@ -83,8 +84,17 @@ static void find_install_dir(void)
     snprintf(install_dir, sizeof install_dir, "%s", PARITY_INSTALL_FULL_DATADIR);
     Dl_info info;
     char real[PATH_MAX];
-    if (!dladdr((const void *)install_dir, &info) || !info.dli_fname || !realpath(info.dli_fname, real))
+    if (!dladdr((const void *)install_dir, &info) || !info.dli_fname) return;
+    /* Linked statically into a program, the file glibc names is the program's argv[0]: a bare
+     * "parity" when it was started from PATH, which realpath would resolve against the working
+     * directory. The kernel knows the program's real file. */
+    if (!strchr(info.dli_fname, '/')) {
+        ssize_t n = readlink("/proc/self/exe", real, sizeof real - 1);
+        if (n <= 0) return;
+        real[n] = '\0';
+    } else if (!realpath(info.dli_fname, real)) {
         return;
+    }
     char *slash = strrchr(real, '/');
     if (!slash || slash == real) return;
     *slash = '\0';
