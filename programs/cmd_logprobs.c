@@ -160,8 +160,8 @@ int parity_cmd_logprobs(int argc, char **argv)
         double x;
         long l;
         if (opt_is(a, "--floor-factor", &v, &i, argc, argv, &need)) {
-            if (need || cli_parse_double(v, &x) || !(x >= 1))
-                return cli_usage_error(cmd, "--floor-factor 3", "--floor-factor needs a number >= 1");
+            if (need || cli_parse_double(v, &x) || !(x >= 1) || isinf(x))
+                return cli_usage_error(cmd, "--floor-factor 3", "--floor-factor needs a finite number >= 1, got '%s'", need ? "" : v);
             o.floor_factor = x;
         } else if (opt_is(a, "--floor-a", &v, &i, argc, argv, &need) ||
                    opt_is(a, "--floor-b", &v, &i, argc, argv, &need)) {
@@ -188,21 +188,21 @@ int parity_cmd_logprobs(int argc, char **argv)
                 return cli_usage_error(cmd, "--dtype bf16", "--dtype must be fp64, fp32, bf16 or fp16");
             o.dtype = v;
         } else if (opt_is(a, "--k3-alarm", &v, &i, argc, argv, &need)) {
-            if (need || cli_parse_double(v, &x) || !(x >= 0))
-                return cli_usage_error(cmd, "--k3-alarm 1e-3", "--k3-alarm needs a non-negative number");
+            if (need || cli_parse_double(v, &x) || !(x >= 0) || isinf(x))
+                return cli_usage_error(cmd, "--k3-alarm 1e-3", "--k3-alarm needs a finite number >= 0, got '%s'", need ? "" : v);
             o.k3_alarm = x;
             k3_set = 1;
         } else if (opt_is(a, "--dlogprob-alarm", &v, &i, argc, argv, &need)) {
-            if (need || cli_parse_double(v, &x) || !(x >= 0))
-                return cli_usage_error(cmd, "--dlogprob-alarm 5e-2", "--dlogprob-alarm needs a non-negative number");
+            if (need || cli_parse_double(v, &x) || !(x >= 0) || isinf(x))
+                return cli_usage_error(cmd, "--dlogprob-alarm 5e-2", "--dlogprob-alarm needs a finite number >= 0, got '%s'", need ? "" : v);
             o.dlogprob_alarm = x;
         } else if (opt_is(a, "--threads", &v, &i, argc, argv, &need)) {
             if (need || cli_parse_long(v, 1, 64, &l))
-                return cli_usage_error(cmd, "--threads 4", "--threads needs an integer in 1..64");
+                return cli_usage_error(cmd, "--threads 4", "--threads needs an integer in 1..64, got '%s'", need ? "" : v);
             o.n_threads = (int)l;
         } else if (opt_is(a, "--worst", &v, &i, argc, argv, &need)) {
             if (need || cli_parse_long(v, 0, 100, &l))
-                return cli_usage_error(cmd, "--worst 20", "--worst needs an integer in 0..100");
+                return cli_usage_error(cmd, "--worst 20", "--worst needs an integer in 0..100, got '%s'", need ? "" : v);
             o.worst_tokens = (size_t)l;
         } else if (opt_is(a, "--json", &v, &i, argc, argv, &need)) {
             if (need) return cli_usage_error(cmd, "--json report.json", "--json needs a file");
@@ -212,11 +212,11 @@ int parity_cmd_logprobs(int argc, char **argv)
             html = v;
         } else if (opt_is(a, "--clip-eps", &v, &i, argc, argv, &need)) {
             if (need || cli_parse_double(v, &x) || !(x > 0 && x < 1))
-                return cli_usage_error(cmd, "--clip-eps 0.2", "--clip-eps needs a number in (0, 1)");
+                return cli_usage_error(cmd, "--clip-eps 0.2", "--clip-eps needs a number in (0, 1), got '%s'", need ? "" : v);
             rlo.clip_eps = x, rl = 1;
         } else if (opt_is(a, "--tis-cap", &v, &i, argc, argv, &need)) {
             if (need || cli_parse_double(v, &x) || !(x >= 1) || x > 1e300)
-                return cli_usage_error(cmd, "--tis-cap 2", "--tis-cap needs a finite number >= 1");
+                return cli_usage_error(cmd, "--tis-cap 2", "--tis-cap needs a finite number >= 1, got '%s'", need ? "" : v);
             rlo.tis_cap = x, rl = 1;
         } else if (opt_is(a, "--rl-json", &v, &i, argc, argv, &need)) {
             if (need) return cli_usage_error(cmd, "--rl-json rl.json", "--rl-json needs a file");

@@ -141,11 +141,11 @@ int model_cli_parse_opts(const char *cmd, int argc, char **argv, opts_t *o)
         } else if (!strcmp(a, "-t") || !strcmp(a, "--temperature")) {
             NEED();
             if (cli_parse_double(v, &o->temp) != 0 || !(o->temp >= 0) || isinf(o->temp))
-                return cli_usage_error(cmd, "-t 0 (greedy) or -t 0.8", "bad temperature '%s'", v);
+                return cli_usage_error(cmd, "-t 0 (greedy) or -t 0.8", "%s wants a finite temperature >= 0, got '%s'", a, v);
         } else if (!strcmp(a, "-n") || !strcmp(a, "--steps")) {
             NEED();
             if (cli_parse_long(v, 1, 1L << 20, &o->steps) != 0)
-                return cli_usage_error(cmd, "-n 200", "bad step count '%s'", v);
+                return cli_usage_error(cmd, "-n 200", "%s wants a step count in 1..1048576, got '%s'", a, v);
         } else if (!strcmp(a, "--prompt") || !strcmp(a, "-i")) {
             NEED();
             o->prompt = v;
@@ -159,16 +159,16 @@ int model_cli_parse_opts(const char *cmd, int argc, char **argv, opts_t *o)
             NEED();
             long k;
             if (cli_parse_long(v, 0, 64, &k) != 0)
-                return cli_usage_error(cmd, "--top 5 (0..64)", "bad --top '%s'", v);
+                return cli_usage_error(cmd, "--top 5 (0..64)", "--top wants 0..64 ids, got '%s'", v);
             o->top = (int)k;
         } else if (!strcmp(a, "--seed")) {
             NEED();
             if (cli_parse_u64(v, &o->seed) != 0)
-                return cli_usage_error(cmd, "--seed 42", "bad seed '%s'", v);
+                return cli_usage_error(cmd, "--seed 42", "--seed wants a non-negative decimal integer, got '%s'", v);
         } else if (!strcmp(a, "--max-k3")) {
             NEED();
-            if (cli_parse_double(v, &o->max_k3) != 0 || !(o->max_k3 >= 0))
-                return cli_usage_error(cmd, "--max-k3 1e-4", "bad --max-k3 '%s'", v);
+            if (cli_parse_double(v, &o->max_k3) != 0 || !(o->max_k3 >= 0) || isinf(o->max_k3))
+                return cli_usage_error(cmd, "--max-k3 1e-4", "--max-k3 wants a finite number >= 0, got '%s'", v);
         } else if (!strcmp(a, "--markdown")) {
             o->markdown = 1;
         } else if (!strcmp(a, "--moe")) {
@@ -184,12 +184,12 @@ int model_cli_parse_opts(const char *cmd, int argc, char **argv, opts_t *o)
         } else if (!strcmp(a, "--image")) {
             NEED();
             if (cli_parse_long(v, 0, PARITY_MODEL_MAX_PATCHES, &o->image) != 0)
-                return cli_usage_error(cmd, "--image 16 (0..64 patches)", "bad --image '%s'", v);
+                return cli_usage_error(cmd, "--image 16 (0..64 patches)", "--image wants 0..64 patches, got '%s'", v);
         } else if (!strcmp(a, "--experts") || !strcmp(a, "--topk") || !strcmp(a, "--shared")) {
             NEED();
             long k;
             if (cli_parse_long(v, 0, 4096, &k) != 0)
-                return cli_usage_error(cmd, "--experts 8 --topk 4 --shared 108", "bad %s '%s'", a, v);
+                return cli_usage_error(cmd, "--experts 8 --topk 4 --shared 108", "%s wants an integer in 0..4096, got '%s'", a, v);
             if (a[2] == 'e') o->up.experts = (int)k;
             else if (a[2] == 't') o->up.topk = (int)k;
             else o->up.n_shared = (int)k;

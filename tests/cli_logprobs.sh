@@ -66,6 +66,8 @@ expect 2 'try:|two dumps' "$D/a.jsonl"
 expect 2 'unknown format' "$D/a.jsonl" "$D/b.jsonl" --format nope
 expect 2 'unknown option' "$D/a.jsonl" "$D/b.jsonl" --bogus
 expect 2 'dtype' "$D/a.jsonl" "$D/b.jsonl" --dtype fp8
+expect 2 "--k3-alarm needs a finite number >= 0, got 'inf'" "$D/a.jsonl" "$D/b.jsonl" --k3-alarm inf
+expect 2 "--floor-factor needs a finite number >= 1, got '3x'" "$D/a.jsonl" "$D/b.jsonl" --floor-factor 3x
 "$P" logprobs --help | grep -q 'usage: parity logprobs' || fail "--help"
 
 [ $fails -eq 0 ] && echo "ok: parity logprobs CLI"

@@ -50,14 +50,16 @@ grep -Eq -- "--steps STEPS +run: positions to generate" <<<"$out" || fail "model
 "$P" model run --temperature 0.8 --seed 7 --steps 60 >"$T/s2.txt" 2>/dev/null || fail "model run --temperature: exit $?"
 cmp -s "$T/s1.txt" "$T/s2.txt" || fail "--temperature/--steps differ from -t/-n"
 cmp -s "$T/s1.txt" <(head -c "$(wc -c <"$T/s1.txt")" "$T/want.txt") && fail "-t 0.8 gave the greedy text"
-expect_rc 2 -m "bad temperature '-1'" model run --temperature -1
-expect_rc 2 -m "bad step count 'x'" model run --steps x
+expect_rc 2 -m "--temperature wants a finite temperature >= 0, got '-1'" model run --temperature -1
+expect_rc 2 -m "--steps wants a step count in 1..1048576, got 'x'" model run --steps x
 expect_rc 2 -m "missing subcommand" model
 expect_rc 2 -m "unknown subcommand 'fly'" model fly
 expect_rc 2 -m "path spec 'bf17': unknown token 'bf17'" model run --path bf17
 expect_rc 2 -m "tp3: expected 1\\.\\.8 ranks dividing n_heads" model run --path tp3
 expect_rc 2 -m "unknown option '--frobnicate'" model run --frobnicate
-expect_rc 2 -m "bad step count '0'" model run -n 0
+expect_rc 2 -m "-n wants a step count in 1..1048576, got '0'" model run -n 0
+expect_rc 2 -m "finite temperature" model run -t inf
+expect_rc 2 -m "--max-k3 wants a finite number" model parity --max-k3 inf
 expect_rc 2 -m "need two --path options" model parity --path ref
 expect_rc 2 -m "missing --out" model dump --path bf16
 expect_rc 3 -m "missing\\.bin: cannot open" model run "$T/missing.bin"

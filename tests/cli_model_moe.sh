@@ -79,7 +79,7 @@ expect_rc 2 -m "--tis-cap needs a finite number >= 1" logprobs "$T/train.jsonl" 
 expect_rc 2 -m "need an MoE model \\(--moe\\)" model run --path bf16+fusedmoe -n 5
 expect_rc 2 -m "'ep3': expected epR with R 1, 2, 4 or 8" model run --moe --path bf16+ep3 -n 5
 expect_rc 2 -m "moe:shared=none: the upcycled model has a shared expert" model run --moe --path bf16+moe:shared=none -n 5
-expect_rc 2 -m "bad --image '65'" model dump --image 65 --out "$T/x.jsonl"
+expect_rc 2 -m "--image wants 0..64 patches, got '65'" model dump --image 65 --out "$T/x.jsonl"
 expect_rc 2 -m "missing --out" model upcycle
 expect_rc 2 -m "\\(F - shared\\) divisible by E" model upcycle --out "$T/u.bin" --shared 107
 head -c 100 "$D/stories260K_moe.bin" >"$T/trunc_moe.bin"
