@@ -124,7 +124,7 @@ parity_status_t parity_lp_report_text(const parity_lp_result_t *r, FILE *out)
     floor_desc(r, fd, sizeof fd);
     fprintf(out, "delta = logprob_B - logprob_A; ratio r = p_A / p_B; floor: %s\n",
             r->floor_kind == 2 ? fd : "analytic");
-    if (r->floor_kind != 2) fprintf(out, "  (analytic floor from dtype %s; pass --floor A2 to measure it)\n", r->dtype);
+    if (r->floor_kind != 2) fprintf(out, "  (analytic floor from dtype %s; measure it from a second run of one side: --floor-a A2 or --floor-b B2)\n", r->dtype);
     else floor_runs_text(r, out);
     fprintf(out, "sequences: A %llu, B %llu, paired %llu, only in A %llu, only in B %llu, diverged %llu\n",
             (unsigned long long)c->n_seq_a, (unsigned long long)c->n_seq_b, (unsigned long long)c->n_pairs,
