@@ -100,5 +100,12 @@ c = json.load(open(sys.argv[1]))["cells"][0]
 assert c["max_hits_per_row_per_step"] >= 8, c["max_hits_per_row_per_step"]
 EOF
 
+# Progress (a long default run takes many minutes): the plan first, the time left after each run.
+"$P" train --kernel builtin:fp32_seq --data zipf --optimizer sgd --dim 8 --heads 2 --batch 8 --seq-len 16 \
+    --steps 4 --eval-every 2 --val-seqs 4 --synth-tokens 5000 >/dev/null 2>"$tmp/progress.txt"
+head -1 "$tmp/progress.txt" | grep -q "^parity train: 5 runs of 4 steps (8 sequences of 16 tokens a step), 2 at a time" &&
+    ok || { bad "progress: no plan line first"; head -3 "$tmp/progress.txt"; }
+[ "$(grep -c "s left)$" "$tmp/progress.txt")" = 4 ] && ok || { bad "progress: not 4 time-left estimates for 5 runs"; cat "$tmp/progress.txt"; }
+
 echo "cli_train: $pass passed, $fail failed"
 [ "$fail" = 0 ]

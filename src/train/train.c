@@ -296,7 +296,7 @@ done:
 typedef struct {
     const parity_train_config_t *cfg;
     run_t *runs;
-    int n_runs, next;
+    int n_runs, next, done;
     pthread_mutex_t mu;
     parity_train_progress_fn progress;
     void *ctx;
@@ -332,14 +332,22 @@ static void *worker(void *arg)
         r->tick = pl->progress ? tick : NULL;
         r->pool = pl;
         run_train(r);
-        char line[640];
+        char line[700];
         int ne = n_evals(pl->cfg);
-        snprintf(line, sizeof line, "[%d/%d] %-44s %4d/%d done  train %.4f  val %.4f  %.1f s%s%s",
-                 nth, pl->n_runs, r->label, r->steps_done, pl->cfg->steps,
-                 r->steps_done ? r->train_loss[r->steps_done - 1] : NAN,
-                 pl->cfg->val_seqs > 0 ? r->val_loss[ne - 1] : NAN, r->seconds,
-                 r->failed ? "  FAILED: " : "", r->failed ? r->reason : "");
+        int n = snprintf(line, sizeof line, "[%d/%d] %-44s %4d/%d done  train %.4f  val %.4f  %.1f s%s%s",
+                         nth, pl->n_runs, r->label, r->steps_done, pl->cfg->steps,
+                         r->steps_done ? r->train_loss[r->steps_done - 1] : NAN,
+                         pl->cfg->val_seqs > 0 ? r->val_loss[ne - 1] : NAN, r->seconds,
+                         r->failed ? "  FAILED: " : "", r->failed ? r->reason : "");
         pthread_mutex_lock(&pl->mu);
+        /* Every run trains the same steps on the same shapes, so the runs' throughput so far is a
+         * fair estimate of what is left (the long default grid takes many minutes); the runs still
+         * in flight count half done each. */
+        int done = ++pl->done;
+        double eff = done + 0.5 * (pl->next - done);
+        if (done < pl->n_runs && n > 0 && (size_t)n < sizeof line)
+            snprintf(line + n, sizeof line - (size_t)n, "  (about %.0f s left)",
+                     (train_now() - pl->t0) / eff * (pl->n_runs - eff));
         say(pl, line);
         pthread_mutex_unlock(&pl->mu);
     }
@@ -658,8 +666,15 @@ parity_status_t parity_train_run(const parity_train_config_t *cfg,
     }
     if (st == PARITY_E_NOMEM) parity_diag_set(diag, st, "train: out of memory");
     if (!st) {
-        pool_t pl = {cfg, runs, nrun, 0, PTHREAD_MUTEX_INITIALIZER, progress, ctx, train_now()};
+        pool_t pl = {cfg, runs, nrun, 0, 0, PTHREAD_MUTEX_INITIALIZER, progress, ctx, train_now()};
         int nth = cfg->jobs < nrun ? cfg->jobs : nrun;
+        if (progress) {
+            char plan[200];
+            snprintf(plan, sizeof plan, "%d runs of %d steps (%d sequences of %d tokens a step), %d at a "
+                     "time; the time left is estimated after each run", nrun, cfg->steps, cfg->batch_seqs,
+                     cfg->seq_len, nth);
+            progress(ctx, plan);
+        }
         pthread_t th[64];
         if (nth > 64) nth = 64;
         int started = 0;
