@@ -22,6 +22,8 @@
 #include "parity/rng.h"
 #include "parity/tensor.h"
 #include "parity/verify.h"
+#include "parity/version.h"
+#include "parity/workload.h"
 #include "src/verify/verify_impl.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -709,3 +711,47 @@ EXPORT const char *parity_py_builtin_dtype(const char *op, const char *name, int
     }
     return NULL;
 }
+
+/* parity.make_values (python/parity/_values.py): the workload generators of workload.h, so a
+ * user's test draws the values parity's own workloads are made of. kind < 100: a
+ * parity_vals_kind_t, rows x cols doubles (exact, before any rounding) from (seed, stream);
+ * 100 + a parity_gamma_kind_t: a norm weight of rows * cols values; 200 + a parity_ids_kind_t:
+ * rows * cols token ids in [0, v) (int32, into ids). 0, or -1 with the reason in err. */
+EXPORT int parity_py_workload_values(int kind, double scale, int outliers, double factor, uint64_t seed,
+                                     uint64_t stream, int64_t rows, int64_t cols, double *out,
+                                     double zipf_s, int64_t v, int32_t *ids, char *err, size_t cap)
+{
+    if (rows < 0 || cols < 0) {
+        set_err(err, cap, "negative shape");
+        return -1;
+    }
+    if (kind >= 0 && kind <= PARITY_VALS_SPARSE_POW2) {
+        parity_workload_values((parity_vals_kind_t)kind, scale, outliers, factor, seed, stream, 0, rows,
+                               cols, out);
+        return 0;
+    }
+    if (kind >= 100 && kind <= 100 + PARITY_GAMMA_NORMAL) {
+        parity_workload_gamma((parity_gamma_kind_t)(kind - 100), seed, rows * cols, out);
+        return 0;
+    }
+    if (kind >= 200 && kind <= 200 + PARITY_IDS_TEXT) {
+        parity_workload_t w;
+        memset(&w, 0, sizeof w);
+        w.name = "make_values";
+        w.ids = (parity_ids_kind_t)(kind - 200);
+        w.zipf_s = zipf_s;
+        parity_diag_t diag;
+        memset(&diag, 0, sizeof diag);
+        if (parity_workload_ids(&w, seed, rows * cols, v, ids, &diag) != PARITY_OK) {
+            set_err(err, cap, diag.msg[0] ? diag.msg : "cannot draw token ids");
+            return -1;
+        }
+        return 0;
+    }
+    set_err(err, cap, "unknown value scheme");
+    return -1;
+}
+
+/* The version CMake's project(VERSION) gives the library: parity.__version__ (one source: the
+ * wheel's metadata reads the same project() line, pyproject.toml [tool.scikit-build.metadata]). */
+EXPORT const char *parity_py_version(void) { return PARITY_VERSION_STRING; }

@@ -3,21 +3,27 @@
     import parity
     report = parity.check("embedding_rmsnorm_bwd", my_kernel, workloads="quick")
     print(report)                      # the CLI's text report
+    report.assert_ok()                 # parity.UnfaithfulError / parity.KernelError unless faithful
     parity.testing.assert_faithful("embedding_rmsnorm_bwd", my_kernel, workloads="quick")
 
 docs/python.md has the whole API; numpy is the only hard dependency, torch is used when present.
+The public API is what __all__ lists (typed: the package ships py.typed); modules whose names
+start with "_" are internal.
 """
 from . import logprobs, testing
-from ._case import inputs, op_info, ops
+from ._case import Inputs, inputs, op_info, ops
+from ._cases import ParityCase, cases
 from ._check import check, compare
-from ._lib import VERDICTS
-from .cases import cases
-from .formats import round  # noqa: A004 (parity.round, as the issue names it)
-from .report import Report, UnfaithfulError, WorkloadResult
-from . import custom, custom_power  # noqa: E402 (declared ops, docs/custom-ops.md)
-from .custom import Input, Op  # noqa: E402
-from .custom_power import power  # noqa: E402
+from ._custom import Input, Op
+from ._custom_power import PowerTable, power
+from ._errors import KernelError, ProblemError, UnfaithfulError
+from ._formats import FORMATS, round, round_to  # round: deprecated alias of round_to
+from ._lib import VERDICTS, version as _version
+from ._report import Report, WorkloadResult
+from ._values import SCHEMES, make_values
 
-__version__ = "0.1.0"
-__all__ = ["check", "compare", "inputs", "ops", "op_info", "cases", "round", "logprobs", "testing",
-           "Report", "WorkloadResult", "UnfaithfulError", "VERDICTS", "Op", "Input", "power"]
+__version__: str = _version()
+__all__ = ["check", "compare", "inputs", "Inputs", "ops", "op_info", "cases", "ParityCase", "round_to",
+           "FORMATS", "make_values", "SCHEMES", "logprobs", "testing", "Report", "WorkloadResult",
+           "UnfaithfulError", "KernelError", "ProblemError", "VERDICTS", "Op", "Input", "power",
+           "PowerTable", "__version__"]

@@ -1,27 +1,34 @@
 """Ops and their cases: what an op takes and returns, and the inputs of one (op, workload, seed,
 dtype) with the fp64 reference behind them (held by the C library, never copied out)."""
+from __future__ import annotations
+
 import functools
+from typing import TYPE_CHECKING, Any, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from . import _arrays
 from ._lib import b, errbuf, lib, take_json
 
+if TYPE_CHECKING:
+    from ._custom import Op
 
-def ops():
+
+def ops() -> List[str]:
     """The names of every op parity judges (`parity ops`)."""
     return [lib.parity_py_op_name(i).decode() for i in range(lib.parity_py_op_count())]
 
 
 @functools.lru_cache(maxsize=None)
-def _op_static(op):
+def _op_static(op: str) -> Dict[str, Any]:
     d = take_json(lib.parity_py_op_json(b(op)))
     if d is None:
         raise ValueError("no op %r (parity.ops() lists them: %s)" % (op, ", ".join(ops())))
-    return d
+    r: Dict[str, Any] = d
+    return r
 
 
-def op_info(op):
+def op_info(op: str) -> Dict[str, Any]:
     """An op's inputs, outputs, attributes and workloads, as a dict:
     name, summary, error_model, faithful_accumulator, inputs [{name, float, dtype, shape}],
     outputs [{name, shape}], attrs {name: value}, dims {N, D, V} and workloads
@@ -42,7 +49,7 @@ def op_info(op):
     return d
 
 
-def workload_names(op, which):
+def workload_names(op: str, which: Union[None, str, Sequence[str]]) -> List[str]:
     """None: every preset; "quick": the presets that are not production-sized; a str: that one
     workload ("text" or "text@NxD[xV]"); a list: those."""
     ws = _op_static(op)["workloads"]
@@ -59,7 +66,7 @@ def workload_names(op, which):
 
 
 @functools.lru_cache(maxsize=None)
-def _needed_letters(op):
+def _needed_letters(op: str) -> Optional[FrozenSet[str]]:
     """The shape letters (N, D, V) that no input's shape carries, found on a preset whose three
     sizes differ (in the uniform preset V == N, so the values alone cannot tell). None when no
     preset has three distinct sizes."""
@@ -82,7 +89,7 @@ def _needed_letters(op):
 class Case:
     """One built case (C-owned inputs and reference). Freed when the last view of its inputs goes."""
 
-    def __init__(self, op, workload, seed, dtype):
+    def __init__(self, op: str, workload: str, seed: int, dtype: Any) -> None:
         err = errbuf()
         self.op = op
         self.dtype = _arrays.canon_dtype(dtype)
@@ -93,31 +100,31 @@ class Case:
         self.seed = int(self.info["seed"])  # a baseline's input scheme has its own seed
         self.workload = self.info["workload"]
         self.production = self.info["production"]
-        self.input_names = [x["name"] for x in self.info["inputs"]]
-        self.output_names = [x["name"] for x in self.info["outputs"]]
-        self.output_shapes = [tuple(x["shape"]) for x in self.info["outputs"]]
-        self.attrs = dict(self.info["attrs"])
+        self.input_names: List[str] = [x["name"] for x in self.info["inputs"]]
+        self.output_names: List[str] = [x["name"] for x in self.info["outputs"]]
+        self.output_shapes: List[Tuple[int, ...]] = [tuple(x["shape"]) for x in self.info["outputs"]]
+        self.attrs: Dict[str, Any] = dict(self.info["attrs"])
         self.extra_dims = self._extra_dims()
-        self._arrays = None
+        self._arrays: Optional[Dict[str, Any]] = None
 
-    def __del__(self):
+    def __del__(self) -> None:
         h, self.h = getattr(self, "h", None), None
         if h:
             lib.parity_py_case_free(h)
 
-    def _extra_dims(self):
+    def _extra_dims(self) -> Dict[str, Tuple[int, bool]]:
         """Output dimensions by the workload's letter for them (V of embedding_rmsnorm_bwd's dE):
         a function is passed those it names as parameters, and (through **kwargs) those the
         inputs' shapes cannot tell it ("needed"). Returns {letter: (size, needed)}."""
         outs = set(n for shape in self.output_shapes for n in shape)
         dims = self.info["dims"]
-        needed = _needed_letters(self.op)
+        needed: Optional[Any] = _needed_letters(self.op)
         if needed is None:  # no preset tells the letters apart: judge by this case's values
             have = set(n for x in self.info["inputs"] for n in x["shape"])
             needed = {k for k in ("N", "D", "V") if dims[k] not in have}
         return {k: (dims[k], k in needed) for k in ("N", "D", "V") if dims[k] in outs}
 
-    def arrays(self):
+    def arrays(self) -> Dict[str, Any]:
         """The inputs as numpy arrays over the C buffers (no copy): bf16 as uint16 bits."""
         if self._arrays is None:
             out = {}
@@ -127,44 +134,57 @@ class Case:
             self._arrays = out
         return self._arrays
 
-    def input_dtype(self, name):
+    def input_dtype(self, name: str) -> str:
         return next(x["dtype"] for x in self.info["inputs"] if x["name"] == name)
 
-    def framework_inputs(self, like, device):
+    def framework_inputs(self, like: str, device: Any) -> Dict[str, Any]:
         return {k: _arrays.to_framework(a, self.input_dtype(k), like, device) for k, a in self.arrays().items()}
 
-    def hashes(self):
+    def hashes(self) -> List[int]:
         return [lib.parity_py_case_input_hash(self.h, i) for i in range(len(self.input_names))]
 
 
-class Inputs(dict):
+class Inputs(Dict[str, Any]):
     """parity.inputs(...): the op's inputs by name plus its attributes (so fn(**inputs) works),
     with .attrs, .dims (output dimensions the inputs leave open, e.g. {"V": 50257}), .workload,
-    .seed, .dtype and .op. Keep it alive while judging with parity.compare: it holds the case."""
+    .seed, .dtype and .op (the op's name). Keep it alive while judging with parity.compare: it
+    holds the case."""
 
-    def __init__(self, case, tensors):
+    def __init__(self, case: Any, tensors: Mapping[str, Any], *, op: str, input_names: Sequence[str],
+                 attrs: Mapping[str, Any], workload: str, seed: int, dtype: str, dims: Mapping[str, int],
+                 output_shapes: Mapping[str, Tuple[int, ...]]) -> None:
         super().__init__(tensors)
-        self.update(case.attrs)
+        self.update(attrs)
         self._case = case
-        self.op = case.op
-        self.workload = case.workload
-        self.seed = case.seed
-        self.dtype = case.dtype
-        self.attrs = dict(case.attrs)
-        self.dims = {k: v for k, (v, needed) in case.extra_dims.items() if needed and k not in self}
-        self.output_names = list(case.output_names)
-        self.output_shapes = dict(zip(case.output_names, case.output_shapes))
+        self._input_names = list(input_names)
+        self.op = op
+        self.workload = workload
+        self.seed = seed
+        self.dtype = dtype
+        self.attrs: Dict[str, Any] = dict(attrs)
+        self.dims: Dict[str, int] = {k: v for k, v in dims.items() if k not in self}
+        self.output_names: List[str] = list(output_shapes)
+        self.output_shapes: Dict[str, Tuple[int, ...]] = dict(output_shapes)
 
     @property
-    def tensors(self):
+    def tensors(self) -> Dict[str, Any]:
         """The inputs only (no attributes)."""
-        return {k: self[k] for k in self._case.input_names}
+        return {k: self[k] for k in self._input_names}
 
 
-def inputs(op, workload, *, seed=1, dtype="bf16", like="numpy", device="cpu"):
+def inputs(op: Union[str, "Op"], workload: str, *, seed: int = 1, dtype: Any = "bf16", like: str = "numpy",
+           device: Any = "cpu") -> Inputs:
     """The inputs of `op` for `workload` (a preset name or "NAME@NxD[xV]"), exactly those
     `parity check` and `parity gen` produce for the same seed and dtype. like="numpy" gives
     numpy arrays over parity's own buffers (bf16 as uint16 bit patterns); like="torch" torch
-    tensors sharing that memory on the CPU, or copies on `device`."""
+    tensors sharing that memory on the CPU, or copies on `device`. op: a built-in op's name or a
+    declared parity.Op (its workloads: parity.Op.workloads())."""
+    if not isinstance(op, str):
+        from . import _custom
+        r: Inputs = _custom.inputs(op, workload, seed=seed, dtype=dtype, like=like, device=device)
+        return r
     case = Case(op, workload, seed, dtype)
-    return Inputs(case, case.framework_inputs(like, device))
+    return Inputs(case, case.framework_inputs(like, device), op=case.op, input_names=case.input_names,
+                  attrs=case.attrs, workload=case.workload, seed=case.seed, dtype=case.dtype,
+                  dims={k: v for k, (v, needed) in case.extra_dims.items() if needed},
+                  output_shapes=dict(zip(case.output_names, case.output_shapes)))

@@ -1,23 +1,34 @@
 """parity.check and parity.compare: workloads x one function, judged by the C library, reported
-in the CLI's text and JSON."""
+in the CLI's text and JSON. One signature for built-in ops (a name) and declared ops (a
+parity.Op, judged by python/parity/_custom.py): an option that does not apply to the op is a
+ValueError, never silently dropped."""
+from __future__ import annotations
+
 import ctypes
 import os
 import tempfile
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from . import _arrays, _case, _harness
 from ._lib import b, lib, take_str
-from .report import Report
+from ._report import Report
+
+if TYPE_CHECKING:
+    from ._custom import Op
+
+Workloads = Union[None, str, Sequence[str]]
+Progress = Union[None, bool, Callable[[str], Any]]
 
 
-def _label(fn):
+def _label(fn: Any) -> str:
     mod = getattr(fn, "__module__", None) or "?"
     qn = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
     return "python:%s.%s" % (mod, qn)
 
 
-def _description(fn):
+def _description(fn: Any) -> str:
     doc = (getattr(fn, "__doc__", None) or "").strip()
     return doc.splitlines()[0] if doc else ""
 
@@ -25,19 +36,20 @@ def _description(fn):
 class _Judge:
     """A C check (parity_py_check_*) of one candidate over n workloads."""
 
-    def __init__(self, op, n, label, desc, seed, quick):
+    def __init__(self, op: str, n: int, label: str, desc: str, seed: int, quick: bool) -> None:
         self.h = lib.parity_py_check_new(b(op), n, b(label), b(desc), int(seed), int(bool(quick)))
         if not self.h:
             raise MemoryError("parity: cannot start a check")
         self.op = op
-        self.seconds = [None] * n
+        self.seconds: List[Optional[float]] = [None] * n
+        self.causes: Dict[str, BaseException] = {}
 
-    def __del__(self):
+    def __del__(self) -> None:
         h, self.h = getattr(self, "h", None), None
         if h:
             lib.parity_py_check_free(h)
 
-    def judge(self, w, case, outputs, floor, seconds):
+    def judge(self, w: int, case: _case.Case, outputs: List[Tuple[Any, str]], floor: bool, seconds: float) -> None:
         """outputs: [(numpy storage, dtype name)] in the op's order, judged where they lie, each
         in its own dtype (its rounding is part of its tolerance; the diagnosis rounds its
         emulations to the first output's dtype)."""
@@ -54,10 +66,11 @@ class _Judge:
             for v in views:
                 lib.parity_py_output_unwrap(v)
         if rc != 0:
-            raise RuntimeError("parity: judging workload %s failed" % case.workload)
+            raise RuntimeError("parity: the C library could not judge workload %s of %s (status %d: %s)" % (
+                case.workload, case.op, rc, "out of memory" if rc == -2 else "invalid outputs or case"))
         self.seconds[w] = seconds
 
-    def baseline(self, bi, case, outputs):
+    def baseline(self, bi: int, case: _case.Case, outputs: List[Tuple[Any, str]]) -> None:
         """Baseline rule bi on outputs of its own case (workload "baseline:NAME")."""
         views = []
         for i, (a, dt) in enumerate(outputs):
@@ -72,17 +85,19 @@ class _Judge:
             for v in views:
                 lib.parity_py_output_unwrap(v)
         if rc != 0:
-            raise RuntimeError("parity: baseline rule %d failed on %s" % (bi, case.workload))
+            raise RuntimeError("parity: the C library could not apply baseline rule %d on %s (status %d)" % (
+                bi, case.workload, rc))
 
-    def baseline_failed(self, bi, verdict):
+    def baseline_failed(self, bi: int, verdict: str) -> None:
         lib.parity_py_check_baseline_set(self.h, bi, _harness.V[verdict])
 
-    def set(self, w, workload, production, verdict, detail, seconds):
+    def set(self, w: int, workload: str, production: bool, verdict: str, detail: str,
+            seconds: Optional[float]) -> None:
         lib.parity_py_check_set(self.h, w, b(workload), int(bool(production)), _harness.V[verdict],
                                 b(detail[:250]), float(seconds or 0))
         self.seconds[w] = seconds
 
-    def report(self, reproduce_of):
+    def report(self, reproduce_of: Callable[[str], str]) -> Report:
         lib.parity_py_check_finish(self.h)
         worst = lib.parity_py_check_worst_workload(self.h).decode()
         rep = reproduce_of(worst)
@@ -99,10 +114,10 @@ class _Judge:
                 os.unlink(path)
             except OSError:
                 pass
-        return Report(self.op, text, js, rep, self.seconds)
+        return Report(self.op, text or "", js, rep, self.seconds, self.causes)
 
 
-def _default_like(like):
+def _default_like(like: Optional[str]) -> str:
     if like is not None:
         if like not in ("torch", "numpy"):
             raise ValueError("like=%r: expected 'torch' or 'numpy'" % (like,))
@@ -110,8 +125,9 @@ def _default_like(like):
     return "torch" if _arrays.have_torch() else "numpy"
 
 
-def _reproducer(op, fn, seed, dtype, like, device, isolate):
-    def rep(worst):
+def _reproducer(op: str, fn: Any, seed: int, dtype: str, like: str, device: Any,
+                isolate: bool) -> Callable[[str], str]:
+    def rep(worst: str) -> str:
         extra = ""
         if like != "torch":
             extra += ", like=%r" % like
@@ -124,27 +140,46 @@ def _reproducer(op, fn, seed, dtype, like, device, isolate):
     return rep
 
 
-def check(op, fn, *, workloads=None, seed=1, dtype="bf16", like=None, device="cpu",
-          baselines=False, floor=True, isolate=False, timeout=None, progress=None, out_dtype="f32"):
+def check(op: Union[str, "Op"], fn: Callable[..., Any], *, workloads: Workloads = None, seed: int = 1,
+          dtype: Any = "bf16", like: Optional[str] = None, device: Any = "cpu", baselines: bool = False,
+          floor: Optional[bool] = None, isolate: bool = False, timeout: Optional[float] = None,
+          progress: Progress = None, out_dtype: Any = None) -> Report:
     """Judge fn as an implementation of op, as `parity check` judges a kernel. Returns a Report.
 
+    op: a built-in op's name (parity.ops()) or a declared parity.Op (docs/custom-ops.md).
     fn(**inputs, **attrs) returns the outputs (a tuple in the op's order, or a dict by name);
-    output dimensions the inputs leave open (V) come as keyword arguments; a fn that takes
-    `out=` gets a dict of preallocated (NaN-filled, guarded) outputs to fill instead.
+    output dimensions the inputs leave open (V) come as keyword arguments; for a built-in op a
+    fn that takes `out=` gets a dict of preallocated (NaN-filled, guarded) outputs to fill.
     workloads: None (every preset, as the CLI), "quick" (no production-sized ones), a name or a
     list of names ("text", "text@NxD[xV]"). like: "torch" (default when importable) or "numpy";
     bf16 inputs handed to numpy code are uint16 bit patterns. device: where inputs are created
-    (outputs are copied to the host once). floor: measure the faithful catalog variants' spread.
-    isolate: run fn in a spawned worker (crash, os._exit, hang past timeout -> a verdict).
-    timeout: seconds per call (in-process calls are flagged after the fact, not interrupted).
-    out_dtype: the dtype of the buffers an `out=` function gets ("f32", "bf16", ...).
-    progress: True (lines on stderr) or a callable taking each message.
+    (outputs are copied to the host once). floor (built-in ops; default True): measure the
+    faithful catalog variants' spread. isolate: run fn in a spawned worker (crash, os._exit,
+    hang past timeout -> a verdict); the calling script must then guard its top level with
+    `if __name__ == "__main__":`. timeout: seconds per call (in-process calls are flagged after
+    the fact, not interrupted). out_dtype (built-in ops, `out=` functions; default "f32"): the
+    dtype of the preallocated buffers. progress: True (lines on stderr) or a callable taking
+    each message. An option that does not apply to the op raises ValueError.
     """
+    if isolate:
+        from ._worker import check_main_guard
+        check_main_guard()
     if not isinstance(op, str):  # a declared parity.Op (docs/custom-ops.md)
-        from . import custom
-        return custom.check(op, fn, workloads=workloads, seed=seed, dtype=dtype, like=like, device=device,
-                            baselines=baselines, floor=floor, isolate=isolate, timeout=timeout,
-                            progress=progress)
+        from . import _custom
+        if not isinstance(op, _custom.Op):
+            raise TypeError("op: expected an op name (parity.ops()) or a parity.Op, got %r" % (op,))
+        if out_dtype is not None:
+            raise ValueError("out_dtype=%r does not apply to a declared op: its function returns its outputs "
+                             "(in any float dtype, judged as returned); out= buffers exist for built-in ops "
+                             "only" % (out_dtype,))
+        if floor:
+            raise ValueError("floor=True does not apply to a declared op: it has no catalog of faithful "
+                             "variants whose spread could be measured (its tolerance is derived from the "
+                             "declaration, docs/custom-ops.md)")
+        return _custom.check(op, fn, workloads=workloads, seed=seed, dtype=dtype, like=like, device=device,
+                             baselines=baselines, isolate=isolate, timeout=timeout, progress=progress)
+    floor = True if floor is None else bool(floor)
+    out_dtype = "f32" if out_dtype is None else out_dtype
     like = _default_like(like)
     dtype = _arrays.canon_dtype(dtype)
     out_dtype = _arrays.canon_dtype(out_dtype)
@@ -169,6 +204,8 @@ def check(op, fn, *, workloads=None, seed=1, dtype="bf16", like=None, device="cp
                     worker = None
             else:
                 out = _harness.run_in_process(fn, case, like, device, small, small, timeout, out_dtype)
+            if out.exc is not None:
+                judge.causes[case.workload] = out.exc
             if out.status == "ran":
                 judge.judge(w, case, out.outputs, floor, out.seconds)
                 if out.rerun and VERDICT_OF(judge, w) == "faithful":
@@ -205,11 +242,11 @@ def check(op, fn, *, workloads=None, seed=1, dtype="bf16", like=None, device="cp
     return judge.report(_reproducer(op, fn, seed, dtype, like, device, isolate))
 
 
-def VERDICT_OF(judge, w):
+def VERDICT_OF(judge: _Judge, w: int) -> str:
     return _harness.VERDICTS[lib.parity_py_check_wl_verdict(judge.h, w)]
 
 
-def _float_dtype(op, inputs):
+def _float_dtype(op: str, inputs: Mapping[str, Any]) -> str:
     """The dtype of the first floating-point input of a plain dict (bf16 bits: uint16)."""
     for x in _case._op_static(op)["inputs"]:
         if x["float"] and x["name"] in inputs:
@@ -217,17 +254,28 @@ def _float_dtype(op, inputs):
     return "f32"
 
 
-def compare(op, inputs, outputs, *, workload=None, seed=None, floor=True, name="outputs"):
+def compare(op: Union[str, "Op"], inputs: Any, outputs: Any, *, workload: Optional[str] = None,
+            seed: Optional[int] = None, dtype: Any = None, floor: Optional[bool] = None,
+            name: str = "outputs") -> Report:
     """Judge outputs computed anywhere on inputs from parity.inputs(op, workload, ...): the
     inputs object carries its case. Plain dicts of arrays are accepted with workload= and seed=
     (and are then checked byte for byte against the regenerated inputs, as `parity compare`
-    checks a file). outputs: a tuple in the op's order, a dict by name, or the single output."""
+    checks a file; dtype= names their dtype when it is not the first float input's). outputs: a
+    tuple in the op's order, a dict by name, or the single output. op: a built-in op's name or a
+    declared parity.Op (for which inputs may also be a workload name, regenerated with seed and
+    dtype). floor (built-in ops; default True): as parity.check's."""
+    if not isinstance(op, str):
+        from . import _custom
+        if floor:
+            raise ValueError("floor=True does not apply to a declared op (no catalog to measure a floor on)")
+        return _custom.compare(op, inputs, outputs, workload=workload, seed=seed, dtype=dtype, name=name)
+    floor = True if floor is None else bool(floor)
     case = getattr(inputs, "_case", None)
     if case is None or (workload is not None and case.workload != workload) or (seed is not None and case.seed != seed):
         if workload is None:
             raise ValueError("compare: inputs do not come from parity.inputs(); pass workload= (and seed=)")
-        dtype = _float_dtype(op, inputs)
-        case = _case.Case(op, workload, 1 if seed is None else seed, dtype)
+        dt = _float_dtype(op, inputs) if dtype is None else _arrays.canon_dtype(dtype)
+        case = _case.Case(op, workload, 1 if seed is None else seed, dt)
         for k in case.input_names:
             if k not in inputs:
                 raise ValueError("compare: inputs lack %s" % k)
@@ -239,5 +287,6 @@ def compare(op, inputs, outputs, *, workload=None, seed=None, floor=True, name="
     host = _harness._normalise(outputs, case)
     judge = _Judge(op, 1, name, "outputs judged with parity.compare", case.seed, False)
     judge.judge(0, case, host, floor, 0.0)
+    c = case
     return judge.report(lambda w: "parity.compare(%r, parity.inputs(%r, %r, seed=%d, dtype=%r), outputs)" % (
-        op, op, w, case.seed, case.dtype))
+        op, op, w, c.seed, c.dtype))

@@ -4,36 +4,48 @@ scaled by -2, so state kept across calls shows), the judged call, a rerun compar
 regions around preallocated outputs. In the caller's process by default; isolate=True moves
 the calls to a spawned worker (python/parity/_worker.py) so a crash or hang is a verdict.
 Deliberately not here: judging (the C library's, through parity_py_check_judge)."""
+from __future__ import annotations
+
 import inspect
 import sys
 import time
 import traceback
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple
 
 import numpy as np
 
 from . import _arrays
 from ._lib import VERDICTS, lib
+from ._signature import check_binds, expected_call
+
+if TYPE_CHECKING:
+    from ._case import Case
 
 V = {name: i for i, name in enumerate(VERDICTS)}
+HostOutputs = List[Tuple[Any, str]]
 
 
 class Outcome:
     """What running the function on one workload gave: status is "ran" (outputs to judge) or a
     verdict name; outputs are host numpy arrays in the op's output order."""
 
-    def __init__(self, status, detail="", outputs=None, seconds=0.0, rerun=None):
+    def __init__(self, status: str, detail: str = "", outputs: Optional[HostOutputs] = None,
+                 seconds: float = 0.0, rerun: Optional[Tuple[str, str]] = None,
+                 exc: Optional[BaseException] = None) -> None:
         self.status, self.detail, self.outputs, self.seconds = status, detail, outputs, seconds
+        # The exception fn raised in this process (the cause a KernelError is raised from).
+        self.exc = exc
         # The rerun's finding, (verdict, detail) or None: applied only when the first run is
         # judged faithful, as `parity check` reruns only then.
         self.rerun = rerun
 
 
-def _params(fn):
+def _params(fn: Any) -> Tuple[Optional[Set[str]], bool]:
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
         return None, True
-    names = set()
+    names: Set[str] = set()
     var_kw = False
     for p in sig.parameters.values():
         if p.kind == p.VAR_KEYWORD:
@@ -43,7 +55,7 @@ def _params(fn):
     return names, var_kw
 
 
-def call_kwargs(fn, case, tensors):
+def call_kwargs(fn: Any, case: "Case", tensors: Dict[str, Any]) -> Dict[str, Any]:
     """fn(**inputs, **attrs, **dims): attributes and output dimensions are passed when fn names
     them or takes **kwargs (dimensions the inputs cannot tell: always through **kwargs)."""
     names, var_kw = _params(fn)
@@ -59,14 +71,14 @@ def call_kwargs(fn, case, tensors):
     return kw
 
 
-def takes_out(fn):
+def takes_out(fn: Any) -> bool:
     names, _ = _params(fn)
     return bool(names) and "out" in names
 
 
-def _decoy(tensors, case):
+def _decoy(tensors: Dict[str, Any], case: "Case") -> Dict[str, Any]:
     """The decoy inputs: floating-point inputs times -2 (exact), the others copied."""
-    out = {}
+    out: Dict[str, Any] = {}
     for k, t in tensors.items():
         isf = case.input_dtype(k) in _arrays.FLOAT_NAMES
         if _arrays.is_torch(t):
@@ -79,7 +91,7 @@ def _decoy(tensors, case):
     return out
 
 
-def _normalise(ret, case):
+def _normalise(ret: Any, case: "Case") -> HostOutputs:
     """fn's return value as a list in the op's output order (tuple/list, dict by name, or the
     single output). Raises TypeError/ValueError on anything else."""
     names = case.output_names
@@ -105,12 +117,12 @@ def _normalise(ret, case):
     return host
 
 
-def _sync(device):
+def _sync(device: Any) -> None:
     if device not in (None, "cpu") and str(device).startswith("cuda"):
         _arrays.torch.cuda.synchronize()
 
 
-def _exc_detail(what, e):
+def _exc_detail(what: str, e: BaseException) -> str:
     tb = traceback.extract_tb(e.__traceback__)
     where = ""
     if tb:
@@ -120,18 +132,20 @@ def _exc_detail(what, e):
     return "%s raised %s%s%s" % (what, type(e).__name__, ": " + msg if msg else "", where)
 
 
-def run_in_process(fn, case, like, device, decoy, rerun, timeout, out_dtype="f32"):
+def run_in_process(fn: Callable[..., Any], case: "Case", like: str, device: Any, decoy: bool, rerun: bool,
+                   timeout: Optional[float], out_dtype: str = "f32") -> Outcome:
     """Run fn on case's inputs; returns an Outcome. The case's C buffers are the inputs (on the
     CPU, without a copy), so modification is checked on the very bytes the reference used."""
     tensors = case.framework_inputs(like, device)
     host_before = case.hashes()
     uses_out = takes_out(fn)
     on_cpu = device in (None, "cpu")
-    keep = []  # C output buffers alive until judged
+    keep: List[Any] = []  # C output buffers alive until judged
 
-    def prealloc(fill):
+    def prealloc(fill: int) -> Tuple[List["_OutBuf"], Dict[str, Any]]:
         from ._lib import b, lib
-        bufs, views = [], {}
+        bufs: List[_OutBuf] = []
+        views: Dict[str, Any] = {}
         for i, n in enumerate(case.output_names):
             if on_cpu:
                 t = lib.parity_py_output_new(case.h, i, b(out_dtype))
@@ -158,8 +172,13 @@ def run_in_process(fn, case, like, device, decoy, rerun, timeout, out_dtype="f32
                 views[n] = t
         return bufs, views
 
-    def call(ins, fill):
+    expected = expected_call(case.input_names, list(case.attrs) + [k for k, (_, needed) in case.extra_dims.items()
+                                                                   if needed and k not in case.input_names]
+                             + (["out"] if uses_out else []))
+
+    def call(ins: Dict[str, Any], fill: int) -> Tuple[HostOutputs, List[_OutBuf]]:
         kw = call_kwargs(fn, case, ins)
+        check_binds(fn, dict(kw, out=None) if uses_out else kw, expected)
         if uses_out:
             bufs, views = prealloc(fill)
             keep.append(bufs)
@@ -172,17 +191,17 @@ def run_in_process(fn, case, like, device, decoy, rerun, timeout, out_dtype="f32
             try:
                 call(_decoy(tensors, case), 1)
             except NotImplementedError as e:
-                return Outcome("unsupported", _exc_detail("fn", e))
+                return Outcome("unsupported", _exc_detail("fn", e), exc=e)
             except Exception as e:  # the function's own failure is a verdict, never ours
-                return Outcome("crashed", _exc_detail("the decoy call of fn", e))
+                return Outcome("crashed", _exc_detail("the decoy call of fn", e), exc=e)
         t0 = time.perf_counter()
         try:
             first, bufs = call(tensors, 1)
             _sync(device)
         except NotImplementedError as e:
-            return Outcome("unsupported", _exc_detail("fn", e))
+            return Outcome("unsupported", _exc_detail("fn", e), exc=e)
         except Exception as e:
-            return Outcome("crashed", _exc_detail("fn", e))
+            return Outcome("crashed", _exc_detail("fn", e), exc=e)
         secs = time.perf_counter() - t0
         if timeout is not None and secs > timeout:
             return Outcome("timeout", "ran %.3g s, past timeout=%g s (in-process calls are not "
@@ -201,7 +220,8 @@ def run_in_process(fn, case, like, device, decoy, rerun, timeout, out_dtype="f32
         tensors = None
 
 
-def _rerun(call, tensors, case, first, host_before, on_cpu, uses_out):
+def _rerun(call: Callable[[Dict[str, Any], int], Tuple[HostOutputs, Any]], tensors: Dict[str, Any], case: "Case",
+           first: HostOutputs, host_before: List[int], on_cpu: bool, uses_out: bool) -> Optional[Tuple[str, str]]:
     """The second call on the same inputs (outputs prefilled with the reference under out=):
     (verdict, detail) when it shows something, else None."""
     try:
@@ -219,7 +239,7 @@ def _rerun(call, tensors, case, first, host_before, on_cpu, uses_out):
     return None
 
 
-def _modified(case, tensors, before, on_cpu):
+def _modified(case: "Case", tensors: Dict[str, Any], before: List[int], on_cpu: bool) -> Optional[str]:
     if on_cpu:
         after = case.hashes()
         for n, x, y in zip(case.input_names, before, after):
@@ -237,27 +257,27 @@ def _modified(case, tensors, before, on_cpu):
 class _OutBuf:
     """A C output buffer with guards (for out= functions), freed when no view of it is left."""
 
-    def __init__(self, h):
+    def __init__(self, h: Optional[int]) -> None:
         self.h = h
 
-    def guards_ok(self):
+    def guards_ok(self) -> bool:
         from ._lib import lib
         return bool(lib.parity_py_tensor_guards_ok(self.h))
 
-    def __del__(self):
+    def __del__(self) -> None:
         from ._lib import lib
         h, self.h = self.h, None
         if h:
             lib.parity_py_tensor_free(h)
 
 
-def progress_fn(progress):
+def progress_fn(progress: Any) -> Optional[Callable[[str], Any]]:
     """progress=True: one line per step on stderr (forced, like the CLI's --progress); a
     callable gets each message; None/False: silent."""
     if callable(progress):
         return progress
     if progress:
-        def p(msg):
+        def p(msg: str) -> None:
             sys.stderr.write(msg + "\n")
             sys.stderr.flush()
         return p

@@ -5,17 +5,20 @@ puts it under parity/lib/); a build tree beside the source tree (build*/python/)
 than a compiled extension: the bridge has no Python or numpy ABI in it, so one build serves
 every Python, numpy 1.x and 2.x and torch version (docs/python.md, "Why ctypes").
 """
+from __future__ import annotations
+
 import ctypes
 import glob
 import itertools
 import json
 import os
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _NAME = "libparity_python.so"
 
 
-def _candidates():
+def _candidates() -> Iterator[str]:
     env = os.environ.get("PARITY_PY_LIB")
     if env:
         yield env
@@ -27,8 +30,8 @@ def _candidates():
         yield p
 
 
-def _load():
-    tried = []
+def _load() -> ctypes.CDLL:
+    tried: List[str] = []
     for p in _candidates():
         if os.path.exists(p):
             return ctypes.CDLL(p)
@@ -43,7 +46,7 @@ lib = _load()
 _c = ctypes
 _P = _c.c_void_p
 _S = _c.c_char_p
-_SIGS = {
+_SIGS: Dict[str, Tuple[Any, List[Any]]] = {
     "parity_py_free": (None, [_P]),
     "parity_py_memeq": (_c.c_int, [_P, _P, _c.c_size_t]),
     "parity_py_op_count": (_c.c_int, []),
@@ -84,6 +87,10 @@ _SIGS = {
     "parity_py_run_builtin": (_c.c_int, [_S, _S, _c.c_int, _P, _P, _P, _P, _c.c_int, _P, _P, _P,
                                          _c.c_int, _P, _P, _c.c_int]),
     "parity_py_builtin_dtype": (_S, [_S, _S, _c.c_int]),
+    "parity_py_workload_values": (_c.c_int, [_c.c_int, _c.c_double, _c.c_int, _c.c_double, _c.c_uint64,
+                                             _c.c_uint64, _c.c_int64, _c.c_int64, _P, _c.c_double,
+                                             _c.c_int64, _P, _c.c_char_p, _c.c_size_t]),
+    "parity_py_version": (_S, []),
 }
 for _n, (_res, _args) in _SIGS.items():
     _f = getattr(lib, _n)
@@ -92,15 +99,15 @@ for _n, (_res, _args) in _SIGS.items():
 
 # The C library's verdict names in enum order, as many as it has: parity_verdict_name answers "?"
 # past the last one (src/verify/verify.c), so a verdict added in C needs no change here.
-VERDICTS = list(itertools.takewhile(lambda s: s != "?", (lib.parity_py_verdict_name(i).decode()
+VERDICTS: List[str] = list(itertools.takewhile(lambda s: s != "?", (lib.parity_py_verdict_name(i).decode()
                                                          for i in itertools.count())))
 
 
-def b(s):
+def b(s: Union[str, bytes, None]) -> Optional[bytes]:
     return s.encode() if isinstance(s, str) else s
 
 
-def take_str(ptr):
+def take_str(ptr: Optional[int]) -> Optional[str]:
     """A malloc'd C string as str, freed."""
     if not ptr:
         return None
@@ -110,10 +117,17 @@ def take_str(ptr):
         lib.parity_py_free(ptr)
 
 
-def take_json(ptr):
+def take_json(ptr: Optional[int]) -> Any:
     s = take_str(ptr)
     return None if s is None else json.loads(s)
 
 
-def errbuf():
+def errbuf() -> "ctypes.Array[ctypes.c_char]":
     return ctypes.create_string_buffer(1024)
+
+
+def version() -> str:
+    """The library's version: CMake's project(VERSION), compiled into the bridge (the wheel's
+    metadata reads the same line: pyproject.toml's [tool.scikit-build.metadata.version])."""
+    v = lib.parity_py_version()
+    return v.decode() if isinstance(v, bytes) else "0+unknown"

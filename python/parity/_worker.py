@@ -4,16 +4,97 @@ itself, runs the decoy, the judged call and the rerun exactly as in-process, and
 the outputs as numpy arrays; the parent judges them. A worker that dies (segfault, os._exit)
 gives "crashed", one that does not answer within the timeout is killed and gives "timeout".
 fn must be picklable by reference (a module-level function), as multiprocessing requires."""
+from __future__ import annotations
+
+import ast
 import multiprocessing as mp
 import signal
+import sys
 import time
+from types import FrameType
+from typing import Any, Dict, Optional
 
 from ._harness import Outcome
 
 _DEFAULT_TIMEOUT = 120.0  # seconds, as `parity check --timeout`'s default
 
 
-def _serve(conn):
+def _is_main_test(node: ast.expr) -> bool:
+    """`__name__ == "__main__"` (either way round)."""
+    if not (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq)):
+        return False
+    sides = [node.left, node.comparators[0]]
+    names = [x for x in sides if isinstance(x, ast.Name) and x.id == "__name__"]
+    consts = [x for x in sides if isinstance(x, ast.Constant) and x.value == "__main__"]
+    return len(names) == 1 and len(consts) == 1
+
+
+def _guarded(stmts: "list[ast.stmt]", line: int) -> bool:
+    """Whether `line` lies, within stmts, in the body of an `if __name__ == "__main__":`."""
+    for st in stmts:
+        end = getattr(st, "end_lineno", None) or st.lineno
+        if not (st.lineno <= line <= end):
+            continue
+        if isinstance(st, ast.If) and _is_main_test(st.test):
+            if any(x.lineno <= line <= (getattr(x, "end_lineno", None) or x.lineno) for x in st.body):
+                return True
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            sub = getattr(st, field, None)
+            if isinstance(sub, list) and sub and isinstance(sub[0], ast.stmt) and _guarded(sub, line):
+                return True
+            if field == "handlers" and isinstance(sub, list):
+                for h in sub:
+                    if _guarded(h.body, line):
+                        return True
+    return False
+
+
+def check_main_guard(frame: Optional[FrameType] = None) -> None:
+    """isolate=True starts its worker with multiprocessing's "spawn", which re-imports the main
+    script in the worker: a call reached from the script's top level outside
+    `if __name__ == "__main__":` would run again there, and the worker die starting (the kernel
+    then got "crashed"). Raise RuntimeError saying so, before any worker starts. Interactive
+    sessions, `python -c` and callers whose main module is guarded (pytest) pass."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or not path or not str(path).endswith(".py"):
+        return
+    f = frame or sys._getframe(1)
+    top: Optional[FrameType] = None
+    while f is not None:  # the outermost frame running the main module's top-level code
+        if f.f_globals is main.__dict__ and f.f_code.co_name == "<module>":
+            top = f
+        f = f.f_back
+    if top is None:
+        return
+    try:
+        with open(path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read(), filename=str(path))
+    except (OSError, SyntaxError, ValueError):
+        return
+    line = top.f_lineno
+    if _guarded(tree.body, line):
+        return
+    raise RuntimeError(
+        "isolate=True runs fn in a worker started with multiprocessing's 'spawn' method, which "
+        "re-imports the main script %s: its line %d, which leads to this parity.check, is not under "
+        "`if __name__ == \"__main__\":`, so the worker would run it again and die starting. Put the "
+        "script's top-level calls under\n\n    if __name__ == \"__main__\":\n        ...\n\n(fn itself "
+        "stays at module level, where the worker imports it from)" % (path, line))
+
+
+def _unsendable(fn: Any, e: BaseException) -> str:
+    """Why fn cannot be sent to the worker, and what to write instead."""
+    qn = getattr(fn, "__qualname__", "") or ""
+    if "<lambda>" in qn or "<locals>" in qn:
+        return ("cannot send fn to the worker: %s is a %s, which pickle cannot send by reference; "
+                "isolate=True needs fn defined at the top level of a module (%s: %s)" % (
+                    qn, "lambda" if "<lambda>" in qn else "function defined inside another function",
+                    type(e).__name__, e))
+    return "cannot send fn to the worker (isolate=True pickles fn by reference): %s: %s" % (type(e).__name__, e)
+
+
+def _serve(conn: Any) -> None:
     from . import _case, _harness
     while True:
         try:
@@ -22,10 +103,12 @@ def _serve(conn):
             return
         if msg is None:
             return
-        if msg[0] == "custom":  # a declared op (python/parity/custom_run.py): outputs back, judged there
+        if msg[0] == "custom":  # a declared op (python/parity/_custom_run.py): outputs back, judged there
             try:
-                from . import custom_run
-                conn.send(("ok", custom_run.execute(*msg[1:])))
+                from . import _custom_run
+                ex = _custom_run.execute(*msg[1:])
+                ex.pop("exc", None)  # the exception object stays here (it may not pickle): its text went in detail
+                conn.send(("ok", ex))
             except BaseException as e:
                 conn.send(("error", {"status": "crashed", "detail": "worker: %s: %s" % (type(e).__name__, e),
                                      "seconds": 0.0}))
@@ -40,7 +123,7 @@ def _serve(conn):
             conn.send(("error", "crashed", "worker: %s: %s" % (type(e).__name__, e), None, 0.0, None))
 
 
-def _signame(code):
+def _signame(code: int) -> str:
     try:
         return signal.Signals(-code).name
     except (ValueError, AttributeError):
@@ -48,14 +131,15 @@ def _signame(code):
 
 
 class Worker:
-    def __init__(self):
+    def __init__(self) -> None:
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
         self.p = ctx.Process(target=_serve, args=(child,), daemon=True, name="parity-worker")
         self.p.start()
         child.close()
 
-    def run(self, fn, op, name, seed, dtype, like, device, decoy, rerun, timeout, out_dtype="f32"):
+    def run(self, fn: Any, op: str, name: str, seed: int, dtype: str, like: str, device: Any, decoy: bool,
+            rerun: bool, timeout: Optional[float], out_dtype: str = "f32") -> Outcome:
         limit = _DEFAULT_TIMEOUT if timeout is None else float(timeout)
         # The worker's first answer includes importing numpy/torch and building the case: the
         # limit covers the calls, so allow the start-up on top (measured: 1-3 s with torch).
@@ -63,8 +147,7 @@ class Worker:
         try:
             self.conn.send((fn, op, name, seed, dtype, like, device, decoy, rerun, timeout, out_dtype))
         except Exception as e:
-            return Outcome("crashed", "cannot send fn to the worker (isolate=True needs a module-level, "
-                           "picklable function): %s: %s" % (type(e).__name__, e))
+            return Outcome("crashed", _unsendable(fn, e), exc=e)
         calls = (1 + int(decoy) + int(rerun))
         deadline = limit * calls + 30.0
         if not self.conn.poll(deadline):
@@ -86,16 +169,16 @@ class Worker:
             return Outcome("timeout", "ran %.3g s, past timeout=%g s" % (secs, timeout), seconds=secs)
         return Outcome(status, detail, outputs, secs, rerun)
 
-    def run_custom(self, fn, spec, like, device, small, timeout):
-        """A declared op's workload (custom_run.execute in the worker): its result dict, or a
+    def run_custom(self, fn: Any, spec: Any, like: str, device: Any, small: bool,
+                   timeout: Optional[float]) -> Dict[str, Any]:
+        """A declared op's workload (_custom_run.execute in the worker): its result dict, or a
         crashed/timeout one when the worker dies or does not answer."""
         limit = _DEFAULT_TIMEOUT if timeout is None else float(timeout)
         t0 = time.perf_counter()
         try:
             self.conn.send(("custom", fn, spec, like, device, small))
         except Exception as e:
-            return {"status": "crashed", "seconds": 0.0, "detail": "cannot send fn to the worker (isolate=True "
-                    "needs a module-level, picklable function): %s: %s" % (type(e).__name__, e)}
+            return {"status": "crashed", "seconds": 0.0, "detail": _unsendable(fn, e), "exc": e}
         calls = 1 + 2 * int(small)
         deadline = limit * calls + 30.0  # start-up on top, as run()
         if not self.conn.poll(deadline):
@@ -114,9 +197,10 @@ class Worker:
         if ex["status"] == "ran" and timeout is not None and ex["seconds"] > timeout:
             return {"status": "timeout", "detail": "ran %.3g s, past timeout=%g s" % (ex["seconds"], timeout),
                     "seconds": ex["seconds"]}
-        return ex
+        r: Dict[str, Any] = ex
+        return r
 
-    def close(self):
+    def close(self) -> None:
         try:
             if self.p.is_alive():
                 try:

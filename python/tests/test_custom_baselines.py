@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import parity
-from parity import custom_baselines
+from parity import _custom_baselines as custom_baselines
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples", "python"))
 from custom_op import swiglu  # noqa: E402

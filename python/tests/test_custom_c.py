@@ -1,5 +1,5 @@
 """The C declared-op harness (src/custom/custom_tol.c, `parity check --op-plugin`) and the Python one
-(python/parity/custom.py) are two implementations of one specification (docs/custom-ops.md):
+(python/parity/_custom.py) are two implementations of one specification (docs/custom-ops.md):
 the empirical floor computed by libparity's parity_custom_floor equals the Python floor on the
 same reference and contract evaluation, for an elementwise op (SwiGLU, F = 2) and a declared
 non-multilinear reduction (log-softmax, F = 2 sqrt(V)), to 1e-12 relative on every element.
@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 
-from parity import custom
+from parity import _custom as custom
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples", "python"))
 from custom_op import swiglu  # noqa: E402

@@ -60,7 +60,7 @@ def test_the_error_measure_by_hand():
     # err / sum |terms|. For C (1 + 2^-6) the error is 2^-6 C up to fp32's own rounding (relative
     # 2^-24 sqrt(K) ~ 1e-6 of sum |terms|, against 2^-6 |C| / sum |terms| ~ 1e-3), so the measure
     # must be 2^-6 RMS(C / sum |terms|), computed here from the case: 1e-3 relative.
-    from parity import custom
+    from parity import _custom as custom
     r = parity.check(GEMM, gemm_scaled, workloads=["base"], dtype="f32", like="numpy")
     d = r.workloads[0].diagnosis
     case = custom.CustomCase(GEMM, "base", 1, "f32")

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import parity
-from parity import _builtin, custom
+from parity import _builtin
+from parity import _custom as custom
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples", "python"))
 from custom_op import rope, swiglu, swiglu_bf16_intermediate, swiglu_torch  # noqa: E402
@@ -324,10 +325,10 @@ def test_harness_verdicts():
 def test_floor_is_a_few_ulps_for_an_elementwise_op():
     """The empirical floor of SwiGLU in fp32 sits at a few ulps: a relative error of 2^-18 (64 u)
     on every element is unfaithful, one of 2^-24 (one rounding's worth) is not."""
-    x = custom.inputs(swiglu, "base", dtype="f32")
+    x = parity.inputs(swiglu, "base", dtype="f32")
     exact = {k: np.asarray(v, dtype=np.float64) for k, v in x.items()}
     y = exact["a"] / (1 + np.exp(-exact["a"])) * exact["b"]
-    ok = custom.compare(swiglu, "base", (y * (1 + 2.0 ** -24)).astype(np.float32))
-    bad = custom.compare(swiglu, "base", (y * (1 + 2.0 ** -18)).astype(np.float32))
+    ok = parity.compare(swiglu, x, (y * (1 + 2.0 ** -24)).astype(np.float32))
+    bad = parity.compare(swiglu, "base", (y * (1 + 2.0 ** -18)).astype(np.float32))
     assert ok.verdict == "faithful" and bad.verdict == "unfaithful", (str(ok), str(bad))
     assert 1 < bad.workloads[0].err_over_tol < 1000  # near the edge, not a gross miss

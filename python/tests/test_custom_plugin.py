@@ -1,4 +1,4 @@
-"""parity.Op.from_plugin (python/parity/custom_plugin.py): an op declared in C through op_abi.h
+"""parity.Op.from_plugin (python/parity/_custom_plugin.py): an op declared in C through op_abi.h
 (tests/plugins/declared.c), loaded into the Python package with its reference running in C, and
 judged like any parity.Op: the loaded GEMM gives the Python-declared GEMM's err/tol, SwiGLU's
 verdicts, the power self-test with C's mutants, the text workload for token ids."""

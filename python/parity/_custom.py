@@ -2,20 +2,27 @@
 derived from the declaration (docs/custom-ops.md), and a Python harness that judges a function
 against the op's fp64 reference.
 
-Deliberately not here: running the function (python/parity/custom_run.py, in process or in the
-isolate=True worker), the baselines matrix (python/parity/custom_baselines.py). C plugins declare ops through
+Deliberately not here: running the function (python/parity/_custom_run.py, in process or in the
+isolate=True worker), the baselines matrix (python/parity/_custom_baselines.py). C plugins declare ops through
 include/parity/op_abi.h, judged by src/custom_*.c to the same formulas. The judging is done in numpy float64 in
 Python, not by the C library (its judge takes only the ops compiled into it); the error-model
 formulas are the C library's (src/verify/verify.c) re-stated in Python.
 """
+from __future__ import annotations
+
 import json
 import math
 import zlib
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from . import _arrays
-from .report import Report
+from ._errors import ProblemError
+from ._report import Report
+
+Sizes = Dict[str, int]
+Workload = Tuple[str, Sizes, bool, str]
 
 ROLES = ("token_ids", "activation", "gradient", "weight", "norm_weight", "logits", "mask")
 
@@ -45,15 +52,15 @@ class Input:
     ROLES (what its values look like, docs/custom-ops.md "Roles"); `vocab`, for token ids, the
     name of the dimension that bounds them (default "V")."""
 
-    def __init__(self, shape, role="activation", *, vocab="V"):
+    def __init__(self, shape: Sequence[str], role: str = "activation", *, vocab: str = "V") -> None:
         if role not in ROLES:
-            raise ValueError("role %r: expected one of %s" % (role, ", ".join(ROLES)))
-        self.shape = tuple(shape)
+            raise ProblemError("role %r: expected one of %s" % (role, ", ".join(ROLES)))
+        self.shape: Tuple[str, ...] = tuple(shape)
         self.role = role
         self.vocab = vocab
         self.is_float = role != "token_ids"
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Input(%r, role=%r)" % (self.shape, self.role)
 
 
@@ -70,49 +77,54 @@ class Op:
     linear in each float input separately (default: True when reductions are declared) -- only
     then the built-in error model applies (parity checks the declaration on every workload)."""
 
-    def __init__(self, name, *, inputs, outputs, reference, shapes, attrs=None, reductions=None,
-                 multilinear=None, fixed=()):
+    def __init__(self, name: str, *, inputs: Mapping[str, "Input"], outputs: Mapping[str, Sequence[str]],
+                 reference: Callable[..., Any], shapes: Mapping[str, Union[int, Sequence[int]]],
+                 attrs: Optional[Mapping[str, Any]] = None,
+                 reductions: Optional[Mapping[str, Sequence[str]]] = None,
+                 multilinear: Optional[bool] = None, fixed: Iterable[str] = ()) -> None:
         self.name = name
-        self.inputs = dict(inputs)
-        self.outputs = {k: tuple(v) for k, v in dict(outputs).items()}
+        self.description = ""
+        self.inputs: Dict[str, Input] = dict(inputs)
+        self.outputs: Dict[str, Tuple[str, ...]] = {k: tuple(v) for k, v in dict(outputs).items()}
         self.reference = reference
-        self.shapes = {k: list(v) if isinstance(v, (list, tuple)) else [int(v)] for k, v in shapes.items()}
-        self.attrs = dict(attrs or {})
-        self.reductions = {k: list(v) for k, v in (reductions or {}).items()}
+        self.shapes: Dict[str, List[int]] = {k: [int(x) for x in v] if isinstance(v, (list, tuple)) else [int(v)]
+                                             for k, v in shapes.items()}
+        self.attrs: Dict[str, Any] = dict(attrs or {})
+        self.reductions: Dict[str, List[str]] = {k: list(v) for k, v in (reductions or {}).items()}
         self.multilinear = bool(self.reductions) if multilinear is None else bool(multilinear)
         self.fixed = tuple(fixed)  # dims the "odd" workload leaves alone (an even head dim)
         for k, x in self.inputs.items():
             if not isinstance(x, Input):
-                raise TypeError("input %s: expected parity.Input, got %r" % (k, x))
+                raise ProblemError("input %s: expected parity.Input, got %r" % (k, x))
         dims = set(d for x in self.inputs.values() for d in x.shape) | \
             set(d for s in self.outputs.values() for d in s) | \
             set(x.vocab for x in self.inputs.values() if x.role == "token_ids")
         missing = dims - set(self.shapes)
         if missing:
-            raise ValueError("op %s: no size for dimension(s) %s in shapes=" % (name, ", ".join(sorted(missing))))
+            raise ProblemError("op %s: no size for dimension(s) %s in shapes=" % (name, ", ".join(sorted(missing))))
         for o, ds in self.reductions.items():
             if o not in self.outputs:
-                raise ValueError("reductions: %s is not an output" % o)
+                raise ProblemError("reductions: %s is not an output" % o)
             for d in ds:
                 if self.multilinear and d in self.outputs[o]:
-                    raise ValueError("reductions: %s is a dimension of output %s, so it is not summed into it" % (d, o))
+                    raise ProblemError("reductions: %s is a dimension of output %s, so it is not summed into it" % (d, o))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "parity.Op(%r, inputs=%s, outputs=%s)" % (self.name, list(self.inputs), list(self.outputs))
 
     @classmethod
-    def from_plugin(cls, path, name=None):
+    def from_plugin(cls, path: str, name: Optional[str] = None) -> "Op":
         """The op `name` (None: its only one) that the C plugin at path declares (op_abi.h), as a
-        parity.Op whose reference runs in C (python/parity/custom_plugin.py)."""
-        from .custom_plugin import from_plugin
+        parity.Op whose reference runs in C (python/parity/_custom_plugin.py)."""
+        from ._custom_plugin import from_plugin
         return from_plugin(path, name)
 
     # -- workloads ---------------------------------------------------------------------------
-    def workloads(self):
+    def workloads(self) -> List[Workload]:
         """[(name, dims, production, value variant)]: the workloads made from the roles."""
         base = {d: int(s[0]) for d, s in self.shapes.items()}
         roles = set(x.role for x in self.inputs.values())
-        out = [("base", base, False, "base")]
+        out: List[Workload] = [("base", base, False, "base")]
         if "token_ids" in roles:
             out.append(("zipf", base, False, "zipf"))
             out.append(("text", base, False, "text"))
@@ -126,7 +138,7 @@ class Op:
             out.append(("production", prod, True, "base"))
         return out
 
-    def workload_names(self, which):
+    def workload_names(self, which: Any) -> List[Any]:
         ws = self.workloads()
         if which is None:
             return [w[0] for w in ws]
@@ -137,12 +149,13 @@ class Op:
         return list(which)
 
 
-def _rng(seed, *names):
+def _rng(seed: int, *names: Any) -> np.random.Generator:
     ent = [int(seed)] + [zlib.crc32(str(n).encode()) for n in names]
     return np.random.default_rng(np.random.SeedSequence(ent))
 
 
-def _values(x, shape, variant, rng, dtype, sizes):
+def _values(x: Input, shape: Tuple[int, ...], variant: str, rng: np.random.Generator, dtype: str,
+            sizes: Sizes) -> Any:
     """Float64 values for one input (before rounding to the contract dtype)."""
     n = int(np.prod(shape, dtype=np.int64))
     rows = shape[0] if shape else 1
@@ -183,11 +196,11 @@ def _values(x, shape, variant, rng, dtype, sizes):
     return a
 
 
-def seed_of(rng):
+def seed_of(rng: np.random.Generator) -> int:
     return int(rng.integers(1, 2 ** 31))
 
 
-def _text_ids(n, v, seed):
+def _text_ids(n: int, v: int, seed: int) -> Any:
     """n token ids of real text: the GPT-2 ids of parity's text corpus (the embedding ops' `text`
     workload, the C library's own generator), relabelled by frequency rank within the sample so
     that the most frequent token is 0, and folded into [0, v) by rank modulo v when v is smaller
@@ -201,7 +214,7 @@ def _text_ids(n, v, seed):
     return rank[inv] % v
 
 
-def _round_to(a, dtype):
+def _round_to(a: Any, dtype: str) -> Tuple[Any, Any]:
     """Float64 values rounded to dtype, returned as float64 (exact) and as storage."""
     if dtype == "f64":
         return a.copy(), a.astype(np.float64)
@@ -212,8 +225,8 @@ def _round_to(a, dtype):
         s = a.astype(np.float16)
         return s.astype(np.float64), s
     if dtype == "bf16":
-        from .formats import round as _r
-        bits = _r(a, "bf16", bits=True).astype(np.uint16)
+        from ._formats import round_bits
+        bits = round_bits(a, "bf16").astype(np.uint16)
         return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64), bits
     raise ValueError("dtype %r: expected f32, bf16, f16 or f64" % dtype)
 
@@ -222,7 +235,7 @@ class CustomCase:
     """One workload of a declared op: inputs (storage and exact float64), attrs, the fp64
     reference and the per-element tolerance of every output."""
 
-    def __init__(self, op, workload, seed, dtype, given=None):
+    def __init__(self, op: Op, workload: Any, seed: int, dtype: str) -> None:
         self.op = op
         self.seed = int(seed)
         self.dtype = dtype
@@ -230,8 +243,11 @@ class CustomCase:
         if isinstance(workload, dict):  # inputs given by the caller (the built-in comparisons)
             self.workload = workload.get("name", "given")
             self.production = False
-            self.storage, self.exact = {}, {}
+            self.storage: Dict[str, Any] = {}
+            self.exact: Dict[str, Any] = {}
             for k, x in op.inputs.items():
+                if k not in workload["inputs"]:
+                    raise ValueError("inputs lack %s (op %s takes %s)" % (k, op.name, ", ".join(op.inputs)))
                 a = np.asarray(workload["inputs"][k])
                 if x.is_float:
                     if a.dtype == np.uint16:
@@ -239,7 +255,10 @@ class CustomCase:
                         self.dtype = "bf16"
                     else:
                         ex = a.astype(np.float64)
-                        self.dtype = {"float32": "f32", "float16": "f16", "float64": "f64"}[a.dtype.name]
+                        self.dtype = {"float32": "f32", "float16": "f16", "float64": "f64"}.get(a.dtype.name, "")
+                        if not self.dtype:
+                            raise ValueError("input %s: dtype %s (expected float32, float64, float16 or bf16 "
+                                             "as uint16 bits)" % (k, a.dtype))
                     self.storage[k], self.exact[k] = np.ascontiguousarray(a), ex
                 else:
                     self.storage[k] = self.exact[k] = np.ascontiguousarray(a.astype(np.int64))
@@ -251,7 +270,8 @@ class CustomCase:
                 raise ValueError("op %s has no workload %r (it has %s)" % (op.name, workload, ", ".join(spec)))
             _, self.sizes, self.production, variant = spec[workload]
             self.workload = workload
-            self.storage, self.exact = {}, {}
+            self.storage = {}
+            self.exact = {}
             for k, x in op.inputs.items():
                 shape = tuple(self.sizes[d] for d in x.shape)
                 v = _values(x, shape, variant, _rng(seed, op.name, workload, k), dtype, self.sizes)
@@ -263,14 +283,14 @@ class CustomCase:
         self.ref = self.evaluate(self.exact)
         for o, r in self.ref.items():
             if np.isnan(r).any():
-                raise ValueError("op %s, workload %s: the reference gives NaN in %s: it is not defined on "
+                raise ProblemError("op %s, workload %s: the reference gives NaN in %s: it is not defined on "
                                  "these inputs" % (op.name, self.workload, o))
-        self.model = {}
-        self.s_acc = {}  # sum |terms| of the outputs with a multilinear reduction (the baselines' S)
+        self.model: Dict[str, Dict[str, Any]] = {}
+        self.s_acc: Dict[str, Any] = {}  # sum |terms| of the outputs with a multilinear reduction (the baselines' S)
         self.tol = {o: self._tolerance(o) for o in op.outputs}
 
-    def _sizes_from_inputs(self):
-        sizes = {}
+    def _sizes_from_inputs(self) -> Sizes:
+        sizes: Sizes = {}
         for k, x in self.op.inputs.items():
             for d, s in zip(x.shape, self.storage[k].shape):
                 sizes[d] = s
@@ -278,34 +298,45 @@ class CustomCase:
             sizes.setdefault(d, int(s[0]))
         return sizes
 
-    def evaluate(self, arrays):
-        """The reference on `arrays` (any float dtype), as {output: array} in that dtype."""
+    def evaluate(self, arrays: Dict[str, Any]) -> Dict[str, Any]:
+        """The reference on `arrays` (any float dtype), as {output: array} in that dtype. An
+        output in a narrower float dtype than the float inputs' (a reference that ends with
+        parity.round_to(y, "bf16"): ml_dtypes' bfloat16, float16) is promoted, exactly, to the
+        inputs' dtype: the reference evaluated in float64 stays float64, the contract
+        evaluation float32."""
         with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
             res = self.op.reference(**arrays, **self.attrs)
-        outs = _normalise(res, self.op)
+        try:
+            outs = _normalise(res, self.op)
+        except ValueError as e:
+            raise ProblemError("reference of %s: %s" % (self.op.name, e)) from e
+        fl = [np.asarray(arrays[k]).dtype for k, x in self.op.inputs.items() if x.is_float and k in arrays]
+        want = fl[0] if fl else np.dtype(np.float64)
         for o, a in outs.items():
             a = np.asarray(a)
+            if a.dtype != want and a.dtype.itemsize < want.itemsize and _is_float(a.dtype) and _is_float(want):
+                a = a.astype(want)
             if a.shape != self.out_shapes[o]:
-                raise ValueError("reference of %s: output %s has shape %s, expected %s" % (
+                raise ProblemError("reference of %s: output %s has shape %s, expected %s" % (
                     self.op.name, o, a.shape, self.out_shapes[o]))
             outs[o] = a
         return outs
 
-    def contract_eval(self, cast=np.float32, inputs=None):
+    def contract_eval(self, cast: Any = np.float32, inputs: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
         """The reference evaluated with float inputs as `cast` arrays (the contract precision)."""
         src = self.exact if inputs is None else inputs
         arr = {k: (src[k].astype(cast) if x.is_float else src[k]) for k, x in self.op.inputs.items()}
         return self.evaluate(arr)
 
     # -- tolerances ---------------------------------------------------------------------------
-    def _tolerance(self, o):
+    def _tolerance(self, o: str) -> Any:
         ref = self.ref[o]
         M = max(ref.size, 1)
         if self.op.multilinear and o in self.op.reductions:
             return self._error_model(o, ref, M)
         return self._empirical(o, ref, M)
 
-    def _error_model(self, o, ref, M):
+    def _error_model(self, o: str, ref: Any, M: int) -> Any:
         """The built-in error model (docs/error-model.md), with k and s_acc from the declaration:
         k = product of the reduced dimensions' sizes; s_acc = the reference on |inputs| (for a
         multilinear op every term is a product of one element of each float input, so this is
@@ -327,7 +358,7 @@ class CustomCase:
                          "degree": p, "accumulator": "f32"}
         return acc  # the output rounding is added at judging time, from the candidate's dtype
 
-    def _check_multilinear(self, o):
+    def _check_multilinear(self, o: str) -> None:
         """A multilinear op doubles exactly when one float input is doubled (powers of two are
         exact): a wrongly declared op (softmax, a norm) fails this and gets an error."""
         for k, x in self.op.inputs.items():
@@ -337,10 +368,10 @@ class CustomCase:
             two[k] = self.exact[k] * 2.0
             r2 = self.evaluate(two)[o]
             if not np.allclose(r2, 2.0 * self.ref[o], rtol=1e-12, atol=0, equal_nan=True):
-                raise ValueError("op %s: declared multilinear (reductions=) but output %s is not linear in "
+                raise ProblemError("op %s: declared multilinear (reductions=) but output %s is not linear in "
                                  "input %s; pass multilinear=False to use the empirical floor" % (self.op.name, o, k))
 
-    def _empirical(self, o, ref, M):
+    def _empirical(self, o: str, ref: Any, M: int) -> Any:
         """The empirical floor (docs/custom-ops.md, "The empirical floor"): e = the reference in
         fp32 minus fp64; per row (all but the last output axis) sigma = RMS(e), rho = RMS(ref),
         sigma raised to the median row's sigma/rho times rho and, per element, to its column's
@@ -353,7 +384,7 @@ class CustomCase:
         pairwise)."""
         got = self.contract_eval()[o]
         if got.dtype == np.float64:
-            raise ValueError("op %s: the reference returns float64 on float32 inputs, so parity cannot evaluate "
+            raise ProblemError("op %s: the reference returns float64 on float32 inputs, so parity cannot evaluate "
                              "it in the contract precision: write it with functions that keep the dtype "
                              "(np.exp(a), a * b, not np.float64 constants or dtype=np.float64)" % self.op.name)
         e = np.abs(got.astype(np.float64) - ref)
@@ -388,19 +419,24 @@ class CustomCase:
         return tol.reshape(ref.shape)
 
 
-def _gamma_prob(n, u, lam):
+def _gamma_prob(n: int, u: float, lam: float) -> float:
     """Higham & Mary's probabilistic gamma (src/verify/verify.c parity_gamma_prob)."""
     if n <= 0:
         return 0.0
     return math.expm1(lam * math.sqrt(n) * u + n * u * u / (1 - u))
 
 
-def _normalise(res, op):
-    from .custom_run import by_name
+def _is_float(dt: "np.dtype[Any]") -> bool:
+    """numpy's floats and ml_dtypes' (bfloat16, float8_*: kind 'V', named as floats)."""
+    return dt.kind == "f" or (dt.kind == "V" and ("float" in dt.name))
+
+
+def _normalise(res: Any, op: Op) -> Dict[str, Any]:
+    from ._custom_run import by_name
     return by_name(res, list(op.outputs), op.name)
 
 
-def _host_f64(x):
+def _host_f64(x: Any) -> Tuple[Any, str]:
     """A candidate's output as (float64 values, parity dtype name)."""
     a, dt = _arrays.to_host(x)
     if dt == "bf16":
@@ -409,11 +445,11 @@ def _host_f64(x):
 
 
 # -- judging ------------------------------------------------------------------------------------
-def judge_outputs(case, outputs):
+def judge_outputs(case: CustomCase, outputs: Any) -> Dict[str, Any]:
     """Judge outputs (dict/tuple/single, any float dtype) against case: returns a dict with
     verdict, max_err_over_tol, rows_failed, rows_judged, worst, detail."""
     outs = _normalise(outputs, case.op)
-    best = None
+    best: Optional[Dict[str, Any]] = None
     rows_failed = rows_judged = 0
     for o, x in outs.items():
         y, dt = _host_f64(x)
@@ -457,35 +493,36 @@ def judge_outputs(case, outputs):
             "rows_judged": rows_judged, "worst": best, "detail": detail}
 
 
-def _run(fn, case, like, device, small, worker=None, timeout=None):
-    """The harness's steps (python/parity/custom_run.py), in this process or in `worker`, then
+def _run(fn: Any, case: CustomCase, like: str, device: Any, small: bool, worker: Any = None,
+         timeout: Optional[float] = None) -> Tuple[Dict[str, Any], float]:
+    """The harness's steps (python/parity/_custom_run.py), in this process or in `worker`, then
     the outputs judged here: -> (result dict, seconds)."""
-    from . import custom_run
-    spec = custom_run.spec_of(case)
+    from . import _custom_run
+    spec = _custom_run.spec_of(case)
     if worker is not None:
         ex = worker.run_custom(fn, spec, like, device, small, timeout)
     else:
-        ex = custom_run.execute(fn, spec, like, device, small)
+        ex = _custom_run.execute(fn, spec, like, device, small)
         if ex["status"] == "ran" and timeout is not None and ex["seconds"] > timeout:
             ex = {"status": "timeout", "detail": "ran %.3g s, past timeout=%g s" % (ex["seconds"], timeout),
                   "seconds": ex["seconds"]}
     if ex["status"] != "ran":
-        return {"verdict": ex["status"], "detail": ex["detail"]}, ex["seconds"]
+        return {"verdict": ex["status"], "detail": ex["detail"], "exc": ex.get("exc")}, ex["seconds"]
     try:
         r = judge_outputs(case, ex["outputs"])
     except (ValueError, TypeError) as e:
-        return {"verdict": "crashed", "detail": str(e)}, ex["seconds"]
+        return {"verdict": "crashed", "detail": str(e), "exc": e}, ex["seconds"]
     if r["verdict"] == "faithful" and ex.get("rerun"):
         r = dict(r, verdict="nondeterministic", detail="output %s differs bit for bit on a rerun" % ex["rerun"])
     if r["verdict"] == "unfaithful" and small:  # which accumulator the error looks like
-        from . import custom_diagnosis
+        from . import _custom_diagnosis
         o = r["worst"]["output"]
         y, dt = _host_f64(_normalise(ex["outputs"], case.op)[o])
-        r["diagnosis"], r["no_diagnosis"] = custom_diagnosis.diagnose(case, y, dt, o)
+        r["diagnosis"], r["no_diagnosis"] = _custom_diagnosis.diagnose(case, y, dt, o)
     return r, ex["seconds"]
 
 
-def _label(fn):
+def _label(fn: Any) -> str:
     mod = getattr(fn, "__module__", None) or "?"
     qn = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
     return "python:%s.%s" % (mod, qn)
@@ -494,25 +531,29 @@ def _label(fn):
 _ORDER = ["faithful", "unsupported", "nondeterministic", "unfaithful", "modified-inputs", "crashed"]
 
 
-def check(op, fn, *, workloads=None, seed=1, dtype="bf16", like=None, device="cpu", floor=True,
-          isolate=False, timeout=None, baselines=False, progress=None, **unused):
-    """parity.check for a declared op: fn judged on the op's workloads. Returns a Report (the
-    package's class: verdict, ok, workloads with err_over_tol, str(), to_json()). floor= is
-    accepted for symmetry with built-in ops and ignored (a declared op has no catalog whose
-    spread could be measured). isolate=True runs fn in a spawned worker (a module-level,
-    picklable fn): a crash, os._exit or a hang past `timeout` seconds per call is a verdict."""
-    if unused:
-        raise TypeError("unexpected options for a declared op: %s" % ", ".join(sorted(unused)))
-    like = like or ("torch" if _arrays.have_torch() else "numpy")
+def check(op: Op, fn: Callable[..., Any], *, workloads: Any = None, seed: int = 1, dtype: Any = "bf16",
+          like: Optional[str] = None, device: Any = "cpu", isolate: bool = False, timeout: Optional[float] = None,
+          baselines: bool = False, progress: Any = None) -> Report:
+    """parity.check for a declared op (parity.check dispatches here, having refused the options
+    that do not apply: floor, out_dtype): fn judged on the op's workloads. Returns a Report.
+    isolate=True runs fn in a spawned worker (a module-level, picklable fn): a crash, os._exit or
+    a hang past `timeout` seconds per call is a verdict."""
+    from ._check import _default_like
+    from ._harness import progress_fn
+    like = _default_like(like)
     dtype = _arrays.canon_dtype(dtype)
     names = op.workload_names(workloads)
-    results, seconds, models = [], [], {}
+    say = progress_fn(progress)
+    results: List[Dict[str, Any]] = []
+    seconds: List[Optional[float]] = []
+    models: Dict[str, Any] = {}
+    causes: Dict[str, BaseException] = {}
     worker = None
     try:
-        for w in names:
+        for i, w in enumerate(names):
             case = CustomCase(op, w, seed, dtype)
-            if progress:
-                (progress if callable(progress) else print)("%s: %s" % (op.name, case.workload))
+            if say:
+                say("[%d/%d] %s: %s" % (i + 1, len(names), op.name, case.workload))
             if isolate and worker is None:
                 from . import _worker
                 worker = _worker.Worker()
@@ -520,6 +561,9 @@ def check(op, fn, *, workloads=None, seed=1, dtype="bf16", like=None, device="cp
             if worker is not None and r["verdict"] in ("crashed", "timeout"):
                 worker.close()  # a dead or killed worker: the next workload gets a fresh one
                 worker = None
+            exc = r.pop("exc", None)
+            if exc is not None:
+                causes[case.workload] = exc
             r.update(name=case.workload, production=case.production)
             results.append(r)
             seconds.append(s)
@@ -528,40 +572,80 @@ def check(op, fn, *, workloads=None, seed=1, dtype="bf16", like=None, device="cp
         if worker is not None:
             worker.close()
     bl = None
-    if baselines:  # the detection matrix (python/parity/custom_baselines.py)
-        from . import custom_baselines
-        bl = custom_baselines.run(op, fn, dtype=dtype, like=like, device=device, isolate=isolate, timeout=timeout)
+    if baselines:  # the detection matrix (python/parity/_custom_baselines.py)
+        from . import _custom_baselines
+        bl = _custom_baselines.run(op, fn, dtype=dtype, like=like, device=device, isolate=isolate, timeout=timeout)
     return _report(op, _label(fn), (fn.__doc__ or "").strip().split("\n")[0], results, seconds, models,
-                   seed, dtype, _repro(op, fn, seed, dtype, like, isolate), bl)
+                   seed, dtype, _repro(op, fn, seed, dtype, like, isolate), bl, causes)
 
 
-def compare(op, inputs, outputs, *, seed=1, dtype="f32", name="outputs"):
-    """Judge outputs computed anywhere: `inputs` is a workload name (the inputs being those of
-    parity.custom.inputs(op, name, seed=seed, dtype=dtype)) or {"name": ..., "inputs": {...}}."""
-    case = inputs if isinstance(inputs, CustomCase) else CustomCase(op, inputs, seed, _arrays.canon_dtype(dtype))
+def compare(op: Op, inputs: Any, outputs: Any, *, workload: Optional[str] = None, seed: Optional[int] = None,
+            dtype: Any = None, name: str = "outputs") -> Report:
+    """parity.compare for a declared op. inputs: what parity.inputs(op, ...) returned (it carries
+    its case); a workload name (the inputs regenerated with seed= and dtype=, default 1 and
+    "f32"); a dict of arrays with workload= (checked against the regenerated inputs) or without
+    (the inputs as given, dtype from the arrays); or {"name": ..., "inputs": {...}}."""
+    case = getattr(inputs, "_case", None)
+    if isinstance(inputs, CustomCase):
+        case = inputs
+    if not isinstance(case, CustomCase) or (workload is not None and case.workload != workload) or \
+            (seed is not None and case.seed != seed):
+        sd = 1 if seed is None else int(seed)
+        dt = "f32" if dtype is None else _arrays.canon_dtype(dtype)
+        if isinstance(inputs, str):
+            case = CustomCase(op, inputs, sd, dt)
+        elif workload is not None:
+            arrays = inputs.get("inputs", inputs) if isinstance(inputs, Mapping) else inputs
+            if dtype is None:
+                fl = [k for k, x in op.inputs.items() if x.is_float and k in arrays]
+                dt = _arrays.to_host(arrays[fl[0]])[1] if fl else "f32"
+            case = CustomCase(op, workload, sd, dt)
+            for k in op.inputs:
+                if k not in arrays:
+                    raise ValueError("compare: inputs lack %s" % k)
+                if not np.array_equal(_arrays.host_bits(arrays[k]), np.ascontiguousarray(case.storage[k])
+                                      .reshape(-1).view(np.uint8)):
+                    raise ValueError("compare: input %s differs from parity's for workload %s, seed %d, dtype %s: "
+                                     "the reference would not match" % (k, case.workload, case.seed, case.dtype))
+        elif isinstance(inputs, Mapping):
+            given = dict(inputs) if "inputs" in inputs else {"name": "given", "inputs": dict(inputs)}
+            case = CustomCase(op, given, sd, dt)
+        else:
+            raise TypeError("compare: inputs must come from parity.inputs(op, ...), or be a workload name or a "
+                            "dict of arrays")
+    if case.op is not op:
+        raise ValueError("compare: inputs are for op %s, not %s" % (case.op.name, op.name))
     r = judge_outputs(case, outputs)
     r.update(name=case.workload, production=case.production)
-    return _report(op, name, "outputs judged with parity.custom.compare", [r], [0.0],
-                   {case.workload: case.model}, seed, case.dtype, "parity.custom.compare(...)")
+    return _report(op, name, "outputs judged with parity.compare", [r], [0.0],
+                   {case.workload: case.model}, case.seed, case.dtype,
+                   "parity.compare(%s, parity.inputs(%s, %r, seed=%d, dtype=%r), outputs)" % (
+                       op.name, op.name, case.workload, case.seed, case.dtype))
 
 
-def inputs(op, workload, *, seed=1, dtype="bf16", like="numpy", device="cpu"):
-    """The inputs of a declared op for one workload, as fn receives them (plus the attributes)."""
+def inputs(op: Op, workload: str, *, seed: int = 1, dtype: Any = "bf16", like: str = "numpy",
+           device: Any = "cpu") -> Any:
+    """parity.inputs for a declared op: the inputs of one workload as fn receives them (plus the
+    attributes), carrying the case for parity.compare."""
+    from ._case import Inputs
+    from . import _custom_run
     case = CustomCase(op, workload, seed, _arrays.canon_dtype(dtype))
-    from . import custom_run
-    d = custom_run.framework(custom_run.spec_of(case), like, device)
-    d.update(case.attrs)
-    return d
+    tensors = _custom_run.framework(_custom_run.spec_of(case), like, device)
+    return Inputs(case, tensors, op=op.name, input_names=list(op.inputs), attrs=case.attrs,
+                  workload=case.workload, seed=case.seed, dtype=case.dtype, dims={},
+                  output_shapes=case.out_shapes)
 
 
-def _repro(op, fn, seed, dtype, like, isolate=False):
-    def rep(worst):
+def _repro(op: Op, fn: Any, seed: int, dtype: str, like: str, isolate: bool = False) -> Callable[[str], str]:
+    def rep(worst: str) -> str:
         return "parity.check(%s, %s, workloads=[%r], seed=%d, dtype=%r, like=%r%s)" % (
             op.name, _label(fn)[len("python:"):], worst, seed, dtype, like, ", isolate=True" if isolate else "")
     return rep
 
 
-def _report(op, label, desc, results, seconds, models, seed, dtype, repro, baselines=None):
+def _report(op: Op, label: str, desc: str, results: List[Dict[str, Any]], seconds: Sequence[Optional[float]],
+            models: Dict[str, Any], seed: int, dtype: str, repro: Union[str, Callable[[str], str]],
+            baselines: Optional[Dict[str, Any]] = None, causes: Optional[Dict[str, BaseException]] = None) -> Report:
     worst = max(results, key=lambda r: (_ORDER.index(r["verdict"]) if r["verdict"] in _ORDER else 9,
                                         r.get("max_err_over_tol", 0)))
     verdict = worst["verdict"]
@@ -597,11 +681,11 @@ def _report(op, label, desc, results, seconds, models, seed, dtype, repro, basel
         if r["detail"]:
             lines.append("               %s" % r["detail"])
     if dw is not None:
-        from . import custom_diagnosis
-        lines.append(custom_diagnosis.line(dw["diagnosis"]) if dw.get("diagnosis") else
+        from . import _custom_diagnosis
+        lines.append(_custom_diagnosis.line(dw["diagnosis"]) if dw.get("diagnosis") else
                      "  no diagnosis: %s" % dw.get("no_diagnosis"))
     lines += ["", "verdict: %s (worst workload %s)" % (verdict, worst["name"]), "reproduce: %s" % rep, ""]
     if baselines is not None:
-        from . import custom_baselines
-        lines += [custom_baselines.matrix_text([(label, verdict, baselines)])]
-    return Report(op.name, "\n".join(lines), json.dumps(d, indent=1, default=float), rep, seconds)
+        from . import _custom_baselines
+        lines += [_custom_baselines.matrix_text([(label, verdict, baselines)])]
+    return Report(op.name, "\n".join(lines), json.dumps(d, indent=1, default=float), rep, seconds, causes)

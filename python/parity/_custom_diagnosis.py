@@ -3,7 +3,7 @@ an op with a multilinear reduction, which emulated accumulator its error looks l
 11-bit or an fp32 accumulator, sequential or pairwise -- worded as the built-in ops' diagnosis
 line. The same measures as the C library's (src/custom/custom_diag.c, which restates
 src/verify/check.c's diagnose() for declared ops): the terms are the reference on one slice of the
-reduced dimensions at a time (custom_power.py's accumulator mutants use the same slices), rounded
+reduced dimensions at a time (_custom_power.py's accumulator mutants use the same slices), rounded
 to fp32 as a faithful kernel forms them; the emulations sum them in each format and order with one
 rounding per addition (pairwise: recursive halving, leaves of one term) -- the C library's sums,
 through the bridge, so both languages emulate alike; the error measure is the
@@ -45,7 +45,7 @@ def terms(case, o):
 
 
 def _round(x, fmt):
-    from .formats import round as _r
+    from ._formats import round_f64 as _r
     return np.asarray(_r(x, fmt), dtype=np.float64)
 
 

@@ -10,7 +10,7 @@ the same code; so is which rules apply (hipDNN's needs sum |products|, which onl
 reduction defines: n/a otherwise, with the reason). What is computed here: the inputs (numpy's
 generator, as every parity.Op workload), the fp64 reference, K, sum |terms| and the plain
 low-precision implementation (the reference evaluated in fp32).
-Deliberately not here: parity's own judgement (custom.py), running fn (custom_run.py)."""
+Deliberately not here: parity's own judgement (_custom.py), running fn (_custom_run.py)."""
 import ctypes
 
 import numpy as np
@@ -82,15 +82,15 @@ def _values(x, shape, scheme, rng, sizes):
 def case(op, rule, dtype):
     """The CustomCase of one rule's input scheme (raises ValueError when the reference is not
     defined on it)."""
-    from . import custom
+    from . import _custom
     b = RULES.index(rule)
     sizes = op.workloads()[0][1]  # the base sizes
     storage = {}
     for k, x in op.inputs.items():
         shape = tuple(sizes[d] for d in x.shape)
-        v = _values(x, shape, _SCHEME.get(rule, "randn"), custom._rng(_seed(b), op.name, "baseline:" + rule, k), sizes)
-        storage[k] = custom._round_to(v, dtype)[1] if x.is_float else v
-    return custom.CustomCase(op, {"name": "baseline:" + rule, "inputs": storage}, _seed(b), dtype)
+        v = _values(x, shape, _SCHEME.get(rule, "randn"), _custom._rng(_seed(b), op.name, "baseline:" + rule, k), sizes)
+        storage[k] = _custom._round_to(v, dtype)[1] if x.is_float else v
+    return _custom.CustomCase(op, {"name": "baseline:" + rule, "inputs": storage}, _seed(b), dtype)
 
 
 def _plain(c):
@@ -147,7 +147,7 @@ def _judge_rule(b, c, outs):
 def run(op, fn, *, dtype, like, device, isolate=False, timeout=None):
     """{rule: {"applies", "caught", "pass_fraction", "margin", "rule", "detail"} or
     {"applies": False, "caught": None, "why"}} for fn, every rule in the matrix's order."""
-    from . import custom, custom_run
+    from . import _custom, _custom_run
     res = {}
     worker = None
     try:
@@ -161,7 +161,7 @@ def run(op, fn, *, dtype, like, device, isolate=False, timeout=None):
             except ValueError as e:  # the reference is not defined on these inputs (NaN)
                 res[rule] = {"applies": False, "caught": None, "why": str(e)}
                 continue
-            spec = custom_run.spec_of(c)
+            spec = _custom_run.spec_of(c)
             if isolate:
                 from . import _worker
                 if worker is None:
@@ -171,12 +171,12 @@ def run(op, fn, *, dtype, like, device, isolate=False, timeout=None):
                     worker.close()
                     worker = None
             else:
-                ex = custom_run.execute(fn, spec, like, device, False)
+                ex = _custom_run.execute(fn, spec, like, device, False)
             if ex["status"] != "ran":  # no outputs to judge: a rejection, as the CLI's
                 r = {"caught": True, "pass_fraction": 0.0, "margin": float("inf"),
                      "detail": "%s: %s" % (ex["status"], ex.get("detail", ""))}
             else:
-                r = _judge_rule(b, c, custom._normalise(ex["outputs"], op))
+                r = _judge_rule(b, c, _custom._normalise(ex["outputs"], op))
             res[rule] = dict(r, applies=True, rule=rule_text(b))
     finally:
         if worker is not None:

@@ -60,7 +60,7 @@ class CReference:
     """reference(**inputs, **attrs) calling the plugin's reference (see the module's docstring);
     the attributes are ignored: the C reference takes the declared values itself."""
 
-    runs_in_c = True  # custom_power.py: no bf16 evaluation, the fp32 one rounded instead
+    runs_in_c = True  # _custom_power.py: no bf16 evaluation, the fp32 one rounded instead
 
     def __init__(self, handle):
         self.handle = handle
@@ -103,7 +103,7 @@ class CReference:
 def from_plugin(path, name=None):
     """parity.Op for the op `name` (None: the plugin's only one) that the shared object at path
     declares (op_abi.h); its reference runs in C."""
-    from .custom import Input, Op
+    from ._custom import Input, Op
     h = _Handle(path, name)
     d = h.desc
     inputs = {x["name"]: Input(tuple(x["dims"]), role=x["role"], vocab=x.get("vocab", "V")) for x in d["inputs"]}

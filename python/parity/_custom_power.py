@@ -4,13 +4,13 @@ trusting it (docs/custom-ops.md, "The power self-test"). The mutants are outputs
 they skip the harness (decoy, rerun) and go straight to the judge."""
 import numpy as np
 
-from . import custom
+from . import _custom
 
 
 def _lower(x, dtype):
     """Inputs one format lower than the contract dtype: f32 -> tf32, f16 -> e5m2, bf16 ->
     e4m3fn (saturating, so that large values stay finite)."""
-    from .formats import round as _r
+    from ._formats import round_f64 as _r
     fmt, sat = {"f32": ("tf32", None), "f16": ("e5m2", None), "bf16": ("e4m3fn", True)}.get(dtype, ("bf16", None))
     return _r(x, fmt, saturate=sat), fmt
 
@@ -28,7 +28,7 @@ def _seq_accum(case, o, fmt):
     multilinear op the reference on one slice of the reduced dimension is that slice's term, so
     acc = round_fmt(acc + round_f32(term_t)) for t = 0..k-1 is exactly what a kernel with a
     narrow accumulator computes (the reduced dims are walked in C order)."""
-    from .formats import round as _r
+    from ._formats import round_f64 as _r
     op = case.op
     dims = op.reductions[o]
     sizes = [case.sizes[d] for d in dims]
@@ -59,8 +59,8 @@ def mutants(case):
         out["bf16-accum"] = ("sequential bf16 accumulator over the declared reduction, fp32 terms", res, None)
         res = {o: (_seq_accum(case, o, "fp16") if o in op.reductions else case.contract_eval()[o]) for o in op.outputs}
         out["fp16-accum"] = ("sequential fp16 accumulator over the declared reduction, fp32 terms", res, None)
-    elif getattr(op.reference, "runs_in_c", False):  # a C reference (custom_plugin.py): F64/F32 only
-        from .formats import round as _r
+    elif getattr(op.reference, "runs_in_c", False):  # a C reference (_custom_plugin.py): F64/F32 only
+        from ._formats import round_f64 as _r
         good = case.contract_eval()
         for nm, fmt in (("bf16-out", "bf16"), ("fp16-out", "fp16")):  # as the C power self-test
             out[nm] = ("the reference in fp32, its result rounded to %s" % fmt,
@@ -158,13 +158,13 @@ def power(op, *, workloads="quick", seed=1, dtype="f32"):
     tolerance. Returns a PowerTable (str() prints it)."""
     rows = []
     for w in op.workload_names(workloads):
-        case = custom.CustomCase(op, w, seed, dtype)
+        case = _custom.CustomCase(op, w, seed, dtype)
         for m, (desc, outs, why) in mutants(case).items():
             if outs is None:
                 rows.append({"mutant": m, "description": desc, "workload": case.workload, "caught": None,
                              "err_over_tol": None, "why_not": why})
                 continue
-            r = custom.judge_outputs(case, {o: np.asarray(a, dtype=np.float64).astype(np.float32)
+            r = _custom.judge_outputs(case, {o: np.asarray(a, dtype=np.float64).astype(np.float32)
                                             if np.asarray(a).dtype != np.float32 else a for o, a in outs.items()})
             q = r.get("max_err_over_tol", float("inf"))
             rows.append({"mutant": m, "description": desc, "workload": case.workload, "caught": bool(q > 1),

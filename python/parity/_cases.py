@@ -6,59 +6,42 @@ its inputs and judge outputs computed from them.
         x = case.inputs(like="torch")
         case.judge(my_kernel(**x, **x.dims)).assert_ok()
 """
+from __future__ import annotations
+
+from typing import Any, List, Optional
+
 from . import _case
 from ._check import compare
-from .report import UnfaithfulError
+from ._report import Report
 
 
 class ParityCase:
-    def __init__(self, op, workload, seed, dtype):
-        self.op, self.workload, self.seed, self.dtype = op, workload, seed, dtype
-        self._inputs = None
+    """One workload of an op: .inputs() hands them out, .judge(outputs) returns a Report."""
 
-    def __str__(self):
+    def __init__(self, op: str, workload: str, seed: int, dtype: str) -> None:
+        self.op, self.workload, self.seed, self.dtype = op, workload, seed, dtype
+        self._inputs: Optional[_case.Inputs] = None
+
+    def __str__(self) -> str:
         return self.workload
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "parity.cases(%r)[%s, seed=%d, dtype=%s]" % (self.op, self.workload, self.seed, self.dtype)
 
-    def inputs(self, *, like="torch", device="cpu"):
+    def inputs(self, *, like: str = "torch", device: Any = "cpu") -> _case.Inputs:
         """The workload's inputs (and attributes; output dimensions in .dims)."""
         self._inputs = _case.inputs(self.op, self.workload, seed=self.seed, dtype=self.dtype,
                                     like=like, device=device)
         return self._inputs
 
-    def judge(self, outputs, *, floor=True):
+    def judge(self, outputs: Any, *, floor: bool = True) -> Report:
         """A Report on outputs computed from this case's inputs; report.assert_ok() raises
-        parity.UnfaithfulError with assert_faithful's message."""
+        parity.UnfaithfulError (parity.KernelError) with assert_faithful's message."""
         if self._inputs is None:
             self.inputs(like="numpy")
-        return _Judged(compare(self.op, self._inputs, outputs, floor=floor))
+        return compare(self.op, self._inputs, outputs, floor=floor)
 
 
-class _Judged:
-    """A Report with assert_ok()."""
-
-    def __init__(self, report):
-        self.report = report
-
-    def __getattr__(self, k):
-        return getattr(self.report, k)
-
-    def __str__(self):
-        return str(self.report)
-
-    def _repr_html_(self):
-        return self.report._repr_html_()
-
-    def assert_ok(self, msg=None):
-        __tracebackhide__ = True
-        if not self.report.ok:
-            from .testing import failure_message
-            raise UnfaithfulError(msg or failure_message(self.report), self.report)
-        return self.report
-
-
-def cases(op, *, quick=True, dtype="bf16", seed=1):
+def cases(op: str, *, quick: bool = True, dtype: str = "bf16", seed: int = 1) -> List[ParityCase]:
     """One ParityCase per workload of op (production-sized ones too when quick=False)."""
     return [ParityCase(op, w, seed, dtype) for w in _case.workload_names(op, "quick" if quick else None)]
