@@ -62,7 +62,7 @@ fi
 # Oracle Python: Debian's python3 (numpy, torch) plus ml_dtypes, safetensors and pytest from PyPI,
 # in .venv. numpy is pinned to Debian's version: a newer numpy from PyPI would shadow it and break
 # Debian's torch 1.13.
-PY_PKGS=(ml_dtypes safetensors pytest)
+PY_PKGS=(ml_dtypes safetensors pytest mypy)
 if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import numpy' 2>/dev/null &&
    { [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import ml_dtypes, numpy, safetensors, pytest' 2>/dev/null; }; then
   if /usr/bin/python3 -m venv --system-site-packages .venv >/dev/null 2>&1 &&

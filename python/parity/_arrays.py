@@ -5,29 +5,32 @@ bf16 and fp8 travel as their bit patterns (uint16 / uint8) where a framework has
 them: numpy without ml_dtypes, torch before 2.1 for fp8. torch has no uint16 before 2.3, so a
 bf16 buffer reaches torch as int16 reinterpreted with .view(torch.bfloat16), which is free.
 """
+from __future__ import annotations
+
 import ctypes
 import importlib.util
 import sys
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 # torch is optional, and imported only when a call needs it (like="torch", a torch output): a
 # numpy user, or a worker process judging numpy code, does not pay its import (seconds).
-_torch = []
+_torch: List[Any] = []
 
 
-def _t():
+def _t() -> Any:
     if not _torch:
         import torch
         _torch.append(torch)
     return _torch[0]
 
 
-def have_torch():
+def have_torch() -> bool:
     return bool(_torch) or importlib.util.find_spec("torch") is not None
 
 
-def __getattr__(name):  # parity._arrays.torch: the module, or None when it cannot be imported
+def __getattr__(name: str) -> Any:  # parity._arrays.torch: the module, or None when it cannot be imported
     if name == "torch":
         try:
             return _t()
@@ -36,14 +39,14 @@ def __getattr__(name):  # parity._arrays.torch: the module, or None when it cann
     raise AttributeError(name)
 
 # parity dtype name -> (numpy dtype of the storage, bytes)
-NP_STORAGE = {
+NP_STORAGE: Dict[str, Any] = {
     "f64": np.float64, "f32": np.float32, "f16": np.float16, "bf16": np.uint16,
     "i32": np.int32, "i64": np.int64, "u8": np.uint8, "e4m3fn": np.uint8, "e5m2": np.uint8,
 }
 FLOAT_NAMES = {"f64", "f32", "f16", "bf16", "e4m3fn", "e5m2"}
 
 
-def canon_dtype(name):
+def canon_dtype(name: Any) -> str:
     """'bf16', 'bfloat16', 'fp32', 'float32', torch.bfloat16, np.float32 ... -> parity's name."""
     s = str(name).replace("torch.", "").lower()
     if isinstance(name, type) and issubclass(name, np.generic):
@@ -56,7 +59,7 @@ def canon_dtype(name):
     raise ValueError("dtype %r: expected bf16, f32, f16 or f64" % (name,))
 
 
-def torch_dtype(name):
+def torch_dtype(name: str) -> Any:
     torch = _t()
     t = {"f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
          "i32": torch.int32, "i64": torch.int64, "u8": torch.uint8}
@@ -71,17 +74,17 @@ class _Holder:
     it: an array made from it has the holder as its base, so the memory outlives every view."""
     __slots__ = ("buf", "owner", "__weakref__")
 
-    def __init__(self, buf, owner):
+    def __init__(self, buf: Any, owner: Any) -> None:
         self.buf = buf
         self.owner = owner
 
     @property
-    def __array_interface__(self):
+    def __array_interface__(self) -> Dict[str, Any]:
         return {"data": (ctypes.addressof(self.buf), False), "shape": (ctypes.sizeof(self.buf),),
                 "typestr": "|u1", "version": 3}
 
 
-def view_of(addr, nbytes, dtype_name, shape, owner):
+def view_of(addr: int, nbytes: int, dtype_name: str, shape: Sequence[int], owner: Any) -> Any:
     """A writable numpy array over C memory [addr, addr + nbytes), keeping `owner` alive as long
     as the array or any view of it (a torch tensor from torch.from_numpy included) lives."""
     buf = (ctypes.c_char * max(int(nbytes), 1)).from_address(addr)
@@ -91,7 +94,7 @@ def view_of(addr, nbytes, dtype_name, shape, owner):
     return raw[: count * dt.itemsize].view(dt).reshape(shape)
 
 
-def to_framework(arr, dtype_name, like, device="cpu"):
+def to_framework(arr: Any, dtype_name: str, like: str, device: Any = "cpu") -> Any:
     """numpy storage -> what `like` asks for: the array itself ("numpy"), or a torch tensor
     sharing its memory on the CPU (a copy on another device)."""
     if like == "numpy":
@@ -116,12 +119,12 @@ def to_framework(arr, dtype_name, like, device="cpu"):
     return t
 
 
-def is_torch(x):
+def is_torch(x: Any) -> bool:
     t = sys.modules.get("torch")  # a tensor exists only once torch is imported
     return t is not None and isinstance(x, t.Tensor)
 
 
-def to_host(x):
+def to_host(x: Any) -> Tuple[Any, str]:
     """A function's output as (contiguous numpy storage, parity dtype name). CPU torch tensors
     and numpy arrays are not copied unless non-contiguous; device tensors are copied once."""
     if is_torch(x):
@@ -152,7 +155,7 @@ def to_host(x):
     return a, m[name]
 
 
-def host_bits(x):
+def host_bits(x: Any) -> Any:
     """The bytes of an array or tensor as a flat uint8 numpy array (for bit-for-bit checks)."""
     if is_torch(x):
         torch = _t()

@@ -1,7 +1,10 @@
 """A catalog kernel as a Python function (`out=` style, numpy inputs), for benchmarks and tests:
 parity.check on it runs the same C code as `parity check --kernel builtin:NAME`, so the two can
 be timed and compared. Not part of the public API."""
+from __future__ import annotations
+
 import ctypes
+from typing import Any, Callable
 
 import numpy as np
 
@@ -13,7 +16,7 @@ _NP = {np.dtype(np.float64): 0, np.dtype(np.float32): 1, np.dtype(np.float16): 3
        np.dtype(np.int32): 4, np.dtype(np.int64): 5, np.dtype(np.uint8): 6}
 
 
-def kernel(op, name, threads=1):
+def kernel(op: str, name: str, threads: int = 1) -> Any:
     """fn(**inputs, out=...) running catalog kernel `name`; inputs as numpy arrays in the
     kernel's own input dtype (bf16 as uint16 bits: check with like="numpy", dtype=in_dtype)."""
     in_dt = lib.parity_py_builtin_dtype(b(op), b(name), 0)
@@ -26,7 +29,7 @@ def kernel(op, name, threads=1):
     out_names = static["outputs"]
     MAXD = 8
 
-    def fn(out, **kw):
+    def fn(out: Any, **kw: Any) -> None:
         ins = [np.ascontiguousarray(kw[n]) for n in in_names]
         outs = [out[n] for n in out_names]
         attrs = [(k, float(v)) for k, v in kw.items() if k not in in_names and isinstance(v, float)]
@@ -54,6 +57,7 @@ def kernel(op, name, threads=1):
 
     fn.__name__ = fn.__qualname__ = "builtin_" + name.replace(".", "_")
     fn.__doc__ = "catalog kernel builtin:%s called through the Python layer" % name
-    fn.in_dtype = in_dt
-    fn.out_dtype = lib.parity_py_builtin_dtype(b(op), b(name), 1).decode()
-    return fn
+    k: Any = fn
+    k.in_dtype = in_dt
+    k.out_dtype = lib.parity_py_builtin_dtype(b(op), b(name), 1).decode()
+    return k

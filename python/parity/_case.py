@@ -135,7 +135,7 @@ class Case:
         return self._arrays
 
     def input_dtype(self, name: str) -> str:
-        return next(x["dtype"] for x in self.info["inputs"] if x["name"] == name)
+        return str(next(x["dtype"] for x in self.info["inputs"] if x["name"] == name))
 
     def framework_inputs(self, like: str, device: Any) -> Dict[str, Any]:
         return {k: _arrays.to_framework(a, self.input_dtype(k), like, device) for k, a in self.arrays().items()}

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, 
 import numpy as np
 
 from . import _arrays, _case, _harness
-from ._lib import b, lib, take_str
+from ._lib import VERDICTS, b, lib, take_str
 from ._report import Report
 
 if TYPE_CHECKING:
@@ -206,7 +206,7 @@ def check(op: Union[str, "Op"], fn: Callable[..., Any], *, workloads: Workloads 
                 out = _harness.run_in_process(fn, case, like, device, small, small, timeout, out_dtype)
             if out.exc is not None:
                 judge.causes[case.workload] = out.exc
-            if out.status == "ran":
+            if out.status == "ran" and out.outputs is not None:
                 judge.judge(w, case, out.outputs, floor, out.seconds)
                 if out.rerun and VERDICT_OF(judge, w) == "faithful":
                     judge.set(w, case.workload, case.production, out.rerun[0], out.rerun[1], out.seconds)
@@ -230,7 +230,7 @@ def check(op: Union[str, "Op"], fn: Callable[..., Any], *, workloads: Workloads 
                         worker = None
                 else:
                     out = _harness.run_in_process(fn, case, like, device, False, False, timeout, out_dtype)
-                if out.status == "ran":
+                if out.status == "ran" and out.outputs is not None:
                     judge.baseline(bi, case, out.outputs)
                 else:
                     judge.baseline_failed(bi, out.status)
@@ -243,7 +243,7 @@ def check(op: Union[str, "Op"], fn: Callable[..., Any], *, workloads: Workloads 
 
 
 def VERDICT_OF(judge: _Judge, w: int) -> str:
-    return _harness.VERDICTS[lib.parity_py_check_wl_verdict(judge.h, w)]
+    return VERDICTS[int(lib.parity_py_check_wl_verdict(judge.h, w))]
 
 
 def _float_dtype(op: str, inputs: Mapping[str, Any]) -> str:

@@ -15,14 +15,17 @@ the build's source tree instead). $PARITY_DATA still comes first, as for any par
 (PYTHONPATH=python), the binary of a build tree beside it (build*/parity) is used, or
 $PARITY_CLI when set.
 """
+from __future__ import annotations
+
 import glob
 import os
 import sys
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _candidates():
+def _candidates() -> Iterator[str]:
     env = os.environ.get("PARITY_CLI")
     if env:
         yield env
@@ -32,9 +35,9 @@ def _candidates():
         yield p
 
 
-def binary():
+def binary() -> Tuple[Optional[str], List[str]]:
     """The absolute path of the parity CLI this package runs, or None with the paths tried."""
-    tried = []
+    tried: List[str] = []
     for p in _candidates():
         if os.path.isfile(p) and os.access(p, os.X_OK):
             return os.path.abspath(p), tried
@@ -42,7 +45,7 @@ def binary():
     return None, tried
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     exe, tried = binary()
     if exe is None:

@@ -87,7 +87,8 @@ class Op:
         self.inputs: Dict[str, Input] = dict(inputs)
         self.outputs: Dict[str, Tuple[str, ...]] = {k: tuple(v) for k, v in dict(outputs).items()}
         self.reference = reference
-        self.shapes: Dict[str, List[int]] = {k: [int(x) for x in v] if isinstance(v, (list, tuple)) else [int(v)]
+        self.shapes: Dict[str, List[int]] = {k: [int(x) for x in v] if isinstance(v, (list, tuple))
+                                             else [int(v)]  # type: ignore[arg-type]
                                              for k, v in shapes.items()}
         self.attrs: Dict[str, Any] = dict(attrs or {})
         self.reductions: Dict[str, List[str]] = {k: list(v) for k, v in (reductions or {}).items()}
@@ -662,7 +663,7 @@ def _report(op: Op, label: str, desc: str, results: List[Dict[str, Any]], second
     # unfaithful one with the reason it has none (as programs/cmd_check_declared.c).
     bad = [r for r in results if r["verdict"] == "unfaithful" and not r["production"]]
     dw = max(bad, key=lambda r: (r.get("diagnosis") is not None, r.get("max_err_over_tol", 0))) if bad else None
-    d = {"schema": "parity.check/1", "op": op.name, "custom_op": True, "seed": seed, "dtype": dtype,
+    d: Dict[str, Any] = {"schema": "parity.check/1", "op": op.name, "custom_op": True, "seed": seed, "dtype": dtype,
          "judge": "python float64 (parity.custom)", "reproduce": rep,
          "kernels": [{"name": label, "description": desc, "verdict": verdict, "workloads": wl,
                       "worst_workload": worst["name"], "diagnosis": dw and dw.get("diagnosis")}]}

@@ -11,19 +11,25 @@ reduction defines: n/a otherwise, with the reason). What is computed here: the i
 generator, as every parity.Op workload), the fp64 reference, K, sum |terms| and the plain
 low-precision implementation (the reference evaluated in fp32).
 Deliberately not here: parity's own judgement (_custom.py), running fn (_custom_run.py)."""
+from __future__ import annotations
+
 import ctypes
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from . import _arrays
 from ._lib import lib
 
+if TYPE_CHECKING:
+    from ._custom import CustomCase, Input, Op
+
 _DT = {"f64": 0, "f32": 1, "bf16": 2, "f16": 3}
 _C = ctypes
 _VP = _C.c_void_p
 
 
-def _sig(name, res, args):
+def _sig(name: str, res: Any, args: List[Any]) -> Any:
     f = getattr(lib, name)
     f.restype, f.argtypes = res, args
     return f
@@ -40,7 +46,7 @@ _judge = _sig("parity_py_custom_baseline_judge", _C.c_int,
                _C.POINTER(_C.c_int), _C.POINTER(_C.c_double), _C.POINTER(_C.c_double), _C.c_char_p,
                _C.c_size_t])
 
-RULES = [_name(b).decode() for b in range(_count())]
+RULES: List[str] = [_name(b).decode() for b in range(_count())]
 # The input scheme of each rule (docs/baselines.md: SOL-ExecBench randn with norm weights all
 # ones, KernelBench torch.rand, Composable Kernel integers in [-4, 4], the others torch.randn);
 # the float roles are not those verifiers' concern, so they are ignored, but a mask stays a 0/1
@@ -48,11 +54,11 @@ RULES = [_name(b).decode() for b in range(_count())]
 _SCHEME = {"sol-execbench": "sol", "kernelbench": "rand01", "ck": "int"}
 
 
-def rule_text(b):
-    return _rule(b).decode()
+def rule_text(b: int) -> str:
+    return str(_rule(b).decode())
 
 
-def applies(op):
+def applies(op: "Op") -> List[Tuple[bool, str]]:
     """[(applies, why)] per rule, from the C library's parity_custom_baseline_applies."""
     outs = list(op.outputs)
     red = (_C.c_int * len(outs))(*[1 if op.reductions.get(o) else 0 for o in outs])
@@ -64,7 +70,8 @@ def applies(op):
     return res
 
 
-def _values(x, shape, scheme, rng, sizes):
+def _values(x: "Input", shape: Tuple[int, ...], scheme: str, rng: np.random.Generator,
+            sizes: Dict[str, int]) -> Any:
     n = int(np.prod(shape, dtype=np.int64))
     if x.role == "token_ids":
         return rng.integers(0, sizes[x.vocab], n).astype(np.int64).reshape(shape)
@@ -79,13 +86,13 @@ def _values(x, shape, scheme, rng, sizes):
     return rng.standard_normal(n).reshape(shape)
 
 
-def case(op, rule, dtype):
+def case(op: "Op", rule: str, dtype: str) -> "CustomCase":
     """The CustomCase of one rule's input scheme (raises ValueError when the reference is not
     defined on it)."""
     from . import _custom
     b = RULES.index(rule)
     sizes = op.workloads()[0][1]  # the base sizes
-    storage = {}
+    storage: Dict[str, Any] = {}
     for k, x in op.inputs.items():
         shape = tuple(sizes[d] for d in x.shape)
         v = _values(x, shape, _SCHEME.get(rule, "randn"), _custom._rng(_seed(b), op.name, "baseline:" + rule, k), sizes)
@@ -93,7 +100,7 @@ def case(op, rule, dtype):
     return _custom.CustomCase(op, {"name": "baseline:" + rule, "inputs": storage}, _seed(b), dtype)
 
 
-def _plain(c):
+def _plain(c: "CustomCase") -> Optional[Dict[str, Any]]:
     """The reference evaluated in fp32 on the case's inputs (FlashAttention's out_pt before its
     rounding to the input dtype), or None when the reference does not keep the dtype."""
     try:
@@ -105,11 +112,11 @@ def _plain(c):
     return {o: np.ascontiguousarray(a, dtype=np.float64) for o, a in got.items()}
 
 
-def _ptrs(arrs):
+def _ptrs(arrs: Sequence[Any]) -> Any:
     return _C.cast((_VP * len(arrs))(*[None if a is None else a.ctypes.data for a in arrs]), _VP)
 
 
-def _judge_rule(b, c, outs):
+def _judge_rule(b: int, c: "CustomCase", outs: Dict[str, Any]) -> Dict[str, Any]:
     op = c.op
     names = list(op.outputs)
     ref = [np.ascontiguousarray(c.ref[o], dtype=np.float64) for o in names]
@@ -120,7 +127,8 @@ def _judge_rule(b, c, outs):
     s_acc = [None if c.s_acc.get(o) is None else np.ascontiguousarray(c.s_acc[o], np.float64) for o in names]
     plain = _plain(c) if RULES[b] == "flash-attn" else None
     pl = None if plain is None else [plain[o] for o in names]
-    host, odt = [], []
+    host: List[Any] = []
+    odts: List[int] = []
     for o in names:
         a, dt = _arrays.to_host(outs[o])
         if dt not in _DT:
@@ -130,8 +138,8 @@ def _judge_rule(b, c, outs):
             return {"caught": True, "pass_fraction": 0.0, "margin": float("inf"),
                     "detail": "crashed: output %s has shape %s, expected %s" % (o, a.shape, c.out_shapes[o])}
         host.append(np.ascontiguousarray(a))
-        odt.append(_DT[dt])
-    odt = np.array(odt, np.int32)
+        odts.append(_DT[dt])
+    odt = np.array(odts, np.int32)
     caught, pf, mg = _C.c_int(), _C.c_double(), _C.c_double()
     detail = _C.create_string_buffer(160)
     rc = _judge(b, op.name.encode(), _DT[c.dtype], len(names), rows.ctypes.data, cols.ctypes.data, k.ctypes.data,
@@ -144,12 +152,13 @@ def _judge_rule(b, c, outs):
             "detail": detail.value.decode()}
 
 
-def run(op, fn, *, dtype, like, device, isolate=False, timeout=None):
+def run(op: "Op", fn: Any, *, dtype: str, like: str, device: Any, isolate: bool = False,
+        timeout: Optional[float] = None) -> Dict[str, Dict[str, Any]]:
     """{rule: {"applies", "caught", "pass_fraction", "margin", "rule", "detail"} or
     {"applies": False, "caught": None, "why"}} for fn, every rule in the matrix's order."""
     from . import _custom, _custom_run
-    res = {}
-    worker = None
+    res: Dict[str, Dict[str, Any]] = {}
+    worker: Any = None
     try:
         for b, (ok, why) in enumerate(applies(op)):
             rule = RULES[b]
@@ -184,7 +193,7 @@ def run(op, fn, *, dtype, like, device, isolate=False, timeout=None):
     return res
 
 
-def matrix_text(rows):
+def matrix_text(rows: Sequence[Tuple[str, str, Dict[str, Any]]]) -> str:
     """The detection matrix for [(kernel label, parity verdict, baselines dict)], in the layout
     of `parity check --baselines` (programs/cmd_check_declared.c prints the same for a C op)."""
     w = max([28] + [len(r[0]) for r in rows])

@@ -10,9 +10,15 @@ through the bridge, so both languages emulate alike; the error measure is the
 RMS of err / sum |terms| over up to 64 evenly spaced rows.
 Deliberately not here: a diagnosis without a multilinear reduction (there is then no slice that
 is a term: the report says "no diagnosis" and why)."""
+from __future__ import annotations
+
 import math
+from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional, Tuple
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from ._custom import CustomCase
 
 EMU = [("bf16 sequential", "bf16", False), ("bf16 pairwise", "bf16", True),
        ("11-bit sequential", "custom:m=10,e=8", False), ("11-bit pairwise", "custom:m=10,e=8", True),
@@ -23,7 +29,7 @@ TERMS_KEPT = 2 ** 24    # terms held for the emulations
 _OUT_FMT = {"bf16": "bf16", "f16": "fp16", "f32": "fp32"}
 
 
-def terms(case, o):
+def terms(case: "CustomCase", o: str) -> Iterator[Any]:
     """Yield, for t = 0..k-1 in C order over output o's reduced dimensions, the reference on slice
     t (every float input carrying a reduced dimension zeroed off the slice) rounded to fp32: term t
     of every element of o, for a multilinear op."""
@@ -44,12 +50,12 @@ def terms(case, o):
         yield case.evaluate(sl)[o].astype(np.float32).astype(np.float64)
 
 
-def _round(x, fmt):
+def _round(x: Any, fmt: str) -> Any:
     from ._formats import round_f64 as _r
     return np.asarray(_r(x, fmt), dtype=np.float64)
 
 
-def _sums(T, fmt, pairwise):
+def _sums(T: Any, fmt: str, pairwise: bool) -> Any:
     """Column sums of T (k, n) in fmt, one rounding per addition, sequential or by recursive
     halving: the C library's parity_format_sum results (the emulations of custom_diag.c)."""
     import ctypes
@@ -64,7 +70,7 @@ def _sums(T, fmt, pairwise):
     return out
 
 
-def _error(v, ref, s, out_fmt):
+def _error(v: Any, ref: Any, s: Any, out_fmt: Optional[str]) -> float:
     """RMS over the elements with sum |terms| > 0 of (round_out(v) - ref) / sum |terms|."""
     live = s > 0
     if not live.any():
@@ -74,7 +80,8 @@ def _error(v, ref, s, out_fmt):
     return float(np.sqrt(np.mean(d * d)))
 
 
-def diagnose(case, y, out_dtype, output):
+def diagnose(case: "CustomCase", y: Any, out_dtype: str, output: str
+             ) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
     """(diagnosis dict, None) or (None, why not) for output values y (float64, the candidate's
     output `output` decoded) of dtype out_dtype on case."""
     op = case.op
@@ -130,7 +137,7 @@ def diagnose(case, y, out_dtype, output):
             "emulation_errors": {EMU[e][0]: emu[e] for e in range(len(EMU))}}, None
 
 
-def line(d):
+def line(d: Dict[str, Any]) -> str:
     """The report's diagnosis line (check_report.c's wording)."""
     s = "  diagnosis (%s, %s): " % (d["workload"], d["output"])
     if math.isinf(d["effective_bits"]):

@@ -12,18 +12,24 @@ multilinear reduction, as in C). For other float dtypes (bf16, fp16: the power s
 "bf16-math") the reference runs in float32 and its result is rounded to that dtype once -- C's
 "bf16-out", the most a C reference offers.
 Deliberately not here: the plugin's kernels (judge them with `parity check --op-plugin`)."""
+from __future__ import annotations
+
 import ctypes
 import json
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
 from ._lib import lib
 
+if TYPE_CHECKING:
+    from ._custom import Op
+
 _VP = ctypes.c_void_p
 _KERNEL_OK, _KERNEL_UNSUPPORTED = 0, 1
 
 
-def _sig(name, res, args):
+def _sig(name: str, res: Any, args: List[Any]) -> Any:
     f = getattr(lib, name)
     f.restype, f.argtypes = res, args
     return f
@@ -39,7 +45,7 @@ _pyfree = _sig("parity_py_free", None, [_VP])
 class _Handle:
     """The loaded declaration (and its shared object); freed with the last reference to it."""
 
-    def __init__(self, path, name):
+    def __init__(self, path: str, name: Optional[str]) -> None:
         err = ctypes.create_string_buffer(1024)
         self.h = _load(str(path).encode(), (name or "").encode(), err, 1024)
         if not self.h:
@@ -47,10 +53,10 @@ class _Handle:
         p = _json(self.h)
         if not p:
             raise MemoryError("parity_custom_op_json")
-        self.desc = json.loads(ctypes.string_at(p).decode())
+        self.desc: Dict[str, Any] = json.loads(ctypes.string_at(p).decode())
         _pyfree(p)
 
-    def __del__(self):
+    def __del__(self) -> None:
         if getattr(self, "h", None):
             _free(self.h)
             self.h = None
@@ -62,14 +68,14 @@ class CReference:
 
     runs_in_c = True  # _custom_power.py: no bf16 evaluation, the fp32 one rounded instead
 
-    def __init__(self, handle):
+    def __init__(self, handle: _Handle) -> None:
         self.handle = handle
         d = handle.desc
         self.dims = list(d["dims"])
         self.inputs = d["inputs"]
         self.outputs = d["outputs"]
 
-    def _call(self, arrays, dt, cast):
+    def _call(self, arrays: Dict[str, Any], dt: int, cast: Any) -> Tuple[int, List[Any]]:
         sizes = {k: int(v[0]) for k, v in self.handle.desc["dims"].items()}
         ins = []
         for x in self.inputs:
@@ -82,9 +88,9 @@ class CReference:
         ip = (_VP * len(ins))(*[a.ctypes.data for a in ins])
         op = (_VP * len(outs))(*[a.ctypes.data for a in outs])
         rc = _ref(self.handle.h, sz.ctypes.data, dt, ctypes.cast(ip, _VP), ctypes.cast(op, _VP))
-        return rc, outs
+        return int(rc), outs
 
-    def __call__(self, **kw):
+    def __call__(self, **kw: Any) -> Any:
         floats = [np.asarray(kw[x["name"]]).dtype for x in self.inputs if x["role"] != "token_ids"]
         want = floats[0] if floats else np.dtype(np.float64)
         if want == np.float64:
@@ -100,7 +106,7 @@ class CReference:
         return tuple(outs) if len(outs) > 1 else outs[0]
 
 
-def from_plugin(path, name=None):
+def from_plugin(path: str, name: Optional[str] = None) -> "Op":
     """parity.Op for the op `name` (None: the plugin's only one) that the shared object at path
     declares (op_abi.h); its reference runs in C."""
     from ._custom import Input, Op

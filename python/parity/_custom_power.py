@@ -2,12 +2,19 @@
 judged with the tolerance parity derived, so a user sees what that tolerance catches before
 trusting it (docs/custom-ops.md, "The power self-test"). The mutants are outputs, not functions:
 they skip the harness (decoy, rerun) and go straight to the judge."""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple, Union
+
 import numpy as np
 
 from . import _custom
+from ._custom import CustomCase, Op
+
+Mutant = Tuple[str, Optional[Dict[str, Any]], Optional[str]]
 
 
-def _lower(x, dtype):
+def _lower(x: Any, dtype: str) -> Tuple[Any, str]:
     """Inputs one format lower than the contract dtype: f32 -> tf32, f16 -> e5m2, bf16 ->
     e4m3fn (saturating, so that large values stay finite)."""
     from ._formats import round_f64 as _r
@@ -15,7 +22,7 @@ def _lower(x, dtype):
     return _r(x, fmt, saturate=sat), fmt
 
 
-def _bf16_type():
+def _bf16_type() -> Any:
     try:
         import ml_dtypes
         return ml_dtypes.bfloat16
@@ -23,7 +30,7 @@ def _bf16_type():
         return None
 
 
-def _seq_accum(case, o, fmt):
+def _seq_accum(case: CustomCase, o: str, fmt: str) -> Any:
     """A sequential accumulator in `fmt` over the declared reduction dims, with fp32 terms: for a
     multilinear op the reference on one slice of the reduced dimension is that slice's term, so
     acc = round_fmt(acc + round_f32(term_t)) for t = 0..k-1 is exactly what a kernel with a
@@ -49,10 +56,10 @@ def _seq_accum(case, o, fmt):
     return acc
 
 
-def mutants(case):
+def mutants(case: CustomCase) -> Dict[str, Mutant]:
     """{name: (description, outputs or None, why-not)} for one case."""
     op, dt = case.op, case.dtype
-    out = {}
+    out: Dict[str, Mutant] = {}
     out["control"] = ("the reference in fp32 (a faithful evaluation: must pass)", case.contract_eval(), None)
     if op.multilinear and op.reductions:
         res = {o: (_seq_accum(case, o, "bf16") if o in op.reductions else case.contract_eval()[o]) for o in op.outputs}
@@ -62,9 +69,9 @@ def mutants(case):
     elif getattr(op.reference, "runs_in_c", False):  # a C reference (_custom_plugin.py): F64/F32 only
         from ._formats import round_f64 as _r
         good = case.contract_eval()
-        for nm, fmt in (("bf16-out", "bf16"), ("fp16-out", "fp16")):  # as the C power self-test
-            out[nm] = ("the reference in fp32, its result rounded to %s" % fmt,
-                       {o: _r(a, fmt) for o, a in good.items()}, None)
+        for nm, ofmt in (("bf16-out", "bf16"), ("fp16-out", "fp16")):  # as the C power self-test
+            out[nm] = ("the reference in fp32, its result rounded to %s" % ofmt,
+                       {o: _r(a, ofmt) for o, a in good.items()}, None)
     else:
         bt = _bf16_type()
         if bt is None:
@@ -74,8 +81,8 @@ def mutants(case):
                 out["bf16-math"] = ("the reference with every numpy op in bf16 (ml_dtypes)", case.contract_eval(bt), None)
         with np.errstate(all="ignore"):
             out["fp16-math"] = ("the reference with every numpy op in fp16 (numpy float16)", case.contract_eval(np.float16), None)
-    low = {}
-    fmt = None
+    low: Dict[str, Any] = {}
+    fmt: Optional[str] = None
     for k, x in op.inputs.items():
         if x.is_float:
             low[k], fmt = _lower(case.exact[k], dt)
@@ -117,11 +124,11 @@ def mutants(case):
 class PowerTable:
     """rows: [{mutant, description, workload, caught (bool or None), err_over_tol, why_not}]."""
 
-    def __init__(self, op, rows):
+    def __init__(self, op: Op, rows: List[Dict[str, Any]]) -> None:
         self.op = op
         self.rows = rows
 
-    def caught(self, mutant):
+    def caught(self, mutant: str) -> Union[None, bool, str]:
         """True if every workload where the mutant exists catches it, False if none does,
         "partly" otherwise, None if it does not apply."""
         c = [r["caught"] for r in self.rows if r["mutant"] == mutant and r["caught"] is not None]
@@ -129,7 +136,7 @@ class PowerTable:
             return None
         return True if all(c) else False if not any(c) else "partly"
 
-    def __str__(self):
+    def __str__(self) -> str:
         ws = list(dict.fromkeys(r["workload"] for r in self.rows))
         ms = list(dict.fromkeys(r["mutant"] for r in self.rows))
         cell = {(r["mutant"], r["workload"]): r for r in self.rows}
@@ -149,14 +156,14 @@ class PowerTable:
         notes = dict.fromkeys("  %s: %s" % (r["mutant"], r["description"] or r["why_not"]) for r in self.rows)
         return "\n".join(lines + [""] + list(notes))
 
-    def to_dict(self):
+    def to_dict(self) -> Dict[str, Any]:
         return {"op": self.op.name, "rows": self.rows}
 
 
-def power(op, *, workloads="quick", seed=1, dtype="f32"):
+def power(op: Op, *, workloads: Any = "quick", seed: int = 1, dtype: str = "f32") -> PowerTable:
     """The power self-test: every generic mutant on every workload, judged with the derived
     tolerance. Returns a PowerTable (str() prints it)."""
-    rows = []
+    rows: List[Dict[str, Any]] = []
     for w in op.workload_names(workloads):
         case = _custom.CustomCase(op, w, seed, dtype)
         for m, (desc, outs, why) in mutants(case).items():

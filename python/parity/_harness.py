@@ -73,7 +73,7 @@ def call_kwargs(fn: Any, case: "Case", tensors: Dict[str, Any]) -> Dict[str, Any
 
 def takes_out(fn: Any) -> bool:
     names, _ = _params(fn)
-    return bool(names) and "out" in names
+    return names is not None and "out" in names
 
 
 def _decoy(tensors: Dict[str, Any], case: "Case") -> Dict[str, Any]:
@@ -127,7 +127,7 @@ def _exc_detail(what: str, e: BaseException) -> str:
     where = ""
     if tb:
         f = tb[-1]
-        where = " (%s:%d)" % (f.filename.rsplit("/", 1)[-1], f.lineno)
+        where = " (%s:%s)" % (f.filename.rsplit("/", 1)[-1], f.lineno)
     msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
     return "%s raised %s%s%s" % (what, type(e).__name__, ": " + msg if msg else "", where)
 
@@ -217,7 +217,7 @@ def run_in_process(fn: Callable[..., Any], case: "Case", like: str, device: Any,
             found = _rerun(call, tensors, case, first, host_before, on_cpu, uses_out)
         return Outcome("ran", outputs=first, seconds=secs, rerun=found)
     finally:
-        tensors = None
+        del tensors
 
 
 def _rerun(call: Callable[[Dict[str, Any], int], Tuple[HostOutputs, Any]], tensors: Dict[str, Any], case: "Case",
@@ -275,7 +275,8 @@ def progress_fn(progress: Any) -> Optional[Callable[[str], Any]]:
     """progress=True: one line per step on stderr (forced, like the CLI's --progress); a
     callable gets each message; None/False: silent."""
     if callable(progress):
-        return progress
+        cb: Callable[[str], Any] = progress
+        return cb
     if progress:
         def p(msg: str) -> None:
             sys.stderr.write(msg + "\n")

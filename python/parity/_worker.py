@@ -59,7 +59,7 @@ def check_main_guard(frame: Optional[FrameType] = None) -> None:
     path = getattr(main, "__file__", None)
     if main is None or not path or not str(path).endswith(".py"):
         return
-    f = frame or sys._getframe(1)
+    f: Optional[FrameType] = frame or sys._getframe(1)
     top: Optional[FrameType] = None
     while f is not None:  # the outermost frame running the main module's top-level code
         if f.f_globals is main.__dict__ and f.f_code.co_name == "<module>":
@@ -167,7 +167,7 @@ class Worker:
             return Outcome("crashed", "the worker running fn %s" % why, seconds=time.perf_counter() - t0)
         if status == "ran" and timeout is not None and secs > timeout:
             return Outcome("timeout", "ran %.3g s, past timeout=%g s" % (secs, timeout), seconds=secs)
-        return Outcome(status, detail, outputs, secs, rerun)
+        return Outcome(status, detail, outputs, secs, rerun)  # type: ignore[arg-type]
 
     def run_custom(self, fn: Any, spec: Any, like: str, device: Any, small: bool,
                    timeout: Optional[float]) -> Dict[str, Any]:

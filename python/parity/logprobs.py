@@ -2,10 +2,13 @@
 noise floor: `parity logprobs` on arrays (compare) or on dump files (compare_files). The arrays
 are handed to the library as an in-memory safetensors dump (the layout `parity logprobs` reads
 from a trainer's file), so both entry points run the same code and give the same numbers."""
+from __future__ import annotations
+
 import json
 import os
 import struct
 import tempfile
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -18,30 +21,31 @@ class LogprobReport:
     verdict: "ok" or "drift" (the CLI's exit code 0 / 1); text: the CLI's text report;
     to_json(): the whole JSON report (docs/logprobs.md); _repr_html_: the CLI's HTML page."""
 
-    def __init__(self, js, text, html, exit_code):
+    def __init__(self, js: str, text: str, html: Optional[str], exit_code: int) -> None:
         self._json = js
-        self._d = json.loads(js)
-        self.overall = self._d.get("overall", {})
-        self.slices = self._d.get("slices", [])
-        self.worst_tokens = self._d.get("worst_tokens", [])
-        self.divergences = self._d.get("divergences", [])
-        self.counts = self._d.get("counts", {})
+        self._d: Dict[str, Any] = json.loads(js)
+        self.overall: Dict[str, Any] = self._d.get("overall", {})
+        self.slices: List[Dict[str, Any]] = self._d.get("slices", [])
+        self.worst_tokens: List[Dict[str, Any]] = self._d.get("worst_tokens", [])
+        self.divergences: List[Dict[str, Any]] = self._d.get("divergences", [])
+        self.counts: Dict[str, Any] = self._d.get("counts", {})
         self.text = text
         self._html = html
         self.exit_code = exit_code
         self.ok = exit_code == 0
         self.verdict = "ok" if exit_code == 0 else "drift"
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.text
 
-    def to_json(self):
+    def to_json(self) -> str:
         return self._json
 
-    def to_dict(self):
-        return json.loads(self._json)
+    def to_dict(self) -> Dict[str, Any]:
+        d: Dict[str, Any] = json.loads(self._json)
+        return d
 
-    def _repr_html_(self):
+    def _repr_html_(self) -> str:
         if self._html:  # the CLI's page (html=True): plots included
             return self._html
         import html
@@ -52,7 +56,7 @@ _ST_FLOAT = {"float64": "F64", "float32": "F32", "float16": "F16"}
 _ST_INT = {"int64": "I64", "int32": "I32", "int16": "I16", "int8": "I8", "uint8": "U8", "bool": "BOOL"}
 
 
-def _np(x, what):
+def _np(x: Any, what: str) -> Any:
     if x is None:
         return None
     if _arrays.is_torch(x):
@@ -64,9 +68,11 @@ def _np(x, what):
     return a, None
 
 
-def _safetensors(tensors, metadata):
+def _safetensors(tensors: Dict[str, Tuple[Any, str]], metadata: Dict[str, str]) -> bytes:
     """A safetensors file in memory: 8-byte header length, JSON header, the data."""
-    header, blobs, off = {}, [], 0
+    header: Dict[str, Any] = {}
+    blobs: List[bytes] = []
+    off = 0
     for name, (a, st_dtype) in tensors.items():
         raw = a.tobytes()
         header[name] = {"dtype": st_dtype, "shape": list(a.shape), "data_offsets": [off, off + len(raw)]}
@@ -79,7 +85,7 @@ def _safetensors(tensors, metadata):
     return struct.pack("<Q", len(h)) + h + b"".join(blobs)
 
 
-def _dump(lp, ids, mask, modality):
+def _dump(lp: Any, ids: Any, mask: Any, modality: Any) -> bytes:
     a, dt = _np(lp, "logprobs")
     if dt == "bf16":
         tensors = {"logprobs": (a, "BF16")}
@@ -114,7 +120,8 @@ def _dump(lp, ids, mask, modality):
     return _safetensors(tensors, meta)
 
 
-def _run(srcs, options, html):
+def _run(srcs: Sequence[Tuple[Optional[bytes], Optional[str]]], options: Dict[str, Any],
+         html: bool) -> LogprobReport:
     """srcs: three (buffer or None, name) pairs for A, B, floor (None, None when absent)."""
     fd, jpath = tempfile.mkstemp(prefix="parity-lp-", suffix=".json")
     os.close(fd)
@@ -151,7 +158,7 @@ def _run(srcs, options, html):
                     pass
 
 
-def _c_char_pp():
+def _c_char_pp() -> Any:
     import ctypes
     return (ctypes.c_void_p * 1)()
 
@@ -159,7 +166,7 @@ def _c_char_pp():
 _OPTS = ("dtype", "k3_alarm", "dlogprob_alarm", "floor_factor", "threads", "worst", "no_slices", "moe")
 
 
-def _options(kw, extra=None):
+def _options(kw: Dict[str, Any], extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     o = {}
     for k, v in kw.items():
         if k not in _OPTS:
@@ -170,8 +177,9 @@ def _options(kw, extra=None):
     return o
 
 
-def compare(a, b, *, floor=None, token_ids_a=None, token_ids_b=None, mask=None, modality=None,
-            slice_by=None, html=False, **options):
+def compare(a: Any, b: Any, *, floor: Any = None, token_ids_a: Any = None, token_ids_b: Any = None,
+            mask: Any = None, modality: Any = None, slice_by: Optional[str] = None, html: bool = False,
+            **options: Any) -> LogprobReport:
     """Compare logprobs b against a (delta = b - a), as `parity logprobs` does. a, b: arrays
     [positions] or [sequences, positions] (numpy, torch; f64/f32/f16/bf16); floor: a second
     array from the same engine as a (A2), else the analytic floor of the dtype; token_ids_*:
@@ -190,8 +198,10 @@ def compare(a, b, *, floor=None, token_ids_a=None, token_ids_b=None, mask=None, 
     return _run(srcs, _options(options), html)
 
 
-def compare_files(path_a, path_b, *, floor=None, format=None, format_a=None, format_b=None,
-                  slice_by=None, html=False, **options):
+def compare_files(path_a: Union[str, "os.PathLike[str]"], path_b: Union[str, "os.PathLike[str]"], *,
+                  floor: Union[None, str, "os.PathLike[str]"] = None, format: Optional[str] = None,
+                  format_a: Optional[str] = None, format_b: Optional[str] = None, slice_by: Optional[str] = None,
+                  html: bool = False, **options: Any) -> LogprobReport:
     """`parity logprobs path_a path_b [--floor-a floor]` on dumps in any format the CLI reads
     (npy, safetensors, jsonl, openai-chat, openai-completions, vllm, sglang)."""
     extra = {}
