@@ -25,6 +25,7 @@ void parity_help_model(FILE *out)
             "                           [-n STEPS] [--max-k3 X] [--markdown] [--floor]\n"
             "                           [--manifest PREFIX]\n"
             "       parity model upcycle [MODEL] --out FILE [--experts 8] [--topk 4] [--shared 108]\n"
+            "       parity model capture [MODEL] --path SPEC --out DIR [--replay A_DIR] [--prompts FILE]\n"
             "every subcommand takes --moe (the MoE built from MODEL: stories260K_moe.bin in the\n"
             "data folder) or --moe-file FILE, and dump/parity take --image N (an N-patch synthetic\n"
             "image through a vision encoder, prefixed to every prompt; modality \"image\").\n"
@@ -51,7 +52,11 @@ void parity_help_model(FILE *out)
             "        With --image or --moe: every figure per modality, router flips per layer and\n"
             "        the routing's load balance and entropy. --floor: A against a repeated run of\n"
             "        A (another run seed). --manifest PREFIX writes PREFIX.a.json and PREFIX.b.json.\n"
-            "upcycle builds the MoE side file from MODEL (deterministic; docs/moe-model.md).\n");
+            "upcycle builds the MoE side file from MODEL (deterministic; docs/moe-model.md).\n"
+            "capture records every module's inputs and outputs (embed, per layer attn_norm, attn,\n"
+            "        ffn_norm, mlp|moe with its routing, final_norm, lm_head) over the prompts into\n"
+            "        DIR (capture.json + capture.safetensors, docs/bisect.md) for `parity bisect`;\n"
+            "        --replay A_DIR also runs each module of this path on A's recorded inputs.\n");
     fprintf(out,
             "\n"
             "options (every subcommand accepts them; the ones a subcommand does not name are ignored):\n"
@@ -600,5 +605,6 @@ int parity_cmd_model(int argc, char **argv)
     if (!strcmp(argv[1], "dump")) return cmd_dump(argc - 2, argv + 2);
     if (!strcmp(argv[1], "parity")) return model_cli_parity(argc - 2, argv + 2);
     if (!strcmp(argv[1], "upcycle")) return cmd_upcycle(argc - 2, argv + 2);
-    return cli_usage_error("model", "parity model run | dump | parity", "unknown subcommand '%s'", argv[1]);
+    if (!strcmp(argv[1], "capture")) return model_cli_capture(argc - 2, argv + 2);
+    return cli_usage_error("model", "parity model run | dump | parity | capture | upcycle", "unknown subcommand '%s'", argv[1]);
 }

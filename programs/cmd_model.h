@@ -50,5 +50,6 @@ int model_cli_set_batch(parity_model_runner_t *r, const parity_model_path_t *p, 
 const char *model_cli_modality(const prompts_t *P, size_t t);
 
 int model_cli_parity(int argc, char **argv);
+int model_cli_capture(int argc, char **argv); /* cmd_model_capture.c */
 
 #endif

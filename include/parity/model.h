@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "parity/bisect.h"
 #include "parity/moe.h"
 #include "parity/status.h"
 
@@ -243,6 +244,25 @@ parity_status_t parity_model_runner_set_image(parity_model_runner_t *r, uint64_t
  * They are the realized tokens scored at image positions; path-independent. */
 parity_status_t parity_model_image_tokens(const parity_model_t *m, uint64_t seed, size_t n_patch,
                                           int32_t *ids, parity_diag_t *diag);
+
+/* ---------------------------------------------------------------------------------------------
+ * Module capture for `parity bisect` (docs/bisect.md)
+ * ------------------------------------------------------------------------------------------- */
+
+/* An empty capture of r's modules (embed, per layer attn_norm, attn, ffn_norm, mlp|moe, then
+ * final_norm, lm_head) for `rows` token rows (the sum of the lengths of the sequences to run),
+ * its path r's canonical spec. PARITY_E_NOMEM. */
+parity_status_t parity_model_capture_new(const parity_model_runner_t *r, size_t rows,
+                                         const char *model_name, parity_capture_t **out,
+                                         parity_diag_t *diag);
+/* Following forwards record every module's inputs and outputs (and the MoE routing) into cap at
+ * rows row0 + position (logits must be asked for, for lm_head). With replay_src (a capture of
+ * the same modules and rows, normally another path's), each module instead runs on replay_src's
+ * recorded inputs and its outputs go to cap's replay tensors. cap NULL turns capture off.
+ * PARITY_E_FORMAT (diag) when replay_src does not match. */
+parity_status_t parity_model_runner_set_capture(parity_model_runner_t *r, parity_capture_t *cap,
+                                                size_t row0, const parity_capture_t *replay_src,
+                                                parity_diag_t *diag);
 
 #ifdef __cplusplus
 }

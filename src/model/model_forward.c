@@ -410,10 +410,13 @@ void model_run_positions(parity_model_runner_t *r, const int32_t *tokens, size_t
         if (t >= r->img0 && t < r->img0 + r->n_img) e = r->img + (t - r->img0) * (size_t)D;
         memcpy(r->x, e, (size_t)D * sizeof(double));
         capture(r, hidden, n_total, 0, t, r->x);
+        if (r->cap) model_cap_out(r, 0, t, r->x, NULL), model_cap_in(r, 1, t, r->x, NULL);
         rmsnorm(r, r->xb, r->x, w->rms_att, -1);
+        if (r->cap) model_cap_out(r, 1, t, r->x, r->xb);
         for (int l = 0; l < L; l++) {
             double *kc = r->kcache + (size_t)l * S * kvd, *vc = r->vcache + (size_t)l * S * kvd;
             double *k = kc + (size_t)pos * kvd, *v = vc + (size_t)pos * kvd;
+            if (r->cap) model_cap_in(r, MODEL_MOD_LAYER(l, 1), t, r->xb, NULL);
             gemm(r, r->q, w->wq + (size_t)l * D * D, r->xb, D, D, rows, 0);
             gemm(r, k, w->wk + (size_t)l * kvd * D, r->xb, kvd, D, rows, 0);
             gemm(r, v, w->wv + (size_t)l * kvd * D, r->xb, kvd, D, rows, 0);
@@ -426,7 +429,15 @@ void model_run_positions(parity_model_runner_t *r, const int32_t *tokens, size_t
                     attn_eager(r, r->xb + h * hs, r->q + h * hs, kc + ko, vc + ko, pos);
             }
             gemm(r, r->delta, w->wo + (size_t)l * D * D, r->xb, D, D, rows, 1);
+            if (r->cap) {
+                model_cap_out(r, MODEL_MOD_LAYER(l, 1), t, r->delta, NULL);
+                model_cap_in(r, MODEL_MOD_LAYER(l, 2), t, r->x, r->delta);
+            }
             add_norm(r, r->delta, w->rms_ffn + (size_t)l * D, r->xb);
+            if (r->cap) {
+                model_cap_out(r, MODEL_MOD_LAYER(l, 2), t, r->x, r->xb);
+                model_cap_in(r, MODEL_MOD_LAYER(l, 3), t, r->xb, NULL);
+            }
             if (r->cap_ffn)
                 memcpy(r->cap_ffn + ((size_t)l * S + (size_t)pos) * D, r->xb, (size_t)D * sizeof(double));
             if (r->moe) {
@@ -437,12 +448,19 @@ void model_run_positions(parity_model_runner_t *r, const int32_t *tokens, size_t
                 model_swiglu(r, r->hb, r->hb2, F, 0);
                 gemm(r, r->delta, w->w2 + (size_t)l * D * F, r->hb, D, F, rows, 1);
             }
+            if (r->cap) {
+                model_cap_out(r, MODEL_MOD_LAYER(l, 3), t, r->delta, NULL);
+                model_cap_in(r, MODEL_MOD_LAYER(l + 1, 0), t, r->x, r->delta);
+            }
             add_norm(r, r->delta, l + 1 < L ? w->rms_att + (size_t)(l + 1) * D : w->rms_final,
                      r->xb);
+            if (r->cap) model_cap_out(r, MODEL_MOD_LAYER(l + 1, 0), t, r->x, r->xb);
             capture(r, hidden, n_total, l + 1, t, r->x);
         }
         capture(r, hidden, n_total, L + 1, t, r->xb);
+        if (r->cap) model_cap_in(r, MODEL_MOD_LAYER(L, 1), t, r->xb, NULL);
         if (logits) gemm(r, logits + (t - t0) * (size_t)r->V, w->wcls, r->xb, r->V, D, rows, 0);
+        if (r->cap && logits) model_cap_out(r, MODEL_MOD_LAYER(L, 1), t, logits + (t - t0) * (size_t)r->V, NULL);
     }
 }
 

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "parity/bisect.h"
 #include "parity/format.h"
 #include "parity/model.h"
 
@@ -72,7 +73,21 @@ struct parity_model_runner {
     double *img;       /* (PARITY_MODEL_MAX_PATCHES, D) */
     size_t img0, n_img;
     double *cap_ffn;   /* (L, S, D) when set: every FFN input is copied here (moe build) */
+    /* module capture (model_capture.c, docs/bisect.md): NULL when off */
+    parity_capture_t *cap;
+    const parity_capture_t *cap_src; /* replay: each module's inputs are taken from here */
+    size_t cap_row0;                 /* the capture row of position 0 */
 };
+
+/* Module ids of the capture: 0 embed; 1 + 4l + {0 attn_norm, 1 attn, 2 ffn_norm, 3 mlp/moe};
+ * 1 + 4L final_norm; 2 + 4L lm_head. */
+#define MODEL_MOD_LAYER(l, k) (1 + 4 * (l) + (k))
+/* Record a module's inputs (in replay mode: first overwrite them with the source's); record its
+ * outputs (replay mode: into the replay tensors); record a router's top-k. b1/o1 may be NULL. */
+void model_cap_in(parity_model_runner_t *r, int mod, size_t t, double *b0, double *b1);
+void model_cap_out(parity_model_runner_t *r, int mod, size_t t, const double *o0, const double *o1);
+void model_cap_route(parity_model_runner_t *r, int l, size_t t, const int32_t *ids,
+                     const double *gates, const double *probs);
 
 /* Rounding and arithmetic shared by model_forward.c, model_moe.c and model_vision.c. */
 double model_rnd(const parity_model_runner_t *r, parity_model_dtype_t d, double x);

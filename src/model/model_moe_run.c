@@ -245,6 +245,7 @@ void model_moe_ffn(parity_model_runner_t *r, int l, int pos, const double *xb, d
     }
     memcpy(q->rec_ids + (lu * r->S + (size_t)pos) * K, q->ids, (size_t)K * sizeof *q->ids);
     memcpy(q->rec_p + (lu * r->S + (size_t)pos) * E, q->p, (size_t)E * sizeof *q->p);
+    if (r->cap) model_cap_route(r, l, (size_t)pos, q->ids, q->w, q->p);
     /* dispatch: the selected experts and the shared expert, each a SwiGLU MLP */
     for (int j = 0; j < K; j++) {
         size_t e = lu * E + (size_t)q->ids[j];
