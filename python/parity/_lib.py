@@ -92,7 +92,12 @@ _SIGS: Dict[str, Tuple[Any, List[Any]]] = {
                                              _c.c_int64, _P, _c.c_char_p, _c.c_size_t]),
     "parity_py_version": (_S, []),
 }
+# Exports added after a bridge may have been built (a stale build tree): declared when present,
+# and the functions that need them say to rebuild (the rest of the package keeps working).
+_OPTIONAL = {"parity_py_workload_values", "parity_py_version"}
 for _n, (_res, _args) in _SIGS.items():
+    if _n in _OPTIONAL and not hasattr(lib, _n):
+        continue
     _f = getattr(lib, _n)
     _f.restype = _res
     _f.argtypes = _args
@@ -129,5 +134,7 @@ def errbuf() -> "ctypes.Array[ctypes.c_char]":
 def version() -> str:
     """The library's version: CMake's project(VERSION), compiled into the bridge (the wheel's
     metadata reads the same line: pyproject.toml's [tool.scikit-build.metadata.version])."""
+    if not hasattr(lib, "parity_py_version"):  # a bridge built before the export
+        return "0+unknown"
     v = lib.parity_py_version()
     return v.decode() if isinstance(v, bytes) else "0+unknown"

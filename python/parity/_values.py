@@ -47,6 +47,9 @@ def make_values(shape: Union[int, Sequence[int]], scheme: str = "normal", dtype:
     dtype: "f32" (default), "f64", "f16" or "bf16" for values; token ids are int32 (dtype None,
     "i32") or "i64". like="numpy" gives what parity.inputs gives (bf16 as uint16 bit patterns),
     like="torch" a torch tensor (torch.bfloat16) on `device`."""
+    if not hasattr(lib, "parity_py_workload_values"):
+        raise RuntimeError("this build's bridge (%s) predates parity.make_values: rebuild it (cmake --build "
+                           "BUILD --target parity_python)" % getattr(lib, "_name", "libparity_python.so"))
     scheme = _ALIASES.get(scheme, scheme)
     if scheme not in SCHEMES:
         raise ValueError("scheme %r: expected one of %s" % (scheme, ", ".join(SCHEMES)))
