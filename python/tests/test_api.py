@@ -4,6 +4,7 @@ parity.make_values against parity.inputs, parity.round_to's dtypes against ml_dt
 isolate=True guard on an unguarded __main__, the expected signature in a misnamed kernel's
 detail, the single-sourced version."""
 import importlib
+import json
 import os
 import re
 import subprocess
@@ -16,6 +17,7 @@ import pytest
 import kernels
 import kernels_np
 import parity
+from conftest import cli, needs_cli
 
 OP = "embedding_rmsnorm_bwd"
 QUICK = dict(workloads=["uniform"], like="numpy", dtype="f32", floor=False)
@@ -144,6 +146,21 @@ def test_make_values_are_the_workloads_values():
         parity.make_values(4, "gaussian")
     with pytest.raises(ValueError, match="vocab"):
         parity.make_values(4, "ids-zipf")
+
+
+@needs_cli
+def test_make_values_equal_parity_gen(tmp_path):
+    """The same values as `parity gen`'s file, byte for byte (bf16, the CLI's default dtype)."""
+    f = tmp_path / "in.safetensors"
+    subprocess.run([cli(), "gen", "gemm", "--workload", "x64", "--seed", "4", "--out", str(f)], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    raw = f.read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + n])
+    for name, shape, stream in (("A", (64, 1031), 0x41), ("B", (1031, 48), 0x42)):
+        lo, hi = header[name]["data_offsets"]
+        mine = parity.make_values(shape, "normal", "bf16", 4, stream=stream, scale=64)
+        assert raw[8 + n + lo:8 + n + hi] == mine.tobytes(), name
 
 
 # -- round_to ---------------------------------------------------------------------------------
