@@ -143,11 +143,17 @@ def failure_message(report: Report) -> str:
         tok = ' (token "%s")' % e["token_text"] if e.get("token_text") else ""
         pct = 100.0 * w.rows_failed / w.rows_judged if w.rows_judged else 0.0
         lines.append("Mismatched rows: %d / %d (%.1f%%)" % (w.rows_failed, w.rows_judged, pct))
-        lines.append("Greatest error over tolerance: %s at %s[%s, %s]%s, %s terms" % (
-            "%.3g" % w.err_over_tol, e.get("output"), e.get("row"), e.get("col"), tok, e.get("terms")))
-        lines.append("  got %s, ref %s: |err| %s > tol %s" % (_fmt(e.get("got")), _fmt(e.get("ref")),
-                                                              "%.3g" % float(e.get("abs_err", "nan")),
-                                                              "%.3g" % float(e.get("tol", "nan"))))
+        if "index" in e:  # a declared op's worst element: its full index, no term count
+            where = "%s%s" % (e.get("output"), list(e["index"]))
+            terms = ""
+        else:
+            where = "%s[%s, %s]" % (e.get("output"), e.get("row"), e.get("col"))
+            terms = ", %s terms" % e.get("terms")
+        lines.append("Greatest error over tolerance: %s at %s%s%s" % ("%.3g" % w.err_over_tol, where, tok, terms))
+        err, tol = e.get("abs_err", e.get("err")), e.get("tol")
+        lines.append("  got %s, ref %s: |err| %s > tol %s" % (
+            _fmt(e.get("got")), _fmt(e.get("ref")), "%.3g" % (float("nan") if err is None else float(err)),
+            "%.3g" % (float("nan") if tol is None else float(tol))))
         if w.noise_floor is not None:
             lines.append("  (the faithful catalog variants reach err/tol %.3g here)" % w.noise_floor)
     else:

@@ -255,3 +255,16 @@ def test_public_api_is_annotated():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert importlib.import_module("parity.testing").assert_faithful  # no warning on import
+
+
+def swiglu_off(a, b):
+    """swiglu with a relative error of 2^-10 on every element"""
+    return (a / (1 + np.exp(-a)) * b * (1 + 2.0 ** -10)).astype(np.float32)
+
+
+def test_declared_op_failure_message():
+    r = parity.check(swiglu, swiglu_off, workloads=["base"], like="numpy", dtype="f32")
+    with pytest.raises(parity.UnfaithfulError) as ei:
+        r.assert_ok()
+    msg = str(ei.value)
+    assert "Greatest error over tolerance" in msg and " at y[" in msg and "|err| nan" not in msg, msg
