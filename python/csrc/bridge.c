@@ -347,7 +347,7 @@ EXPORT int parity_py_check_set(py_check_t *p, int w, const char *workload, int p
 EXPORT int parity_py_baseline_count(void) { return PARITY_N_BASELINES; }
 EXPORT const char *parity_py_baseline_name(int b) { return parity_baseline_name(b); }
 
-/* Declared ops (python/parity/custom_baselines.py): the C rules on arrays (custom_op.h), so a
+/* Declared ops (python/parity/_custom_baselines.py): the C rules on arrays (custom_op.h), so a
  * parity.Op is judged by the same baseline rules as a C-declared op and a built-in one. */
 EXPORT const char *parity_py_baseline_rule(int b) { return parity_baseline_rule(b); }
 EXPORT uint64_t parity_py_custom_baseline_seed(int b) { return parity_custom_baseline_seed(b); }
@@ -356,7 +356,7 @@ EXPORT int parity_py_custom_baseline_applies(int b, int n_out, const int *reduce
 {
     return parity_custom_baseline_applies(b, n_out, reduced, multilinear, why, cap);
 }
-/* A C-declared op for parity.Op.from_plugin (python/parity/custom_plugin.py): load, describe,
+/* A C-declared op for parity.Op.from_plugin (python/parity/_custom_plugin.py): load, describe,
  * call its reference, free (custom_op.h). */
 EXPORT void *parity_py_custom_op_load(const char *path, const char *name, char *err, size_t cap)
 {
@@ -378,7 +378,7 @@ EXPORT int parity_py_custom_op_reference(void *op, const int64_t *sizes, int dty
 }
 
 /* n sums side by side in format fmt (column c of x (k, n) row-major), sequential or pairwise:
- * parity_format_sum's results (the declared ops' diagnosis emulations, custom_diagnosis.py). */
+ * parity_format_sum's results (the declared ops' diagnosis emulations, _custom_diagnosis.py). */
 EXPORT int parity_py_format_sum_cols(const char *fmt, int pairwise, const double *x, int64_t k, int64_t n,
                                      double *out)
 {
