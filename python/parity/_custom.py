@@ -22,6 +22,11 @@ from ._errors import ProblemError
 from ._report import Report
 
 Sizes = Dict[str, int]
+
+
+class _ProblemTypeError(ProblemError, TypeError):
+    """A declaration of the wrong type (an input that is not a parity.Input): a ProblemError, and
+    the TypeError it was before parity.ProblemError existed."""
 Workload = Tuple[str, Sizes, bool, str]
 
 ROLES = ("token_ids", "activation", "gradient", "weight", "norm_weight", "logits", "mask")
@@ -96,7 +101,7 @@ class Op:
         self.fixed = tuple(fixed)  # dims the "odd" workload leaves alone (an even head dim)
         for k, x in self.inputs.items():
             if not isinstance(x, Input):
-                raise ProblemError("input %s: expected parity.Input, got %r" % (k, x))
+                raise _ProblemTypeError("input %s: expected parity.Input, got %r" % (k, x))
         dims = set(d for x in self.inputs.values() for d in x.shape) | \
             set(d for s in self.outputs.values() for d in s) | \
             set(x.vocab for x in self.inputs.values() if x.role == "token_ids")
