@@ -2,8 +2,9 @@
  * declares (op_abi.h), judged by the declared-op harness (custom_op.h) on workloads built from
  * the inputs' roles, with tolerances derived from the declaration. Text report on stdout,
  * --json for CI. Reached from `parity check` when --op-plugin is given (cmd_check.c).
- * An unfaithful kernel gets the diagnosis line (custom_diag.c) where a multilinear reduction is
- * declared. --baselines adds the detection matrix (other verifiers' rules, custom_op.h), as `parity check
+ * Each kernel is run and judged by the check engine the built-in ops use (src/custom/custom_engine.c:
+ * the declared op as an op descriptor). An unfaithful kernel gets the diagnosis line where a
+ * multilinear reduction is declared. --baselines adds the detection matrix (other verifiers' rules, custom_op.h), as `parity check
  * --baselines` prints it for a built-in op.
  * --jobs N shares the (kernel, workload) units among N worker processes (custom_jobs.c); the
  * report is assembled afterwards from the results alone, so it is the same for any N.
@@ -35,11 +36,12 @@ static int severity(parity_verdict_t v)
 {
     static const parity_verdict_t order[] = {PARITY_VERDICT_FAITHFUL, PARITY_VERDICT_UNSUPPORTED,
                                              PARITY_VERDICT_NONDETERMINISTIC, PARITY_VERDICT_UNFAITHFUL,
-                                             PARITY_VERDICT_MODIFIED_INPUTS, PARITY_VERDICT_OOB,
-                                             PARITY_VERDICT_TIMEOUT, PARITY_VERDICT_CRASHED};
-    for (int i = 0; i < 8; i++)
+                                             PARITY_VERDICT_STALE_CACHE, PARITY_VERDICT_MODIFIED_INPUTS,
+                                             PARITY_VERDICT_OOB, PARITY_VERDICT_TIMEOUT, PARITY_VERDICT_CRASHED};
+    int n = (int)(sizeof order / sizeof order[0]);
+    for (int i = 0; i < n; i++)
         if (order[i] == v) return i;
-    return 8;
+    return n;
 }
 
 static int worst_of(const parity_custom_result_t *r, int n)
@@ -263,7 +265,7 @@ int parity_cmd_check_declared(int argc, char **argv)
     cJSON_AddBoolToObject(root, "custom_op", 1);
     cJSON_AddStringToObject(root, "op_plugin", plugin);
     cJSON_AddNumberToObject(root, "seed", (double)opts.seed);
-    cJSON_AddStringToObject(root, "judge", "C declared-op harness (src/custom/custom_tol.c)");
+    cJSON_AddStringToObject(root, "judge", "the check engine (src/verify), declared op as an op descriptor (src/custom/custom_engine.c)");
     cJSON *jk = cJSON_AddArrayToObject(root, "kernels");
     int n_ok = 0, rc = 0;
     parity_verdict_t *verd = calloc((size_t)(kl.n > 0 ? kl.n : 1), sizeof *verd);

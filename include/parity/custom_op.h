@@ -1,11 +1,12 @@
 /* Declared ops in C: loading an op a plugin declares through op_abi.h, building its workloads
  * from the inputs' roles, deriving per-element tolerances from the declaration (the built-in
  * error model for a multilinear reduction, otherwise the empirical floor) and judging a kernel
- * on them in a child process. The same specification as the Python package's parity.Op
- * (docs/custom-ops.md); `parity check --op-plugin FILE.so` is its CLI.
- * Also the baselines matrix (other verifiers' rules, baseline.h) for declared ops.
- * Deliberately not here: the report's layout (programs/cmd_check_declared.c), the built-in ops'
- * harness (verify.h), the catalog noise floor (a declared op has no catalog). */
+ * by the check engine of the built-in ops (verify.h: the declared op becomes an op descriptor,
+ * so its kernels get the same isolation, probes, judge and diagnosis). The same specification as
+ * the Python package's parity.Op (docs/custom-ops.md); `parity check --op-plugin FILE.so` is its
+ * CLI. Also the baselines matrix (other verifiers' rules, baseline.h) for declared ops.
+ * Deliberately not here: the report's layout (programs/cmd_check_declared.c), the catalog noise
+ * floor (a declared op has no catalog). */
 #ifndef PARITY_CUSTOM_OP_H
 #define PARITY_CUSTOM_OP_H
 
@@ -97,13 +98,19 @@ void parity_custom_opts_default(parity_custom_opts_t *o);
 
 /* Judge kernel k (in_dtype/out_dtype: F32, BF16 or F16) as an implementation of op on the
  * workloads opts selects: for each, inputs from the roles, the fp64 reference, the tolerances,
- * then in a child process a decoy call (float inputs x -2), the judged call (outputs pre-filled
- * with NaN, guard bytes after each), inputs verified unmodified, and on non-production workloads
- * a rerun compared bit for bit. results: caller-owned, PARITY_CUSTOM_MAX_WORKLOADS entries;
+ * then the check engine's runs, as for a built-in op (docs/check-json.md): the judged call alone
+ * in a child with a parent-side deadline (SIGKILL at opts->timeout: "timeout"), outputs
+ * NaN-prefilled between 4 KiB guards, inputs verified by digest; on non-production workloads a
+ * second child with a decoy call into the judged buffers and a call on them holding other
+ * contents before the judged call, compared bit for bit ("stale-cache", "nondeterministic"),
+ * and the calls at shape neighbours in one child. results: caller-owned,
+ * PARITY_CUSTOM_MAX_WORKLOADS entries;
  * *n_results is set. Returns PARITY_OK (verdicts are in results, whatever they are);
  * PARITY_E_INVALID (unknown workload, a dtype the harness does not build),
  * PARITY_E_FORMAT (the declaration fails on a workload: reference error or NaN, a multilinear
- * claim that does not hold, no fp32 evaluation where the floor needs one), PARITY_E_NOMEM. */
+ * claim that does not hold, no fp32 evaluation where the floor needs one; more than
+ * PARITY_OP_MAX_ARGS inputs or outputs or 4 attributes, which the engine's case does not hold),
+ * PARITY_E_NOMEM. */
 parity_status_t parity_custom_check(const parity_custom_op_t *op, const parity_abi_kernel_t *k,
                                     const parity_custom_opts_t *opts, parity_custom_result_t *results,
                                     int *n_results, parity_diag_t *diag);

@@ -69,6 +69,12 @@ typedef struct {
      * docs/error-model.md, "Per-term errors across terms". */
     double *s_up2;       /* [n_slots * cols] */
     double b_up;
+    /* An explicit per-element tolerance before the output's rounding (NULL: the error model
+     * above). For ops without a closed-form error model: a declared op's empirical floor
+     * (docs/custom-ops.md, "Tolerances") is measured, not derived from k and s_acc. The judge
+     * then allows tol + the one rounding to a narrower output dtype, as for the error model.
+     * Not freed by parity_case_free: the op that sets it owns it (its free_priv). */
+    const double *tol;   /* [n_slots * cols] */
 } parity_ref_output_t;
 
 struct parity_op;

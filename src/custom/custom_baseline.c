@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "src/custom/custom_impl.h"
+#include "src/verify/check_impl.h"
 #include "parity/baseline.h"
 
 int parity_custom_baseline_applies(int b, int n_out, const int *reduced, int multilinear, char *why, size_t cap)
@@ -116,7 +117,7 @@ uint64_t parity_custom_baseline_seed(int b)
     return seed;
 }
 
-static int rule_variant(int b)
+int custom_baseline_variant(int b)
 {
     switch (b) {
     case PARITY_BASE_SOL_EXECBENCH: return CV_BL_SOL;
@@ -126,87 +127,79 @@ static int rule_variant(int b)
     }
 }
 
-/* One applicable rule on kernel k: its case, one plain run, the rule. */
+/* One applicable rule on kernel k: its case (the rule's inputs at the base sizes, the rule's
+ * seed), one plain run by the check engine (isolated, guarded, inputs verified, as `parity check
+ * --baselines` runs a built-in op's kernel), the rule. */
 static parity_status_t one_rule(const parity_custom_op_t *op, const parity_abi_kernel_t *k,
                                 const parity_custom_opts_t *opts, int b, parity_custom_baselines_t *out,
                                 parity_diag_t *diag)
 {
-    custom_workload_t bw;
-    memset(&bw, 0, sizeof bw);
-    snprintf(bw.name, sizeof bw.name, "baseline:%s", parity_baseline_name(b));
-    bw.variant = rule_variant(b);
-    bw.production = 1; /* one plain run, as `parity check --baselines`: no decoy, no rerun */
-    memcpy(bw.size, op->wl[0].size, sizeof bw.size); /* the base sizes */
-    custom_case_t c;
-    memset(&c, 0, sizeof c);
-    c.op = op;
-    c.wl = &bw;
-    c.dtype = k->in_dtype;
+    parity_check_opts_t co;
+    custom_engine_opts(opts, &co);
+    parity_kernel_ref_t kr;
+    memset(&kr, 0, sizeof kr);
+    kr.k = k;
+    check_worker_t *w = check_worker_new();
+    if (!w) return PARITY_E_NOMEM;
     parity_diag_t d2;
     memset(&d2, 0, sizeof d2);
-    parity_status_t st = custom_case_inputs(&c, parity_custom_baseline_seed(b), diag);
-    if (!st) {
-        st = custom_case_reference(&c, &d2);
-        if (st == PARITY_E_FORMAT) { /* the reference is not defined on this rule's inputs (NaN) */
-            out->applies[b] = 0;
-            snprintf(out->why[b], sizeof out->why[b], "%.190s", d2.msg);
-            custom_case_free(&c);
-            return PARITY_OK;
-        }
-        if (st) parity_diag_set(diag, st, "%s", d2.msg);
+    parity_wl_result_t r;
+    parity_tensor_t *outs[PARITY_OP_MAX_ARGS] = {0};
+    const parity_case_t *pc = NULL;
+    parity_status_t st = check_unit_plain(w, &op->desc, &op->bl_presets[b], parity_custom_baseline_seed(b), &co,
+                                          &kr, &r, outs, &pc, &d2);
+    if (st == PARITY_E_FORMAT) { /* the reference is not defined on this rule's inputs (NaN) */
+        out->applies[b] = 0;
+        snprintf(out->why[b], sizeof out->why[b], "%.190s", d2.msg);
+        check_worker_free(w);
+        return PARITY_OK;
     }
+    if (st) parity_diag_set(diag, st, "%s", d2.msg);
+    const custom_case_t *c = st ? NULL : custom_case_of(pc);
     double *plain[PARITY_CUSTOM_MAX_ARGS] = {0};
-    void *keep[PARITY_CUSTOM_MAX_ARGS] = {0};
     if (!st && b == PARITY_BASE_FLASH_ATTN) { /* the reference in fp32: the plain implementation */
         int ok = 1;
-        for (int o = 0; o < op->n_out; o++) ok &= (plain[o] = malloc((size_t)c.n_out[o] * sizeof(double))) != NULL;
+        for (int o = 0; o < op->n_out; o++) ok &= (plain[o] = malloc((size_t)c->n_out[o] * sizeof(double))) != NULL;
         if (!ok) st = PARITY_E_NOMEM;
-        else if (custom_reference(&c, PARITY_DT_F32, NULL, plain) != PARITY_KERNEL_OK)
+        else if (custom_reference(c, PARITY_DT_F32, NULL, plain) != PARITY_KERNEL_OK)
             for (int o = 0; o < op->n_out; o++) { /* fp64 only: out_pt is the reference rounded once */
                 free(plain[o]);
                 plain[o] = NULL;
             }
     }
     parity_baseline_result_t *br = &out->r[b];
-    if (!st) {
-        parity_custom_result_t r;
-        memset(&r, 0, sizeof r);
-        custom_run_one(&c, k, opts, &r, keep);
-        if (r.verdict != PARITY_VERDICT_FAITHFUL && r.verdict != PARITY_VERDICT_UNFAITHFUL) {
-            memset(br, 0, sizeof *br); /* no outputs to judge: a rejection, as the CLI's */
-            br->name = parity_baseline_name(b);
-            br->rule = parity_baseline_rule(b);
-            br->ran = 1;
-            br->caught = 1;
-            snprintf(br->detail, sizeof br->detail, "%s: %.120s", parity_verdict_name(r.verdict), r.detail);
-        } else {
-            int64_t k_o[PARITY_CUSTOM_MAX_ARGS];
-            int odt[PARITY_CUSTOM_MAX_ARGS];
-            const double *pl[PARITY_CUSTOM_MAX_ARGS], *sa[PARITY_CUSTOM_MAX_ARGS], *rf[PARITY_CUSTOM_MAX_ARGS];
-            const void *ou[PARITY_CUSTOM_MAX_ARGS];
-            for (int o = 0; o < op->n_out; o++) {
-                k_o[o] = 1;
-                for (int j = 0; j < op->n_red[o]; j++) k_o[o] *= bw.size[op->red[o][j]];
-                pl[o] = plain[o];
-                sa[o] = c.s_acc[o];
-                rf[o] = c.ref[o];
-                ou[o] = keep[o];
-                odt[o] = k->out_dtype;
-                if (!keep[o]) st = PARITY_E_NOMEM;
-            }
-            if (!st)
-                st = parity_custom_baseline_judge(b, op->d->name, c.dtype, op->n_out, c.rows, c.cols, k_o, rf, sa,
-                                                  b == PARITY_BASE_FLASH_ATTN ? pl : NULL, odt, ou, br);
-            if (st == PARITY_E_INVALID)
-                st = parity_diag_set(diag, st, "op %s: the baselines take at most %d outputs", op->d->name,
-                                     PARITY_OP_MAX_ARGS);
+    if (!st && r.verdict != PARITY_VERDICT_FAITHFUL && r.verdict != PARITY_VERDICT_UNFAITHFUL) {
+        memset(br, 0, sizeof *br); /* no outputs to judge: a rejection, as the CLI's */
+        br->name = parity_baseline_name(b);
+        br->rule = parity_baseline_rule(b);
+        br->ran = 1;
+        br->caught = 1;
+        snprintf(br->detail, sizeof br->detail, "%s: %.120s", parity_verdict_name(r.verdict), r.detail);
+    } else if (!st) {
+        int64_t k_o[PARITY_OP_MAX_ARGS], rows[PARITY_OP_MAX_ARGS], cols[PARITY_OP_MAX_ARGS];
+        int odt[PARITY_OP_MAX_ARGS];
+        const double *pl[PARITY_OP_MAX_ARGS], *sa[PARITY_OP_MAX_ARGS], *rf[PARITY_OP_MAX_ARGS];
+        const void *ou[PARITY_OP_MAX_ARGS];
+        for (int o = 0; o < op->n_out; o++) {
+            const parity_ref_output_t *R = &pc->ref[o];
+            k_o[o] = 1;
+            for (int j = 0; j < op->n_red[o]; j++) k_o[o] *= c->wl->size[op->red[o][j]];
+            rows[o] = R->rows;
+            cols[o] = R->cols;
+            pl[o] = plain[o];
+            sa[o] = R->tol ? NULL : R->s_acc; /* sum |terms| where the error model has it, else |ref| */
+            rf[o] = R->ref;
+            ou[o] = outs[o]->view.data;
+            odt[o] = k->out_dtype;
         }
+        st = parity_custom_baseline_judge(b, op->d->name, c->dtype, op->n_out, rows, cols, k_o, rf, sa,
+                                          b == PARITY_BASE_FLASH_ATTN ? pl : NULL, odt, ou, br);
+        if (st == PARITY_E_INVALID)
+            st = parity_diag_set(diag, st, "op %s: the baselines take at most %d outputs", op->d->name,
+                                 PARITY_OP_MAX_ARGS);
     }
-    for (int o = 0; o < PARITY_CUSTOM_MAX_ARGS; o++) {
-        free(plain[o]);
-        free(keep[o]);
-    }
-    custom_case_free(&c);
+    for (int o = 0; o < PARITY_CUSTOM_MAX_ARGS; o++) free(plain[o]);
+    check_worker_free(w);
     return st;
 }
 
@@ -215,6 +208,8 @@ parity_status_t parity_custom_baselines(const parity_custom_op_t *op, const pari
                                         parity_diag_t *diag)
 {
     memset(out, 0, sizeof *out);
+    parity_status_t ready = custom_engine_ready(op, k, diag);
+    if (ready != PARITY_OK) return ready;
     int reduced[PARITY_CUSTOM_MAX_ARGS];
     for (int o = 0; o < op->n_out; o++) reduced[o] = op->n_red[o] > 0;
     for (int b = 0; b < PARITY_N_BASELINES; b++) {

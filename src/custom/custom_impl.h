@@ -1,5 +1,6 @@
 /* Internals shared by the declared-op files: custom_op.c (loading, workloads, values),
- * custom_tol.c (reference calls, tolerances, judging), custom_run.c (the child-process run). */
+ * custom_tol.c (reference calls, what the tolerances need), custom_engine.c (the declared op as
+ * a descriptor of the check engine: running and judging are src/verify's). */
 #ifndef PARITY_CUSTOM_IMPL_H
 #define PARITY_CUSTOM_IMPL_H
 
@@ -26,10 +27,20 @@ typedef struct {
 } custom_arg_t;
 
 struct parity_custom_op {
+    /* The op as the check engine sees it (custom_engine.c): an ordinary descriptor whose build
+     * makes a case from the declaration, and its workloads as presets (n = the size of the
+     * dimension the shape neighbours move, nbr_dim). First, so the descriptor finds its op. */
+    parity_op_t desc;
+    parity_workload_t presets[PARITY_CUSTOM_MAX_WORKLOADS];
+    parity_workload_t bl_presets[PARITY_N_BASELINES]; /* the baseline rules' own inputs */
+    custom_workload_t bl_wl[PARITY_N_BASELINES];
+    int nbr_dim;
+    char error_model[160];
     void *handle;
     const parity_abi_op_decl_t *d;
     int n_dims;
     const char *dim_name[PARITY_CUSTOM_MAX_ARGS];
+    int fixed[PARITY_CUSTOM_MAX_ARGS]; /* the odd workload leaves the dimension alone */
     int n_in, n_out;
     custom_arg_t in[PARITY_CUSTOM_MAX_ARGS], out[PARITY_CUSTOM_MAX_ARGS];
     int role[PARITY_CUSTOM_MAX_ARGS], vocab[PARITY_CUSTOM_MAX_ARGS];
@@ -51,9 +62,13 @@ typedef struct {
     int64_t *ids[PARITY_CUSTOM_MAX_ARGS];   /* token-id inputs */
     void *store[PARITY_CUSTOM_MAX_ARGS];    /* float inputs in dtype */
     void *decoy[PARITY_CUSTOM_MAX_ARGS];    /* float inputs x -2 in dtype (exact) */
-    double *ref[PARITY_CUSTOM_MAX_ARGS], *tol[PARITY_CUSTOM_MAX_ARGS];
+    double *ref[PARITY_CUSTOM_MAX_ARGS];
+    double *tol[PARITY_CUSTOM_MAX_ARGS];    /* the empirical floor of the outputs without a
+                                               multilinear reduction; NULL elsewhere */
     double *s_acc[PARITY_CUSTOM_MAX_ARGS];  /* sum |terms| (the reference on |inputs|) of the outputs
                                                with a multilinear reduction; NULL elsewhere */
+    int64_t k[PARITY_CUSTOM_MAX_ARGS];      /* terms per element of those outputs (1 elsewhere) */
+    int m_up[PARITY_CUSTOM_MAX_ARGS];       /* roundings per term of those outputs */
     char model[PARITY_CUSTOM_MAX_ARGS][48];
 } custom_case_t;
 
@@ -68,9 +83,14 @@ parity_status_t custom_case_inputs(custom_case_t *c, uint64_t seed, parity_diag_
 void custom_case_free(custom_case_t *c);
 double custom_decode(int dtype, const void *data, int64_t i);
 
-/* custom_tol.c: the reference and the tolerances of a case; judging outputs. */
+/* custom_tol.c: the reference of a case and what its tolerances need: for an output with a
+ * multilinear reduction the error model's data (k, m_up, s_acc: verify.c forms the tolerance),
+ * otherwise the empirical floor (tol). Judging is the check engine's (custom_engine.c). */
 parity_status_t custom_case_reference(custom_case_t *c, parity_diag_t *diag);
-void custom_judge(const custom_case_t *c, int out_dtype, void *const *outputs, parity_custom_result_t *r);
+/* Output o's tolerance model on workload wl for float inputs in dtype, as the report names it:
+ * "error-model k=512 m_up=0", "empirical-floor F=2". */
+void custom_model_text(const parity_custom_op_t *op, const custom_workload_t *wl, int dtype, int o, char *buf,
+                       size_t cap);
 /* The plugin's reference on `vals` (one double array per float input; NULL: the case's exact
  * values) computed in dt (F64, or F32: the contract evaluation); out[o] receives n_out[o] doubles.
  * Returns the plugin's return code (PARITY_KERNEL_UNSUPPORTED: no evaluation in dt). */
@@ -86,14 +106,20 @@ int custom_call_reference(const parity_custom_op_t *op, parity_abi_tensor_t *in,
 int custom_for_each_term(const custom_case_t *c, int o, int (*fn)(void *ctx, int64_t t, double *const *out),
                          void *ctx);
 
-/* custom_diag.c: the diagnosis of an unfaithful kernel's outputs on case c (r->worst_output picks
- * the output): r->diag, or r->no_diag saying why there is none. */
-void custom_diagnose(const custom_case_t *c, int out_dtype, void *const *outputs, parity_custom_result_t *r);
+/* custom_engine.c: the declared op as a descriptor of the check engine (filled at load), and the
+ * engine's judge on a declared case's outputs given as fp32 arrays (the power self-test's
+ * mutants): the largest err/tol over every output element. */
+parity_status_t custom_desc_init(parity_custom_op_t *op, parity_diag_t *diag);
+double custom_judge_max_q(const custom_case_t *c, const float *const *outputs);
+/* The check engine's options for a declared op's (seed, timeout): one thread per kernel call. */
+void custom_engine_opts(const parity_custom_opts_t *o, parity_check_opts_t *co);
+/* The declared case the engine built (parity_case_t.priv): its custom_case_t. */
+const custom_case_t *custom_case_of(const parity_case_t *c);
+/* PARITY_OK when kernel k of op can go through the engine (counts, dtypes), else why not. */
+parity_status_t custom_engine_ready(const parity_custom_op_t *op, const parity_abi_kernel_t *k,
+                                    parity_diag_t *diag);
 
-/* custom_run.c: one (kernel, case) run in a child process, judged into r. keep (NULL: not
- * wanted): when the kernel ran to outputs (r->verdict faithful or unfaithful), keep[o] receives
- * a malloc'd copy of output o in the kernel's out_dtype (the caller frees it). */
-void custom_run_one(const custom_case_t *c, const parity_abi_kernel_t *k, const parity_custom_opts_t *opts,
-                    parity_custom_result_t *r, void **keep);
+/* custom_baseline.c: the value variant (CV_BL_*) of baseline rule b's inputs. */
+int custom_baseline_variant(int b);
 
 #endif

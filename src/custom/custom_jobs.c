@@ -2,7 +2,7 @@
  * --jobs): the units -- each kernel on each workload, each kernel's baselines -- dealt out to
  * forked worker processes round-robin, their results written into one shared anonymous mapping
  * and read back in unit order, so the report cannot depend on how many workers there were.
- * A unit's kernel runs in its own child process as always (custom_run.c): a worker only
+ * A unit's kernel runs in its own child process as always (the check engine): a worker only
  * sequences units. Deliberately not here: MPI ranks, a work queue (the units of one declared op
  * are few and alike; round-robin keeps the assignment a pure function of the unit index). */
 #include <errno.h>

@@ -2,7 +2,8 @@
  * from the inputs' roles and their values. The same roles and workloads as the Python package's
  * parity.Op (docs/custom-ops.md); the values come from parity's own generator (rng.h), not
  * numpy's, so a C-declared op and a Python-declared one see different draws of the same laws.
- * Deliberately not here: tolerances and judging (custom_tol.c), running kernels (custom_run.c). */
+ * Deliberately not here: tolerances (custom_tol.c), running and judging kernels (the check
+ * engine, through custom_engine.c). */
 #include <dlfcn.h>
 #include <math.h>
 #include <stddef.h>
@@ -117,7 +118,7 @@ static parity_status_t parse(parity_custom_op_t *op, parity_diag_t *diag)
                                        d->name, dm->name, (long long)dm->sizes[j]);
             if (dm->sizes[j] > prod[i]) prod[i] = dm->sizes[j];
         }
-        fixed[i] = dm->fixed;
+        fixed[i] = op->fixed[i] = dm->fixed != 0;
     }
     op->n_in = d->n_inputs;
     op->n_out = d->n_outputs;
@@ -227,6 +228,7 @@ parity_status_t parity_custom_op_load(const char *path, const char *name, parity
         op->d = d;
         st = parse(op, diag);
     }
+    if (!st) st = custom_desc_init(op, diag);
     if (st) {
         free(op);
         dlclose(h);

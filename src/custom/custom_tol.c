@@ -1,13 +1,15 @@
-/* Declared ops: the fp64 reference of a workload, the per-element tolerances derived from the
- * declaration, and the judgement of a kernel's outputs against them. The formulas are the ones
- * docs/custom-ops.md derives (and python/parity/custom.py computes for parity.Op):
- *  - a multilinear op with a declared reduction: the built-in error model (verify.c's gamma and
- *    lambda), k = product of the reduced sizes, s_acc = the reference on |inputs|;
+/* Declared ops: the fp64 reference of a workload and the data its tolerances are formed from.
+ * The formulas are the ones docs/custom-ops.md derives (and python/parity/custom.py computes for
+ * parity.Op):
+ *  - a multilinear op with a declared reduction: the built-in error model itself -- k = product
+ *    of the reduced sizes, s_acc = the reference on |inputs|, m_up from the inputs' precision --
+ *    handed to verify.c, which forms the tolerance as for every built-in op;
  *  - otherwise the empirical floor: the reference evaluated in fp32 (the plugin's reference
  *    called with F32 tensors), its error against fp64 per row and column, times F = 2 (x sqrt(k)
- *    for a declared non-multilinear reduction), with a 4u|ref| minimum.
- * NaN never matches; an infinity matches only the same infinity.
- * Deliberately not here: workloads and values (custom_op.c), running kernels (custom_run.c). */
+ *    for a declared non-multilinear reduction), with a 4u|ref| minimum: an explicit per-element
+ *    tolerance (parity_ref_output_t.tol) the same judge applies.
+ * Deliberately not here: workloads and values (custom_op.c), running and judging kernels (the
+ * check engine, through custom_engine.c). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,14 +24,6 @@
 #define FORMULA_FACTOR 2.0         /* sqrt(4 x the roundings): docs/custom-ops.md */
 #define MIN_ROUNDINGS 4.0          /* 2-ulp last operation (CUDA's expf/sinf bound) = 4u|y| */
 
-static double dtype_u(int dt)
-{
-    return dt == PARITY_DT_BF16 ? 0x1p-8 : dt == PARITY_DT_F16 ? 0x1p-11 : dt == PARITY_DT_F32 ? U32 : 0;
-}
-static double dtype_tiny(int dt)
-{
-    return dt == PARITY_DT_BF16 ? 0x1p-133 : dt == PARITY_DT_F16 ? 0x1p-24 : TINY32;
-}
 static int dtype_bits(int dt) { return dt == PARITY_DT_BF16 ? 8 : dt == PARITY_DT_F16 ? 11 : 24; }
 
 /* custom_impl.h */
@@ -197,6 +191,26 @@ static parity_status_t check_multilinear(custom_case_t *c, parity_diag_t *diag)
     return PARITY_OK;
 }
 
+/* Products of p float inputs of t significand bits are exact in fp32 when p t <= 24; otherwise
+ * each term is rounded at most p - 1 times. */
+static int m_up_of(const parity_custom_op_t *op, int dtype)
+{
+    int p = 0;
+    for (int i = 0; i < op->n_in; i++) p += custom_is_float_role(op->role[i]);
+    return p * dtype_bits(dtype) <= 24 ? 0 : p - 1;
+}
+
+void custom_model_text(const parity_custom_op_t *op, const custom_workload_t *wl, int dtype, int o, char *buf,
+                       size_t cap)
+{
+    int64_t k = 1;
+    for (int j = 0; j < op->n_red[o]; j++) k *= wl->size[op->red[o][j]];
+    if (op->multilinear && op->n_red[o] > 0)
+        snprintf(buf, cap, "error-model k=%lld m_up=%d", (long long)k, m_up_of(op, dtype));
+    else
+        snprintf(buf, cap, "empirical-floor F=%.3g", FORMULA_FACTOR * (op->n_red[o] > 0 ? sqrt((double)k) : 1.0));
+}
+
 parity_status_t custom_case_reference(custom_case_t *c, parity_diag_t *diag)
 {
     const parity_custom_op_t *op = c->op;
@@ -204,9 +218,9 @@ parity_status_t custom_case_reference(custom_case_t *c, parity_diag_t *diag)
         c->n_out[o] = custom_numel(op, &op->out[o], c->wl->size);
         c->cols[o] = op->out[o].ndim ? c->wl->size[op->out[o].dim[op->out[o].ndim - 1]] : 1;
         c->rows[o] = c->n_out[o] / c->cols[o];
+        c->k[o] = 1;
         c->ref[o] = malloc((size_t)c->n_out[o] * sizeof(double));
-        c->tol[o] = malloc((size_t)c->n_out[o] * sizeof(double));
-        if (!c->ref[o] || !c->tol[o]) return PARITY_E_NOMEM;
+        if (!c->ref[o]) return PARITY_E_NOMEM;
     }
     int rc = custom_reference(c, PARITY_DT_F64, NULL, c->ref);
     if (rc) return parity_diag_set(diag, PARITY_E_FORMAT, "op %s: the reference returned %d on workload %s",
@@ -229,26 +243,20 @@ parity_status_t custom_case_reference(custom_case_t *c, parity_diag_t *diag)
          * each float input); products of p inputs of t bits are exact in fp32 when p t <= 24. */
         double *absv[PARITY_CUSTOM_MAX_ARGS] = {0};
         double **s = alloc_outs(c);
-        int p = 0;
         for (int i = 0; s && i < op->n_in; i++) {
             if (!custom_is_float_role(op->role[i])) continue;
-            p++;
             if (!(absv[i] = malloc((size_t)c->n_in[i] * sizeof(double)))) break;
             for (int64_t j = 0; j < c->n_in[i]; j++) absv[i][j] = fabs(c->exact[i][j]);
         }
         rc = s ? custom_reference(c, PARITY_DT_F64, absv, s) : PARITY_KERNEL_ERROR;
-        int m_up = p * dtype_bits(c->dtype) <= 24 ? 0 : p - 1;
         for (int o = 0; !rc && o < op->n_out; o++) {
             if (!(op->multilinear && op->n_red[o] > 0)) continue;
-            int64_t k = reduced_k(c, o);
-            double lam = parity_lambda((double)(k > m_up ? k : m_up), (double)c->n_out[o], ALPHA);
-            double gk = parity_gamma_prob((double)k - 1, U32, lam), gm = parity_gamma_prob(m_up, U32, lam);
-            for (int64_t j = 0; j < c->n_out[o]; j++) {
-                double sa = fabs(s[o][j]);
-                c->tol[o][j] = gk * sa + gm * (m_up ? sa : 0) + (double)(k + m_up) * TINY32;
-            }
-            snprintf(c->model[o], sizeof c->model[o], "error-model k=%lld m_up=%d", (long long)k, m_up);
-            c->s_acc[o] = s[o]; /* kept: the baselines (hipDNN's sum |products|) and the diagnosis */
+            c->k[o] = reduced_k(c, o);
+            c->m_up[o] = m_up_of(op, c->dtype);
+            for (int64_t j = 0; j < c->n_out[o]; j++) s[o][j] = fabs(s[o][j]);
+            custom_model_text(op, c->wl, c->dtype, o, c->model[o], sizeof c->model[o]);
+            c->s_acc[o] = s[o]; /* the error model's, the baselines' (hipDNN's sum |products|), the
+                                 * diagnosis's */
             s[o] = NULL;
         }
         for (int i = 0; i < PARITY_CUSTOM_MAX_ARGS; i++) free(absv[i]);
@@ -268,55 +276,14 @@ parity_status_t custom_case_reference(custom_case_t *c, parity_diag_t *diag)
         for (int o = 0; o < op->n_out; o++) {
             if (op->multilinear && op->n_red[o] > 0) continue;
             int64_t k = op->n_red[o] > 0 ? reduced_k(c, o) : 0;
-            double F = parity_custom_floor(c->ref[o], got[o], c->rows[o], c->cols[o], k, c->tol[o]);
-            snprintf(c->model[o], sizeof c->model[o], "empirical-floor F=%.3g", F);
+            if (!(c->tol[o] = malloc((size_t)c->n_out[o] * sizeof(double)))) {
+                free_outs(got);
+                return PARITY_E_NOMEM;
+            }
+            (void)parity_custom_floor(c->ref[o], got[o], c->rows[o], c->cols[o], k, c->tol[o]);
+            custom_model_text(op, c->wl, c->dtype, o, c->model[o], sizeof c->model[o]);
         }
         free_outs(got);
     }
     return PARITY_OK;
-}
-
-void custom_judge(const custom_case_t *c, int out_dtype, void *const *outputs, parity_custom_result_t *r)
-{
-    const parity_custom_op_t *op = c->op;
-    double best = -1, u_out = dtype_u(out_dtype);
-    r->rows_failed = r->rows_judged = 0;
-    r->tolerance[0] = '\0';
-    size_t tl = 0;
-    for (int o = 0; o < op->n_out; o++) {
-        tl += (size_t)snprintf(r->tolerance + tl, tl < sizeof r->tolerance ? sizeof r->tolerance - tl : 0,
-                               "%s%s: %s", o ? ", " : "", op->out[o].name, c->model[o]);
-        if (tl >= sizeof r->tolerance) tl = sizeof r->tolerance - 1;
-        for (int64_t row = 0; row < c->rows[o]; row++) {
-            double rq = 0;
-            for (int64_t j = row * c->cols[o]; j < (row + 1) * c->cols[o]; j++) {
-                double y = custom_decode(out_dtype, outputs[o], j), ref = c->ref[o][j], tol = c->tol[o][j];
-                if (u_out > U32) /* one final rounding to a narrower output (verify.c's tol_from) */
-                    tol += u_out * ((isfinite(ref) ? fabs(ref) : 0) + tol) + dtype_tiny(out_dtype);
-                double err = fabs(y - ref);
-                if (isnan(y)) err = INFINITY; /* NaN never matches */
-                else if (isinf(y) || isinf(ref)) err = y == ref ? 0 : INFINITY;
-                double q = err == 0 ? 0 : err / tol;
-                if (q > rq) rq = q;
-                if (q > best) {
-                    best = q;
-                    snprintf(r->worst_output, sizeof r->worst_output, "%s", op->out[o].name);
-                    int64_t rem = j;
-                    r->worst_ndim = op->out[o].ndim;
-                    for (int t = op->out[o].ndim - 1; t >= 0; t--) {
-                        int64_t s = c->wl->size[op->out[o].dim[t]];
-                        r->worst_index[t] = rem % s;
-                        rem /= s;
-                    }
-                    r->got = y;
-                    r->ref = ref;
-                    r->tol = tol;
-                }
-            }
-            r->rows_failed += rq > 1;
-            r->rows_judged++;
-        }
-    }
-    r->max_err_over_tol = best < 0 ? 0 : best;
-    r->verdict = r->max_err_over_tol <= 1 ? PARITY_VERDICT_FAITHFUL : PARITY_VERDICT_UNFAITHFUL;
 }

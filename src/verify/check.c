@@ -693,6 +693,22 @@ parity_status_t check_unit_baseline(check_worker_t *w, const parity_op_t *op, in
     return PARITY_OK;
 }
 
+parity_status_t check_unit_plain(check_worker_t *w, const parity_op_t *op, const parity_workload_t *wl,
+                                 uint64_t seed, const parity_check_opts_t *opts,
+                                 const parity_kernel_ref_t *kr, parity_wl_result_t *r,
+                                 parity_tensor_t **outs, const parity_case_t **c, parity_diag_t *diag)
+{
+    memset(r, 0, sizeof *r);
+    r->hit_corr = NAN;
+    r->floor_q = -1;
+    case_slot_t *cs;
+    parity_status_t st = worker_case(w, op, wl, seed, (parity_dtype_t)kr->k->in_dtype, &cs, diag);
+    if (st != PARITY_OK) return st;
+    run_one(kr, cs, opts, 0, 0, r, outs);
+    *c = cs->c;
+    return PARITY_OK;
+}
+
 /* The file-based flow: judge outputs produced elsewhere for case c, with the same floor,
  * judgement and diagnosis as check. The case is borrowed, not freed. */
 parity_status_t parity_compare_case(parity_case_t *c, parity_tensor_t *const *outs,

@@ -77,6 +77,14 @@ parity_status_t check_neighbours(check_nbr_t *nb, const parity_op_t *op, const p
                                  const parity_check_opts_t *opts, const parity_kernel_ref_t *kr,
                                  parity_wl_result_t *r);
 
+/* One plain judged run of kr on (wl, seed) -- isolated, guarded, inputs verified, no probes (the
+ * baseline rules' run): r is filled; when it ran to outputs (faithful or unfaithful) outs[i] are
+ * the worker's buffers holding them and *c the case, both valid until the worker's next unit. */
+parity_status_t check_unit_plain(check_worker_t *w, const parity_op_t *op, const parity_workload_t *wl,
+                                 uint64_t seed, const parity_check_opts_t *opts,
+                                 const parity_kernel_ref_t *kr, parity_wl_result_t *r,
+                                 parity_tensor_t **outs, const parity_case_t **c, parity_diag_t *diag);
+
 /* Baseline verifier b's rule on kr. */
 parity_status_t check_unit_baseline(check_worker_t *w, const parity_op_t *op, int b,
                                     const parity_kernel_ref_t *kr, const parity_check_opts_t *opts,

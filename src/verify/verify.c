@@ -343,6 +343,10 @@ void parity_tolerance(const parity_ref_output_t *R, int64_t slot, int64_t j, dou
     double k = (double)R->k[slot], m = (double)R->m_up;
     int64_t e = slot * R->cols + j;
     double ref = R->ref[e], sa = R->s_acc[e];
+    if (R->tol) { /* a measured tolerance (op.h), as elem_tol */
+        *tol_p = *tol_d = tol_from(R->tol[e], 0, ref, 0, u_out, tiny_out);
+        return;
+    }
     double su = R->s_up ? R->s_up[e] : 0;
     double under = (k + m) * tiny_acc;
     double op_d = R->s_op ? R->u_op * sa : 0;
@@ -435,6 +439,11 @@ static inline double elem_tol(const judge_ctx_t *jc, const row_consts_t *rc, int
 {
     const parity_ref_output_t *R = jc->R;
     double ref = R->ref[e], sc = R->s_acc[e], su = R->s_up ? R->s_up[e] : 0;
+    *sym = *split = 0;
+    if (R->tol) { /* a measured tolerance (op.h): only the output's own rounding is added */
+        *td = tol_from(R->tol[e], 0, ref, 0, jc->u_out, jc->tiny_out);
+        return *td;
+    }
     /* Operand roundings: u_op sum|x| <= u_op s_acc always holds (worst case); Hoeffding's
      * lambda u_op sqrt(sum x^2) is smaller when many terms share the sum, larger when one
      * dominates: the verdict takes the smaller (op.h). */

@@ -75,7 +75,8 @@ void parity_kernel_result_finish(parity_kernel_result_t *kr);
 
 /* The diagnosis's conclusions from d->cand_err and d->emu_err[] (filled by the caller): the
  * closest emulation, the effective accumulator bits, beyond / masked, available = 1. One
- * definition for the built-in ops (check.c) and declared ops (src/custom/custom_diag.c). */
+ * definition for every op (check.c's diagnose(); declared ops reach it through their
+ * descriptor's emulate, src/custom/custom_engine.c). */
 void parity_diagnosis_classify(parity_diagnosis_t *d);
 
 #endif
