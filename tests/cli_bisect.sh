@@ -1,7 +1,8 @@
 # `parity model capture` + `parity bisect` (issue #38): on the MoE model, each serving path that
 # changes one component is bisected to the module it changed (replayed introduced error against
 # a same-side repeat's floor); the estimator without replays; exit codes and messages of
-# mismatched, truncated and malformed captures; the JSON keys and the HTML page.
+# mismatched, truncated and malformed captures; a module of another kind compared with a note;
+# the JSON keys and the HTML page.
 # Uses $PARITY and $PARITY_SRC (the shipped data).
 set -u
 P=${PARITY:?PARITY must point at the parity binary}
@@ -91,6 +92,16 @@ expect3 "module 'embed': tensor 'embed.out.0' is \(198, 64\) in .*fusedmoe.A, \(
 cp -r "$T/fusedmoe.B" "$T/renamed"
 sed -i 's/"layers.2.attn"/"layers.2.attention"/' "$T/renamed/capture.json"
 expect3 "tensor 'layers.2.attn.in.0' .*missing|module 10: .*'layers.2.attn'.*'layers.2.attention'" bisect "$T/fusedmoe.A" "$T/renamed"
+# A module of another kind (B swapped in another implementation: a PyTorch class name) is
+# compared as the same module, with a note; names and shapes must still match.
+cp -r "$T/fusedmoe.B" "$T/kind"
+sed -i 's/"kind":\t"moe"/"kind":\t"fused_moe"/' "$T/kind/capture.json"
+"$P" bisect "$T/fusedmoe.A" "$T/kind" --floor "$T/fusedmoe.F" --json "$T/kind.json" >"$T/kind.txt" 2>&1; rc=$?
+[ $rc -eq 1 ] || fail "bisect with a swapped kind: want exit 1, got $rc: $(head -5 "$T/kind.txt")"
+grep -q "note: module 'layers.0.moe' is a 'moe' in A, a 'fused_moe' in B" "$T/kind.txt" ||
+    fail "swapped kind: no note naming it: $(head -6 "$T/kind.txt")"
+got=$(jget "$T/kind.json" "r['first_departing']['module']")
+[ "$got" = layers.0.moe ] || fail "swapped kind: first departing '$got', want layers.0.moe"
 cp -r "$T/fusedmoe.B" "$T/trunc"
 sz=$(stat -c %s "$T/trunc/capture.safetensors")
 truncate -s $((sz / 2)) "$T/trunc/capture.safetensors"

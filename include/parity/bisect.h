@@ -25,7 +25,8 @@ extern "C" {
  * the product of every dimension but the last, width the last one. */
 typedef struct {
     char *tensor;            /* its safetensors name: "<module>.in.<i>" etc. */
-    char dtype[8];           /* as stored: "F64", "F32", "BF16", "F16" */
+    char dtype[8];           /* as stored: "F64", "F32", "BF16", "F16"; integers ("I64", "I32", ...:
+                                token ids, indices) exact up to 2^53, compared for equality only */
     int ndim;
     uint64_t shape[8];
     size_t rows, width;
@@ -121,16 +122,19 @@ typedef struct {
 typedef struct {
     size_t n_mod;
     parity_bisect_module_t *mod;
-    long first;                      /* index of the first departing module, -1: none */
-    long flat_first;                 /* the flat walk's first flagged module, -1: none */
+    long first;                      /* index of the first departing module, -1: none; of
+                                        nested modules the innermost departing one (bisect.c) */
+    long flat_first;                 /* the flat walk's first flagged module (innermost too), -1 */
     size_t *rank;                    /* module indices ranked by introduced / floor, worst first */
     size_t n_flips, cap_flips;
     parity_bisect_flip_t *flips;
-    char note[512];                  /* lines about the floor and the replays ("" when none) */
+    char note[1024];                 /* lines about the floor, the replays, swapped kinds,
+                                        nesting, integer tensors ("" when none) */
 } parity_bisect_result_t;
 
 /* Compares o->b against o->a. PARITY_E_FORMAT (CLI exit 3) with diag naming the first mismatch
- * (model, module count, name, kind, tensor shape) of captures that cannot be compared. */
+ * (model, module count, name, tensor count or shape) of captures that cannot be compared; a
+ * module of another kind in B (a swapped implementation) is compared, with a note. */
 parity_status_t parity_bisect(const parity_bisect_opts_t *o, parity_bisect_result_t *res,
                               parity_diag_t *diag);
 void parity_bisect_result_free(parity_bisect_result_t *res);

@@ -32,10 +32,35 @@ typedef struct {
     double aa, bb, dd, ab, mx;
 } sums_t;
 
+/* An integer tensor (token ids, positions, indices: I64, I32, ..., BOOL in a PyTorch capture) is
+ * not a value with a rounding error: its difference is an index mismatch, not a drift, and its
+ * magnitude would dilute the relative L2 of the float tensors beside it. */
+static int is_int(const parity_capture_tensor_t *t)
+{
+    return t->dtype[0] && t->dtype[0] != 'F' && strcmp(t->dtype, "BF16");
+}
+
+/* Elements of integer tensor pairs that differ (both sides integer), over n tensors. */
+static size_t int_diffs(const parity_capture_tensor_t *a, const parity_capture_tensor_t *b, int n,
+                        const char **first)
+{
+    size_t d = 0;
+    for (int k = 0; k < n; k++) {
+        if (!is_int(&a[k]) || !is_int(&b[k])) continue;
+        size_t dk = 0;
+        for (size_t i = 0; i < a[k].rows * a[k].width; i++) dk += a[k].v[i] != b[k].v[i];
+        if (dk && !d) *first = a[k].tensor;
+        d += dk;
+    }
+    return d;
+}
+
+/* Sums over the float tensors only (integer pairs are skipped: is_int). */
 static void acc(sums_t *s, const parity_capture_tensor_t *a, const parity_capture_tensor_t *b,
                 int n, size_t row_lo, size_t row_hi, const char *const *modality, const char *slice)
 {
     for (int k = 0; k < n; k++) {
+        if (is_int(&a[k]) && is_int(&b[k])) continue;
         size_t w = a[k].width, rows = a[k].rows;
         for (size_t r = 0; r < rows; r++) {
             if (slice && (r < row_lo || r >= row_hi || strcmp(modality[r], slice))) continue;
@@ -80,9 +105,14 @@ static double introduced(const parity_capture_t *x, const parity_capture_t *ref,
     return dout > din ? dout - din : 0.0;
 }
 
+/* Captures that can be compared: the same model, the same module names in the same order, the
+ * same tensor counts and shapes. A module whose kind differs (B swapped one implementation for
+ * another: a fused or bf16 RMSNorm class in place of the trainer's) is compared all the same: its
+ * index is left in *kind_diff (the first one; -1 when none) for a note. */
 static parity_status_t compatible(const parity_capture_t *a, const parity_capture_t *x,
-                                  const char *an, const char *xn, parity_diag_t *diag)
+                                  const char *an, const char *xn, long *kind_diff, parity_diag_t *diag)
 {
+    *kind_diff = -1;
     if (strcmp(a->model, x->model))
         return parity_diag_set(diag, PARITY_E_FORMAT,
                                "captures of different models: %s is '%s', %s is '%s'", an, a->model,
@@ -101,9 +131,7 @@ static parity_status_t compatible(const parity_capture_t *a, const parity_captur
             return parity_diag_set(diag, PARITY_E_FORMAT,
                                    "module %zu: %s has '%s', %s has '%s' (captures of different modules)",
                                    i, an, p->name, xn, q->name);
-        if (strcmp(p->kind, q->kind))
-            return parity_diag_set(diag, PARITY_E_FORMAT, "module '%s': kind '%s' in %s, '%s' in %s",
-                                   p->name, p->kind, an, q->kind, xn);
+        if (strcmp(p->kind, q->kind) && *kind_diff < 0) *kind_diff = (long)i;
         if (p->n_in != q->n_in || p->n_out != q->n_out)
             return parity_diag_set(diag, PARITY_E_FORMAT,
                                    "module '%s': %d inputs and %d outputs in %s, %d and %d in %s",
@@ -192,6 +220,27 @@ static int ranks_before(const parity_bisect_result_t *res, size_t x, size_t y)
     return x < y;
 }
 
+/* 1 when module `name` is nested in module `parent` (PyTorch's dotted paths: "layers.1.attn" in
+ * "layers.1"; the C model's modules are not nested). */
+static int nested_in(const char *name, const char *parent)
+{
+    size_t n = strlen(parent);
+    return !strncmp(name, parent, n) && name[n] == '.';
+}
+
+/* Nested modules: a parent starts before its children and its replay runs them, so it introduces
+ * (and its output carries) what a changed child introduces. From module i, on to its first
+ * descendant in execution order that is flagged too (departs; or, for the flat walk, over the
+ * threshold), until none is: the innermost flagged module. */
+static long innermost(const parity_bisect_result_t *res, long i, int flat, double thr)
+{
+    for (long j = i + 1; j < (long)res->n_mod; j++) {
+        const parity_bisect_module_t *m = &res->mod[j];
+        if (nested_in(m->name, res->mod[i].name) && (flat ? m->cos_metric > thr : m->departs)) i = j;
+    }
+    return i;
+}
+
 static void note(parity_bisect_result_t *res, const char *s)
 {
     size_t n = strlen(res->note);
@@ -205,13 +254,20 @@ parity_status_t parity_bisect(const parity_bisect_opts_t *o, parity_bisect_resul
     res->first = res->flat_first = -1;
     const parity_capture_t *A = o->a, *B = o->b, *F = o->floor, *G = o->golden;
     const char *an = lbl(o->name_a, "A"), *bn = lbl(o->name_b, "B");
-    parity_status_t st = compatible(A, B, an, bn, diag);
-    if (st == PARITY_OK && F) st = compatible(A, F, an, lbl(o->name_floor, "the floor run"), diag);
+    long kd = -1, kd_other = -1;
+    parity_status_t st = compatible(A, B, an, bn, &kd, diag);
+    if (st == PARITY_OK && F) st = compatible(A, F, an, lbl(o->name_floor, "the floor run"), &kd_other, diag);
     if (st == PARITY_OK && G) {
         /* the golden is the same model in fp64: the model name may say so; modules must match */
-        st = compatible(A, G, an, lbl(o->name_golden, "the golden run"), diag);
+        st = compatible(A, G, an, lbl(o->name_golden, "the golden run"), &kd_other, diag);
     }
     if (st != PARITY_OK) return st;
+    if (kd >= 0) {
+        char l[300];
+        snprintf(l, sizeof l, "module '%.80s' is a '%.60s' in A, a '%.60s' in B (another implementation, "
+                 "compared as the same module)", A->mod[kd].name, A->mod[kd].kind, B->mod[kd].kind);
+        note(res, l);
+    }
     size_t n = A->n_mod;
     res->n_mod = n;
     res->mod = calloc(n ? n : 1, sizeof *res->mod);
@@ -223,6 +279,8 @@ parity_status_t parity_bisect(const parity_bisect_opts_t *o, parity_bisect_resul
     if (!F && !G)
         note(res, "no floor (--floor A2 or --golden G): any introduced difference departs");
     int a_on_g = 0;
+    const char *int_first = NULL, *int_mod = NULL;
+    size_t int_n = 0, int_mods = 0;
     for (size_t i = 0; i < n; i++) {
         parity_bisect_module_t *m = &res->mod[i];
         const parity_capture_module_t *am = &A->mod[i], *bm = &B->mod[i];
@@ -233,6 +291,9 @@ parity_status_t parity_bisect(const parity_bisect_opts_t *o, parity_bisect_resul
         m->max_abs_out = so.mx;
         m->cos_metric = so.aa + so.bb > 0 ? 1.0 - 2.0 * so.ab / (so.aa + so.bb) : 0.0;
         m->drift_in = am->n_in ? rel_of(am->in, bm->in, am->n_in) : 0.0;
+        const char *ti = NULL, *to = NULL;
+        size_t ni = int_diffs(am->in, bm->in, am->n_in, &ti), no = int_diffs(am->out, bm->out, am->n_out, &to);
+        if (ni + no && !int_mods++) int_first = ti ? ti : to, int_mod = am->name, int_n = ni ? ni : no;
         m->introduced = introduced(B, A, i, &m->replayed);
         if (m->replayed) {
             /* B's module on B's inputs vs on A's inputs, relative to A's output's size */
@@ -276,6 +337,27 @@ parity_status_t parity_bisect(const parity_bisect_opts_t *o, parity_bisect_resul
         }
         if (flips(A, B, i, res) != 0) return parity_diag_set(diag, PARITY_E_NOMEM, "bisect: out of memory");
         res->rank[i] = i;
+    }
+    if (res->first >= 0) {
+        long outer = res->first;
+        res->first = innermost(res, outer, 0, 0);
+        if (res->first != outer) {
+            char l[300];
+            snprintf(l, sizeof l, "'%.80s' departs first in execution order, through '%.80s' nested in it "
+                     "(its replay runs its children): the innermost departing module is the answer",
+                     res->mod[outer].name, res->mod[res->first].name);
+            note(res, l);
+        }
+    }
+    if (res->flat_first >= 0) res->flat_first = innermost(res, res->flat_first, 1, o->flat_threshold);
+    if (int_mods) {
+        char l[400];
+        snprintf(l, sizeof l,
+                 "integer tensors (ids, indices) differ in %zu module%s, first '%s' in module '%s' (%zu "
+                 "elements): compared for equality, not as drift%s",
+                 int_mods, int_mods == 1 ? "" : "s", int_first, int_mod, int_n,
+                 int_mod == A->mod[0].name ? " (the first module: the captures ran on different inputs?)" : "");
+        note(res, l);
     }
     if (G && !a_on_g)
         note(res, "the golden floor is estimated (A was not captured with --replay G)");

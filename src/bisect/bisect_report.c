@@ -45,7 +45,12 @@ void parity_bisect_print_text(FILE *f, const parity_bisect_opts_t *o, const pari
     fprintf(f, "  floor: %s%s%s; a module departs when its introduced error > %g x floor\n",
             floor_name(src), src == 1 ? " " : "", src == 1 && o->floor ? o->floor->path : "",
             o->floor_factor);
-    if (r->note[0]) fprintf(f, "  note: %s\n", r->note);
+    for (const char *l = r->note; *l;) { /* one "note:" line per line of the notes */
+        const char *e = strchr(l, '\n');
+        int len = e ? (int)(e - l) : (int)strlen(l);
+        fprintf(f, "  note: %.*s\n", len, l);
+        l += len + (e ? 1 : 0);
+    }
     if (r->first >= 0) {
         const parity_bisect_module_t *m = &r->mod[r->first];
         char rt[32];

@@ -1,7 +1,9 @@
 /* capture_read: reads a "parity.capture/1" directory (docs/bisect.md) into a parity_capture_t.
  * The index is checked field by field and every tensor it lists against the safetensors file
- * (present, the shape the index says, a float dtype); a truncated tensors file is named by the
- * safetensors reader with the first tensor past its end. */
+ * (present, the shape the index says); a truncated tensors file is named by the safetensors
+ * reader with the first tensor past its end. Every dtype is read as doubles: floats exactly,
+ * integers (token ids of an embedding, indices) exactly up to 2^53; bisect.c compares integer
+ * tensors for equality only, never as drift. */
 #define _POSIX_C_SOURCE 200809L
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -101,11 +103,6 @@ static parity_status_t read_tensor(rd_t *r, const cJSON *je, const char *mod, co
         return parity_diag_set(r->diag, PARITY_E_FORMAT,
                                "%s: tensor '%s': %llu elements, but %s gives its shape as %zu "
                                "elements", r->stfn, t->tensor, (unsigned long long)st->numel, r->fn, numel);
-    if (st->dtype != PARITY_ST_F64 && st->dtype != PARITY_ST_F32 && st->dtype != PARITY_ST_BF16 &&
-        st->dtype != PARITY_ST_F16)
-        return parity_diag_set(r->diag, PARITY_E_FORMAT,
-                               "%s: tensor '%s': dtype %s, expected F64, F32, BF16 or F16", r->stfn,
-                               t->tensor, parity_st_dtype_name(st->dtype));
     snprintf(t->dtype, sizeof t->dtype, "%s", parity_st_dtype_name(st->dtype));
     t->v = malloc((numel ? numel : 1) * sizeof(double));
     if (!t->v) return PARITY_E_NOMEM;
