@@ -80,7 +80,7 @@ int parity_cmd_run(int argc, char **argv)
     st = parity_run_kernel(c, &kl.items[0], timeout, outs, &v, det, sizeof det);
     int rc = PARITY_EXIT_OK;
     if (st != PARITY_OK) rc = cli_input_error("run", "%s", parity_status_str(st));
-    else if (v != PARITY_VERDICT_FAITHFUL) {
+    else if (v != PARITY_VERDICT_NOT_JUDGED) { /* ran: outputs to write, judged by compare */
         fprintf(stderr, "parity run: %s: %s (%s); nothing written\n", kl.items[0].label, parity_verdict_name(v), det);
         rc = PARITY_EXIT_VERDICT;
     } else if ((st = parity_outputs_save(c, outs, outp, &diag)) != PARITY_OK) {

@@ -1,5 +1,6 @@
 /* The `parity` CLI entry point: dispatches to subcommands, prints help and the version.
- * Help goes to stdout with exit 0; usage errors go to stderr with exit 2 (DESIGN.md). */
+ * Help goes to stdout with exit 0; usage errors go to stderr with exit 2 (docs/plugins.md:
+ * exit status). */
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>

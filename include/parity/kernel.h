@@ -26,7 +26,7 @@ typedef struct {
     int n_handles;
 } parity_kernel_list_t;
 
-/* The catalog, all ops together. */
+/* The catalog, all ops together. The kernels are static: never freed, valid for the process. */
 int parity_catalog_count(void);
 const parity_abi_kernel_t *parity_catalog_at(int i);
 
@@ -36,7 +36,12 @@ const parity_abi_kernel_t *parity_catalog_at(int i);
  *   PATH.so[:NAME]   a plugin's kernels for op (or the one named NAME)
  * Errors: PARITY_E_NOTFOUND (unknown builtin / no kernel for op in the plugin),
  * PARITY_E_IO (the shared object cannot be loaded), PARITY_E_FORMAT (no entry symbol, ABI
- * version from the future, malformed table); diag names the file and what was expected. */
+ * version from the future, malformed table); diag names the file and what was expected.
+ * Ownership: list is caller storage, zeroed before the first call ({0}); items is realloc'd at
+ * every append, so a pointer to an item (parity_kernel_result_t.kr) is stale after the next
+ * append. items[].k points into the catalog (static) or into a loaded plugin; plugins are never
+ * unloaded (dlclose is skipped on purpose), so k stays valid for the process.
+ * parity_kernel_list_free frees items and handles and leaves the list empty (NULL ok). */
 parity_status_t parity_kernel_resolve(const char *spec, const char *op, parity_kernel_list_t *list,
                                       parity_diag_t *diag);
 void parity_kernel_list_free(parity_kernel_list_t *list);

@@ -124,7 +124,8 @@ typedef struct parity_op {
     void (*free_priv)(parity_case_t *c);
 } parity_op_t;
 
-/* The registry. */
+/* The registry. The ops and their presets are static: never freed, valid for the process;
+ * parity_op_find / parity_op_find_preset return NULL for an unknown name. */
 int parity_op_count(void);
 const parity_op_t *parity_op_at(int i);
 const parity_op_t *parity_op_find(const char *name);
@@ -148,12 +149,18 @@ parity_status_t parity_shape_parse(const char *text, int64_t *dims, int min_dims
                                    int *n_dims, parity_diag_t *diag);
 
 /* Fill an ABI call of case c on outputs outs: in[] and out[] (caller storage of
- * PARITY_OP_MAX_ARGS entries) receive the views the call points to. */
+ * PARITY_OP_MAX_ARGS entries) receive the views the call points to. call->n_threads is n_threads
+ * when > 0; 0 (or less) means all cores: the online CPUs up to 64, or $PARITY_THREADS. The call
+ * borrows c's attribute arrays, the op's name and in[]/out[]: valid while c, outs and those
+ * arrays are. */
 void parity_case_make_call(const parity_case_t *c, parity_abi_tensor_t *in, parity_abi_tensor_t *out,
                            parity_tensor_t *const *outs, int n_threads, uint64_t seed,
                            parity_abi_call_t *call);
 
-/* Build a case (calls op->build); parity_case_free releases everything (NULL ok). */
+/* Build a case (calls op->build). On PARITY_OK *out is a new case owned by the caller, released
+ * with parity_case_free (NULL ok) together with everything it holds (inputs, references); the
+ * case borrows op and wl (c->op, c->wl point to them): wl, often a caller's stack struct from
+ * parity_op_workload, must outlive the case. On error *out is NULL. */
 parity_status_t parity_case_build(const parity_op_t *op, const parity_workload_t *wl, uint64_t seed,
                                   parity_dtype_t in_dtype, parity_case_t **out,
                                   parity_diag_t *diag);

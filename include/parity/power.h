@@ -50,7 +50,7 @@ typedef struct {
     double row_budget;  /* emulated terms per output and mutant (rows are sampled to fit) */
     const char *workload; /* parity on this one workload ("text", "text@NxD[xV]") as the only
                              (quick) set, or NULL for the op's presets */
-    int n_threads;
+    int n_threads;      /* as parity_check_opts_t.n_threads: N > 0 exactly N, 0 all cores */
     void (*progress)(void *ctx, const char *msg);
     void *progress_ctx;
 } parity_power_opts_t;

@@ -33,7 +33,7 @@ typedef struct {
 parity_status_t parity_diag_set(parity_diag_t *diag, parity_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Exit codes of the CLI (DESIGN.md "Contracts"). */
+/* Exit codes of the CLI (docs/plugins.md, "parity check": exit status). */
 enum {
     PARITY_EXIT_OK = 0,        /* everything faithful / within floor */
     PARITY_EXIT_VERDICT = 1,   /* a verdict failed */

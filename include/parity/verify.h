@@ -30,8 +30,17 @@ typedef enum {
                                    * call on other inputs or shapes (docs/check-json.md) */
 } parity_verdict_t;
 
-/* The DESIGN.md vocabulary: "faithful", "unfaithful", "crashed", "timeout",
- * "wrote-out-of-bounds", "modified-inputs", "nondeterministic", "unsupported", "stale-cache". */
+/* Not a verdict: the kernel ran and returned OK, its outputs not judged yet ("not-judged";
+ * parity_run_kernel in fileflow.h). Outside the enum's run 0..PARITY_VERDICT_STALE_CACHE of
+ * verdicts, whose values never change (the Python package reads them in order until
+ * parity_verdict_name answers "?"), and never in a result that parity_check_run or
+ * parity_compare_run returned PARITY_OK for. */
+#define PARITY_VERDICT_NOT_JUDGED ((parity_verdict_t)127)
+
+/* The vocabulary of docs/check-json.md: "faithful", "unfaithful", "crashed", "timeout",
+ * "wrote-out-of-bounds", "modified-inputs", "nondeterministic", "unsupported", "stale-cache";
+ * "not-judged" for PARITY_VERDICT_NOT_JUDGED; "?" for any other value. A static string: never
+ * NULL, never freed by the caller. */
 const char *parity_verdict_name(parity_verdict_t v);
 
 typedef struct {
@@ -122,15 +131,24 @@ typedef struct {
     int baselines;          /* also run the baseline verifiers */
     int noise_floor;        /* measure the faithful variants' spread (default 1) */
     double timeout_s;       /* per kernel run */
-    int n_threads;          /* threads a kernel may use (0: all cores) */
+    /* Threads a kernel may use (passed in the call as n_threads): N > 0 exactly N; 0 all cores
+     * (the online CPUs up to 64, or $PARITY_THREADS when set). parity_check_opts_default: 1.
+     * The floor's faithful variants get all cores or n_threads, the more (docs/check-speed.md). */
+    int n_threads;
     void (*progress)(void *ctx, const char *msg);
     void *progress_ctx;
 } parity_check_opts_t;
 
 void parity_check_opts_default(parity_check_opts_t *o);
 
-/* Check every kernel of `kernels` on op. *results gets kernels->n entries (free with
- * parity_check_results_free). Returns PARITY_OK when the check ran (whatever the verdicts), or an
+/* Check every kernel of `kernels` on op. *results gets a new array of kernels->n entries owned by
+ * the caller: free it with parity_check_results_free(*results, kernels->n), which frees each
+ * entry's wl array and the array itself (never call it on a single caller-owned struct:
+ * fileflow.h's parity_compare_run result is freed with free(res.wl)). Borrowed pointers in the
+ * results: results[k].kr points into kernels->items, which parity_kernel_resolve reallocs when it
+ * appends, so read kr only while the list lives and nothing is appended to it (copy the label
+ * first otherwise); base[].name and base[].rule are static strings. On error *results is not
+ * set. Returns PARITY_OK when the check ran (whatever the verdicts), or an
  * error (bad workload name -> PARITY_E_NOTFOUND, missing data -> PARITY_E_IO) with diag set.
  * Diagnosis (wl[].diag, diag_wl) is filled for the workloads where a kernel is unfaithful only
  * (since 2026-12; parity_check_run_ex with diagnose_all for every small workload). */

@@ -189,7 +189,8 @@ void parity_case_make_call(const parity_case_t *c, parity_abi_tensor_t *in, pari
     call->attr_names = c->attr_names;
     call->attr_values = c->attr_values;
     call->seed = seed;
-    call->n_threads = n_threads > 0 ? n_threads : 1;
+    /* 0: every online core (or $PARITY_THREADS), as op.h and verify.h document (issue #40). */
+    call->n_threads = n_threads > 0 ? n_threads : parity_num_threads();
 }
 
 static void ref_free(parity_ref_output_t *r)

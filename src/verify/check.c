@@ -731,6 +731,7 @@ parity_status_t parity_compare_case_diag(parity_case_t *c, parity_tensor_t *cons
     cs.c = c;
     cs.dt = c->in_dtype;
     memset(res, 0, sizeof *res);
+    res->verdict = PARITY_VERDICT_NOT_JUDGED; /* 0 would read "faithful" (issue #40) */
     snprintf(res->workload, sizeof res->workload, "%s", c->wl->name);
     res->production = c->wl->production;
     res->hit_corr = NAN;

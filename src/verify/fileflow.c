@@ -309,7 +309,9 @@ parity_status_t parity_run_kernel(parity_case_t *c, const parity_kernel_ref_t *k
     parity_case_make_call(c, in, out, outs, 1, c->seed, &call);
     double secs;
     detail[0] = 0;
-    *verdict = parity_run_isolated(k, NULL, &call, timeout_s, detail, detail_len, &secs);
+    parity_verdict_t v = parity_run_isolated(k, NULL, &call, timeout_s, detail, detail_len, &secs);
+    /* parity_run_isolated's FAITHFUL means "ran" (the engine judges next); say so (issue #40). */
+    *verdict = v == PARITY_VERDICT_FAITHFUL ? PARITY_VERDICT_NOT_JUDGED : v;
     return PARITY_OK;
 }
 
@@ -320,8 +322,11 @@ parity_status_t parity_compare_run(parity_case_t *c, parity_tensor_t *const *out
     memset(res, 0, sizeof *res);
     res->kr = kr;
     res->n_wl = 1;
+    res->verdict = PARITY_VERDICT_NOT_JUDGED;
+    res->diag_wl = -1;
     res->wl = calloc(1, sizeof *res->wl);
     if (!res->wl) return PARITY_E_NOMEM;
+    res->wl[0].verdict = PARITY_VERDICT_NOT_JUDGED; /* until parity_compare_case judges */
     parity_status_t st = parity_compare_case(c, outs, kr, opts, &res->wl[0]);
     res->verdict = res->wl[0].verdict;
     res->worst_wl = 0;

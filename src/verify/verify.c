@@ -42,6 +42,7 @@ const char *parity_verdict_name(parity_verdict_t v)
     case PARITY_VERDICT_UNSUPPORTED: return "unsupported";
     case PARITY_VERDICT_STALE_CACHE: return "stale-cache";
     }
+    if (v == PARITY_VERDICT_NOT_JUDGED) return "not-judged";
     return "?";
 }
 
@@ -51,6 +52,7 @@ void parity_check_opts_default(parity_check_opts_t *o)
     o->seed = 1;
     o->noise_floor = 1;
     o->timeout_s = 120;
+    o->n_threads = 1; /* the CLI's --threads default; 0 asks for all cores */
 }
 
 double parity_gamma(double n, double u)
