@@ -2,7 +2,8 @@
 # parity_* function or object that include/parity/*.h declares. Internal helpers (src/*_impl.h,
 # the catalog tables, the metrics kernels) stay local to the library, so a program that links the
 # shared library cannot come to depend on them. version.h.in (configured into the build tree's
-# version.h) declares parity_version_string and parity_version_number. Run at build time (cmake -P) with
+# version.h) declares parity_version_string and parity_version_number. Run at build time
+# (cmake -P) with
 #   -DHEADERS_DIR=<source>/include/parity -DOUT=<build>/parity.map
 # tests/cli_symbols.sh checks the result on the built library.
 cmake_policy(SET CMP0007 NEW)

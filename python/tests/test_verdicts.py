@@ -11,7 +11,7 @@ SRC = os.environ.get("PARITY_SRC") or os.path.join(os.path.dirname(__file__), ".
 
 
 def _enum_members():
-    with open(os.path.join(SRC, "include", "parity", "verify.h")) as f:
+    with open(os.path.join(SRC, "include", "parity", "verdict.h")) as f:
         text = f.read()
     body = re.search(r"typedef enum \{(.*?)\} parity_verdict_t;", text, re.S).group(1)
     body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
@@ -30,7 +30,7 @@ def test_verdicts_match_the_c_enum():
 
 def test_verdict_names_are_the_clis():
     # the names the header's comment lists, the vocabulary of `parity check` and its JSON
-    with open(os.path.join(SRC, "include", "parity", "verify.h")) as f:
+    with open(os.path.join(SRC, "include", "parity", "verdict.h")) as f:
         text = f.read()
     for name in parity.VERDICTS:
         assert '"%s"' % name in text, name
