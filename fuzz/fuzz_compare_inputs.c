@@ -8,10 +8,10 @@
 
 static int small_enough(const uint8_t *data, size_t size)
 {
-    parity_st_file_t *f = NULL;
+    parity_safetensors_file_t *f = NULL;
     parity_diag_t d;
-    if (parity_st_open_mem(data, size, "fuzz.safetensors", &f, &d) != PARITY_OK) return 1; /* rejected early */
-    const char *opn = parity_st_metadata(f, "parity.op"), *wn = parity_st_metadata(f, "parity.workload");
+    if (parity_safetensors_open_mem(data, size, "fuzz.safetensors", &f, &d) != PARITY_OK) return 1; /* rejected early */
+    const char *opn = parity_safetensors_metadata(f, "parity.op"), *wn = parity_safetensors_metadata(f, "parity.workload");
     int ok = 1;
     const parity_op_t *op = opn ? parity_op_find(opn) : NULL;
     parity_workload_t wl;
@@ -19,7 +19,7 @@ static int small_enough(const uint8_t *data, size_t size)
         double n = (double)wl.n, dd = (double)wl.d, v = wl.v > 1 ? (double)wl.v : 1.0;
         ok = n * dd * v <= 65536.0;
     }
-    parity_st_close(f);
+    parity_safetensors_close(f);
     return ok;
 }
 

@@ -21,5 +21,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         p += n + 1;
     }
     if ((size >= 6 && !memcmp(data, "\x93NUMPY", 6)) || (size >= 9 && data[8] == '{' && data[0] != '{')) return 0;
-    return fuzz_lp_drain(data, size, "fuzz.jsonl", PARITY_LP_AUTO);
+    return fuzz_lp_drain(data, size, "fuzz.jsonl", PARITY_LOGPROB_AUTO);
 }

@@ -4,5 +4,5 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    return fuzz_lp_drain(data, size, "fuzz.npy", PARITY_LP_NPY);
+    return fuzz_lp_drain(data, size, "fuzz.npy", PARITY_LOGPROB_NPY);
 }

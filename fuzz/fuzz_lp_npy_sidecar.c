@@ -33,18 +33,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int tokens = data[0] & 1;
     unlink(tokens ? mk : tk);
     if (!fuzz_write(tokens ? 2 : 1, tokens ? "x.tokens.npy" : "x.mask.npy", data + 1, size - 1)) return 0;
-    parity_lp_reader_t *r = NULL;
+    parity_logprob_reader_t *r = NULL;
     parity_diag_t d;
-    parity_lp_read_opts_t o = {0};
+    parity_logprob_read_opts_t o = {0};
     o.n_threads = 1;
-    if (parity_lp_open(x, &o, &r, &d) != PARITY_OK) return 0;
-    parity_lp_seq_t s[2];
-    parity_lp_seq_init(&s[0]);
-    parity_lp_seq_init(&s[1]);
+    if (parity_logprob_open(x, &o, &r, &d) != PARITY_OK) return 0;
+    parity_logprob_seq_t s[2];
+    parity_logprob_seq_init(&s[0]);
+    parity_logprob_seq_init(&s[1]);
     size_t got;
-    while (parity_lp_next_batch(r, s, 2, &got, &d) == PARITY_OK && got) {}
-    parity_lp_seq_free(&s[0]);
-    parity_lp_seq_free(&s[1]);
-    parity_lp_close(r);
+    while (parity_logprob_next_batch(r, s, 2, &got, &d) == PARITY_OK && got) {}
+    parity_logprob_seq_free(&s[0]);
+    parity_logprob_seq_free(&s[1]);
+    parity_logprob_close(r);
     return 0;
 }

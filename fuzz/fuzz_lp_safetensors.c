@@ -6,18 +6,18 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    parity_st_file_t *f = NULL;
+    parity_safetensors_file_t *f = NULL;
     parity_diag_t d;
-    if (parity_st_open_mem(data, size, "fuzz.safetensors", &f, &d) == PARITY_OK) {
-        for (size_t i = 0; i < parity_st_count(f); i++) {
-            const parity_st_tensor_t *t = parity_st_tensor(f, i);
+    if (parity_safetensors_open_mem(data, size, "fuzz.safetensors", &f, &d) == PARITY_OK) {
+        for (size_t i = 0; i < parity_safetensors_count(f); i++) {
+            const parity_safetensors_tensor_t *t = parity_safetensors_tensor(f, i);
             double v[16];
             int64_t w[16];
             size_t n = t->numel < 16 ? (size_t)t->numel : 16;
-            parity_st_read_f64(f, t, 0, n, v);
-            parity_st_read_i64(f, t, 0, n, w);
+            parity_safetensors_read_f64(f, t, 0, n, v);
+            parity_safetensors_read_i64(f, t, 0, n, w);
         }
-        parity_st_close(f);
+        parity_safetensors_close(f);
     }
-    return fuzz_lp_drain(data, size, "fuzz.safetensors", PARITY_LP_SAFETENSORS);
+    return fuzz_lp_drain(data, size, "fuzz.safetensors", PARITY_LOGPROB_SAFETENSORS);
 }

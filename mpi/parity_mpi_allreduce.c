@@ -76,13 +76,13 @@ int main(int argc, char **argv)
         }
         i++;
     }
-    parity_ar_workload_t w;
-    parity_ar_dtype_t hop = !strcmp(dtype, "fp64") ? PARITY_AR_FP64
-                            : !strcmp(dtype, "bf16") ? PARITY_AR_BF16
-                                                     : PARITY_AR_FP32;
+    parity_reduce_workload_t w;
+    parity_reduce_dtype_t hop = !strcmp(dtype, "fp64") ? PARITY_REDUCE_FP64
+                            : !strcmp(dtype, "bf16") ? PARITY_REDUCE_BF16
+                                                     : PARITY_REDUCE_FP32;
     if (parity_reduce_workload_parse(wname, &w) ||
         (strcmp(dtype, "fp32") && strcmp(dtype, "fp64") && strcmp(dtype, "bf16")) ||
-        R > PARITY_AR_MAX_RANKS) {
+        R > PARITY_REDUCE_MAX_RANKS) {
         if (rank == 0) fprintf(stderr, "parity_mpi_allreduce: bad --workload, --dtype or -np\n");
         MPI_Finalize();
         return 2;
@@ -103,19 +103,19 @@ int main(int argc, char **argv)
     MPI_Datatype mdt = MPI_FLOAT;
     MPI_Op op = MPI_SUM;
     for (size_t i = 0; i < N; i++) {
-        if (hop == PARITY_AR_FP64) ((double *)sbuf)[i] = mine[i];
-        else if (hop == PARITY_AR_FP32) ((float *)sbuf)[i] = (float)mine[i];
+        if (hop == PARITY_REDUCE_FP64) ((double *)sbuf)[i] = mine[i];
+        else if (hop == PARITY_REDUCE_FP32) ((float *)sbuf)[i] = (float)mine[i];
         else ((uint16_t *)sbuf)[i] = parity_fp32_to_bf16_1((float)mine[i]);
     }
-    if (hop == PARITY_AR_FP64) mdt = MPI_DOUBLE;
-    if (hop == PARITY_AR_BF16) {
+    if (hop == PARITY_REDUCE_FP64) mdt = MPI_DOUBLE;
+    if (hop == PARITY_REDUCE_BF16) {
         mdt = MPI_UINT16_T;
         MPI_Op_create(bf16_sum, 1, &op);
     }
     MPI_Allreduce(sbuf, rbuf, (int)N, mdt, op, MPI_COMM_WORLD);
     for (size_t i = 0; i < N; i++)
-        res[i] = hop == PARITY_AR_FP64   ? ((double *)rbuf)[i]
-                 : hop == PARITY_AR_FP32 ? (double)((float *)rbuf)[i]
+        res[i] = hop == PARITY_REDUCE_FP64   ? ((double *)rbuf)[i]
+                 : hop == PARITY_REDUCE_FP32 ? (double)((float *)rbuf)[i]
                                          : (double)parity_bf16_to_fp32_1(((uint16_t *)rbuf)[i]);
     /* Do all ranks hold the same bits? Compare everyone's result with rank 0's. */
     double *r0 = malloc(N * sizeof *r0);
@@ -143,15 +143,15 @@ int main(int argc, char **argv)
         /* The simulator's prediction for the forced algorithm. Nonoverlapping is a tuned reduce
          * followed by a broadcast: predictable only when the reduce is pinned to linear (1). */
         int pred = -1;
-        if (algo == 1) pred = PARITY_AR_LINEAR;
-        if (algo == 2 && red && atoi(red) == 1) pred = PARITY_AR_LINEAR;
-        if (algo == 3) pred = PARITY_AR_RD;
-        if (algo == 4 || algo == 5) pred = PARITY_AR_MPI_RING;
-        if (algo == 6) pred = PARITY_AR_RABENSEIFNER;
+        if (algo == 1) pred = PARITY_REDUCE_LINEAR;
+        if (algo == 2 && red && atoi(red) == 1) pred = PARITY_REDUCE_LINEAR;
+        if (algo == 3) pred = PARITY_REDUCE_RD;
+        if (algo == 4 || algo == 5) pred = PARITY_REDUCE_MPI_RING;
+        if (algo == 6) pred = PARITY_REDUCE_RABENSEIFNER;
         int pred_ok = 0;
-        for (int a = 0; a <= PARITY_AR_RABENSEIFNER; a++) {
-            parity_ar_spec_t s = {(parity_ar_algo_t)a, R, hop,
-                                  hop == PARITY_AR_FP64 ? PARITY_AR_FP64 : PARITY_AR_FP32, 1};
+        for (int a = 0; a <= PARITY_REDUCE_RABENSEIFNER; a++) {
+            parity_reduce_spec_t s = {(parity_reduce_algo_t)a, R, hop,
+                                  hop == PARITY_REDUCE_FP64 ? PARITY_REDUCE_FP64 : PARITY_REDUCE_FP32, 1};
             parity_reduce_allreduce(&s, part, N, sim);
             size_t same = 0;
             for (size_t i = 0; i < N; i++) same += same_bits(sim[i], res[i]);

@@ -59,7 +59,7 @@ void parity_help_allreduce(FILE *out)
 }
 
 typedef struct {
-    parity_ar_workload_t w;
+    parity_reduce_workload_t w;
     size_t n, k;
     uint64_t seed;
 } inputs_t;
@@ -67,7 +67,7 @@ typedef struct {
 /* Rank-local inputs per (R, hop), computed once per command: the table reuses them across rows. */
 typedef struct {
     int ranks;
-    parity_ar_dtype_t hop;
+    parity_reduce_dtype_t hop;
     double *part;  /* (R, n) */
     double *exact; /* (n) exact sum rounded to hop */
 } cached_t;
@@ -84,7 +84,7 @@ static void cache_free(void)
 }
 
 /* The all-reduce result of spec s on the inputs, and the exact sum rounded to s's hop format. */
-static parity_status_t run_spec(const inputs_t *in, const parity_ar_spec_t *s, double *res,
+static parity_status_t run_spec(const inputs_t *in, const parity_reduce_spec_t *s, double *res,
                                 double *exact)
 {
     cached_t *c = NULL;
@@ -116,11 +116,11 @@ static parity_status_t run_spec(const inputs_t *in, const parity_ar_spec_t *s, d
     return parity_reduce_allreduce(s, c->part, in->n, res);
 }
 
-static parity_ar_dtype_t coarser(parity_ar_dtype_t a, parity_ar_dtype_t b)
+static parity_reduce_dtype_t coarser(parity_reduce_dtype_t a, parity_reduce_dtype_t b)
 {
     static const int prec[4] = {53, 24, 8, 11};
-    parity_ar_dtype_t c = prec[a] <= prec[b] ? a : b;
-    return c == PARITY_AR_FP64 ? PARITY_AR_FP32 : c;
+    parity_reduce_dtype_t c = prec[a] <= prec[b] ? a : b;
+    return c == PARITY_REDUCE_FP64 ? PARITY_REDUCE_FP32 : c;
 }
 
 static int write_json(const char *cmd, cJSON *root, const char *path)
@@ -130,14 +130,14 @@ static int write_json(const char *cmd, cJSON *root, const char *path)
     return 0;
 }
 
-static void print_drift_row(const char *label, const parity_ar_drift_t *d)
+static void print_drift_row(const char *label, const parity_reduce_drift_t *d)
 {
     printf("  %-12s %8.4f %8.2f %8.2f %8.2f %9.2f %10.3g %10.3g\n", label, d->frac_differ,
            d->p50_ulp, d->p90_ulp, d->p99_ulp, d->max_ulp, d->max_rel, d->nmse);
 }
 
-static int cmd_pair(const char *cmd, const inputs_t *in, const parity_ar_spec_t *a,
-                    const parity_ar_spec_t *b, int ulp_set, parity_ar_dtype_t ulp,
+static int cmd_pair(const char *cmd, const inputs_t *in, const parity_reduce_spec_t *a,
+                    const parity_reduce_spec_t *b, int ulp_set, parity_reduce_dtype_t ulp,
                     double max_ulp, const char *json)
 {
     if (!ulp_set) ulp = coarser(a->hop, b->hop);
@@ -147,7 +147,7 @@ static int cmd_pair(const char *cmd, const inputs_t *in, const parity_ar_spec_t 
     double *ra = buf, *ea = buf + n, *rb = buf + 2 * n, *eb = buf + 3 * n;
     parity_status_t st = run_spec(in, a, ra, ea);
     if (!st) st = run_spec(in, b, rb, eb);
-    parity_ar_drift_t dab, dae, dbe;
+    parity_reduce_drift_t dab, dae, dbe;
     if (!st) st = parity_reduce_drift(ra, rb, n, ulp, &dab);
     if (!st) st = parity_reduce_drift(ra, ea, n, ulp, &dae);
     if (!st) st = parity_reduce_drift(rb, eb, n, ulp, &dbe);
@@ -240,7 +240,7 @@ static int cmd_table(const char *cmd, const inputs_t *in, int ra, int rb, const 
     for (int d = 0; d < 2 && !rc; d++)
         for (size_t p = 0; p < np && !rc; p++) {
             char ta[96], tb[96];
-            parity_ar_spec_t a, b;
+            parity_reduce_spec_t a, b;
             for (int side = 0; side < 2; side++) {
                 char t[40], *o = side ? tb : ta;
                 const char *src = pairs[p][side];
@@ -266,10 +266,10 @@ static int cmd_table(const char *cmd, const inputs_t *in, int ra, int rb, const 
                 break;
             }
             double *r1 = buf, *e1 = buf + n, *r2 = buf + 2 * n, *e2 = buf + 3 * n;
-            parity_ar_drift_t dab, dae, dbe;
+            parity_reduce_drift_t dab, dae, dbe;
             parity_status_t st = run_spec(in, &a, r1, e1);
             if (!st) st = run_spec(in, &b, r2, e2);
-            parity_ar_dtype_t hop = a.hop;
+            parity_reduce_dtype_t hop = a.hop;
             if (!st) st = parity_reduce_drift(r1, r2, n, hop, &dab);
             if (!st) st = parity_reduce_drift(r1, e1, n, hop, &dae);
             if (!st) st = parity_reduce_drift(r2, e2, n, hop, &dbe);
@@ -301,7 +301,7 @@ static int cmd_table(const char *cmd, const inputs_t *in, int ra, int rb, const 
     return rc;
 }
 
-/* RA:RB, each a rank count 1..PARITY_AR_MAX_RANKS in decimal digits (cli.h's integers). */
+/* RA:RB, each a rank count 1..PARITY_REDUCE_MAX_RANKS in decimal digits (cli.h's integers). */
 static int parse_table(const char *t, int *ra, int *rb)
 {
     const char *c = strchr(t, ':');
@@ -310,7 +310,7 @@ static int parse_table(const char *t, int *ra, int *rb)
     if (!c || (size_t)(c - t) >= sizeof buf) return -1;
     memcpy(buf, t, (size_t)(c - t));
     buf[c - t] = 0;
-    if (cli_parse_long(buf, 1, PARITY_AR_MAX_RANKS, &x) || cli_parse_long(c + 1, 1, PARITY_AR_MAX_RANKS, &y))
+    if (cli_parse_long(buf, 1, PARITY_REDUCE_MAX_RANKS, &x) || cli_parse_long(c + 1, 1, PARITY_REDUCE_MAX_RANKS, &y))
         return -1;
     *ra = (int)x;
     *rb = (int)y;
@@ -337,9 +337,9 @@ int parity_cmd_allreduce(int argc, char **argv)
 {
     const char *cmd = "allreduce", *hint = "parity allreduce --a ring:8:bf16 --b oneshot:4:bf16";
     const char *sa = NULL, *sb = NULL, *json = NULL, *table = NULL;
-    inputs_t in = {PARITY_AR_W_PARTIAL, 4096, 0, 1};
+    inputs_t in = {PARITY_REDUCE_W_PARTIAL, 4096, 0, 1};
     int ulp_set = 0;
-    parity_ar_dtype_t ulp = PARITY_AR_FP32;
+    parity_reduce_dtype_t ulp = PARITY_REDUCE_FP32;
     double max_ulp = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -370,10 +370,10 @@ int parity_cmd_allreduce(int argc, char **argv)
             if (rc) return rc;
         } else if (!strcmp(a, "--ulp")) {
             int d = 0;
-            while (d < 4 && strcmp(v, parity_reduce_dtype_name((parity_ar_dtype_t)d)) != 0) d++;
+            while (d < 4 && strcmp(v, parity_reduce_dtype_name((parity_reduce_dtype_t)d)) != 0) d++;
             if (d == 4)
                 return cli_usage_error(cmd, "--ulp bf16|fp16|fp32", "--ulp wants fp64, fp32, bf16 or fp16, got '%s'", v);
-            ulp = d == PARITY_AR_FP64 ? PARITY_AR_FP32 : (parity_ar_dtype_t)d;
+            ulp = d == PARITY_REDUCE_FP64 ? PARITY_REDUCE_FP32 : (parity_reduce_dtype_t)d;
             ulp_set = 1;
         } else if (!strcmp(a, "--max-ulp")) {
             if (cli_parse_double(v, &max_ulp) || !(max_ulp >= 0))
@@ -382,14 +382,14 @@ int parity_cmd_allreduce(int argc, char **argv)
             return cli_usage_error(cmd, hint, "unknown option '%s'", a);
         }
     }
-    if (in.k == 0) in.k = in.w == PARITY_AR_W_PARTIAL ? 2048 : 64;
+    if (in.k == 0) in.k = in.w == PARITY_REDUCE_W_PARTIAL ? 2048 : 64;
     parity_diag_t diag;
     if (table) {
         int ra, rb;
         if (sa || sb) return cli_usage_error(cmd, "parity allreduce --table 8:4", "--table takes no --a/--b");
         if (parse_table(table, &ra, &rb) != 0)
             return cli_usage_error(cmd, "--table 8:4", "--table wants RA:RB, two rank counts 1..%d in decimal "
-                                   "digits, got '%s'", PARITY_AR_MAX_RANKS, table);
+                                   "digits, got '%s'", PARITY_REDUCE_MAX_RANKS, table);
         if (in.k < (size_t)(ra > rb ? ra : rb))
             return cli_usage_error(cmd, "--k 4096", "--k %zu is smaller than the rank count", in.k);
         int rc = cmd_table(cmd, &in, ra, rb, json);
@@ -398,7 +398,7 @@ int parity_cmd_allreduce(int argc, char **argv)
     }
     if (!sa) return cli_usage_error(cmd, hint, "missing --a (or --table)");
     if (!sb) sb = sa;
-    parity_ar_spec_t a, b;
+    parity_reduce_spec_t a, b;
     if (spec_fields(sa, &diag) || parity_reduce_spec_parse(sa, &a, &diag))
         return cli_usage_error(cmd, hint, "--a: %s", diag.msg);
     if (spec_fields(sb, &diag) || parity_reduce_spec_parse(sb, &b, &diag))

@@ -114,23 +114,23 @@ static int opt_is(const char *a, const char *name, const char **val, int *i, int
 #define FLOOR_HINT "parity logprobs A B --floor-a A2 (a second run of A) | --floor-b B2 (of B) | both"
 
 /* Compare dump y against dump x (fresh readers). */
-static parity_status_t compare_files(const char *x, const parity_lp_read_opts_t *rx, const char *y,
-                                     const parity_lp_read_opts_t *ry, const parity_lp_cmp_opts_t *o,
-                                     parity_lp_result_t **out, parity_diag_t *d)
+static parity_status_t compare_files(const char *x, const parity_logprob_read_opts_t *rx, const char *y,
+                                     const parity_logprob_read_opts_t *ry, const parity_logprob_cmp_opts_t *o,
+                                     parity_logprob_result_t **out, parity_diag_t *d)
 {
-    parity_lp_reader_t *a = NULL, *b = NULL;
-    parity_status_t st = parity_lp_open(x, rx, &a, d);
-    if (st == PARITY_OK) st = parity_lp_open(y, ry, &b, d);
-    if (st == PARITY_OK) st = parity_lp_compare(a, b, o, out, d);
-    parity_lp_close(a);
-    parity_lp_close(b);
+    parity_logprob_reader_t *a = NULL, *b = NULL;
+    parity_status_t st = parity_logprob_open(x, rx, &a, d);
+    if (st == PARITY_OK) st = parity_logprob_open(y, ry, &b, d);
+    if (st == PARITY_OK) st = parity_logprob_compare(a, b, o, out, d);
+    parity_logprob_close(a);
+    parity_logprob_close(b);
     return st;
 }
 
 /* The overall mean |dlogprob| of a comparison. */
-static double lp_mean(const parity_lp_result_t *r)
+static double lp_mean(const parity_logprob_result_t *r)
 {
-    const parity_lp_slice_t *s = parity_lp_result_slice(r, 0);
+    const parity_logprob_slice_t *s = parity_logprob_result_slice(r, 0);
     return s && s->m.n_finite ? s->m.abs_dlogprob_mean : NAN;
 }
 
@@ -140,10 +140,10 @@ int parity_cmd_logprobs(int argc, char **argv)
     const char *files[2] = {NULL, NULL}, *floorp = NULL, *floor_ab[2] = {NULL, NULL}, *json = NULL, *html = NULL,
                *slice = NULL;
     const char *fmt_both = NULL, *fmt_ab[2] = {NULL, NULL};
-    parity_lp_cmp_opts_t o = parity_lp_cmp_default_opts();
+    parity_logprob_cmp_opts_t o = parity_logprob_cmp_default_opts();
     int nfiles = 0, moe = 0, k3_set = 0, rl = 0;
     const char *rl_json = NULL;
-    parity_lp_rl_opts_t rlo = parity_lp_rl_default_opts();
+    parity_logprob_rl_opts_t rlo = parity_logprob_rl_default_opts();
     unsigned allow = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
@@ -224,7 +224,7 @@ int parity_cmd_logprobs(int argc, char **argv)
         } else if (!strcmp(a, "--rl")) {
             rl = 1;
         } else if (opt_is(a, "--allow", &v, &i, argc, argv, &need)) {
-            if (need || parity_lp_allow_from_names(v, &allow) != PARITY_OK)
+            if (need || parity_logprob_allow_from_names(v, &allow) != PARITY_OK)
                 return cli_usage_error(cmd, "--allow positive", "--allow takes positive, nonfinite or both (comma-separated)");
         } else if (!strcmp(a, "--moe")) {
             moe = 1;
@@ -239,59 +239,59 @@ int parity_cmd_logprobs(int argc, char **argv)
         return cli_usage_error(cmd, FLOOR_HINT, "--floor with --floor-%c: name the side of every floor file "
                                "(--floor-a A2 for a second run of A, --floor-b B2 for one of B)", floor_ab[0] ? 'a' : 'b');
     if (moe && !k3_set) o.k3_alarm = 1e-1;
-    parity_lp_read_opts_t ro[2];
+    parity_logprob_read_opts_t ro[2];
     for (int s = 0; s < 2; s++) {
         memset(&ro[s], 0, sizeof ro[s]);
         ro[s].slice_field = slice;
         ro[s].n_threads = o.n_threads;
         ro[s].allow = allow;
         const char *f = fmt_ab[s] ? fmt_ab[s] : fmt_both;
-        if (f && parity_lp_format_from_name(f, &ro[s].format) != PARITY_OK)
+        if (f && parity_logprob_format_from_name(f, &ro[s].format) != PARITY_OK)
             return cli_usage_error(cmd, "--format npy|safetensors|jsonl|openai-chat|openai-completions|vllm|sglang",
                                    "unknown format '%s'", f);
     }
     parity_diag_t d;
-    parity_lp_reader_t *r[2] = {NULL, NULL};
-    parity_lp_result_t *res = NULL, *fr[2] = {NULL, NULL}, *fo[2] = {NULL, NULL};
+    parity_logprob_reader_t *r[2] = {NULL, NULL};
+    parity_logprob_result_t *res = NULL, *fr[2] = {NULL, NULL}, *fo[2] = {NULL, NULL};
     int rc = PARITY_EXIT_OK;
     parity_status_t st;
     for (int s = 0; s < 2; s++)
-        if ((st = parity_lp_open(files[s], &ro[s], &r[s], &d)) != PARITY_OK) {
+        if ((st = parity_logprob_open(files[s], &ro[s], &r[s], &d)) != PARITY_OK) {
             rc = cli_input_error(cmd, "%s", d.msg);
             goto done;
         }
-    if ((st = parity_lp_compare(r[0], r[1], &o, &res, &d)) != PARITY_OK) {
+    if ((st = parity_logprob_compare(r[0], r[1], &o, &res, &d)) != PARITY_OK) {
         rc = st == PARITY_E_INVALID ? cli_usage_error(cmd, hint, "%s", d.msg) : cli_input_error(cmd, "%s", d.msg);
         goto done;
     }
     for (int s = 0; s < 2; s++) { /* read to the end: the floors open their own readers */
-        parity_lp_close(r[s]);
+        parity_logprob_close(r[s]);
         r[s] = NULL;
     }
     /* Measured floors: each compares one side with a second run of that side. */
     if (floorp) {
         /* --floor F: F compared with both sides; it repeats the one it is much closer to */
-        parity_lp_read_opts_t rf = ro[0];
-        rf.format = PARITY_LP_AUTO;
-        if (fmt_both) parity_lp_format_from_name(fmt_both, &rf.format);
+        parity_logprob_read_opts_t rf = ro[0];
+        rf.format = PARITY_LOGPROB_AUTO;
+        if (fmt_both) parity_logprob_format_from_name(fmt_both, &rf.format);
         if ((st = compare_files(files[0], &ro[0], floorp, &rf, &o, &fr[0], &d)) != PARITY_OK ||
             (st = compare_files(files[1], &ro[1], floorp, &rf, &o, &fr[1], &d)) != PARITY_OK) {
             rc = cli_input_error(cmd, "floor: %s", d.msg);
             goto done;
         }
-        int side = parity_lp_floor_side(fr[0], fr[1]);
+        int side = parity_logprob_floor_side(fr[0], fr[1]);
         if (side < 0) {
             rc = cli_usage_error(cmd, FLOOR_HINT,
                                  "--floor %s: cannot tell which side it repeats: its mean |dlogprob| is %.3g to A and "
                                  "%.3g to B, less than %gx apart. A floor is two runs of the SAME side; a run of B "
                                  "taken as A's floor measures the drift itself and hides it. Write --floor-a %s if "
                                  "it is a second run of A's engine and configuration, --floor-b %s if of B's",
-                                 floorp, lp_mean(fr[0]), lp_mean(fr[1]), PARITY_LP_FLOOR_SIDE_RATIO, floorp, floorp);
+                                 floorp, lp_mean(fr[0]), lp_mean(fr[1]), PARITY_LOGPROB_FLOOR_SIDE_RATIO, floorp, floorp);
             goto done;
         }
         fo[side] = fr[!side];
         fr[!side] = NULL;
-        parity_lp_result_add_floor(res, fr[side], (parity_lp_side_t)side, fo[side], 1);
+        parity_logprob_result_add_floor(res, fr[side], (parity_logprob_side_t)side, fo[side], 1);
     }
     for (int s = 0; s < 2; s++) {
         if (!floor_ab[s]) continue;
@@ -308,54 +308,54 @@ int parity_cmd_logprobs(int argc, char **argv)
                 rc = cli_input_error(cmd, "floor: %s", d.msg);
                 goto done;
             }
-            const parity_lp_result_t *af = s ? fo[s] : fr[s], *bf = s ? fr[s] : fo[s];
-            if (parity_lp_floor_side(af, bf) == !s) {
+            const parity_logprob_result_t *af = s ? fo[s] : fr[s], *bf = s ? fr[s] : fo[s];
+            if (parity_logprob_floor_side(af, bf) == !s) {
                 rc = cli_usage_error(cmd, FLOOR_HINT,
                                      "--floor-%c %s: it is a run of %c's side, not %c's: its mean |dlogprob| is %.3g "
                                      "to %c and %.3g to %c (%gx apart or more), so as %c's floor it would measure the "
                                      "drift itself and hide it. Write --floor-%c %s",
                                      "ab"[s], floor_ab[s], "AB"[!s], "AB"[s], lp_mean(fo[s]), "AB"[!s],
-                                     lp_mean(fr[s]), "AB"[s], PARITY_LP_FLOOR_SIDE_RATIO, "AB"[s], "ab"[!s],
+                                     lp_mean(fr[s]), "AB"[s], PARITY_LOGPROB_FLOOR_SIDE_RATIO, "AB"[s], "ab"[!s],
                                      floor_ab[s]);
                 goto done;
             }
         }
-        if (parity_lp_result_add_floor(res, fr[s], (parity_lp_side_t)s, fo[s], 0) != PARITY_OK) {
+        if (parity_logprob_result_add_floor(res, fr[s], (parity_logprob_side_t)s, fo[s], 0) != PARITY_OK) {
             rc = cli_usage_error(cmd, FLOOR_HINT, "floor: cannot attach the floor of side %c", "AB"[s]);
             goto done;
         }
     }
-    parity_lp_report_text(res, stdout);
-    if (json && (st = parity_lp_report_json(res, json, &d)) != PARITY_OK) {
+    parity_logprob_report_text(res, stdout);
+    if (json && (st = parity_logprob_report_json(res, json, &d)) != PARITY_OK) {
         rc = cli_input_error(cmd, "%s", d.msg);
         goto done;
     }
-    if (html && (st = parity_lp_report_html(res, html, &d)) != PARITY_OK) {
+    if (html && (st = parity_logprob_report_html(res, html, &d)) != PARITY_OK) {
         rc = cli_input_error(cmd, "%s", d.msg);
         goto done;
     }
     if (rl) {
         /* a second pass over fresh readers: the main comparison is untouched */
-        parity_lp_reader_t *q[2] = {NULL, NULL};
-        parity_lp_rl_result_t *rr = NULL;
-        for (int s = 0; s < 2 && st == PARITY_OK; s++) st = parity_lp_open(files[s], &ro[s], &q[s], &d);
-        if (st == PARITY_OK) st = parity_lp_rl_compute(q[0], q[1], &rlo, &rr, &d);
-        if (st == PARITY_OK) parity_lp_rl_report_text(rr, stdout);
-        if (st == PARITY_OK && rl_json) st = parity_lp_rl_report_json(rr, rl_json, &d);
-        parity_lp_rl_result_free(rr);
-        for (int s = 0; s < 2; s++) parity_lp_close(q[s]);
+        parity_logprob_reader_t *q[2] = {NULL, NULL};
+        parity_logprob_rl_result_t *rr = NULL;
+        for (int s = 0; s < 2 && st == PARITY_OK; s++) st = parity_logprob_open(files[s], &ro[s], &q[s], &d);
+        if (st == PARITY_OK) st = parity_logprob_rl_compute(q[0], q[1], &rlo, &rr, &d);
+        if (st == PARITY_OK) parity_logprob_rl_report_text(rr, stdout);
+        if (st == PARITY_OK && rl_json) st = parity_logprob_rl_report_json(rr, rl_json, &d);
+        parity_logprob_rl_result_free(rr);
+        for (int s = 0; s < 2; s++) parity_logprob_close(q[s]);
         if (st != PARITY_OK) {
             rc = cli_input_error(cmd, "rl: %s", d.msg);
             goto done;
         }
     }
-    rc = parity_lp_result_exit_code(res);
+    rc = parity_logprob_result_exit_code(res);
 done:
-    parity_lp_result_free(res);
+    parity_logprob_result_free(res);
     for (int s = 0; s < 2; s++) {
-        parity_lp_result_free(fr[s]);
-        parity_lp_result_free(fo[s]);
-        parity_lp_close(r[s]);
+        parity_logprob_result_free(fr[s]);
+        parity_logprob_result_free(fo[s]);
+        parity_logprob_close(r[s]);
     }
     return rc;
 }

@@ -115,7 +115,7 @@ static parity_status_t side_run(const parity_moe_config_t *c, const parity_moe_s
 }
 
 typedef struct {
-    parity_ar_drift_t ab, ae, be;
+    parity_reduce_drift_t ab, ae, be;
     double set_ab, set_ae, set_be; /* fractions of tokens whose top-k set differs */
 } pair_t;
 
@@ -123,16 +123,16 @@ static parity_status_t compare(const parity_moe_config_t *c, const side_t *a, co
                                pair_t *r)
 {
     size_t nd = c->t * c->d, T = c->t, K = c->k;
-    parity_status_t st = parity_reduce_drift(a->out, b->out, nd, PARITY_AR_BF16, &r->ab);
-    if (!st) st = parity_reduce_drift(a->out, a->exact, nd, PARITY_AR_BF16, &r->ae);
-    if (!st) st = parity_reduce_drift(b->out, b->exact, nd, PARITY_AR_BF16, &r->be);
+    parity_status_t st = parity_reduce_drift(a->out, b->out, nd, PARITY_REDUCE_BF16, &r->ab);
+    if (!st) st = parity_reduce_drift(a->out, a->exact, nd, PARITY_REDUCE_BF16, &r->ae);
+    if (!st) st = parity_reduce_drift(b->out, b->exact, nd, PARITY_REDUCE_BF16, &r->be);
     r->set_ab = (double)parity_moe_set_differ(a->ids, b->ids, T, K) / (double)T;
     r->set_ae = (double)parity_moe_set_differ(a->ids, a->exact_ids, T, K) / (double)T;
     r->set_be = (double)parity_moe_set_differ(b->ids, b->exact_ids, T, K) / (double)T;
     return st;
 }
 
-static void print_drift_row(const char *label, const parity_ar_drift_t *d, double setf)
+static void print_drift_row(const char *label, const parity_reduce_drift_t *d, double setf)
 {
     printf("  %-12s %8.4f %8.4f %8.2f %8.2f %8.2f %9.2f %10.3g %10.3g\n", label, setf,
            d->frac_differ, d->p50_ulp, d->p90_ulp, d->p99_ulp, d->max_ulp, d->max_rel, d->nmse);

@@ -32,7 +32,7 @@ int parity_cmd_splitk(int argc, char **argv)
     long k = 4096, n = 1024;
     uint64_t seed = 1;
     const char *splits = "1,2,4,8,16";
-    parity_ar_dtype_t outf = PARITY_AR_BF16;
+    parity_reduce_dtype_t outf = PARITY_REDUCE_BF16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (cli_is_help(a)) {
@@ -51,8 +51,8 @@ int parity_cmd_splitk(int argc, char **argv)
         } else if (!strcmp(a, "--splits")) {
             splits = v;
         } else if (!strcmp(a, "--out")) {
-            if (!strcmp(v, "bf16")) outf = PARITY_AR_BF16;
-            else if (!strcmp(v, "fp32")) outf = PARITY_AR_FP32;
+            if (!strcmp(v, "bf16")) outf = PARITY_REDUCE_BF16;
+            else if (!strcmp(v, "fp32")) outf = PARITY_REDUCE_FP32;
             else return cli_usage_error(cmd, "--out bf16|fp32", "bad --out '%s'", v);
         } else {
             return cli_usage_error(cmd, hint, "unknown option '%s'", a);
@@ -70,7 +70,7 @@ int parity_cmd_splitk(int argc, char **argv)
         return cli_input_error(cmd, "out of memory");
     }
     int rc = 0;
-    if (parity_reduce_splitk(seed, N, (size_t)k, 1, PARITY_AR_FP32, outf, base, ref)) rc = 3;
+    if (parity_reduce_splitk(seed, N, (size_t)k, 1, PARITY_REDUCE_FP32, outf, base, ref)) rc = 3;
     for (size_t i = 0; i < N && !rc; i++) ref[i] = parity_reduce_round(outf, ref[i]);
     printf("split-K GEMM drift: K %ld, %zu outputs, output %s, seed %llu (ulps of the output)\n", k,
            N, parity_reduce_dtype_name(outf), (unsigned long long)seed);
@@ -78,8 +78,8 @@ int parity_cmd_splitk(int argc, char **argv)
     printf("|--------|----------|--------------------|---------|---------|-------------------|---------|\n");
     for (int s = 0; s < ns && !rc; s++)
         for (int pd = 0; pd < 2 && !rc; pd++) {
-            parity_ar_dtype_t part = pd ? PARITY_AR_BF16 : PARITY_AR_FP32;
-            parity_ar_drift_t d1, d2;
+            parity_reduce_dtype_t part = pd ? PARITY_REDUCE_BF16 : PARITY_REDUCE_FP32;
+            parity_reduce_drift_t d1, d2;
             if (parity_reduce_splitk(seed, N, (size_t)k, (int)sv[s], part, outf, o, NULL) ||
                 parity_reduce_drift(o, base, N, outf, &d1) || parity_reduce_drift(o, ref, N, outf, &d2)) {
                 rc = 3;

@@ -36,7 +36,7 @@ int cli_json_write(const char *path, const cJSON *root)
     return ok ? 0 : -1;
 }
 
-cJSON *cli_drift_json(const parity_ar_drift_t *d)
+cJSON *cli_drift_json(const parity_reduce_drift_t *d)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "n", (double)d->n);

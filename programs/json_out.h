@@ -12,6 +12,6 @@ cJSON *cli_json_num(double x);
 /* Print root to path through a temporary file in the same folder and a rename. 0 or -1. */
 int cli_json_write(const char *path, const cJSON *root);
 /* The drift statistics of parity_reduce_drift as an object. */
-cJSON *cli_drift_json(const parity_ar_drift_t *d);
+cJSON *cli_drift_json(const parity_reduce_drift_t *d);
 
 #endif

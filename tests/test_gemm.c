@@ -173,12 +173,12 @@ static void splitk_pieces_by_hand(void **state)
     /* Partials 1, 2^-9, 2^-9: in fp32 the fixup keeps 1 + 2^-8; with a bf16 workspace each
      * 2^-9 is below half an ulp of 1 (2^-8) and vanishes. */
     double p[3] = {1, 0x1p-9, 0x1p-9};
-    assert_true(parity_reduce_splitk_combine(p, 3, PARITY_AR_FP32, PARITY_AR_FP32, PARITY_AR_FP32) == 1 + 0x1p-8);
-    assert_true(parity_reduce_splitk_combine(p, 3, PARITY_AR_BF16, PARITY_AR_BF16, PARITY_AR_BF16) == 1);
+    assert_true(parity_reduce_splitk_combine(p, 3, PARITY_REDUCE_FP32, PARITY_REDUCE_FP32, PARITY_REDUCE_FP32) == 1 + 0x1p-8);
+    assert_true(parity_reduce_splitk_combine(p, 3, PARITY_REDUCE_BF16, PARITY_REDUCE_BF16, PARITY_REDUCE_BF16) == 1);
     /* A partial that is not a bf16 value is rounded when the workspace is bf16: 1 + 2^-10 -> 1. */
     double q[2] = {1 + 0x1p-10, 0.5};
-    assert_true(parity_reduce_splitk_combine(q, 2, PARITY_AR_BF16, PARITY_AR_FP32, PARITY_AR_FP32) == 1.5);
-    assert_true(parity_reduce_splitk_combine(q, 2, PARITY_AR_FP32, PARITY_AR_FP32, PARITY_AR_FP32) == 1.5 + 0x1p-10);
+    assert_true(parity_reduce_splitk_combine(q, 2, PARITY_REDUCE_BF16, PARITY_REDUCE_FP32, PARITY_REDUCE_FP32) == 1.5);
+    assert_true(parity_reduce_splitk_combine(q, 2, PARITY_REDUCE_FP32, PARITY_REDUCE_FP32, PARITY_REDUCE_FP32) == 1.5 + 0x1p-10);
 }
 
 static void fast_emulation_matches_format_sum(void **state)

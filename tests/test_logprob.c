@@ -18,14 +18,14 @@
 #include "src/logprob/logprob_impl.h"
 #include "parity/logprob.h"
 
-static parity_lp_reader_t *open_str(const char *s, const char *name)
+static parity_logprob_reader_t *open_str(const char *s, const char *name)
 {
-    parity_lp_reader_t *r = NULL;
+    parity_logprob_reader_t *r = NULL;
     parity_diag_t d;
-    parity_lp_read_opts_t o = {0};
+    parity_logprob_read_opts_t o = {0};
     o.n_threads = 1;
     o.slice_field = "domain";
-    if (parity_lp_open_mem(s, strlen(s), name, &o, &r, &d) != PARITY_OK) {
+    if (parity_logprob_open_mem(s, strlen(s), name, &o, &r, &d) != PARITY_OK) {
         print_error("%s\n", d.msg);
         fail();
     }
@@ -78,17 +78,17 @@ static size_t chat_line(char *b, size_t cap, unsigned seed, int n)
     return o;
 }
 
-static parity_status_t read_one(const char *line, const char *slice, parity_lp_seq_t *s, parity_diag_t *d)
+static parity_status_t read_one(const char *line, const char *slice, parity_logprob_seq_t *s, parity_diag_t *d)
 {
-    parity_lp_reader_t *r = NULL;
-    parity_lp_read_opts_t ro = {0};
+    parity_logprob_reader_t *r = NULL;
+    parity_logprob_read_opts_t ro = {0};
     ro.n_threads = 1;
     ro.slice_field = slice;
-    ro.format = PARITY_LP_OPENAI_CHAT;
-    parity_status_t st = parity_lp_open_mem(line, strlen(line), "c.jsonl", &ro, &r, d);
+    ro.format = PARITY_LOGPROB_OPENAI_CHAT;
+    parity_status_t st = parity_logprob_open_mem(line, strlen(line), "c.jsonl", &ro, &r, d);
     size_t got = 0;
-    if (!st) st = parity_lp_next_batch(r, s, 1, &got, d);
-    parity_lp_close(r);
+    if (!st) st = parity_logprob_next_batch(r, s, 1, &got, d);
+    parity_logprob_close(r);
     return st ? st : got == 1 ? PARITY_OK : PARITY_E_FORMAT;
 }
 
@@ -99,9 +99,9 @@ static void chat_fast_path(void **state)
     assert_non_null(line);
     for (unsigned seed = 0; seed < 60; seed++) {
         chat_line(line, 1 << 20, seed, 1 + (int)(seed * 7 % 40));
-        parity_lp_seq_t a, b;
-        parity_lp_seq_init(&a);
-        parity_lp_seq_init(&b);
+        parity_logprob_seq_t a, b;
+        parity_logprob_seq_init(&a);
+        parity_logprob_seq_init(&b);
         parity_diag_t d;
         assert_int_equal(read_one(line, NULL, &a, &d), PARITY_OK);            /* fast path */
         assert_int_equal(read_one(line, "no_such_field", &b, &d), PARITY_OK); /* cJSON path */
@@ -112,14 +112,14 @@ static void chat_fast_path(void **state)
             assert_true(a.key[i] == b.key[i]);
             assert_memory_equal(&a.lp[i], &b.lp[i], sizeof a.lp[i]);
             assert_int_equal(a.flags[i], b.flags[i]);
-            assert_string_equal(parity_lp_seq_text(&a, i), parity_lp_seq_text(&b, i));
+            assert_string_equal(parity_logprob_seq_text(&a, i), parity_logprob_seq_text(&b, i));
             for (size_t j = 0; j < a.k; j++) {
                 assert_int_equal(a.top_id[i * a.k + j], b.top_id[i * b.k + j]);
                 assert_memory_equal(&a.top_lp[i * a.k + j], &b.top_lp[i * b.k + j], sizeof(double));
             }
         }
-        parity_lp_seq_free(&a);
-        parity_lp_seq_free(&b);
+        parity_logprob_seq_free(&a);
+        parity_logprob_seq_free(&b);
     }
     /* lines the fast path leaves to cJSON: the same status (and sequence) either way */
     const char *odd[] = {
@@ -137,9 +137,9 @@ static void chat_fast_path(void **state)
         "{\"request_id\":\"r\\u00e9\",\"choices\":[{\"logprobs\":{\"content\":[{\"token\":\"a\",\"logprob\":-1}]}}]}\n",
     };
     for (size_t i = 0; i < sizeof odd / sizeof *odd; i++) {
-        parity_lp_seq_t a, b;
-        parity_lp_seq_init(&a);
-        parity_lp_seq_init(&b);
+        parity_logprob_seq_t a, b;
+        parity_logprob_seq_init(&a);
+        parity_logprob_seq_init(&b);
         parity_diag_t d;
         parity_status_t sa = read_one(odd[i], NULL, &a, &d), sb = read_one(odd[i], "no_such_field", &b, &d);
         if (sa != sb) print_error("line %zu: %d vs %d\n", i, (int)sa, (int)sb);
@@ -150,8 +150,8 @@ static void chat_fast_path(void **state)
             assert_int_equal(a.k, b.k);
             for (size_t t = 0; t < a.n; t++) assert_memory_equal(&a.lp[t], &b.lp[t], sizeof(double));
         }
-        parity_lp_seq_free(&a);
-        parity_lp_seq_free(&b);
+        parity_logprob_seq_free(&a);
+        parity_logprob_seq_free(&b);
     }
     free(line);
 }
@@ -209,22 +209,22 @@ static void numbers(void **state)
     for (int i = 0; i < N; i++) o += (size_t)snprintf(line + o, cap - o, "%s%s", i ? "," : "", nums[i]);
     snprintf(line + o, cap - o, "]}\n");
     /* without --slice-by, so that the fast path reads the line (it marks it plain) */
-    parity_lp_reader_t *r = NULL;
+    parity_logprob_reader_t *r = NULL;
     parity_diag_t d;
-    parity_lp_read_opts_t ro = {0};
+    parity_logprob_read_opts_t ro = {0};
     ro.n_threads = 1;
-    ro.allow = PARITY_LP_ALLOW_POSITIVE; /* the conversions of numbers of both signs are under test */
-    assert_int_equal(parity_lp_open_mem(line, strlen(line), "n.jsonl", &ro, &r, &d), PARITY_OK);
-    parity_lp_seq_t s;
-    parity_lp_seq_init(&s);
+    ro.allow = PARITY_LOGPROB_ALLOW_POSITIVE; /* the conversions of numbers of both signs are under test */
+    assert_int_equal(parity_logprob_open_mem(line, strlen(line), "n.jsonl", &ro, &r, &d), PARITY_OK);
+    parity_logprob_seq_t s;
+    parity_logprob_seq_init(&s);
     size_t got;
-    assert_int_equal(parity_lp_next_batch(r, &s, 1, &got, &d), PARITY_OK);
+    assert_int_equal(parity_logprob_next_batch(r, &s, 1, &got, &d), PARITY_OK);
     assert_int_equal(got, 1);
     assert_int_equal(s.n, N);
     assert_int_equal(s.plain, 1);
     /* a plain sequence's mod[] and text[] are not written: the accessors answer */
-    assert_int_equal(parity_lp_seq_mod(&s, 0), 0);
-    assert_null(parity_lp_seq_text(&s, 0));
+    assert_int_equal(parity_logprob_seq_mod(&s, 0), 0);
+    assert_null(parity_logprob_seq_text(&s, 0));
     for (int i = 0; i < N; i++) {
         double want = strtod(nums[i], NULL);
         if (memcmp(&s.lp[i], &want, sizeof want) != 0) {
@@ -234,8 +234,8 @@ static void numbers(void **state)
         assert_int_equal(s.key[i], i);
         free(nums[i]);
     }
-    parity_lp_seq_free(&s);
-    parity_lp_close(r);
+    parity_logprob_seq_free(&s);
+    parity_logprob_close(r);
     free(line);
 }
 
@@ -244,59 +244,59 @@ static void shapes(void **state)
     (void)state;
     const char *own = "{\"id\":\"r\",\"domain\":\"math\",\"token_ids\":[5,6,7],\"logprobs\":[null,-0.5,\"-inf\"],"
                       "\"modality\":[\"text\",\"image\",\"text\"],\"prefill_len\":2}\n\n";
-    parity_lp_reader_t *r = open_str(own, "x.jsonl");
-    parity_lp_seq_t s;
-    parity_lp_seq_init(&s);
+    parity_logprob_reader_t *r = open_str(own, "x.jsonl");
+    parity_logprob_seq_t s;
+    parity_logprob_seq_init(&s);
     size_t got;
     parity_diag_t d;
-    assert_int_equal(parity_lp_next_batch(r, &s, 1, &got, &d), PARITY_OK);
+    assert_int_equal(parity_logprob_next_batch(r, &s, 1, &got, &d), PARITY_OK);
     assert_int_equal(got, 1);
-    assert_int_equal(parity_lp_reader_format(r), PARITY_LP_JSONL);
+    assert_int_equal(parity_logprob_reader_format(r), PARITY_LOGPROB_JSONL);
     assert_string_equal(s.id, "r");
     assert_string_equal(s.field, "math");
     assert_int_equal(s.n, 3);
-    assert_false(s.flags[0] & PARITY_LP_PRESENT);
-    assert_true(s.lp[1] == -0.5 && (s.flags[1] & PARITY_LP_PREFILL));
-    assert_true(s.lp[2] == -INFINITY && (s.flags[2] & PARITY_LP_DECODE));
-    assert_string_equal(parity_lp_reader_modality(r, s.mod[1]), "image");
-    assert_int_equal(parity_lp_seq_mod(&s, 1), s.mod[1]);
-    assert_int_equal(parity_lp_next_batch(r, &s, 1, &got, &d), PARITY_OK);
+    assert_false(s.flags[0] & PARITY_LOGPROB_PRESENT);
+    assert_true(s.lp[1] == -0.5 && (s.flags[1] & PARITY_LOGPROB_PREFILL));
+    assert_true(s.lp[2] == -INFINITY && (s.flags[2] & PARITY_LOGPROB_DECODE));
+    assert_string_equal(parity_logprob_reader_modality(r, s.mod[1]), "image");
+    assert_int_equal(parity_logprob_seq_mod(&s, 1), s.mod[1]);
+    assert_int_equal(parity_logprob_next_batch(r, &s, 1, &got, &d), PARITY_OK);
     assert_int_equal(got, 0);
-    parity_lp_close(r);
+    parity_logprob_close(r);
 
     const char *sgl = "{\"text\":\"a\",\"meta_info\":{\"id\":\"z\",\"input_token_logprobs\":[[null,1,null],"
                       "[-1.5,2,\"b\"]],\"output_token_logprobs\":[[-0.25,3,\"c\"]],\"output_top_logprobs\":"
                       "[[[-0.25,3,\"c\"],[-2,4,\"d\"]]]}}";
     r = open_str(sgl, "s.jsonl");
-    assert_int_equal(parity_lp_next_batch(r, &s, 4, &got, &d), PARITY_OK);
-    assert_int_equal(parity_lp_reader_format(r), PARITY_LP_SGLANG);
+    assert_int_equal(parity_logprob_next_batch(r, &s, 4, &got, &d), PARITY_OK);
+    assert_int_equal(parity_logprob_reader_format(r), PARITY_LOGPROB_SGLANG);
     assert_int_equal(s.n, 3);
     assert_string_equal(s.id, "#0"); /* server ids are random: pair by order */
-    assert_true(s.key[2] == 3 && s.lp[2] == -0.25 && (s.flags[2] & PARITY_LP_DECODE));
+    assert_true(s.key[2] == 3 && s.lp[2] == -0.25 && (s.flags[2] & PARITY_LOGPROB_DECODE));
     assert_int_equal(s.k, 2);
     assert_true(s.top_id[2 * 2 + 1] == 4 && s.top_lp[2 * 2 + 1] == -2);
-    assert_string_equal(parity_lp_seq_text(&s, 1), "b");
-    parity_lp_close(r);
+    assert_string_equal(parity_logprob_seq_text(&s, 1), "b");
+    parity_logprob_close(r);
 
     const char *chat = "{\"id\":\"c\",\"choices\":[{\"index\":0,\"logprobs\":{\"content\":[{\"token\":\"token_id:9\","
                        "\"logprob\":-0.1,\"top_logprobs\":[]},{\"token\":\"hi\",\"logprob\":-0.2,\"top_logprobs\":[]}]}}]}";
     r = open_str(chat, "c.jsonl");
-    assert_int_equal(parity_lp_next_batch(r, &s, 4, &got, &d), PARITY_OK);
-    assert_int_equal(parity_lp_reader_format(r), PARITY_LP_OPENAI_CHAT);
-    assert_true(s.n == 2 && s.key[0] == 9 && !(s.flags[0] & PARITY_LP_KEY_TEXT) && (s.flags[1] & PARITY_LP_KEY_TEXT));
-    parity_lp_close(r);
+    assert_int_equal(parity_logprob_next_batch(r, &s, 4, &got, &d), PARITY_OK);
+    assert_int_equal(parity_logprob_reader_format(r), PARITY_LOGPROB_OPENAI_CHAT);
+    assert_true(s.n == 2 && s.key[0] == 9 && !(s.flags[0] & PARITY_LOGPROB_KEY_TEXT) && (s.flags[1] & PARITY_LOGPROB_KEY_TEXT));
+    parity_logprob_close(r);
 
     const char *vl = "{\"request_id\":\"7\",\"prompt_token_ids\":[1,2],\"prompt_logprobs\":[null,{\"2\":{\"logprob\":"
                      "-3.0,\"rank\":4,\"decoded_token\":\"x\"},\"8\":{\"logprob\":-0.1,\"rank\":1}}],\"outputs\":[{"
                      "\"token_ids\":[3],\"logprobs\":[{\"3\":{\"logprob\":-0.5,\"rank\":1}}]}]}";
     r = open_str(vl, "v.jsonl");
-    assert_int_equal(parity_lp_next_batch(r, &s, 4, &got, &d), PARITY_OK);
-    assert_int_equal(parity_lp_reader_format(r), PARITY_LP_VLLM);
+    assert_int_equal(parity_logprob_next_batch(r, &s, 4, &got, &d), PARITY_OK);
+    assert_int_equal(parity_logprob_reader_format(r), PARITY_LOGPROB_VLLM);
     assert_string_equal(s.id, "7");
     assert_true(s.n == 3 && s.lp[1] == -3.0 && s.lp[2] == -0.5);
     assert_true(s.top_id[1 * s.k + 0] == 8); /* ordered by rank */
-    parity_lp_close(r);
-    parity_lp_seq_free(&s);
+    parity_logprob_close(r);
+    parity_logprob_seq_free(&s);
 }
 
 static void errors(void **state)
@@ -312,18 +312,18 @@ static void errors(void **state)
         {"{\"id\":\"a\",\"token_ids\":[1],\"logprobs\":[-1]}\n{broken\n", "x.jsonl:2: not a JSON object"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        parity_lp_reader_t *r = open_str(bad[i].text, "x.jsonl");
-        parity_lp_seq_t s[4];
-        for (int k = 0; k < 4; k++) parity_lp_seq_init(&s[k]);
+        parity_logprob_reader_t *r = open_str(bad[i].text, "x.jsonl");
+        parity_logprob_seq_t s[4];
+        for (int k = 0; k < 4; k++) parity_logprob_seq_init(&s[k]);
         size_t got = 99;
         parity_diag_t d = {{0}};
-        parity_status_t st = parity_lp_next_batch(r, s, 4, &got, &d);
+        parity_status_t st = parity_logprob_next_batch(r, s, 4, &got, &d);
         if (st != PARITY_E_FORMAT || !strstr(d.msg, bad[i].needle)) {
             print_error("case %zu: status %d, '%s', wanted '%s'\n", i, st, d.msg, bad[i].needle);
             fail();
         }
-        for (int k = 0; k < 4; k++) parity_lp_seq_free(&s[k]);
-        parity_lp_close(r);
+        for (int k = 0; k < 4; k++) parity_logprob_seq_free(&s[k]);
+        parity_logprob_close(r);
     }
 }
 
@@ -348,7 +348,7 @@ static void overlong(void **state)
                  {1, "x.jsonl:2: line of"},
                  {2, "a.jsonl:2: line of"},
                  {3, "b.jsonl:2: not a JSON object"}};
-    parity_lp_read_opts_t o = {0};
+    parity_logprob_read_opts_t o = {0};
     o.n_threads = 2;
     o.max_line = 100;
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -356,26 +356,26 @@ static void overlong(void **state)
         parity_status_t st;
         if (cases[i].which < 2) {
             const char *t = cases[i].which ? t2 : t1;
-            parity_lp_reader_t *r = NULL;
-            assert_int_equal(parity_lp_open_mem(t, strlen(t), "x.jsonl", &o, &r, &d), PARITY_OK);
-            parity_lp_seq_t sq[4];
-            for (int k = 0; k < 4; k++) parity_lp_seq_init(&sq[k]);
+            parity_logprob_reader_t *r = NULL;
+            assert_int_equal(parity_logprob_open_mem(t, strlen(t), "x.jsonl", &o, &r, &d), PARITY_OK);
+            parity_logprob_seq_t sq[4];
+            for (int k = 0; k < 4; k++) parity_logprob_seq_init(&sq[k]);
             size_t got;
-            st = parity_lp_next_batch(r, sq, 4, &got, &d);
-            for (int k = 0; k < 4; k++) parity_lp_seq_free(&sq[k]);
-            parity_lp_close(r);
+            st = parity_logprob_next_batch(r, sq, 4, &got, &d);
+            for (int k = 0; k < 4; k++) parity_logprob_seq_free(&sq[k]);
+            parity_logprob_close(r);
         } else {
             const char *ta = cases[i].which == 2 ? t2 : ok;
-            parity_lp_reader_t *ra = NULL, *rb = NULL;
-            assert_int_equal(parity_lp_open_mem(ta, strlen(ta), "a.jsonl", &o, &ra, &d), PARITY_OK);
-            assert_int_equal(parity_lp_open_mem(t1, strlen(t1), "b.jsonl", &o, &rb, &d), PARITY_OK);
-            parity_lp_cmp_opts_t co = parity_lp_cmp_default_opts();
+            parity_logprob_reader_t *ra = NULL, *rb = NULL;
+            assert_int_equal(parity_logprob_open_mem(ta, strlen(ta), "a.jsonl", &o, &ra, &d), PARITY_OK);
+            assert_int_equal(parity_logprob_open_mem(t1, strlen(t1), "b.jsonl", &o, &rb, &d), PARITY_OK);
+            parity_logprob_cmp_opts_t co = parity_logprob_cmp_default_opts();
             co.n_threads = 2;
-            parity_lp_result_t *res = NULL;
-            st = parity_lp_compare(ra, rb, &co, &res, &d);
-            parity_lp_result_free(res);
-            parity_lp_close(ra);
-            parity_lp_close(rb);
+            parity_logprob_result_t *res = NULL;
+            st = parity_logprob_compare(ra, rb, &co, &res, &d);
+            parity_logprob_result_free(res);
+            parity_logprob_close(ra);
+            parity_logprob_close(rb);
         }
         if (st != PARITY_E_FORMAT || !strstr(d.msg, cases[i].needle)) {
             print_error("case %zu: status %d, '%s', wanted '%s'\n", i, st, d.msg, cases[i].needle);
@@ -413,24 +413,24 @@ static void worst_ties(void **state)
     }
     static const int threads[] = {1, 2, 3, 8};
     for (size_t t = 0; t < sizeof threads / sizeof *threads; t++) {
-        parity_lp_reader_t *ra = open_str(a, "a.jsonl"), *rb = open_str(b, "b.jsonl");
-        parity_lp_cmp_opts_t co = parity_lp_cmp_default_opts();
+        parity_logprob_reader_t *ra = open_str(a, "a.jsonl"), *rb = open_str(b, "b.jsonl");
+        parity_logprob_cmp_opts_t co = parity_logprob_cmp_default_opts();
         co.n_threads = threads[t];
-        parity_lp_result_t *res = NULL;
+        parity_logprob_result_t *res = NULL;
         parity_diag_t d;
-        assert_int_equal(parity_lp_compare(ra, rb, &co, &res, &d), PARITY_OK);
-        assert_int_equal(parity_lp_result_nworst(res), 10);
+        assert_int_equal(parity_logprob_compare(ra, rb, &co, &res, &d), PARITY_OK);
+        assert_int_equal(parity_logprob_result_nworst(res), 10);
         for (size_t k = 0; k < 10; k++) {
-            const parity_lp_token_t *w = parity_lp_result_worst(res, k);
+            const parity_logprob_token_t *w = parity_logprob_result_worst(res, k);
             if (strcmp(w->id, "s000") || w->position != 3 * k) {
                 print_error("threads %d, worst %zu: %s position %llu, wanted s000 position %zu\n",
                             threads[t], k, w->id, (unsigned long long)w->position, 3 * k);
                 fail();
             }
         }
-        parity_lp_result_free(res);
-        parity_lp_close(ra);
-        parity_lp_close(rb);
+        parity_logprob_result_free(res);
+        parity_logprob_close(ra);
+        parity_logprob_close(rb);
     }
     free(a);
     free(b);
@@ -441,24 +441,24 @@ static void divergence(void **state)
     (void)state;
     const char *a = "{\"id\":\"q\",\"token_ids\":[1,2,3,4],\"logprobs\":[-1,-2,-3,-4]}\n";
     const char *b = "{\"id\":\"q\",\"token_ids\":[1,2,9,4],\"logprobs\":[-1,-2.5,-3,-4]}\n";
-    parity_lp_reader_t *ra = open_str(a, "a.jsonl"), *rb = open_str(b, "b.jsonl");
-    parity_lp_cmp_opts_t o = parity_lp_cmp_default_opts();
+    parity_logprob_reader_t *ra = open_str(a, "a.jsonl"), *rb = open_str(b, "b.jsonl");
+    parity_logprob_cmp_opts_t o = parity_logprob_cmp_default_opts();
     o.n_threads = 1;
-    parity_lp_result_t *res = NULL;
+    parity_logprob_result_t *res = NULL;
     parity_diag_t d;
-    assert_int_equal(parity_lp_compare(ra, rb, &o, &res, &d), PARITY_OK);
-    const parity_lp_counts_t *c = parity_lp_result_counts(res);
+    assert_int_equal(parity_logprob_compare(ra, rb, &o, &res, &d), PARITY_OK);
+    const parity_logprob_counts_t *c = parity_logprob_result_counts(res);
     assert_int_equal(c->n_diverged, 1);
     assert_int_equal(c->n_tokens_compared, 2); /* nothing after position 2 */
-    assert_int_equal(parity_lp_result_div(res, 0)->position, 2);
-    assert_true(parity_lp_result_div(res, 0)->key_b == 9);
-    const parity_lp_slice_t *ov = parity_lp_result_slice(res, 0);
+    assert_int_equal(parity_logprob_result_div(res, 0)->position, 2);
+    assert_true(parity_logprob_result_div(res, 0)->key_b == 9);
+    const parity_logprob_slice_t *ov = parity_logprob_result_slice(res, 0);
     assert_string_equal(ov->name, "overall");
     assert_true(ov->m.abs_dlogprob_max == 0.5);
-    assert_int_equal(parity_lp_result_exit_code(res), PARITY_EXIT_VERDICT);
-    parity_lp_result_free(res);
-    parity_lp_close(ra);
-    parity_lp_close(rb);
+    assert_int_equal(parity_logprob_result_exit_code(res), PARITY_EXIT_VERDICT);
+    parity_logprob_result_free(res);
+    parity_logprob_close(ra);
+    parity_logprob_close(rb);
 }
 
 /* A JSONL dump of one sequence of n tokens: logprob i = base + (i == j ? spike : step * ((i % 5) - 2)). */
@@ -476,17 +476,17 @@ static char *dump_line(int n, double base, double step, int j, double spike)
     return b;
 }
 
-static parity_lp_result_t *cmp_str(const char *x, const char *y)
+static parity_logprob_result_t *cmp_str(const char *x, const char *y)
 {
-    parity_lp_reader_t *ra = open_str(x, "x.jsonl"), *rb = open_str(y, "y.jsonl");
-    parity_lp_cmp_opts_t o = parity_lp_cmp_default_opts();
+    parity_logprob_reader_t *ra = open_str(x, "x.jsonl"), *rb = open_str(y, "y.jsonl");
+    parity_logprob_cmp_opts_t o = parity_logprob_cmp_default_opts();
     o.n_threads = 1;
     o.by_position = 0;
-    parity_lp_result_t *res = NULL;
+    parity_logprob_result_t *res = NULL;
     parity_diag_t d;
-    assert_int_equal(parity_lp_compare(ra, rb, &o, &res, &d), PARITY_OK);
-    parity_lp_close(ra);
-    parity_lp_close(rb);
+    assert_int_equal(parity_logprob_compare(ra, rb, &o, &res, &d), PARITY_OK);
+    parity_logprob_close(ra);
+    parity_logprob_close(rb);
     return res;
 }
 
@@ -500,21 +500,21 @@ static void floor_sides(void **state)
     const int n = 40;
     char *A = dump_line(n, -2, 0, -1, 0), *B = dump_line(n, -3, 0, -1, 0); /* drift 1 on every token */
     char *F9 = dump_line(n, -2.1, 0, -1, 0), *F10 = dump_line(n, -2.09, 0, -1, 0), *FB = dump_line(n, -2.91, 0, -1, 0);
-    parity_lp_result_t *af = cmp_str(A, F9), *bf = cmp_str(B, F9);
-    assert_int_equal(parity_lp_floor_side(af, bf), -1); /* 0.1 vs 0.9: 9x apart, not 10 */
-    parity_lp_result_free(af), parity_lp_result_free(bf);
+    parity_logprob_result_t *af = cmp_str(A, F9), *bf = cmp_str(B, F9);
+    assert_int_equal(parity_logprob_floor_side(af, bf), -1); /* 0.1 vs 0.9: 9x apart, not 10 */
+    parity_logprob_result_free(af), parity_logprob_result_free(bf);
     af = cmp_str(A, F10), bf = cmp_str(B, F10);
-    assert_int_equal(parity_lp_floor_side(af, bf), PARITY_LP_SIDE_A); /* 0.09 vs 0.91 */
-    parity_lp_result_free(af), parity_lp_result_free(bf);
+    assert_int_equal(parity_logprob_floor_side(af, bf), PARITY_LOGPROB_SIDE_A); /* 0.09 vs 0.91 */
+    parity_logprob_result_free(af), parity_logprob_result_free(bf);
     af = cmp_str(A, FB), bf = cmp_str(B, FB);
-    assert_int_equal(parity_lp_floor_side(af, bf), PARITY_LP_SIDE_B);
-    parity_lp_result_free(af), parity_lp_result_free(bf);
+    assert_int_equal(parity_logprob_floor_side(af, bf), PARITY_LOGPROB_SIDE_B);
+    parity_logprob_result_free(af), parity_logprob_result_free(bf);
     af = cmp_str(A, B), bf = cmp_str(B, B); /* a copy of B: 0 against 1 */
-    assert_int_equal(parity_lp_floor_side(af, bf), PARITY_LP_SIDE_B);
-    parity_lp_result_free(af), parity_lp_result_free(bf);
+    assert_int_equal(parity_logprob_floor_side(af, bf), PARITY_LOGPROB_SIDE_B);
+    parity_logprob_result_free(af), parity_logprob_result_free(bf);
     af = cmp_str(A, A), bf = cmp_str(A, A); /* F = A = B: nothing tells */
-    assert_int_equal(parity_lp_floor_side(af, bf), -1);
-    parity_lp_result_free(af), parity_lp_result_free(bf);
+    assert_int_equal(parity_logprob_floor_side(af, bf), -1);
+    parity_logprob_result_free(af), parity_logprob_result_free(bf);
     free(F9), free(F10), free(FB);
 
     /* drift: B = A + 0.2 pattern (k3 above 1e-3, max above 5e-2); A2 a small repeat of A; B2 a repeat
@@ -522,70 +522,70 @@ static void floor_sides(void **state)
     free(A), free(B);
     A = dump_line(n, -2, 0.001, -1, 0), B = dump_line(n, -2, 0.1, -1, 0);
     char *A2 = dump_line(n, -2, 0.0011, -1, 0), *B2 = dump_line(n, -2, -0.1, -1, 0);
-    parity_lp_result_t *res = cmp_str(A, B), *fa = cmp_str(A, A2), *fb = cmp_str(B, B2), *fbo = cmp_str(A, B2);
-    assert_int_equal(parity_lp_result_exit_code(res), PARITY_EXIT_VERDICT);
-    assert_int_equal(parity_lp_result_add_floor(res, fa, PARITY_LP_SIDE_A, NULL, 0), PARITY_OK);
-    assert_int_equal(parity_lp_result_add_floor(res, fa, PARITY_LP_SIDE_A, NULL, 0), PARITY_E_INVALID);
-    assert_int_equal(parity_lp_result_verdict(res, 0), PARITY_LP_ALARM);
-    assert_int_equal(parity_lp_result_floor_as_large_as_drift(res), 0);
-    const parity_lp_slice_t *ov = parity_lp_result_slice(res, 0);
+    parity_logprob_result_t *res = cmp_str(A, B), *fa = cmp_str(A, A2), *fb = cmp_str(B, B2), *fbo = cmp_str(A, B2);
+    assert_int_equal(parity_logprob_result_exit_code(res), PARITY_EXIT_VERDICT);
+    assert_int_equal(parity_logprob_result_add_floor(res, fa, PARITY_LOGPROB_SIDE_A, NULL, 0), PARITY_OK);
+    assert_int_equal(parity_logprob_result_add_floor(res, fa, PARITY_LOGPROB_SIDE_A, NULL, 0), PARITY_E_INVALID);
+    assert_int_equal(parity_logprob_result_verdict(res, 0), PARITY_LOGPROB_ALARM);
+    assert_int_equal(parity_logprob_result_floor_as_large_as_drift(res), 0);
+    const parity_logprob_slice_t *ov = parity_logprob_result_slice(res, 0);
     double k3 = ov->m.k3_mean;
     assert_true(k3 > 1e-3);
     /* B's repeat, about twice as far from B as A is (k3 about 4x the drift's, above the alarm):
      * within 3x its floor, but a floor whose own k3 is above the alarm excuses no k3 */
-    assert_int_equal(parity_lp_result_add_floor(res, fb, PARITY_LP_SIDE_B, fbo, 0), PARITY_OK);
-    assert_true(parity_lp_result_slice(fb, 0)->m.k3_mean > k3);
-    assert_int_equal(parity_lp_result_verdict(res, 0), PARITY_LP_ALARM);
-    assert_int_equal(parity_lp_result_floor_as_large_as_drift(res), 1);
-    assert_int_equal(parity_lp_result_exit_code(res), PARITY_EXIT_VERDICT);
-    parity_lp_result_free(res);
-    /* the same through the library's older call (parity_lp_result_set_floor: side A) */
+    assert_int_equal(parity_logprob_result_add_floor(res, fb, PARITY_LOGPROB_SIDE_B, fbo, 0), PARITY_OK);
+    assert_true(parity_logprob_result_slice(fb, 0)->m.k3_mean > k3);
+    assert_int_equal(parity_logprob_result_verdict(res, 0), PARITY_LOGPROB_ALARM);
+    assert_int_equal(parity_logprob_result_floor_as_large_as_drift(res), 1);
+    assert_int_equal(parity_logprob_result_exit_code(res), PARITY_EXIT_VERDICT);
+    parity_logprob_result_free(res);
+    /* the same through the library's older call (parity_logprob_result_set_floor: side A) */
     res = cmp_str(A, B);
-    assert_int_equal(parity_lp_result_set_floor(res, fb), PARITY_OK);
-    assert_int_equal(parity_lp_result_verdict(res, 0), PARITY_LP_ALARM);
-    parity_lp_result_free(res);
+    assert_int_equal(parity_logprob_result_set_floor(res, fb), PARITY_OK);
+    assert_int_equal(parity_logprob_result_verdict(res, 0), PARITY_LOGPROB_ALARM);
+    parity_logprob_result_free(res);
 
     /* max |dlogprob| alone above its alarm (one token off by 0.2, k3 ~5e-4): a repeat of B with
      * another token off by 0.25 excuses it, and the report says the floor is as large as the drift */
     char *C = dump_line(n, -2, 0, -1, 0), *D = dump_line(n, -2, 0, 7, -0.2), *D2 = dump_line(n, -2, 0, 9, -0.25);
     res = cmp_str(C, D);
-    parity_lp_result_t *fd = cmp_str(D, D2);
-    assert_true(parity_lp_result_slice(res, 0)->m.k3_mean < 1e-3);
-    assert_int_equal(parity_lp_result_exit_code(res), PARITY_EXIT_VERDICT);
-    assert_int_equal(parity_lp_result_add_floor(res, fd, PARITY_LP_SIDE_B, NULL, 0), PARITY_OK);
-    assert_int_equal(parity_lp_result_exit_code(res), PARITY_EXIT_OK);
-    assert_int_equal(parity_lp_result_floor_as_large_as_drift(res), 1);
+    parity_logprob_result_t *fd = cmp_str(D, D2);
+    assert_true(parity_logprob_result_slice(res, 0)->m.k3_mean < 1e-3);
+    assert_int_equal(parity_logprob_result_exit_code(res), PARITY_EXIT_VERDICT);
+    assert_int_equal(parity_logprob_result_add_floor(res, fd, PARITY_LOGPROB_SIDE_B, NULL, 0), PARITY_OK);
+    assert_int_equal(parity_logprob_result_exit_code(res), PARITY_EXIT_OK);
+    assert_int_equal(parity_logprob_result_floor_as_large_as_drift(res), 1);
     /* with A's floor too (a zero one: C again), the larger per metric: still excused */
-    parity_lp_result_t *fc = cmp_str(C, C);
-    assert_int_equal(parity_lp_result_add_floor(res, fc, PARITY_LP_SIDE_A, NULL, 0), PARITY_OK);
-    assert_int_equal(parity_lp_result_exit_code(res), PARITY_EXIT_OK);
-    parity_lp_result_free(res);
+    parity_logprob_result_t *fc = cmp_str(C, C);
+    assert_int_equal(parity_logprob_result_add_floor(res, fc, PARITY_LOGPROB_SIDE_A, NULL, 0), PARITY_OK);
+    assert_int_equal(parity_logprob_result_exit_code(res), PARITY_EXIT_OK);
+    parity_logprob_result_free(res);
     res = cmp_str(C, D); /* A's zero floor alone excuses nothing */
-    assert_int_equal(parity_lp_result_add_floor(res, fc, PARITY_LP_SIDE_A, NULL, 0), PARITY_OK);
-    assert_int_equal(parity_lp_result_exit_code(res), PARITY_EXIT_VERDICT);
-    assert_int_equal(parity_lp_result_floor_as_large_as_drift(res), 0);
-    parity_lp_result_free(res);
-    parity_lp_result_free(fc);
-    parity_lp_result_free(fd);
-    parity_lp_result_free(fa), parity_lp_result_free(fb), parity_lp_result_free(fbo);
+    assert_int_equal(parity_logprob_result_add_floor(res, fc, PARITY_LOGPROB_SIDE_A, NULL, 0), PARITY_OK);
+    assert_int_equal(parity_logprob_result_exit_code(res), PARITY_EXIT_VERDICT);
+    assert_int_equal(parity_logprob_result_floor_as_large_as_drift(res), 0);
+    parity_logprob_result_free(res);
+    parity_logprob_result_free(fc);
+    parity_logprob_result_free(fd);
+    parity_logprob_result_free(fa), parity_logprob_result_free(fb), parity_logprob_result_free(fbo);
     free(A), free(B), free(A2), free(B2), free(C), free(D), free(D2);
 }
 
 /* Read every sequence; any status is fine, a crash or sanitizer report is not. */
 static void drain(const unsigned char *buf, size_t n, const char *name)
 {
-    parity_lp_reader_t *r = NULL;
+    parity_logprob_reader_t *r = NULL;
     parity_diag_t d;
-    parity_lp_read_opts_t o = {0};
+    parity_logprob_read_opts_t o = {0};
     o.n_threads = 1;
-    if (parity_lp_open_mem(buf, n, name, &o, &r, &d) != PARITY_OK) return;
-    parity_lp_seq_t s[3];
-    for (int k = 0; k < 3; k++) parity_lp_seq_init(&s[k]);
+    if (parity_logprob_open_mem(buf, n, name, &o, &r, &d) != PARITY_OK) return;
+    parity_logprob_seq_t s[3];
+    for (int k = 0; k < 3; k++) parity_logprob_seq_init(&s[k]);
     size_t got;
-    while (parity_lp_next_batch(r, s, 3, &got, &d) == PARITY_OK && got) {
+    while (parity_logprob_next_batch(r, s, 3, &got, &d) == PARITY_OK && got) {
     }
-    for (int k = 0; k < 3; k++) parity_lp_seq_free(&s[k]);
-    parity_lp_close(r);
+    for (int k = 0; k < 3; k++) parity_logprob_seq_free(&s[k]);
+    parity_logprob_close(r);
 }
 
 /* Every line of a file through lp_jsonl_tree_check: never a different tree; with strict, 1
@@ -688,21 +688,21 @@ static void json_exact(void **state)
     char d[4096], pa[8192], pb[8192], out[] = "/tmp/parity_test_json_exact_XXXXXX";
     snprintf(pa, sizeof pa, "%s/data/logprobs/a.jsonl", src_dir(d, sizeof d));
     snprintf(pb, sizeof pb, "%s/data/logprobs/b.jsonl", src_dir(d, sizeof d));
-    parity_lp_read_opts_t o = {0};
-    parity_lp_reader_t *ra = NULL, *rb = NULL;
+    parity_logprob_read_opts_t o = {0};
+    parity_logprob_reader_t *ra = NULL, *rb = NULL;
     parity_diag_t dg;
-    if (parity_lp_open(pa, &o, &ra, &dg) != PARITY_OK || parity_lp_open(pb, &o, &rb, &dg) != PARITY_OK) {
+    if (parity_logprob_open(pa, &o, &ra, &dg) != PARITY_OK || parity_logprob_open(pb, &o, &rb, &dg) != PARITY_OK) {
         print_message("no sample pair at %s: %s\n", pa, dg.msg);
-        parity_lp_close(ra);
+        parity_logprob_close(ra);
         skip();
     }
-    parity_lp_cmp_opts_t co = parity_lp_cmp_default_opts();
-    parity_lp_result_t *res = NULL;
-    assert_int_equal(parity_lp_compare(ra, rb, &co, &res, &dg), PARITY_OK);
+    parity_logprob_cmp_opts_t co = parity_logprob_cmp_default_opts();
+    parity_logprob_result_t *res = NULL;
+    assert_int_equal(parity_logprob_compare(ra, rb, &co, &res, &dg), PARITY_OK);
     int fd = mkstemp(out);
     assert_true(fd >= 0);
     close(fd);
-    assert_int_equal(parity_lp_report_json(res, out, &dg), PARITY_OK);
+    assert_int_equal(parity_logprob_report_json(res, out, &dg), PARITY_OK);
     FILE *f = fopen(out, "rb");
     assert_non_null(f);
     static char buf[1 << 20];
@@ -712,7 +712,7 @@ static void json_exact(void **state)
     buf[n] = 0;
     cJSON *root = cJSON_Parse(buf), *ov = cJSON_GetObjectItemCaseSensitive(root, "overall");
     assert_non_null(ov);
-    const parity_dist_summary_t *m = &parity_lp_result_slice(res, 0)->m;
+    const parity_dist_summary_t *m = &parity_logprob_result_slice(res, 0)->m;
     const struct {
         const char *k;
         double v;
@@ -741,9 +741,9 @@ static void json_exact(void **state)
         }
     }
     cJSON_Delete(root);
-    parity_lp_result_free(res);
-    parity_lp_close(ra);
-    parity_lp_close(rb);
+    parity_logprob_result_free(res);
+    parity_logprob_close(ra);
+    parity_logprob_close(rb);
 }
 
 static void corpus_replay(void **state)

@@ -27,28 +27,28 @@ static const char *B_JSONL =
     "{\"id\": \"d\", \"token_ids\": [5, 10], \"logprobs\": [-2, -2], \"modality\": \"text\"}\n"
     "{\"id\": \"r\", \"token_ids\": [5, 6, 7, 8], \"logprobs\": [-2, -2, -2, -2], \"modality\": \"text\"}\n";
 
-static parity_lp_rl_result_t *run(const char *a, const char *b, const parity_lp_rl_opts_t *o)
+static parity_logprob_rl_result_t *run(const char *a, const char *b, const parity_logprob_rl_opts_t *o)
 {
-    parity_lp_read_opts_t ro;
+    parity_logprob_read_opts_t ro;
     memset(&ro, 0, sizeof ro);
     ro.n_threads = 1;
-    parity_lp_reader_t *ra = NULL, *rb = NULL;
+    parity_logprob_reader_t *ra = NULL, *rb = NULL;
     parity_diag_t d;
-    assert_int_equal(parity_lp_open_mem(a, strlen(a), "a.jsonl", &ro, &ra, &d), PARITY_OK);
-    assert_int_equal(parity_lp_open_mem(b, strlen(b), "b.jsonl", &ro, &rb, &d), PARITY_OK);
-    parity_lp_rl_result_t *r = NULL;
-    parity_status_t st = parity_lp_rl_compute(ra, rb, o, &r, &d);
+    assert_int_equal(parity_logprob_open_mem(a, strlen(a), "a.jsonl", &ro, &ra, &d), PARITY_OK);
+    assert_int_equal(parity_logprob_open_mem(b, strlen(b), "b.jsonl", &ro, &rb, &d), PARITY_OK);
+    parity_logprob_rl_result_t *r = NULL;
+    parity_status_t st = parity_logprob_rl_compute(ra, rb, o, &r, &d);
     if (st != PARITY_OK) fprintf(stderr, "%s\n", d.msg);
     assert_int_equal(st, PARITY_OK);
-    parity_lp_close(ra);
-    parity_lp_close(rb);
+    parity_logprob_close(ra);
+    parity_logprob_close(rb);
     return r;
 }
 
-static const parity_lp_rl_slice_t *find(const parity_lp_rl_result_t *r, const char *name)
+static const parity_logprob_rl_slice_t *find(const parity_logprob_rl_result_t *r, const char *name)
 {
-    for (size_t i = 0; i < parity_lp_rl_nslices(r); i++)
-        if (!strcmp(parity_lp_rl_slice(r, i)->name, name)) return parity_lp_rl_slice(r, i);
+    for (size_t i = 0; i < parity_logprob_rl_nslices(r); i++)
+        if (!strcmp(parity_logprob_rl_slice(r, i)->name, name)) return parity_logprob_rl_slice(r, i);
     fail_msg("no slice %s", name);
     return NULL;
 }
@@ -59,8 +59,8 @@ static const parity_lp_rl_slice_t *find(const parity_lp_rl_result_t *r, const ch
 static void test_hand_values(void **state)
 {
     (void)state;
-    parity_lp_rl_result_t *r = run(A_JSONL, B_JSONL, NULL);
-    const parity_lp_rl_slice_t *s = find(r, "overall");
+    parity_logprob_rl_result_t *r = run(A_JSONL, B_JSONL, NULL);
+    const parity_logprob_rl_slice_t *s = find(r, "overall");
     /* request d contributes its first token (r = 1, all zero terms) before diverging: 5 tokens */
     assert_int_equal(s->n_tokens, 5);
     double l2 = log(2), l3 = log(3);
@@ -81,57 +81,57 @@ static void test_hand_values(void **state)
     NEAR(s->tis_ess, 6.5 * 6.5 / (5 * (4 + 0.25 + 1 + 4 + 1)));
     NEAR(s->iw_mean, 7.5 / 5);
     /* the image slice: r = 2 and 1/2 */
-    const parity_lp_rl_slice_t *im = find(r, "modality=image");
+    const parity_logprob_rl_slice_t *im = find(r, "modality=image");
     assert_int_equal(im->n_tokens, 2);
     NEAR(im->k3_rollout, 0.25);
     NEAR(im->k3_trainer, 0.25);
     NEAR(im->clip_frac, 1);
-    const parity_lp_rl_slice_t *tx = find(r, "modality=text");
+    const parity_logprob_rl_slice_t *tx = find(r, "modality=text");
     assert_int_equal(tx->n_tokens, 3); /* r's last two and d's first */
     NEAR(tx->k3_rollout, (2 - l3) / 3);
-    parity_lp_rl_result_free(r);
-    parity_lp_rl_result_free(NULL);
+    parity_logprob_rl_result_free(r);
+    parity_logprob_rl_result_free(NULL);
 }
 
 static void test_options(void **state)
 {
     (void)state;
-    parity_lp_rl_opts_t o = parity_lp_rl_default_opts();
+    parity_logprob_rl_opts_t o = parity_logprob_rl_default_opts();
     assert_true(o.clip_eps == 0.2 && o.tis_cap == 2.0);
     o.clip_eps = 0.6, o.tis_cap = 2.5; /* r = 1/2 is inside [0.4, 1.6]; r = 3 capped at 2.5 */
-    parity_lp_rl_result_t *r = run(A_JSONL, B_JSONL, &o);
-    const parity_lp_rl_slice_t *s = find(r, "overall");
+    parity_logprob_rl_result_t *r = run(A_JSONL, B_JSONL, &o);
+    const parity_logprob_rl_slice_t *s = find(r, "overall");
     NEAR(s->clip_frac_low, 0);
     NEAR(s->clip_frac_high, 2.0 / 5);
     NEAR(s->tis_mean, 7.0 / 5);
     NEAR(s->tis_max, 2.5);
-    parity_lp_rl_result_free(r);
-    parity_lp_reader_t *ra = NULL, *rb = NULL;
-    parity_lp_read_opts_t ro;
+    parity_logprob_rl_result_free(r);
+    parity_logprob_reader_t *ra = NULL, *rb = NULL;
+    parity_logprob_read_opts_t ro;
     memset(&ro, 0, sizeof ro);
-    assert_int_equal(parity_lp_open_mem(A_JSONL, strlen(A_JSONL), "a.jsonl", &ro, &ra, NULL), PARITY_OK);
-    assert_int_equal(parity_lp_open_mem(B_JSONL, strlen(B_JSONL), "b.jsonl", &ro, &rb, NULL), PARITY_OK);
+    assert_int_equal(parity_logprob_open_mem(A_JSONL, strlen(A_JSONL), "a.jsonl", &ro, &ra, NULL), PARITY_OK);
+    assert_int_equal(parity_logprob_open_mem(B_JSONL, strlen(B_JSONL), "b.jsonl", &ro, &rb, NULL), PARITY_OK);
     parity_diag_t d;
     o.clip_eps = 1.0;
-    assert_int_equal(parity_lp_rl_compute(ra, rb, &o, &r, &d), PARITY_E_INVALID);
+    assert_int_equal(parity_logprob_rl_compute(ra, rb, &o, &r, &d), PARITY_E_INVALID);
     o.clip_eps = 0.2, o.tis_cap = 0.5;
-    assert_int_equal(parity_lp_rl_compute(ra, rb, &o, &r, &d), PARITY_E_INVALID);
+    assert_int_equal(parity_logprob_rl_compute(ra, rb, &o, &r, &d), PARITY_E_INVALID);
     assert_null(r);
-    assert_int_equal(parity_lp_rl_compute(NULL, rb, NULL, &r, &d), PARITY_E_INVALID);
-    parity_lp_close(ra);
-    parity_lp_close(rb);
+    assert_int_equal(parity_logprob_rl_compute(NULL, rb, NULL, &r, &d), PARITY_E_INVALID);
+    parity_logprob_close(ra);
+    parity_logprob_close(rb);
 }
 
 static void test_identical(void **state)
 {
     (void)state;
-    parity_lp_rl_result_t *r = run(A_JSONL, A_JSONL, NULL);
-    const parity_lp_rl_slice_t *s = find(r, "overall");
+    parity_logprob_rl_result_t *r = run(A_JSONL, A_JSONL, NULL);
+    const parity_logprob_rl_slice_t *s = find(r, "overall");
     assert_int_equal(s->n_tokens, 6);
     assert_true(s->k3_rollout == 0 && s->k3_trainer == 0 && s->k3_trainer_is == 0);
     assert_true(s->clip_frac == 0 && s->tis_frac_capped == 0);
     assert_true(s->tis_mean == 1 && s->tis_max == 1 && s->tis_ess == 1 && s->iw_mean == 1);
-    parity_lp_rl_result_free(r);
+    parity_logprob_rl_result_free(r);
 }
 
 static void test_mixed_tags(void **state)
@@ -143,10 +143,10 @@ static void test_mixed_tags(void **state)
     static const char *B =
         "{\"id\": \"d\", \"token_ids\": [5, 10], \"logprobs\": [-2, -2]}\n"
         "{\"id\": \"r\", \"token_ids\": [5, 6, 7, 8], \"logprobs\": [-2, -2, -2, -2]}\n";
-    parity_lp_rl_result_t *r = run(A, B, NULL);
+    parity_logprob_rl_result_t *r = run(A, B, NULL);
     assert_int_equal(find(r, "overall")->n_tokens, 5);
     assert_int_equal(find(r, "modality=image")->n_tokens, 2);
-    parity_lp_rl_result_free(r);
+    parity_logprob_rl_result_free(r);
 }
 
 int main(void)

@@ -438,7 +438,7 @@ static void test_tp_allreduce_is_reduce_module(void **state)
     for (int i = 0; i < N * K + K; i++) {
         z = z * 6364136223846793005ull + 1442695040888963407ull;
         double u = (double)(z >> 11) / 9007199254740992.0 * 2 - 1;
-        double v = parity_reduce_round(PARITY_AR_BF16, u);
+        double v = parity_reduce_round(PARITY_REDUCE_BF16, u);
         if (i < N * K) W[i] = v;
         else x[i - N * K] = v;
     }
@@ -459,9 +459,9 @@ static void test_tp_allreduce_is_reduce_module(void **state)
                 assert_int_equal(parity_model_runner_new(g_m, &p, &r, NULL), PARITY_OK);
                 model_gemm(r, out, W, x, N, K, 1, 1);
                 parity_model_runner_free(r);
-                parity_ar_spec_t ar;
+                parity_reduce_spec_t ar;
                 assert_int_equal(parity_reduce_spec_parse(arspec, &ar, NULL), PARITY_OK);
-                parity_ar_dtype_t hop = h == 0 ? PARITY_AR_BF16 : PARITY_AR_FP32;
+                parity_reduce_dtype_t hop = h == 0 ? PARITY_REDUCE_BF16 : PARITY_REDUCE_FP32;
                 for (int k = 0; k < R; k++) {
                     int k0 = K * k / R, k1 = K * (k + 1) / R;
                     for (int i = 0; i < N; i++) {
@@ -472,13 +472,13 @@ static void test_tp_allreduce_is_reduce_module(void **state)
                 }
                 assert_int_equal(parity_reduce_allreduce(&ar, part, N, want), PARITY_OK);
                 for (int i = 0; i < N; i++) {
-                    double w = parity_reduce_round(PARITY_AR_BF16, want[i]);
+                    double w = parity_reduce_round(PARITY_REDUCE_BF16, want[i]);
                     if (memcmp(&w, &out[i], sizeof w) != 0)
                         fail_msg("%s vs parity allreduce %s: element %d: %a vs %a", spec, arspec, i,
                                  out[i], w);
                     float acc = 0;
                     for (int t = 0; t < K; t++) acc += (float)(W[i * K + t] * x[t]);
-                    differ_from_tp1 += parity_reduce_round(PARITY_AR_BF16, acc) != w;
+                    differ_from_tp1 += parity_reduce_round(PARITY_REDUCE_BF16, acc) != w;
                 }
             }
     /* The orders matter on these data (the test would pass vacuously if every order agreed). */

@@ -16,7 +16,7 @@
 
 static double run(const char *spec, const double *p, size_t i, size_t n)
 {
-    parity_ar_spec_t s;
+    parity_reduce_spec_t s;
     assert_int_equal(parity_reduce_spec_parse(spec, &s, NULL), PARITY_OK);
     return parity_reduce_allreduce1(&s, p, i, n);
 }
@@ -87,7 +87,7 @@ static void spec_parse_and_print(void **state)
     const char *ok[] = {"ring:8:bf16", "ring:8:bf16:acc=bf16:ch2", "oneshot:4:fp32", "rd:6:fp64",
                         "linear:3:fp16", "mpi_ring:8:fp32", "rabenseifner:5:fp32"};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
-        parity_ar_spec_t s;
+        parity_reduce_spec_t s;
         char buf[64];
         assert_int_equal(parity_reduce_spec_parse(ok[i], &s, NULL), PARITY_OK);
         parity_reduce_spec_str(&s, buf, sizeof buf);
@@ -96,16 +96,16 @@ static void spec_parse_and_print(void **state)
     const char *bad[] = {"", "ring", "ring:0", "ring:65", "warp:4", "ring:4:bf17", "tree:4:ch2",
                          "ompi:2:4", "ompi:7:4", "ring:4:fp32:fp32:x", "ring:x"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        parity_ar_spec_t s;
+        parity_reduce_spec_t s;
         parity_diag_t d = {{0}};
         assert_int_equal(parity_reduce_spec_parse(bad[i], &s, &d), PARITY_E_INVALID);
         assert_true(strlen(d.msg) > 0);
     }
 }
 
-static parity_ar_spec_t S(const char *t)
+static parity_reduce_spec_t S(const char *t)
 {
-    parity_ar_spec_t s;
+    parity_reduce_spec_t s;
     parity_reduce_spec_parse(t, &s, NULL);
     return s;
 }
@@ -113,13 +113,13 @@ static parity_ar_spec_t S(const char *t)
 static void same_order_rule(void **state)
 {
     (void)state;
-    parity_ar_spec_t a = S("rd:6"), b = S("rabenseifner:6"), c = S("ring:8"), d = S("ring:4");
+    parity_reduce_spec_t a = S("rd:6"), b = S("rabenseifner:6"), c = S("ring:8"), d = S("ring:4");
     assert_true(parity_reduce_same_order(&a, &b, 100));
     assert_false(parity_reduce_same_order(&a, &b, 3)); /* Rabenseifner falls back to linear */
     assert_false(parity_reduce_same_order(&c, &d, 100));
-    parity_ar_spec_t e = S("ring:2"), f = S("oneshot:2");
+    parity_reduce_spec_t e = S("ring:2"), f = S("oneshot:2");
     assert_true(parity_reduce_same_order(&e, &f, 100));
-    parity_ar_spec_t g = S("mpi_ring:8"), h = S("ompi:5:8");
+    parity_reduce_spec_t g = S("mpi_ring:8"), h = S("ompi:5:8");
     assert_true(parity_reduce_same_order(&g, &h, 100));
 }
 
@@ -135,23 +135,23 @@ static void intprobe_is_exact_everywhere(void **state)
     assert_non_null(out);
     const char *specs[] = {"ring:8:bf16", "tree:8", "rd:8", "oneshot:8", "linear:8", "mpi_ring:8",
                            "rabenseifner:8"};
-    assert_int_equal(parity_reduce_inputs(PARITY_AR_W_INTPROBE, 3, n, k, 8, PARITY_AR_FP32, part,
+    assert_int_equal(parity_reduce_inputs(PARITY_REDUCE_W_INTPROBE, 3, n, k, 8, PARITY_REDUCE_FP32, part,
                                           ref), PARITY_OK);
     for (size_t j = 0; j < sizeof specs / sizeof specs[0]; j++) {
-        parity_ar_spec_t s = S(specs[j]);
-        s.hop = PARITY_AR_FP32;
+        parity_reduce_spec_t s = S(specs[j]);
+        s.hop = PARITY_REDUCE_FP32;
         assert_int_equal(parity_reduce_allreduce(&s, part, n, out), PARITY_OK);
         for (size_t i = 0; i < n; i++) assert_true(out[i] == ref[i]);
     }
     /* The same logical tensor on 4 ranks has the same exact sum. */
     double *ref4 = malloc(n * sizeof *ref4);
     assert_non_null(ref4);
-    assert_int_equal(parity_reduce_inputs(PARITY_AR_W_PARTIAL, 3, n, 128, 8, PARITY_AR_BF16, part,
+    assert_int_equal(parity_reduce_inputs(PARITY_REDUCE_W_PARTIAL, 3, n, 128, 8, PARITY_REDUCE_BF16, part,
                                           ref), PARITY_OK);
-    assert_int_equal(parity_reduce_inputs(PARITY_AR_W_PARTIAL, 3, n, 128, 4, PARITY_AR_BF16, part,
+    assert_int_equal(parity_reduce_inputs(PARITY_REDUCE_W_PARTIAL, 3, n, 128, 4, PARITY_REDUCE_BF16, part,
                                           ref4), PARITY_OK);
     assert_memory_equal(ref, ref4, n * sizeof *ref);
-    assert_int_equal(parity_reduce_inputs(PARITY_AR_W_PARTIAL, 3, n, 2, 4, PARITY_AR_BF16, part,
+    assert_int_equal(parity_reduce_inputs(PARITY_REDUCE_W_PARTIAL, 3, n, 2, 4, PARITY_REDUCE_BF16, part,
                                           ref4), PARITY_E_INVALID); /* K < R */
     free(part);
     free(ref);
@@ -164,15 +164,15 @@ static void drift_by_hand(void **state)
 {
     (void)state;
     const double a[2] = {1, 1}, b[2] = {1, 1 + 0x1p-23};
-    parity_ar_drift_t d;
-    assert_int_equal(parity_reduce_drift(a, b, 2, PARITY_AR_FP32, &d), PARITY_OK);
+    parity_reduce_drift_t d;
+    assert_int_equal(parity_reduce_drift(a, b, 2, PARITY_REDUCE_FP32, &d), PARITY_OK);
     assert_int_equal(d.n_differ, 1);
     assert_true(d.frac_differ == 0.5);
     assert_true(d.max_ulp == 1);
     assert_int_equal(d.ulp_hist[0], 1);
     assert_int_equal(d.ulp_hist[1], 1);
     assert_true(d.max_abs == 0x1p-23);
-    assert_int_equal(parity_reduce_drift(a, NULL, 2, PARITY_AR_FP32, &d), PARITY_E_INVALID);
+    assert_int_equal(parity_reduce_drift(a, NULL, 2, PARITY_REDUCE_FP32, &d), PARITY_E_INVALID);
 }
 
 /* Split-K: one split with fp32 partials, many splits with bf16 partials; both close to exact. */
@@ -181,9 +181,9 @@ static void splitk_bounds(void **state)
     (void)state;
     size_t n = 64, k = 512;
     double o1[64], o8[64], ref[64];
-    assert_int_equal(parity_reduce_splitk(5, n, k, 1, PARITY_AR_FP32, PARITY_AR_FP32, o1, ref),
+    assert_int_equal(parity_reduce_splitk(5, n, k, 1, PARITY_REDUCE_FP32, PARITY_REDUCE_FP32, o1, ref),
                      PARITY_OK);
-    assert_int_equal(parity_reduce_splitk(5, n, k, 8, PARITY_AR_BF16, PARITY_AR_FP32, o8, NULL),
+    assert_int_equal(parity_reduce_splitk(5, n, k, 8, PARITY_REDUCE_BF16, PARITY_REDUCE_FP32, o8, NULL),
                      PARITY_OK);
     int differ = 0;
     for (size_t i = 0; i < n; i++) {
@@ -192,7 +192,7 @@ static void splitk_bounds(void **state)
         assert_true(fabs(o1[i] - ref[i]) < 1e-3);
     }
     assert_true(differ > (int)n / 2); /* bf16 partials lose bits on most elements */
-    assert_int_equal(parity_reduce_splitk(5, n, k, 0, PARITY_AR_FP32, PARITY_AR_FP32, o1, NULL),
+    assert_int_equal(parity_reduce_splitk(5, n, k, 0, PARITY_REDUCE_FP32, PARITY_REDUCE_FP32, o1, NULL),
                      PARITY_E_INVALID);
 }
 

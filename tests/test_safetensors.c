@@ -16,7 +16,7 @@
 static void roundtrip(void **state)
 {
     (void)state;
-    char path[] = "/tmp/parity_st_XXXXXX";
+    char path[] = "/tmp/parity_safetensors_XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
     close(fd);
@@ -27,52 +27,52 @@ static void roundtrip(void **state)
     int32_t i32[2] = {-5, 7};
     int64_t i64[2] = {INT64_C(-9007199254740992), 42};
     uint64_t s23[2] = {2, 3}, s3[1] = {3}, s2[1] = {2};
-    parity_st_entry_t e[] = {{"f64", PARITY_ST_F64, 2, s23, f64}, {"f32", PARITY_ST_F32, 1, s3, f32},
-                             {"bf16", PARITY_ST_BF16, 1, s2, bf16}, {"f16", PARITY_ST_F16, 1, s3, f16},
-                             {"i32", PARITY_ST_I32, 1, s2, i32},   {"i64", PARITY_ST_I64, 1, s2, i64},
-                             {"scalar", PARITY_ST_F64, 0, NULL, f64}};
+    parity_safetensors_entry_t e[] = {{"f64", PARITY_SAFETENSORS_F64, 2, s23, f64}, {"f32", PARITY_SAFETENSORS_F32, 1, s3, f32},
+                             {"bf16", PARITY_SAFETENSORS_BF16, 1, s2, bf16}, {"f16", PARITY_SAFETENSORS_F16, 1, s3, f16},
+                             {"i32", PARITY_SAFETENSORS_I32, 1, s2, i32},   {"i64", PARITY_SAFETENSORS_I64, 1, s2, i64},
+                             {"scalar", PARITY_SAFETENSORS_F64, 0, NULL, f64}};
     const char *meta[] = {"producer", "test", "format", "pt"};
     parity_diag_t d;
-    assert_int_equal(parity_st_write(path, e, 7, meta, 2, &d), PARITY_OK);
-    parity_st_file_t *f = NULL;
-    assert_int_equal(parity_st_open(path, &f, &d), PARITY_OK);
-    assert_int_equal(parity_st_count(f), 7);
-    assert_string_equal(parity_st_tensor(f, 0)->name, "f64"); /* header order kept */
-    assert_string_equal(parity_st_metadata(f, "producer"), "test");
-    assert_null(parity_st_metadata(f, "nope"));
-    const parity_st_tensor_t *t = parity_st_find(f, "f64");
+    assert_int_equal(parity_safetensors_write(path, e, 7, meta, 2, &d), PARITY_OK);
+    parity_safetensors_file_t *f = NULL;
+    assert_int_equal(parity_safetensors_open(path, &f, &d), PARITY_OK);
+    assert_int_equal(parity_safetensors_count(f), 7);
+    assert_string_equal(parity_safetensors_tensor(f, 0)->name, "f64"); /* header order kept */
+    assert_string_equal(parity_safetensors_metadata(f, "producer"), "test");
+    assert_null(parity_safetensors_metadata(f, "nope"));
+    const parity_safetensors_tensor_t *t = parity_safetensors_find(f, "f64");
     assert_int_equal(t->ndim, 2);
     assert_int_equal(t->numel, 6);
-    assert_int_equal((parity_st_tensor(f, 0)->offset - 8) % 8, 0); /* buffer 8-aligned */
+    assert_int_equal((parity_safetensors_tensor(f, 0)->offset - 8) % 8, 0); /* buffer 8-aligned */
     double out[6];
-    assert_int_equal(parity_st_read_f64(f, t, 0, 6, out), PARITY_OK);
+    assert_int_equal(parity_safetensors_read_f64(f, t, 0, 6, out), PARITY_OK);
     assert_memory_equal(out, f64, sizeof f64);
-    assert_int_equal(parity_st_read_f64(f, t, 5, 2, out), PARITY_E_INVALID); /* past the end */
-    assert_int_equal(parity_st_read_f64(f, parity_st_find(f, "f32"), 0, 3, out), PARITY_OK);
+    assert_int_equal(parity_safetensors_read_f64(f, t, 5, 2, out), PARITY_E_INVALID); /* past the end */
+    assert_int_equal(parity_safetensors_read_f64(f, parity_safetensors_find(f, "f32"), 0, 3, out), PARITY_OK);
     assert_true(out[0] == (double)0.1f && out[1] == -7 && out[2] == (double)1e-30f);
-    assert_int_equal(parity_st_read_f64(f, parity_st_find(f, "bf16"), 0, 2, out), PARITY_OK);
+    assert_int_equal(parity_safetensors_read_f64(f, parity_safetensors_find(f, "bf16"), 0, 2, out), PARITY_OK);
     assert_true(out[0] == 1 && out[1] == -2);
-    assert_int_equal(parity_st_read_f64(f, parity_st_find(f, "f16"), 0, 3, out), PARITY_OK);
+    assert_int_equal(parity_safetensors_read_f64(f, parity_safetensors_find(f, "f16"), 0, 3, out), PARITY_OK);
     assert_true(out[0] == 1 && out[1] == 0x1p-24 && out[2] < 0 && out[2] * 0 != 0);
     int64_t iv[2];
-    assert_int_equal(parity_st_read_i64(f, parity_st_find(f, "i32"), 0, 2, iv), PARITY_OK);
+    assert_int_equal(parity_safetensors_read_i64(f, parity_safetensors_find(f, "i32"), 0, 2, iv), PARITY_OK);
     assert_true(iv[0] == -5 && iv[1] == 7);
-    assert_int_equal(parity_st_read_i64(f, parity_st_find(f, "i64"), 0, 2, iv), PARITY_OK);
+    assert_int_equal(parity_safetensors_read_i64(f, parity_safetensors_find(f, "i64"), 0, 2, iv), PARITY_OK);
     assert_true(iv[0] == INT64_C(-9007199254740992) && iv[1] == 42);
-    assert_int_equal(parity_st_read_i64(f, t, 0, 1, iv), PARITY_E_INVALID); /* float tensor */
-    const parity_st_tensor_t *sc = parity_st_find(f, "scalar");
+    assert_int_equal(parity_safetensors_read_i64(f, t, 0, 1, iv), PARITY_E_INVALID); /* float tensor */
+    const parity_safetensors_tensor_t *sc = parity_safetensors_find(f, "scalar");
     assert_int_equal(sc->ndim, 0);
     assert_int_equal(sc->numel, 1);
     double v0;
-    memcpy(&v0, parity_st_view(f, sc), 8);
+    memcpy(&v0, parity_safetensors_view(f, sc), 8);
     assert_true(v0 == 1.5);
-    parity_st_close(f);
+    parity_safetensors_close(f);
     /* duplicate names are refused and the file is left as it was */
-    parity_st_entry_t dup[] = {{"x", PARITY_ST_F64, 1, s2, f64}, {"x", PARITY_ST_F64, 1, s2, f64}};
-    assert_int_equal(parity_st_write(path, dup, 2, NULL, 0, &d), PARITY_E_INVALID);
-    assert_int_equal(parity_st_open(path, &f, &d), PARITY_OK);
-    assert_int_equal(parity_st_count(f), 7);
-    parity_st_close(f);
+    parity_safetensors_entry_t dup[] = {{"x", PARITY_SAFETENSORS_F64, 1, s2, f64}, {"x", PARITY_SAFETENSORS_F64, 1, s2, f64}};
+    assert_int_equal(parity_safetensors_write(path, dup, 2, NULL, 0, &d), PARITY_E_INVALID);
+    assert_int_equal(parity_safetensors_open(path, &f, &d), PARITY_OK);
+    assert_int_equal(parity_safetensors_count(f), 7);
+    parity_safetensors_close(f);
     unlink(path);
 }
 
@@ -91,9 +91,9 @@ static void expect_bad(const char *hdr, int64_t declared, size_t nbuf, const cha
 {
     unsigned char buf[4096];
     size_t n = image(buf, sizeof buf, hdr, declared < 0 ? strlen(hdr) : (uint64_t)declared, nbuf);
-    parity_st_file_t *f = (parity_st_file_t *)1;
+    parity_safetensors_file_t *f = (parity_safetensors_file_t *)1;
     parity_diag_t d = {{0}};
-    parity_status_t st = parity_st_open_mem(buf, n, "x.safetensors", &f, &d);
+    parity_status_t st = parity_safetensors_open_mem(buf, n, "x.safetensors", &f, &d);
     if (st != PARITY_E_FORMAT || f != NULL || !strstr(d.msg, needle)) {
         print_error("header %s: status %d, message '%s', wanted '%s'\n", hdr, st, d.msg, needle);
         fail();
@@ -119,12 +119,12 @@ static void malformed(void **state)
     expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,4]}}", -1, 8, "data_offsets");
     expect_bad("{\"__metadata__\":{\"k\":1}}", -1, 0, "__metadata__.k");
     unsigned char tiny[4] = {1, 2, 3, 4};
-    parity_st_file_t *f;
+    parity_safetensors_file_t *f;
     parity_diag_t d;
-    assert_int_equal(parity_st_open_mem(tiny, 4, NULL, &f, &d), PARITY_E_FORMAT);
-    assert_int_equal(parity_st_open("/nonexistent/x.safetensors", &f, &d), PARITY_E_IO);
-    assert_int_equal(parity_st_open(NULL, &f, &d), PARITY_E_INVALID);
-    parity_st_close(NULL);
+    assert_int_equal(parity_safetensors_open_mem(tiny, 4, NULL, &f, &d), PARITY_E_FORMAT);
+    assert_int_equal(parity_safetensors_open("/nonexistent/x.safetensors", &f, &d), PARITY_E_IO);
+    assert_int_equal(parity_safetensors_open(NULL, &f, &d), PARITY_E_INVALID);
+    parity_safetensors_close(NULL);
 }
 
 int main(void)

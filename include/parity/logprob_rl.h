@@ -19,9 +19,9 @@ extern "C" {
 typedef struct {
     double clip_eps; /* PPO's epsilon: the clip range is [1 - eps, 1 + eps] (default 0.2) */
     double tis_cap;  /* TIS cap C: weights min(r, C) (default 2.0) */
-} parity_lp_rl_opts_t;
+} parity_logprob_rl_opts_t;
 
-parity_lp_rl_opts_t parity_lp_rl_default_opts(void);
+parity_logprob_rl_opts_t parity_logprob_rl_default_opts(void);
 
 /* One slice ("overall", "modality=NAME"); r = p_A / p_B = pi_train / pi_rollout per token.
  * Means over the slice's paired tokens; NaN when it has none. */
@@ -39,27 +39,32 @@ typedef struct {
     double tis_frac_capped;   /* r > C */
     double tis_ess;           /* (sum w)^2 / (n sum w^2) of w = min(r, C) */
     double iw_mean;           /* mean r (untruncated; 1 in expectation) */
-} parity_lp_rl_slice_t;
+} parity_logprob_rl_slice_t;
 
-typedef struct parity_lp_rl_result parity_lp_rl_result_t;
+typedef struct parity_logprob_rl_result parity_logprob_rl_result_t;
 
 /* Reads both dumps to the end (from freshly opened readers; both are held in memory), pairs
  * requests by id and tokens by position up to the first token-id divergence, and computes the
  * slices overall and per modality tag of A. PARITY_E_INVALID for NULLs or eps outside (0, 1),
  * a cap below 1; reader errors are passed on; PARITY_E_NOMEM. */
-parity_status_t parity_lp_rl_compute(parity_lp_reader_t *a, parity_lp_reader_t *b,
-                                     const parity_lp_rl_opts_t *opts, parity_lp_rl_result_t **out,
-                                     parity_diag_t *diag);
-void parity_lp_rl_result_free(parity_lp_rl_result_t *r); /* NULL is a no-op */
-size_t parity_lp_rl_nslices(const parity_lp_rl_result_t *r);
-const parity_lp_rl_slice_t *parity_lp_rl_slice(const parity_lp_rl_result_t *r, size_t i);
+parity_status_t parity_logprob_rl_compute(parity_logprob_reader_t *a, parity_logprob_reader_t *b,
+                                          const parity_logprob_rl_opts_t *opts,
+                                          parity_logprob_rl_result_t **out, parity_diag_t *diag);
+void parity_logprob_rl_result_free(parity_logprob_rl_result_t *r); /* NULL is a no-op */
+size_t parity_logprob_rl_nslices(const parity_logprob_rl_result_t *r);
+const parity_logprob_rl_slice_t *parity_logprob_rl_slice(const parity_logprob_rl_result_t *r,
+                                                         size_t i);
 
 /* The table (text) and JSON (schema parity.logprobs.rl/1, written atomically). */
-parity_status_t parity_lp_rl_report_text(const parity_lp_rl_result_t *r, FILE *f);
-parity_status_t parity_lp_rl_report_json(const parity_lp_rl_result_t *r, const char *path,
-                                         parity_diag_t *diag);
+parity_status_t parity_logprob_rl_report_text(const parity_logprob_rl_result_t *r, FILE *f);
+parity_status_t parity_logprob_rl_report_json(const parity_logprob_rl_result_t *r, const char *path,
+                                              parity_diag_t *diag);
 
 #ifdef __cplusplus
 }
 #endif
+
+/* The names before issue #40 (parity/deprecated.h), for one release. */
+#define PARITY_LOGPROB_RL_H_DECLARED
+#include "parity/deprecated.h"
 #endif

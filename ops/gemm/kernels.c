@@ -26,7 +26,7 @@ typedef struct {
     int64_t tile;               /* 0: one sequential fp32 sum; else K tiles summed from zero */
     tail_t tail;                /* the partial last tile (tile > 0) */
     int splits;                 /* > 0: split-K with this many splits (tile ignored) */
-    parity_ar_dtype_t partial, combine; /* split-K workspace and fixup formats */
+    parity_reduce_dtype_t partial, combine; /* split-K workspace and fixup formats */
     int fp16_acc;               /* running sum rounded to fp16 after every addition */
     int64_t bf16_chunk;         /* > 0: K in chunks of this many, each chunk's fp32 sum added
                                    into a bf16 buffer (gradient accumulation in bf16) */
@@ -165,7 +165,7 @@ static int core_splitk(const operands_t *o, parity_abi_tensor_t *C, const mode_t
         for (int64_t i = 0; i < o->m; i++)
             axpy_range(o, i, (int64_t)k0, (int64_t)k1, ws + (size_t)s * mn + (size_t)(i * o->n), 0, NULL);
     }
-    parity_ar_dtype_t outfmt = C->dtype == PARITY_DT_BF16 ? PARITY_AR_BF16 : PARITY_AR_FP32;
+    parity_reduce_dtype_t outfmt = C->dtype == PARITY_DT_BF16 ? PARITY_REDUCE_BF16 : PARITY_REDUCE_FP32;
     for (int64_t i = 0; i < o->m; i++) {
         for (int64_t j = 0; j < o->n; j++) {
             for (int s = 0; s < S; s++) p[s] = ws[(size_t)s * mn + (size_t)(i * o->n + j)];
@@ -220,15 +220,15 @@ static int run_bwd(const parity_abi_call_t *call, const mode_t_ *dx, const mode_
     return rc;
 }
 
-static const mode_t_ SEQ = {0, T_OK, 0, PARITY_AR_FP32, PARITY_AR_FP32, 0, 0};
-static const mode_t_ TILED = {TILE_K, T_OK, 0, PARITY_AR_FP32, PARITY_AR_FP32, 0, 0};
-static const mode_t_ SPLIT4 = {0, T_OK, 4, PARITY_AR_FP32, PARITY_AR_FP32, 0, 0};
-static const mode_t_ SPLIT16 = {0, T_OK, 16, PARITY_AR_FP32, PARITY_AR_FP32, 0, 0};
-static const mode_t_ SPLIT_BF16 = {0, T_OK, 8, PARITY_AR_BF16, PARITY_AR_BF16, 0, 0};
-static const mode_t_ FP16ACC = {0, T_OK, 0, PARITY_AR_FP32, PARITY_AR_FP32, 1, 0};
-static const mode_t_ TAIL_DROP = {TILE_K, T_DROP, 0, PARITY_AR_FP32, PARITY_AR_FP32, 0, 0};
-static const mode_t_ TAIL_TWICE = {TILE_K, T_CLAMP, 0, PARITY_AR_FP32, PARITY_AR_FP32, 0, 0};
-static const mode_t_ CHUNK_BF16 = {0, T_OK, 0, PARITY_AR_FP32, PARITY_AR_FP32, 0, 1024};
+static const mode_t_ SEQ = {0, T_OK, 0, PARITY_REDUCE_FP32, PARITY_REDUCE_FP32, 0, 0};
+static const mode_t_ TILED = {TILE_K, T_OK, 0, PARITY_REDUCE_FP32, PARITY_REDUCE_FP32, 0, 0};
+static const mode_t_ SPLIT4 = {0, T_OK, 4, PARITY_REDUCE_FP32, PARITY_REDUCE_FP32, 0, 0};
+static const mode_t_ SPLIT16 = {0, T_OK, 16, PARITY_REDUCE_FP32, PARITY_REDUCE_FP32, 0, 0};
+static const mode_t_ SPLIT_BF16 = {0, T_OK, 8, PARITY_REDUCE_BF16, PARITY_REDUCE_BF16, 0, 0};
+static const mode_t_ FP16ACC = {0, T_OK, 0, PARITY_REDUCE_FP32, PARITY_REDUCE_FP32, 1, 0};
+static const mode_t_ TAIL_DROP = {TILE_K, T_DROP, 0, PARITY_REDUCE_FP32, PARITY_REDUCE_FP32, 0, 0};
+static const mode_t_ TAIL_TWICE = {TILE_K, T_CLAMP, 0, PARITY_REDUCE_FP32, PARITY_REDUCE_FP32, 0, 0};
+static const mode_t_ CHUNK_BF16 = {0, T_OK, 0, PARITY_REDUCE_FP32, PARITY_REDUCE_FP32, 0, 1024};
 
 static int g_seq(const parity_abi_call_t *c) { return run_gemm(c, &SEQ); }
 static int g_tiled(const parity_abi_call_t *c) { return run_gemm(c, &TILED); }

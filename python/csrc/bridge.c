@@ -520,10 +520,10 @@ EXPORT int parity_py_round(const char *fmt, int mode, uint64_t seed, int saturat
 
 /* Open a dump from a buffer (buf non-NULL; `name` gives the format by extension) or a file. */
 static parity_status_t lp_open(const void *buf, size_t len, const char *name,
-                               const parity_lp_read_opts_t *ro, parity_lp_reader_t **r,
+                               const parity_logprob_read_opts_t *ro, parity_logprob_reader_t **r,
                                parity_diag_t *d)
 {
-    return buf ? parity_lp_open_mem(buf, len, name, ro, r, d) : parity_lp_open(name, ro, r, d);
+    return buf ? parity_logprob_open_mem(buf, len, name, ro, r, d) : parity_logprob_open(name, ro, r, d);
 }
 
 /* Compare dump B with dump A (and A with the floor dump A2 when fname is non-NULL), as
@@ -538,15 +538,15 @@ EXPORT int parity_py_lp_compare(const void *abuf, size_t alen, const char *aname
                                 const char *options_json, const char *json_path,
                                 const char *html_path, char **text, char *err, size_t errlen)
 {
-    parity_lp_cmp_opts_t o = parity_lp_cmp_default_opts();
-    parity_lp_read_opts_t ro[2];
+    parity_logprob_cmp_opts_t o = parity_logprob_cmp_default_opts();
+    parity_logprob_read_opts_t ro[2];
     memset(ro, 0, sizeof ro);
     cJSON *opt = cJSON_Parse(options_json ? options_json : "{}");
     char dtype[16] = "";
     int rc = -1, moe = 0, k3_set = 0;
     parity_diag_t d = {{0}};
-    parity_lp_reader_t *r[3] = {NULL, NULL, NULL};
-    parity_lp_result_t *res = NULL, *fres = NULL;
+    parity_logprob_reader_t *r[3] = {NULL, NULL, NULL};
+    parity_logprob_result_t *res = NULL, *fres = NULL;
     if (!cJSON_IsObject(opt)) {
         set_err(err, errlen, "options: not a JSON object");
         goto done;
@@ -556,7 +556,7 @@ EXPORT int parity_py_lp_compare(const void *abuf, size_t alen, const char *aname
     {
         const char *k = it->string;
         if (!strcmp(k, "format_a") || !strcmp(k, "format_b")) {
-            if (!cJSON_IsString(it) || parity_lp_format_from_name(it->valuestring, &ro[k[7] == 'b'].format) != PARITY_OK) {
+            if (!cJSON_IsString(it) || parity_logprob_format_from_name(it->valuestring, &ro[k[7] == 'b'].format) != PARITY_OK) {
                 snprintf(d.msg, sizeof d.msg, "unknown format '%s' (npy, safetensors, jsonl, "
                          "openai-chat, openai-completions, vllm, sglang)",
                          cJSON_IsString(it) ? it->valuestring : "?");
@@ -597,25 +597,25 @@ EXPORT int parity_py_lp_compare(const void *abuf, size_t alen, const char *aname
     for (int s = 0; s < 2; s++) ro[s].n_threads = o.n_threads;
     if (lp_open(abuf, alen, aname, &ro[0], &r[0], &d) != PARITY_OK ||
         lp_open(bbuf, blen, bname, &ro[1], &r[1], &d) != PARITY_OK ||
-        parity_lp_compare(r[0], r[1], &o, &res, &d) != PARITY_OK) {
+        parity_logprob_compare(r[0], r[1], &o, &res, &d) != PARITY_OK) {
         set_err(err, errlen, d.msg);
         goto done;
     }
     if (fname) {
-        parity_lp_close(r[0]);
+        parity_logprob_close(r[0]);
         r[0] = NULL;
         if (lp_open(abuf, alen, aname, &ro[0], &r[0], &d) != PARITY_OK ||
             lp_open(fbuf, flen, fname, &ro[0], &r[2], &d) != PARITY_OK ||
-            parity_lp_compare(r[0], r[2], &o, &fres, &d) != PARITY_OK) {
+            parity_logprob_compare(r[0], r[2], &o, &fres, &d) != PARITY_OK) {
             char m[1100];
             snprintf(m, sizeof m, "floor: %s", d.msg);
             set_err(err, errlen, m);
             goto done;
         }
-        parity_lp_result_set_floor(res, fres);
+        parity_logprob_result_set_floor(res, fres);
     }
-    if (parity_lp_report_json(res, json_path, &d) != PARITY_OK ||
-        (html_path && parity_lp_report_html(res, html_path, &d) != PARITY_OK)) {
+    if (parity_logprob_report_json(res, json_path, &d) != PARITY_OK ||
+        (html_path && parity_logprob_report_html(res, html_path, &d) != PARITY_OK)) {
         set_err(err, errlen, d.msg);
         goto done;
     }
@@ -623,16 +623,16 @@ EXPORT int parity_py_lp_compare(const void *abuf, size_t alen, const char *aname
         size_t len = 0;
         FILE *f = open_memstream(text, &len);
         if (f) {
-            parity_lp_report_text(res, f);
+            parity_logprob_report_text(res, f);
             fclose(f);
         }
     }
-    rc = parity_lp_result_exit_code(res);
+    rc = parity_logprob_result_exit_code(res);
 done:
     cJSON_Delete(opt);
-    parity_lp_result_free(res);
-    parity_lp_result_free(fres);
-    for (int s = 0; s < 3; s++) parity_lp_close(r[s]);
+    parity_logprob_result_free(res);
+    parity_logprob_result_free(fres);
+    for (int s = 0; s < 3; s++) parity_logprob_close(r[s]);
     return rc;
 }
 

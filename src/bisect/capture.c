@@ -172,7 +172,7 @@ parity_status_t parity_capture_write(const parity_capture_t *c, const char *dir,
     for (size_t i = 0; i < c->n_mod; i++)
         ne += (size_t)(c->mod[i].n_in + c->mod[i].n_out + c->mod[i].n_replay) +
               (c->mod[i].topk ? 3u : 0u);
-    parity_st_entry_t *e = calloc(ne ? ne : 1, sizeof *e);
+    parity_safetensors_entry_t *e = calloc(ne ? ne : 1, sizeof *e);
     uint64_t(*shapes)[2] = calloc(ne ? ne : 1, sizeof *shapes);
     char(*rnames)[280] = calloc(c->n_mod ? c->n_mod * 3 : 1, sizeof *rnames);
     if (!e || !shapes || !rnames) {
@@ -220,7 +220,7 @@ parity_status_t parity_capture_write(const parity_capture_t *c, const char *dir,
                 const parity_capture_tensor_t *t = &sets[s][j];
                 cJSON_AddItemToArray(arr, tensor_json(t));
                 shapes[k][0] = t->rows, shapes[k][1] = t->width;
-                e[k] = (parity_st_entry_t){t->tensor, PARITY_ST_F64, 2, shapes[k], t->v};
+                e[k] = (parity_safetensors_entry_t){t->tensor, PARITY_SAFETENSORS_F64, 2, shapes[k], t->v};
                 h = fnv(h, t->v, t->rows * t->width * sizeof(double));
                 k++;
             }
@@ -236,7 +236,7 @@ parity_status_t parity_capture_write(const parity_capture_t *c, const char *dir,
                 snprintf(nm, 280, "%s.route.%s", m->name, suf[s]);
                 cJSON_AddStringToObject(r, suf[s], nm);
                 shapes[k][0] = m->route_rows, shapes[k][1] = (uint64_t)(s == 2 ? m->experts : m->topk);
-                e[k] = (parity_st_entry_t){nm, s == 0 ? PARITY_ST_I32 : PARITY_ST_F64, 2, shapes[k],
+                e[k] = (parity_safetensors_entry_t){nm, s == 0 ? PARITY_SAFETENSORS_I32 : PARITY_SAFETENSORS_F64, 2, shapes[k],
                                            s == 0 ? (const void *)m->route_ids
                                                   : s == 1 ? (const void *)m->route_gates
                                                            : (const void *)m->route_probs};
@@ -255,7 +255,7 @@ parity_status_t parity_capture_write(const parity_capture_t *c, const char *dir,
     char path[4200];
     snprintf(path, sizeof path, "%s/capture.safetensors", dir);
     const char *meta[2] = {"schema", PARITY_CAPTURE_SCHEMA};
-    parity_status_t st = parity_st_write(path, e, k, meta, 1, diag);
+    parity_status_t st = parity_safetensors_write(path, e, k, meta, 1, diag);
     free(e), free(shapes), free(rnames);
     if (st != PARITY_OK) {
         cJSON_Delete(root);

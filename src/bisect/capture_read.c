@@ -50,7 +50,7 @@ static char *slurp(const char *path, size_t *len)
 typedef struct {
     const char *fn;     /* capture.json */
     const char *stfn;   /* capture.safetensors */
-    parity_st_file_t *st;
+    parity_safetensors_file_t *st;
     parity_diag_t *diag;
 } rd_t;
 
@@ -94,7 +94,7 @@ static parity_status_t read_tensor(rd_t *r, const cJSON *je, const char *mod, co
     }
     t->width = (size_t)t->shape[t->ndim - 1];
     t->rows = t->width ? numel / t->width : 0;
-    const parity_st_tensor_t *st = parity_st_find(r->st, t->tensor);
+    const parity_safetensors_tensor_t *st = parity_safetensors_find(r->st, t->tensor);
     if (!st)
         return parity_diag_set(r->diag, PARITY_E_FORMAT,
                                "%s: tensor '%s' (%s) is listed in %s but missing from the file", r->stfn,
@@ -103,10 +103,10 @@ static parity_status_t read_tensor(rd_t *r, const cJSON *je, const char *mod, co
         return parity_diag_set(r->diag, PARITY_E_FORMAT,
                                "%s: tensor '%s': %llu elements, but %s gives its shape as %zu "
                                "elements", r->stfn, t->tensor, (unsigned long long)st->numel, r->fn, numel);
-    snprintf(t->dtype, sizeof t->dtype, "%s", parity_st_dtype_name(st->dtype));
+    snprintf(t->dtype, sizeof t->dtype, "%s", parity_safetensors_dtype_name(st->dtype));
     t->v = malloc((numel ? numel : 1) * sizeof(double));
     if (!t->v) return PARITY_E_NOMEM;
-    return parity_st_read_f64(r->st, st, 0, numel, t->v) == PARITY_OK
+    return parity_safetensors_read_f64(r->st, st, 0, numel, t->v) == PARITY_OK
                ? PARITY_OK
                : parity_diag_set(r->diag, PARITY_E_FORMAT, "%s: tensor '%s': unreadable", r->stfn, t->tensor);
 }
@@ -144,9 +144,9 @@ static parity_status_t read_routing(rd_t *r, const cJSON *jr, parity_capture_mod
         !cJSON_IsString(ji) || !cJSON_IsString(jg))
         return bad(r, "module '%s': routing: expected {\"topk\": 1..16, \"experts\", \"ids\", \"gates\"[, \"probs\"]}",
                    m->name, NULL);
-    const parity_st_tensor_t *ti = parity_st_find(r->st, ji->valuestring);
-    const parity_st_tensor_t *tg = parity_st_find(r->st, jg->valuestring);
-    const parity_st_tensor_t *tp = cJSON_IsString(jp) ? parity_st_find(r->st, jp->valuestring) : NULL;
+    const parity_safetensors_tensor_t *ti = parity_safetensors_find(r->st, ji->valuestring);
+    const parity_safetensors_tensor_t *tg = parity_safetensors_find(r->st, jg->valuestring);
+    const parity_safetensors_tensor_t *tp = cJSON_IsString(jp) ? parity_safetensors_find(r->st, jp->valuestring) : NULL;
     if (!ti || !tg || (cJSON_IsString(jp) && !tp))
         return parity_diag_set(r->diag, PARITY_E_FORMAT, "%s: module '%s': a routing tensor listed in %s is missing",
                                r->stfn, m->name, r->fn);
@@ -159,11 +159,11 @@ static parity_status_t read_routing(rd_t *r, const cJSON *jr, parity_capture_mod
     m->experts = (int)e;
     int64_t *tmp = malloc((rows * k > 0 ? rows * k : 1) * sizeof *tmp);
     if (!tmp) return PARITY_E_NOMEM;
-    parity_status_t s = parity_st_read_i64(r->st, ti, 0, rows * k, tmp);
+    parity_status_t s = parity_safetensors_read_i64(r->st, ti, 0, rows * k, tmp);
     for (size_t i = 0; s == PARITY_OK && i < rows * k; i++) m->route_ids[i] = (int32_t)tmp[i];
     free(tmp);
-    if (s == PARITY_OK) s = parity_st_read_f64(r->st, tg, 0, rows * k, m->route_gates);
-    if (s == PARITY_OK && tp) s = parity_st_read_f64(r->st, tp, 0, rows * e, m->route_probs);
+    if (s == PARITY_OK) s = parity_safetensors_read_f64(r->st, tg, 0, rows * k, m->route_gates);
+    if (s == PARITY_OK && tp) s = parity_safetensors_read_f64(r->st, tp, 0, rows * e, m->route_probs);
     if (s != PARITY_OK)
         return parity_diag_set(r->diag, PARITY_E_FORMAT,
                                "%s: module '%s': routing ids must be integers, gates and probs floats",
@@ -276,7 +276,7 @@ parity_status_t parity_capture_read(const char *dir, parity_capture_t **out, par
     }
     snprintf(stfn, sizeof stfn, "%s/%s", base, tn);
     rd_t r = {fn, stfn, NULL, diag};
-    parity_status_t s = parity_st_open(stfn, &r.st, diag);
+    parity_status_t s = parity_safetensors_open(stfn, &r.st, diag);
     parity_capture_t *c = NULL;
     if (s == PARITY_OK) {
         c = parity_capture_new(NULL, NULL, NULL);
@@ -287,7 +287,7 @@ parity_status_t parity_capture_read(const char *dir, parity_capture_t **out, par
         s = c ? parse(&r, root, c) : PARITY_E_NOMEM;
         if (s == PARITY_E_NOMEM) parity_diag_set(diag, s, "%s: out of memory", fn);
     }
-    parity_st_close(r.st);
+    parity_safetensors_close(r.st);
     cJSON_Delete(root);
     if (s != PARITY_OK) {
         parity_capture_free(c);

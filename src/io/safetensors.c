@@ -13,12 +13,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-struct parity_st_file {
+struct parity_safetensors_file {
     const unsigned char *base; /* whole file */
     size_t len;
     int mapped;                /* base is our mmap */
     char *name;
-    parity_st_tensor_t *t;
+    parity_safetensors_tensor_t *t;
     size_t nt;
     char **meta;               /* 2 * nmeta strings */
     size_t nmeta;
@@ -29,29 +29,29 @@ static const struct {
     const char *name;
     size_t size;
 } dtypes[] = {
-    [PARITY_ST_F64] = {"F64", 8}, [PARITY_ST_F32] = {"F32", 4}, [PARITY_ST_BF16] = {"BF16", 2},
-    [PARITY_ST_F16] = {"F16", 2}, [PARITY_ST_I32] = {"I32", 4}, [PARITY_ST_I64] = {"I64", 8},
-    [PARITY_ST_U8] = {"U8", 1},   [PARITY_ST_I8] = {"I8", 1},   [PARITY_ST_BOOL] = {"BOOL", 1},
-    [PARITY_ST_I16] = {"I16", 2},
+    [PARITY_SAFETENSORS_F64] = {"F64", 8}, [PARITY_SAFETENSORS_F32] = {"F32", 4}, [PARITY_SAFETENSORS_BF16] = {"BF16", 2},
+    [PARITY_SAFETENSORS_F16] = {"F16", 2}, [PARITY_SAFETENSORS_I32] = {"I32", 4}, [PARITY_SAFETENSORS_I64] = {"I64", 8},
+    [PARITY_SAFETENSORS_U8] = {"U8", 1},   [PARITY_SAFETENSORS_I8] = {"I8", 1},   [PARITY_SAFETENSORS_BOOL] = {"BOOL", 1},
+    [PARITY_SAFETENSORS_I16] = {"I16", 2},
 };
 #define NDTYPES (sizeof dtypes / sizeof dtypes[0])
 
-const char *parity_st_dtype_name(parity_st_dtype_t dt)
+const char *parity_safetensors_dtype_name(parity_safetensors_dtype_t dt)
 {
     return (unsigned)dt < NDTYPES ? dtypes[dt].name : NULL;
 }
 
-size_t parity_st_dtype_size(parity_st_dtype_t dt)
+size_t parity_safetensors_dtype_size(parity_safetensors_dtype_t dt)
 {
     return (unsigned)dt < NDTYPES ? dtypes[dt].size : 0;
 }
 
-parity_status_t parity_st_dtype_from_name(const char *name, parity_st_dtype_t *out)
+parity_status_t parity_safetensors_dtype_from_name(const char *name, parity_safetensors_dtype_t *out)
 {
     if (!name || !out) return PARITY_E_INVALID;
     for (size_t i = 0; i < NDTYPES; i++)
         if (!strcmp(name, dtypes[i].name)) {
-            *out = (parity_st_dtype_t)i;
+            *out = (parity_safetensors_dtype_t)i;
             return PARITY_OK;
         }
     return PARITY_E_NOTFOUND;
@@ -85,7 +85,7 @@ static int cmp_span(const void *x, const void *y)
     return a->b < b->b ? -1 : a->b > b->b ? 1 : (a->e < b->e ? -1 : a->e > b->e);
 }
 
-void parity_st_close(parity_st_file_t *f)
+void parity_safetensors_close(parity_safetensors_file_t *f)
 {
     if (!f) return;
     if (f->mapped && f->base) munmap((void *)f->base, f->len);
@@ -98,7 +98,7 @@ void parity_st_close(parity_st_file_t *f)
     free(f);
 }
 
-static parity_status_t parse(parity_st_file_t *f, parity_diag_t *d)
+static parity_status_t parse(parity_safetensors_file_t *f, parity_diag_t *d)
 {
     const char *fn = f->name;
     if (f->len < 8)
@@ -106,7 +106,7 @@ static parity_status_t parse(parity_st_file_t *f, parity_diag_t *d)
                                "%s: offset 0: file has %zu bytes, expected at least 8 (header length)",
                                fn, f->len);
     uint64_t hlen = rd_u64le(f->base);
-    if (hlen > PARITY_ST_MAX_HEADER)
+    if (hlen > PARITY_SAFETENSORS_MAX_HEADER)
         return parity_diag_set(d, PARITY_E_FORMAT,
                                "%s: offset 0: header length %llu exceeds the 100 MB limit", fn,
                                (unsigned long long)hlen);
@@ -185,7 +185,7 @@ static parity_status_t parse(parity_st_file_t *f, parity_diag_t *d)
             }
             continue;
         }
-        parity_st_tensor_t *t = &f->t[f->nt];
+        parity_safetensors_tensor_t *t = &f->t[f->nt];
         size_t nl = strlen(it->string) + 1;
         memcpy(np, it->string, nl);
         t->name = np;
@@ -197,7 +197,7 @@ static parity_status_t parse(parity_st_file_t *f, parity_diag_t *d)
         cJSON *jd = cJSON_GetObjectItemCaseSensitive(it, "dtype");
         cJSON *js = cJSON_GetObjectItemCaseSensitive(it, "shape");
         cJSON *jo = cJSON_GetObjectItemCaseSensitive(it, "data_offsets");
-        if (!cJSON_IsString(jd) || parity_st_dtype_from_name(jd->valuestring, &t->dtype) != PARITY_OK) {
+        if (!cJSON_IsString(jd) || parity_safetensors_dtype_from_name(jd->valuestring, &t->dtype) != PARITY_OK) {
             st = parity_diag_set(d, PARITY_E_FORMAT,
                                  "%s: header: tensor '%s': dtype %s%s%s, expected one of F64 F32 BF16 "
                                  "F16 I64 I32 I16 I8 U8 BOOL",
@@ -206,11 +206,11 @@ static parity_status_t parse(parity_st_file_t *f, parity_diag_t *d)
                                  cJSON_IsString(jd) ? "'" : "");
             goto out;
         }
-        if (!cJSON_IsArray(js) || cJSON_GetArraySize(js) > PARITY_ST_MAX_DIMS) {
+        if (!cJSON_IsArray(js) || cJSON_GetArraySize(js) > PARITY_SAFETENSORS_MAX_DIMS) {
             st = parity_diag_set(d, PARITY_E_FORMAT,
                                  "%s: header: tensor '%s': shape must be an array of at most %d "
                                  "non-negative integers",
-                                 fn, t->name, PARITY_ST_MAX_DIMS);
+                                 fn, t->name, PARITY_SAFETENSORS_MAX_DIMS);
             goto out;
         }
         uint64_t numel = 1;
@@ -228,7 +228,7 @@ static parity_status_t parse(parity_st_file_t *f, parity_diag_t *d)
             if (v && numel > UINT64_MAX / v) overflow = 1;
             numel *= v;
         }
-        size_t es = parity_st_dtype_size(t->dtype);
+        size_t es = parity_safetensors_dtype_size(t->dtype);
         if (overflow || numel > UINT64_MAX / es) {
             st = parity_diag_set(d, PARITY_E_FORMAT, "%s: header: tensor '%s': shape overflows 64 bits",
                                  fn, t->name);
@@ -258,7 +258,7 @@ static parity_status_t parse(parity_st_file_t *f, parity_diag_t *d)
                                  "%s: header: tensor '%s': data_offsets span %llu bytes, expected "
                                  "%llu (%llu elements of %s)",
                                  fn, t->name, (unsigned long long)(e - b), (unsigned long long)t->nbytes,
-                                 (unsigned long long)numel, parity_st_dtype_name(t->dtype));
+                                 (unsigned long long)numel, parity_safetensors_dtype_name(t->dtype));
             goto out;
         }
         t->offset = buf_off + b;
@@ -285,24 +285,24 @@ out:
     return st;
 }
 
-static parity_status_t open_common(parity_st_file_t *f, parity_st_file_t **out, parity_diag_t *d)
+static parity_status_t open_common(parity_safetensors_file_t *f, parity_safetensors_file_t **out, parity_diag_t *d)
 {
     parity_status_t st = parse(f, d);
     if (st == PARITY_E_NOMEM) parity_diag_set(d, st, "%s: out of memory reading the header", f->name);
     if (st != PARITY_OK) {
-        parity_st_close(f);
+        parity_safetensors_close(f);
         return st;
     }
     *out = f;
     return PARITY_OK;
 }
 
-parity_status_t parity_st_open_mem(const void *buf, size_t len, const char *name,
-                                   parity_st_file_t **out, parity_diag_t *diag)
+parity_status_t parity_safetensors_open_mem(const void *buf, size_t len, const char *name,
+                                            parity_safetensors_file_t **out, parity_diag_t *diag)
 {
     if (!out || (!buf && len)) return parity_diag_set(diag, PARITY_E_INVALID, "safetensors: NULL argument");
     *out = NULL;
-    parity_st_file_t *f = calloc(1, sizeof *f);
+    parity_safetensors_file_t *f = calloc(1, sizeof *f);
     if (!f) return parity_diag_set(diag, PARITY_E_NOMEM, "out of memory");
     f->base = buf;
     f->len = len;
@@ -314,7 +314,7 @@ parity_status_t parity_st_open_mem(const void *buf, size_t len, const char *name
     return open_common(f, out, diag);
 }
 
-parity_status_t parity_st_open(const char *path, parity_st_file_t **out, parity_diag_t *diag)
+parity_status_t parity_safetensors_open(const char *path, parity_safetensors_file_t **out, parity_diag_t *diag)
 {
     if (!path || !out) return parity_diag_set(diag, PARITY_E_INVALID, "safetensors: NULL argument");
     *out = NULL;
@@ -325,7 +325,7 @@ parity_status_t parity_st_open(const char *path, parity_st_file_t **out, parity_
         close(fd);
         return parity_diag_set(diag, PARITY_E_IO, "%s: not a regular file", path);
     }
-    parity_st_file_t *f = calloc(1, sizeof *f);
+    parity_safetensors_file_t *f = calloc(1, sizeof *f);
     if (!f || !(f->name = strdup(path))) {
         free(f);
         close(fd);
@@ -336,7 +336,7 @@ parity_status_t parity_st_open(const char *path, parity_st_file_t **out, parity_
         void *m = mmap(NULL, f->len, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m == MAP_FAILED) {
             close(fd);
-            parity_st_close(f);
+            parity_safetensors_close(f);
             return parity_diag_set(diag, PARITY_E_IO, "%s: cannot map: %s", path, strerror(errno));
         }
         f->base = m;
@@ -346,17 +346,17 @@ parity_status_t parity_st_open(const char *path, parity_st_file_t **out, parity_
     return open_common(f, out, diag);
 }
 
-size_t parity_st_count(const parity_st_file_t *f)
+size_t parity_safetensors_count(const parity_safetensors_file_t *f)
 {
     return f ? f->nt : 0;
 }
 
-const parity_st_tensor_t *parity_st_tensor(const parity_st_file_t *f, size_t i)
+const parity_safetensors_tensor_t *parity_safetensors_tensor(const parity_safetensors_file_t *f, size_t i)
 {
     return f && i < f->nt ? &f->t[i] : NULL;
 }
 
-const parity_st_tensor_t *parity_st_find(const parity_st_file_t *f, const char *name)
+const parity_safetensors_tensor_t *parity_safetensors_find(const parity_safetensors_file_t *f, const char *name)
 {
     if (!f || !name) return NULL;
     for (size_t i = 0; i < f->nt; i++)
@@ -364,7 +364,7 @@ const parity_st_tensor_t *parity_st_find(const parity_st_file_t *f, const char *
     return NULL;
 }
 
-const char *parity_st_metadata(const parity_st_file_t *f, const char *key)
+const char *parity_safetensors_metadata(const parity_safetensors_file_t *f, const char *key)
 {
     if (!f || !key) return NULL;
     for (size_t i = 0; i < f->nmeta; i++)
@@ -372,13 +372,13 @@ const char *parity_st_metadata(const parity_st_file_t *f, const char *key)
     return NULL;
 }
 
-size_t parity_st_metadata_count(const parity_st_file_t *f)
+size_t parity_safetensors_metadata_count(const parity_safetensors_file_t *f)
 {
     return f ? f->nmeta : 0;
 }
 
-parity_status_t parity_st_metadata_at(const parity_st_file_t *f, size_t i, const char **key,
-                                      const char **value)
+parity_status_t parity_safetensors_metadata_at(const parity_safetensors_file_t *f, size_t i, const char **key,
+                                               const char **value)
 {
     if (!f || i >= f->nmeta) return PARITY_E_INVALID;
     if (key) *key = f->meta[2 * i];
@@ -386,14 +386,14 @@ parity_status_t parity_st_metadata_at(const parity_st_file_t *f, size_t i, const
     return PARITY_OK;
 }
 
-const void *parity_st_view(const parity_st_file_t *f, const parity_st_tensor_t *t)
+const void *parity_safetensors_view(const parity_safetensors_file_t *f, const parity_safetensors_tensor_t *t)
 {
     if (!f || !t) return NULL;
     return f->base + t->offset;
 }
 
-parity_status_t parity_st_read_raw(const parity_st_file_t *f, const parity_st_tensor_t *t,
-                                   uint64_t byte_off, void *dst, size_t n)
+parity_status_t parity_safetensors_read_raw(const parity_safetensors_file_t *f, const parity_safetensors_tensor_t *t,
+                                            uint64_t byte_off, void *dst, size_t n)
 {
     if (!f || !t || (!dst && n) || byte_off > t->nbytes || n > t->nbytes - byte_off)
         return PARITY_E_INVALID;
@@ -420,84 +420,84 @@ static double f16_to_f64(uint16_t h)
     return s ? -v : v;
 }
 
-double parity_st_decode_f64(parity_st_dtype_t dt, const void *src)
+double parity_safetensors_decode_f64(parity_safetensors_dtype_t dt, const void *src)
 {
     const unsigned char *p = src;
     switch (dt) {
-    case PARITY_ST_F64: {
+    case PARITY_SAFETENSORS_F64: {
         double v;
         memcpy(&v, p, 8);
         return v;
     }
-    case PARITY_ST_F32: {
+    case PARITY_SAFETENSORS_F32: {
         float v;
         memcpy(&v, p, 4);
         return v;
     }
-    case PARITY_ST_BF16:
-    case PARITY_ST_F16: {
+    case PARITY_SAFETENSORS_BF16:
+    case PARITY_SAFETENSORS_F16: {
         uint16_t h;
         memcpy(&h, p, 2);
-        return dt == PARITY_ST_BF16 ? bf16_to_f64(h) : f16_to_f64(h);
+        return dt == PARITY_SAFETENSORS_BF16 ? bf16_to_f64(h) : f16_to_f64(h);
     }
     default: {
         int64_t v = 0;
-        parity_st_decode_i64(dt, p, &v);
+        parity_safetensors_decode_i64(dt, p, &v);
         return (double)v;
     }
     }
 }
 
-int parity_st_decode_i64(parity_st_dtype_t dt, const void *src, int64_t *out)
+int parity_safetensors_decode_i64(parity_safetensors_dtype_t dt, const void *src, int64_t *out)
 {
     const unsigned char *p = src;
     switch (dt) {
-    case PARITY_ST_I64: memcpy(out, p, 8); return 0;
-    case PARITY_ST_I32: {
+    case PARITY_SAFETENSORS_I64: memcpy(out, p, 8); return 0;
+    case PARITY_SAFETENSORS_I32: {
         int32_t v;
         memcpy(&v, p, 4);
         *out = v;
         return 0;
     }
-    case PARITY_ST_I16: {
+    case PARITY_SAFETENSORS_I16: {
         int16_t v;
         memcpy(&v, p, 2);
         *out = v;
         return 0;
     }
-    case PARITY_ST_I8: *out = (int8_t)p[0]; return 0;
-    case PARITY_ST_U8: *out = p[0]; return 0;
-    case PARITY_ST_BOOL: *out = p[0] != 0; return 0;
+    case PARITY_SAFETENSORS_I8: *out = (int8_t)p[0]; return 0;
+    case PARITY_SAFETENSORS_U8: *out = p[0]; return 0;
+    case PARITY_SAFETENSORS_BOOL: *out = p[0] != 0; return 0;
     default: return -1;
     }
 }
 
-parity_status_t parity_st_read_f64(const parity_st_file_t *f, const parity_st_tensor_t *t,
-                                   uint64_t first, size_t n, double *dst)
+parity_status_t parity_safetensors_read_f64(const parity_safetensors_file_t *f, const parity_safetensors_tensor_t *t,
+                                            uint64_t first, size_t n, double *dst)
 {
     if (!f || !t || (!dst && n) || first > t->numel || n > t->numel - first) return PARITY_E_INVALID;
-    size_t es = parity_st_dtype_size(t->dtype);
+    size_t es = parity_safetensors_dtype_size(t->dtype);
     const unsigned char *p = f->base + t->offset + first * es;
-    if (t->dtype == PARITY_ST_F64) {
+    if (t->dtype == PARITY_SAFETENSORS_F64) {
         memcpy(dst, p, n * 8);
         return PARITY_OK;
     }
-    for (size_t i = 0; i < n; i++) dst[i] = parity_st_decode_f64(t->dtype, p + i * es);
+    for (size_t i = 0; i < n; i++) dst[i] = parity_safetensors_decode_f64(t->dtype, p + i * es);
     return PARITY_OK;
 }
 
-parity_status_t parity_st_read_i64(const parity_st_file_t *f, const parity_st_tensor_t *t,
-                                   uint64_t first, size_t n, int64_t *dst)
+parity_status_t parity_safetensors_read_i64(const parity_safetensors_file_t *f, const parity_safetensors_tensor_t *t,
+                                            uint64_t first, size_t n, int64_t *dst)
 {
     if (!f || !t || (!dst && n) || first > t->numel || n > t->numel - first) return PARITY_E_INVALID;
-    size_t es = parity_st_dtype_size(t->dtype);
+    size_t es = parity_safetensors_dtype_size(t->dtype);
     const unsigned char *p = f->base + t->offset + first * es;
     for (size_t i = 0; i < n; i++, p += es)
-        if (parity_st_decode_i64(t->dtype, p, &dst[i]) != 0) return PARITY_E_INVALID;
+        if (parity_safetensors_decode_i64(t->dtype, p, &dst[i]) != 0) return PARITY_E_INVALID;
     return PARITY_OK;
 }
 
-void parity_st_release(const parity_st_file_t *f, uint64_t byte_off, uint64_t n)
+void parity_safetensors_release(const parity_safetensors_file_t *f, uint64_t byte_off, uint64_t n)
 {
     if (!f || !f->mapped || byte_off >= f->len) return;
     long pg = sysconf(_SC_PAGESIZE);
@@ -515,8 +515,8 @@ static parity_status_t write_all(FILE *fp, const void *p, size_t n)
     return n == 0 || fwrite(p, 1, n, fp) == n ? PARITY_OK : PARITY_E_IO;
 }
 
-parity_status_t parity_st_write(const char *path, const parity_st_entry_t *entries, size_t n,
-                                const char *const *meta_kv, size_t nmeta, parity_diag_t *diag)
+parity_status_t parity_safetensors_write(const char *path, const parity_safetensors_entry_t *entries, size_t n,
+                                         const char *const *meta_kv, size_t nmeta, parity_diag_t *diag)
 {
     if (!path || (!entries && n) || (!meta_kv && nmeta))
         return parity_diag_set(diag, PARITY_E_INVALID, "safetensors write: NULL argument");
@@ -536,10 +536,10 @@ parity_status_t parity_st_write(const char *path, const parity_st_entry_t *entri
     }
     uint64_t off = 0;
     for (size_t i = 0; i < n; i++) {
-        const parity_st_entry_t *e = &entries[i];
-        size_t es = parity_st_dtype_size(e->dtype);
+        const parity_safetensors_entry_t *e = &entries[i];
+        size_t es = parity_safetensors_dtype_size(e->dtype);
         if (!e->name || !e->name[0] || !strcmp(e->name, "__metadata__") || es == 0 || e->ndim < 0 ||
-            e->ndim > PARITY_ST_MAX_DIMS || (e->ndim > 0 && !e->shape)) {
+            e->ndim > PARITY_SAFETENSORS_MAX_DIMS || (e->ndim > 0 && !e->shape)) {
             st = parity_diag_set(diag, PARITY_E_INVALID, "%s: tensor %zu: bad name, dtype or shape", path, i);
             goto out;
         }
@@ -568,7 +568,7 @@ parity_status_t parity_st_write(const char *path, const parity_st_entry_t *entri
             st = PARITY_E_NOMEM;
             goto out;
         }
-        cJSON_AddStringToObject(t, "dtype", parity_st_dtype_name(e->dtype));
+        cJSON_AddStringToObject(t, "dtype", parity_safetensors_dtype_name(e->dtype));
         for (int k = 0; k < e->ndim; k++) cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)e->shape[k]));
         cJSON_AddItemToObject(t, "shape", sh);
         cJSON_AddItemToArray(of, cJSON_CreateNumber((double)off));
@@ -605,7 +605,7 @@ parity_status_t parity_st_write(const char *path, const parity_st_entry_t *entri
     for (size_t i = 0; !st && i < n; i++) {
         uint64_t numel = 1;
         for (int k = 0; k < entries[i].ndim; k++) numel *= entries[i].shape[k];
-        st = write_all(fp, entries[i].data, (size_t)(numel * parity_st_dtype_size(entries[i].dtype)));
+        st = write_all(fp, entries[i].data, (size_t)(numel * parity_safetensors_dtype_size(entries[i].dtype)));
     }
     if (!st && fflush(fp) != 0) st = PARITY_E_IO;
     if (!st && fsync(fileno(fp)) != 0 && errno != EINVAL) st = PARITY_E_IO;

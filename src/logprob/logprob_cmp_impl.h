@@ -39,31 +39,31 @@ typedef struct {
 /* One measured floor: a second run of one side compared with that side (logprob_result.c). */
 typedef struct {
     char path[512];      /* the floor file */
-    int side;            /* PARITY_LP_SIDE_A or _B: the side it repeats */
-    int detected;        /* 1: found by parity_lp_floor_side (plain --floor), 0: named */
+    int side;            /* PARITY_LOGPROB_SIDE_A or _B: the side it repeats */
+    int detected;        /* 1: found by parity_logprob_floor_side (plain --floor), 0: named */
     int identical;       /* every compared logprob equal to its side's: a zero floor */
     double mean_same;    /* overall mean |dlogprob| to the side it repeats */
     double mean_other;   /* to the other side; NaN when not measured */
 } lp_floor_run_t;
 
-struct parity_lp_result {
-    parity_lp_cmp_opts_t opts;
+struct parity_logprob_result {
+    parity_logprob_cmp_opts_t opts;
     char name_a[512], name_b[512], name_floor[512];
     lp_floor_run_t floor_run[2]; /* the measured floors (one per side at most), in order given */
     int nfloor_run;
-    parity_lp_format_t fmt_a, fmt_b;
+    parity_logprob_format_t fmt_a, fmt_b;
     char dtype[16];
     const char *o_dtype;
-    parity_lp_slice_t *slices;
+    parity_logprob_slice_t *slices;
     lp_floor_t *fl;
     size_t nslices;
     int floor_kind; /* 1 analytic, 2 measured */
-    parity_lp_token_t worst[MAX_WORST + 1];
+    parity_logprob_token_t worst[MAX_WORST + 1];
     double worstd[MAX_WORST + 1];
     size_t nworst;
-    parity_lp_divergence_t div[MAX_DIV];
+    parity_logprob_divergence_t div[MAX_DIV];
     size_t ndiv;
-    parity_lp_counts_t counts;
+    parity_logprob_counts_t counts;
 };
 
 /* A slice's accumulator in stream order (the order-dependent state: compensated sums,
@@ -90,7 +90,7 @@ typedef struct {
 
 typedef struct {
     tslot_t **slots; /* MAX_SLICES, lazily allocated */
-    parity_lp_token_t *worst;
+    parity_logprob_token_t *worst;
     double *worstd;
     uint64_t *worstp; /* ordinal of the pair of each worst token (stream order for ties) */
     size_t nworst;
@@ -108,7 +108,7 @@ typedef struct {
     uint8_t *hastop, *ph;
     int32_t *ida, *idb;
     double *sa, *sb;
-    parity_lp_seq_t da, db;       /* the rows being compared (run_direct) */
+    parity_logprob_seq_t da, db;       /* the rows being compared (run_direct) */
 } thr_t;
 
 /* What a pair contributes to the order-dependent state of one slice, computed in parallel and
@@ -137,7 +137,7 @@ typedef struct {
 } entry_t;
 
 typedef struct {
-    parity_lp_seq_t *a, *b;
+    parity_logprob_seq_t *a, *b;
     int field_slice;
     int div;
     size_t divpos;
@@ -149,11 +149,11 @@ typedef struct {
     uint8_t *t1;        /* top-1 agreement */
     size_t tcap;
     uint64_t n_a, n_b;  /* the sequences' lengths */
-    parity_lp_divergence_t dv; /* when div: what the report says of it */
+    parity_logprob_divergence_t dv; /* when div: what the report says of it */
 } pair_t;
 
 typedef struct node {
-    parity_lp_seq_t *s;
+    parity_logprob_seq_t *s;
     char *key; /* the request id, or "#ordinal" when pairing by order */
     struct node *next;
 } node_t;
@@ -164,9 +164,9 @@ typedef struct {
 } map_t;
 
 typedef struct {
-    parity_lp_cmp_opts_t o;
-    parity_lp_reader_t *ra, *rb;
-    parity_lp_result_t *res;
+    parity_logprob_cmp_opts_t o;
+    parity_logprob_reader_t *ra, *rb;
+    parity_logprob_result_t *res;
     parity_dist_opts_t dopts;
     int ordinal;
     const char *field_name;
@@ -180,10 +180,10 @@ typedef struct {
     thr_t th[64];
     slot_t *gs[MAX_SLICES]; /* the slices' stream-order accumulators (lazily allocated) */
     uint64_t npair_seen;
-    parity_lp_seq_t **pool; /* compared sequences whose buffers the next batches reuse */
+    parity_logprob_seq_t **pool; /* compared sequences whose buffers the next batches reuse */
     size_t npool, poolcap;
     map_t pend[2];
-    parity_lp_seq_t *buf[2];
+    parity_logprob_seq_t *buf[2];
     size_t bufn[2];
     int eof[2];
 } cmp_t;
@@ -237,7 +237,7 @@ void lp_cmp_finish(cmp_t *c);
 /* Compare pair pr in thread t: divergence check, gather present tokens, accumulate per slice. */
 void lp_cmp_pair(cmp_t *c, int t, pair_t *pr);
 /* A pair in a reused slot: its entry and top-k buffers are kept. */
-void lp_cmp_set_pair(pair_t *p, parity_lp_seq_t *a, parity_lp_seq_t *b);
+void lp_cmp_set_pair(pair_t *p, parity_logprob_seq_t *a, parity_logprob_seq_t *b);
 /* A compared pair into the counts and the divergence list (serial, in pair order). */
 void lp_cmp_account_pair(cmp_t *c, const pair_t *p);
 void lp_cmp_free_pairs(pair_t *pairs, size_t n);
@@ -258,8 +258,8 @@ const char *lp_metric_name(int k);
 /* Whether slice i's metric k (LP_F_K3 or LP_F_MAX_ABS) is above its alarm but within
  * floor_factor x its measured floor: the floor is as large as the drift it bounds. 0 without a
  * measured floor. */
-int lp_floor_covers(const parity_lp_result_t *r, size_t i, int k);
+int lp_floor_covers(const parity_logprob_result_t *r, size_t i, int k);
 /* The alarm threshold of metric k (LP_F_K3 or LP_F_MAX_ABS). */
-double lp_alarm_of(const parity_lp_result_t *r, int k);
+double lp_alarm_of(const parity_logprob_result_t *r, int k);
 
 #endif

@@ -12,9 +12,9 @@
 #include "src/logprob/logprob_cmp_impl.h"
 #include "src/core/parallel.h"
 
-parity_lp_cmp_opts_t parity_lp_cmp_default_opts(void)
+parity_logprob_cmp_opts_t parity_logprob_cmp_default_opts(void)
 {
-    parity_lp_cmp_opts_t o;
+    parity_logprob_cmp_opts_t o;
     memset(&o, 0, sizeof o);
     o.by_modality = o.by_position = o.by_phase = 1;
     o.k3_alarm = 1e-3;
@@ -73,7 +73,7 @@ static int map_grow(map_t *m)
     return 0;
 }
 
-static int map_put(map_t *m, parity_lp_seq_t *s, const char *key)
+static int map_put(map_t *m, parity_logprob_seq_t *s, const char *key)
 {
     if (m->n + 1 > m->nb && map_grow(m)) return -1;
     node_t *x = malloc(sizeof *x);
@@ -90,14 +90,14 @@ static int map_put(map_t *m, parity_lp_seq_t *s, const char *key)
     return 0;
 }
 
-static parity_lp_seq_t *map_take(map_t *m, const char *id)
+static parity_logprob_seq_t *map_take(map_t *m, const char *id)
 {
     if (!m->nb) return NULL;
     size_t h = hstr(id) & (m->nb - 1);
     for (node_t **p = &m->b[h]; *p; p = &(*p)->next)
         if (!strcmp((*p)->key, id)) {
             node_t *x = *p;
-            parity_lp_seq_t *s = x->s;
+            parity_logprob_seq_t *s = x->s;
             *p = x->next;
             free(x->key);
             free(x);
@@ -107,19 +107,19 @@ static parity_lp_seq_t *map_take(map_t *m, const char *id)
     return NULL;
 }
 
-static void seq_destroy(parity_lp_seq_t *s)
+static void seq_destroy(parity_logprob_seq_t *s)
 {
-    parity_lp_seq_free(s);
+    parity_logprob_seq_free(s);
     free(s);
 }
 
 /* Keep a compared sequence's buffers for a later batch (no fresh pages per batch); the pool
  * holds at most what two batches read. */
-static void seq_recycle(cmp_t *c, parity_lp_seq_t *s)
+static void seq_recycle(cmp_t *c, parity_logprob_seq_t *s)
 {
     if (c->npool == c->poolcap && c->poolcap < 2 * 2 * 65536) {
         size_t nc = c->poolcap ? c->poolcap * 2 : 256;
-        parity_lp_seq_t **p = realloc(c->pool, nc * sizeof *p);
+        parity_logprob_seq_t **p = realloc(c->pool, nc * sizeof *p);
         if (p) {
             c->pool = p;
             c->poolcap = nc;
@@ -141,7 +141,7 @@ static void map_free(map_t *m)
     free(m->b);
 }
 
-static const char *match_key(cmp_t *c, const parity_lp_seq_t *s, char *buf, size_t cap)
+static const char *match_key(cmp_t *c, const parity_logprob_seq_t *s, char *buf, size_t cap)
 {
     if (!c->ordinal) return s->id;
     snprintf(buf, cap, "#%llu", (unsigned long long)s->ordinal);
@@ -159,18 +159,18 @@ static const char *coarser(const char *x, const char *y)
 /* The batch buffer of one side, for up to *M sequences. */
 static parity_status_t batch_prep(cmp_t *c, int side, size_t *Mout, parity_diag_t *d)
 {
-    parity_lp_reader_t *r = side ? c->rb : c->ra;
+    parity_logprob_reader_t *r = side ? c->rb : c->ra;
     size_t M = 1024;
-    if (r->fmt == PARITY_LP_NPY || r->fmt == PARITY_LP_SAFETENSORS)
+    if (r->fmt == PARITY_LOGPROB_NPY || r->fmt == PARITY_LOGPROB_SAFETENSORS)
         M = r->ncols ? c->o.batch_tokens / (size_t)r->ncols : 1024;
     if (M < 1) M = 1;
     /* enough rows for every thread to have a pair (pairs are compared in parallel) */
     if (M < 2 * (size_t)c->nthreads) M = 2 * (size_t)c->nthreads;
     if (M > 65536) M = 65536;
     if (!c->buf[side] || c->bufn[side] < M) {
-        parity_lp_seq_t *b = realloc(c->buf[side], M * sizeof *b);
+        parity_logprob_seq_t *b = realloc(c->buf[side], M * sizeof *b);
         if (!b) return parity_diag_set(d, PARITY_E_NOMEM, "out of memory");
-        for (size_t i = c->bufn[side]; i < M; i++) parity_lp_seq_init(&b[i]);
+        for (size_t i = c->bufn[side]; i < M; i++) parity_logprob_seq_init(&b[i]);
         c->buf[side] = b;
         c->bufn[side] = M;
     }
@@ -179,14 +179,14 @@ static parity_status_t batch_prep(cmp_t *c, int side, size_t *Mout, parity_diag_
 }
 
 /* The got sequences read into the side's buffer, taken out as individually owned sequences. */
-static parity_status_t batch_take(cmp_t *c, int side, size_t got, parity_lp_seq_t ***out, size_t *n,
+static parity_status_t batch_take(cmp_t *c, int side, size_t got, parity_logprob_seq_t ***out, size_t *n,
                                   parity_diag_t *d)
 {
     if (got == 0) {
         c->eof[side] = 1;
         return PARITY_OK;
     }
-    parity_lp_seq_t **v = malloc(got * sizeof *v);
+    parity_logprob_seq_t **v = malloc(got * sizeof *v);
     if (!v) return parity_diag_set(d, PARITY_E_NOMEM, "out of memory");
     for (size_t i = 0; i < got; i++) {
         if (c->npool) {
@@ -198,9 +198,9 @@ static parity_status_t batch_take(cmp_t *c, int side, size_t got, parity_lp_seq_
                 free(v);
                 return parity_diag_set(d, PARITY_E_NOMEM, "out of memory");
             }
-            parity_lp_seq_init(v[i]);
+            parity_logprob_seq_init(v[i]);
         }
-        parity_lp_seq_t old = *v[i];
+        parity_logprob_seq_t old = *v[i];
         *v[i] = c->buf[side][i]; /* take ownership; the slot gets a recycled sequence's buffers */
         c->buf[side][i] = old;
     }
@@ -211,25 +211,25 @@ static parity_status_t batch_take(cmp_t *c, int side, size_t got, parity_lp_seq_
     return PARITY_OK;
 }
 
-static parity_status_t read_batch(cmp_t *c, int side, parity_lp_seq_t ***out, size_t *n, parity_diag_t *d)
+static parity_status_t read_batch(cmp_t *c, int side, parity_logprob_seq_t ***out, size_t *n, parity_diag_t *d)
 {
-    parity_lp_reader_t *r = side ? c->rb : c->ra;
+    parity_logprob_reader_t *r = side ? c->rb : c->ra;
     *n = 0;
     if (c->eof[side]) return PARITY_OK;
     size_t M, got = 0;
     parity_status_t st = batch_prep(c, side, &M, d);
-    if (!st) st = parity_lp_next_batch(r, c->buf[side], M, &got, d);
+    if (!st) st = parity_logprob_next_batch(r, c->buf[side], M, &got, d);
     return st ? st : batch_take(c, side, got, out, n, d);
 }
 
-static int is_jsonl(const parity_lp_reader_t *r)
+static int is_jsonl(const parity_logprob_reader_t *r)
 {
-    return r->fmt != PARITY_LP_NPY && r->fmt != PARITY_LP_SAFETENSORS;
+    return r->fmt != PARITY_LOGPROB_NPY && r->fmt != PARITY_LOGPROB_SAFETENSORS;
 }
 
 /* A batch of each side; two JSONL dumps have their lines parsed in one parallel section. On an
  * error nothing is returned (*va and *vb stay NULL). */
-static parity_status_t read_batches(cmp_t *c, parity_lp_seq_t ***va, size_t *na, parity_lp_seq_t ***vb, size_t *nb,
+static parity_status_t read_batches(cmp_t *c, parity_logprob_seq_t ***va, size_t *na, parity_logprob_seq_t ***vb, size_t *nb,
                                     parity_diag_t *d)
 {
     parity_status_t st;
@@ -265,7 +265,7 @@ static parity_status_t run(cmp_t *c, parity_diag_t *d)
     pair_t *pairs = NULL;
     size_t npairs = 0, pcap = 0;
     while (!c->eof[0] || !c->eof[1]) {
-        parity_lp_seq_t **va = NULL, **vb = NULL;
+        parity_logprob_seq_t **va = NULL, **vb = NULL;
         size_t na = 0, nb = 0;
         if ((st = read_batches(c, &va, &na, &vb, &nb, d))) break;
         lp_cmp_map_mods(c);
@@ -286,12 +286,12 @@ static parity_status_t run(cmp_t *c, parity_diag_t *d)
         }
         char kb[32];
         for (size_t i = 0; i < na; i++) {
-            parity_lp_seq_t *o = map_take(&c->pend[1], match_key(c, va[i], kb, sizeof kb));
+            parity_logprob_seq_t *o = map_take(&c->pend[1], match_key(c, va[i], kb, sizeof kb));
             if (o) lp_cmp_set_pair(&pairs[npairs++], va[i], o);
             else if (map_put(&c->pend[0], va[i], match_key(c, va[i], kb, sizeof kb))) st = PARITY_E_NOMEM;
         }
         for (size_t i = 0; i < nb; i++) {
-            parity_lp_seq_t *o = map_take(&c->pend[0], match_key(c, vb[i], kb, sizeof kb));
+            parity_logprob_seq_t *o = map_take(&c->pend[0], match_key(c, vb[i], kb, sizeof kb));
             if (o) lp_cmp_set_pair(&pairs[npairs++], o, vb[i]);
             else if (map_put(&c->pend[1], vb[i], match_key(c, vb[i], kb, sizeof kb))) st = PARITY_E_NOMEM;
         }
@@ -333,11 +333,11 @@ static parity_status_t run(cmp_t *c, parity_diag_t *d)
     return st;
 }
 
-/* An input error when there is nothing to compare (logprob.h, parity_lp_compare): a verdict on
+/* An input error when there is nothing to compare (logprob.h, parity_logprob_compare): a verdict on
  * no tokens would read as a result. */
-static parity_status_t nothing_to_compare(const parity_lp_result_t *R, parity_diag_t *d)
+static parity_status_t nothing_to_compare(const parity_logprob_result_t *R, parity_diag_t *d)
 {
-    const parity_lp_counts_t *n = &R->counts;
+    const parity_logprob_counts_t *n = &R->counts;
     if (!n->n_seq_a || !n->n_seq_b)
         return parity_diag_set(d, PARITY_E_FORMAT, "%s: empty dump: no sequences, nothing to compare",
                                n->n_seq_a ? R->name_b : R->name_a);
@@ -356,19 +356,19 @@ static parity_status_t nothing_to_compare(const parity_lp_result_t *R, parity_di
     return PARITY_OK;
 }
 
-parity_status_t parity_lp_compare(parity_lp_reader_t *a, parity_lp_reader_t *b, const parity_lp_cmp_opts_t *opts,
-                                  parity_lp_result_t **out, parity_diag_t *diag)
+parity_status_t parity_logprob_compare(parity_logprob_reader_t *a, parity_logprob_reader_t *b, const parity_logprob_cmp_opts_t *opts,
+                                       parity_logprob_result_t **out, parity_diag_t *diag)
 {
     if (!a || !b || !out) return parity_diag_set(diag, PARITY_E_INVALID, "logprobs compare: NULL argument");
     *out = NULL;
     cmp_t *c = calloc(1, sizeof *c);
-    parity_lp_result_t *R = calloc(1, sizeof *R);
+    parity_logprob_result_t *R = calloc(1, sizeof *R);
     if (!c || !R) {
         free(c);
         free(R);
         return parity_diag_set(diag, PARITY_E_NOMEM, "out of memory");
     }
-    c->o = opts ? *opts : parity_lp_cmp_default_opts();
+    c->o = opts ? *opts : parity_logprob_cmp_default_opts();
     if (!c->o.batch_tokens) c->o.batch_tokens = (size_t)1 << 16;
     if (c->o.worst_tokens > MAX_WORST) c->o.worst_tokens = MAX_WORST;
     c->ra = a;
@@ -397,7 +397,7 @@ parity_status_t parity_lp_compare(parity_lp_reader_t *a, parity_lp_reader_t *b, 
     parity_status_t st = PARITY_OK;
     for (int t = 0; t < c->nthreads && !st; t++) {
         c->th[t].slots = calloc(MAX_SLICES, sizeof(slot_t *));
-        c->th[t].worst = calloc(MAX_WORST + 1, sizeof(parity_lp_token_t));
+        c->th[t].worst = calloc(MAX_WORST + 1, sizeof(parity_logprob_token_t));
         c->th[t].worstd = calloc(MAX_WORST + 1, sizeof(double));
         c->th[t].worstp = calloc(MAX_WORST + 1, sizeof(uint64_t));
         if (!c->th[t].slots || !c->th[t].worst || !c->th[t].worstd || !c->th[t].worstp)
@@ -426,8 +426,8 @@ parity_status_t parity_lp_compare(parity_lp_reader_t *a, parity_lp_reader_t *b, 
         free(T->worstp);
         free(T->a);
         free(T->b);
-        parity_lp_seq_free(&T->da);
-        parity_lp_seq_free(&T->db);
+        parity_logprob_seq_free(&T->da);
+        parity_logprob_seq_free(&T->db);
         free(T->rec.lr);
         free(T->rec.k3);
         free(T->rec.rm1);
@@ -456,12 +456,12 @@ parity_status_t parity_lp_compare(parity_lp_reader_t *a, parity_lp_reader_t *b, 
     free(c->pool);
     for (int s = 0; s < 2; s++) {
         map_free(&c->pend[s]);
-        for (size_t i = 0; i < c->bufn[s]; i++) parity_lp_seq_free(&c->buf[s][i]);
+        for (size_t i = 0; i < c->bufn[s]; i++) parity_logprob_seq_free(&c->buf[s][i]);
         free(c->buf[s]);
     }
     free(c);
     if (st) {
-        parity_lp_result_free(R);
+        parity_logprob_result_free(R);
         return st;
     }
     *out = R;

@@ -16,7 +16,7 @@
 
 static double dense_f64(const lp_dense_t *a, uint64_t idx)
 {
-    return parity_st_decode_f64(a->dt, a->base + idx * a->es);
+    return parity_safetensors_decode_f64(a->dt, a->base + idx * a->es);
 }
 
 /* Integers exactly; a float-typed id/mask array is converted through double (INT64_MIN when not
@@ -24,14 +24,14 @@ static double dense_f64(const lp_dense_t *a, uint64_t idx)
 static int64_t dense_i64(const lp_dense_t *a, uint64_t idx)
 {
     int64_t v;
-    if (parity_st_decode_i64(a->dt, a->base + idx * a->es, &v) == 0) return v;
+    if (parity_safetensors_decode_i64(a->dt, a->base + idx * a->es, &v) == 0) return v;
     double d = dense_f64(a, idx);
     return d == d && fabs(d) < 9e18 ? (int64_t)d : INT64_MIN;
 }
 
 typedef struct {
-    parity_lp_reader_t *r;
-    parity_lp_seq_t *seqs;
+    parity_logprob_reader_t *r;
+    parity_logprob_seq_t *seqs;
     uint64_t row0;
     parity_status_t *st;
     uint64_t *bad; /* element index of the first bad value per row */
@@ -42,19 +42,19 @@ typedef struct {
  * say, takes the general loop). */
 static int fast_int_dt(int dt)
 {
-    return dt == PARITY_ST_U8 || dt == PARITY_ST_I8 || dt == PARITY_ST_BOOL || dt == PARITY_ST_I16 ||
-           dt == PARITY_ST_I32 || dt == PARITY_ST_I64;
+    return dt == PARITY_SAFETENSORS_U8 || dt == PARITY_SAFETENSORS_I8 || dt == PARITY_SAFETENSORS_BOOL || dt == PARITY_SAFETENSORS_I16 ||
+           dt == PARITY_SAFETENSORS_I32 || dt == PARITY_SAFETENSORS_I64;
 }
 
 /* The common layouts: fp32 or fp64 logprobs contiguous along a row (C order), token ids int32
  * or int64 contiguous or absent, a mask and a phase (a trainer's dump: padding, the prompt)
  * contiguous in an integer dtype or absent, no modality or top-k. The same values, flags and
  * first error as the general loop of dense_rows, without a dtype switch per element. */
-static int dense_fast_ok(const parity_lp_reader_t *r)
+static int dense_fast_ok(const parity_logprob_reader_t *r)
 {
     if (r->mod.present || r->topk) return 0;
-    if (r->lp.cs != 1 || (r->lp.dt != PARITY_ST_F32 && r->lp.dt != PARITY_ST_F64)) return 0;
-    if (r->tok.present && (r->tok.cs != 1 || (r->tok.dt != PARITY_ST_I32 && r->tok.dt != PARITY_ST_I64))) return 0;
+    if (r->lp.cs != 1 || (r->lp.dt != PARITY_SAFETENSORS_F32 && r->lp.dt != PARITY_SAFETENSORS_F64)) return 0;
+    if (r->tok.present && (r->tok.cs != 1 || (r->tok.dt != PARITY_SAFETENSORS_I32 && r->tok.dt != PARITY_SAFETENSORS_I64))) return 0;
     if (r->mask.present && (r->mask.cs != 1 || !fast_int_dt(r->mask.dt))) return 0;
     if (r->phase.present && (r->phase.cs != 1 || !fast_int_dt(r->phase.dt))) return 0;
     return 1;
@@ -62,7 +62,7 @@ static int dense_fast_ok(const parity_lp_reader_t *r)
 
 /* The flags of a row with a mask and/or a phase (as the general loop sets them): present where
  * the mask is nonzero, prefill where the phase is 1, decode where it is 2. */
-static void row_flags(const parity_lp_reader_t *r, uint64_t row, uint8_t *fl, size_t n)
+static void row_flags(const parity_logprob_reader_t *r, uint64_t row, uint8_t *fl, size_t n)
 {
     /* one loop per dtype, each of which vectorises (HF attention masks are int64): element q of
      * row `base` as v, then `stmt` */
@@ -74,20 +74,20 @@ static void row_flags(const parity_lp_reader_t *r, uint64_t row, uint8_t *fl, si
     }
 #define ROW_BY_DTYPE(dt, base, stmt)                                                                    \
     switch (dt) {                                                                                      \
-    case PARITY_ST_I64: ROW_LOOP(int64_t, base, stmt) break;                                           \
-    case PARITY_ST_I32: ROW_LOOP(int32_t, base, stmt) break;                                           \
-    case PARITY_ST_I16: ROW_LOOP(int16_t, base, stmt) break;                                           \
-    case PARITY_ST_I8: ROW_LOOP(int8_t, base, stmt) break;                                             \
+    case PARITY_SAFETENSORS_I64: ROW_LOOP(int64_t, base, stmt) break;                                           \
+    case PARITY_SAFETENSORS_I32: ROW_LOOP(int32_t, base, stmt) break;                                           \
+    case PARITY_SAFETENSORS_I16: ROW_LOOP(int16_t, base, stmt) break;                                           \
+    case PARITY_SAFETENSORS_I8: ROW_LOOP(int8_t, base, stmt) break;                                             \
     default: ROW_LOOP(uint8_t, base, stmt) break; /* u8, bool */                                       \
     }
-    memset(fl, PARITY_LP_PRESENT, n);
+    memset(fl, PARITY_LOGPROB_PRESENT, n);
     if (r->mask.present) {
         const unsigned char *m = r->mask.base + row * r->mask.rs * r->mask.es;
-        ROW_BY_DTYPE(r->mask.dt, m, fl[q] = (uint8_t)((v != 0) * PARITY_LP_PRESENT))
+        ROW_BY_DTYPE(r->mask.dt, m, fl[q] = (uint8_t)((v != 0) * PARITY_LOGPROB_PRESENT))
     }
     if (r->phase.present) {
         const unsigned char *ph = r->phase.base + row * r->phase.rs * r->phase.es;
-        ROW_BY_DTYPE(r->phase.dt, ph, fl[q] |= (uint8_t)((v == 1) * PARITY_LP_PREFILL | (v == 2) * PARITY_LP_DECODE))
+        ROW_BY_DTYPE(r->phase.dt, ph, fl[q] |= (uint8_t)((v == 1) * PARITY_LOGPROB_PREFILL | (v == 2) * PARITY_LOGPROB_DECODE))
     }
 #undef ROW_BY_DTYPE
 #undef ROW_LOOP
@@ -99,7 +99,7 @@ static void row_flags(const parity_lp_reader_t *r, uint64_t row, uint8_t *fl, si
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("O3")))
 #endif
-static void dense_row_fast(const parity_lp_reader_t *r, uint64_t row, parity_lp_seq_t *s, parity_status_t *st,
+static void dense_row_fast(const parity_logprob_reader_t *r, uint64_t row, parity_logprob_seq_t *s, parity_status_t *st,
                            uint64_t *bad, int *why, int nokeys)
 {
     size_t n = (size_t)r->ncols;
@@ -116,8 +116,8 @@ static void dense_row_fast(const parity_lp_reader_t *r, uint64_t row, parity_lp_
      * it (+inf and positive NaNs included; the ordering of non-negative IEEE values is that of
      * their bits), and |bits| above +inf's is a NaN of either sign. With --allow positive the
      * bound is the largest finite value instead (only +inf and NaN are then suspects). */
-    if (r->lp.dt == PARITY_ST_F32) {
-        float sl = allow & PARITY_LP_ALLOW_POSITIVE ? 3.40282347e38f : (float)PARITY_LP_POSITIVE_SLACK;
+    if (r->lp.dt == PARITY_SAFETENSORS_F32) {
+        float sl = allow & PARITY_LOGPROB_ALLOW_POSITIVE ? 3.40282347e38f : (float)PARITY_LOGPROB_POSITIVE_SLACK;
         int32_t lim;
         memcpy(&lim, &sl, 4);
         uint32_t acc = 0;
@@ -133,7 +133,7 @@ static void dense_row_fast(const parity_lp_reader_t *r, uint64_t row, parity_lp_
         }
         badv = acc != 0;
     } else {
-        double sl = allow & PARITY_LP_ALLOW_POSITIVE ? 1.79769313486231570815e308 : PARITY_LP_POSITIVE_SLACK;
+        double sl = allow & PARITY_LOGPROB_ALLOW_POSITIVE ? 1.79769313486231570815e308 : PARITY_LOGPROB_POSITIVE_SLACK;
         int64_t lim;
         memcpy(&lim, &sl, 8);
         uint64_t acc = 0;
@@ -155,7 +155,7 @@ static void dense_row_fast(const parity_lp_reader_t *r, uint64_t row, parity_lp_
     else if (!flagged)
         while (p < n && !lp_bad_value(out[p], allow)) p++;
     else
-        while (p < n && (!(s->flags[p] & PARITY_LP_PRESENT) || !lp_bad_value(out[p], allow))) p++;
+        while (p < n && (!(s->flags[p] & PARITY_LOGPROB_PRESENT) || !lp_bad_value(out[p], allow))) p++;
     if (p < n) {
         *st = PARITY_E_FORMAT;
         *bad = row * r->lp.rs + p;
@@ -165,7 +165,7 @@ static void dense_row_fast(const parity_lp_reader_t *r, uint64_t row, parity_lp_
     if (flagged) {
         if (r->tok.present) {
             const unsigned char *tk = r->tok.base + row * r->tok.rs * r->tok.es;
-            if (r->tok.dt == PARITY_ST_I64) memcpy(s->key, tk, n * 8);
+            if (r->tok.dt == PARITY_SAFETENSORS_I64) memcpy(s->key, tk, n * 8);
             else
                 for (p = 0; p < n; p++) {
                     int32_t v;
@@ -175,18 +175,18 @@ static void dense_row_fast(const parity_lp_reader_t *r, uint64_t row, parity_lp_
         } else {
             for (p = 0; p < n; p++) {
                 if (!nokeys) s->key[p] = -1;
-                s->flags[p] |= PARITY_LP_KEY_NONE;
+                s->flags[p] |= PARITY_LOGPROB_KEY_NONE;
             }
         }
         memset(s->mod, 0, n * sizeof *s->mod);
         memset(s->text, 0xff, n * sizeof *s->text); /* UINT32_MAX: no text */
         /* trailing masked positions are padding, not part of the sequence */
-        while (s->n > 0 && !(s->flags[s->n - 1] & PARITY_LP_PRESENT)) s->n--;
+        while (s->n > 0 && !(s->flags[s->n - 1] & PARITY_LOGPROB_PRESENT)) s->n--;
         return;
     }
     if (r->tok.present) {
         const unsigned char *tk = r->tok.base + row * r->tok.rs * r->tok.es;
-        if (r->tok.dt == PARITY_ST_I32)
+        if (r->tok.dt == PARITY_SAFETENSORS_I32)
             for (p = 0; p < n; p++) {
                 int32_t v;
                 memcpy(&v, tk + p * 4, 4);
@@ -194,18 +194,18 @@ static void dense_row_fast(const parity_lp_reader_t *r, uint64_t row, parity_lp_
             }
         else
             memcpy(s->key, tk, n * 8);
-        memset(s->flags, PARITY_LP_PRESENT, n);
+        memset(s->flags, PARITY_LOGPROB_PRESENT, n);
     } else {
         if (!nokeys) /* (lp_dense_row leaves them: its caller reads no key of a KEY_NONE token) */
             for (p = 0; p < n; p++) s->key[p] = -1;
-        memset(s->flags, PARITY_LP_PRESENT | PARITY_LP_KEY_NONE, n);
+        memset(s->flags, PARITY_LOGPROB_PRESENT | PARITY_LOGPROB_KEY_NONE, n);
     }
     s->plain = 1; /* no modality, no text: mod[] and text[] stay unwritten */
 }
 
 /* Row `row` into s, as lp_dense_next returns it; *st is PARITY_OK or the error with *bad, *why
  * (see lp_dense_row_error). */
-static void dense_one(const parity_lp_reader_t *r, uint64_t row, parity_lp_seq_t *s, parity_status_t *st,
+static void dense_one(const parity_logprob_reader_t *r, uint64_t row, parity_logprob_seq_t *s, parity_status_t *st,
                       uint64_t *bad, int *why, int fast)
 {
     lp_seq_reset(s);
@@ -225,7 +225,7 @@ static void dense_one(const parity_lp_reader_t *r, uint64_t row, parity_lp_seq_t
     }
     for (uint64_t p = 0; p < r->ncols; p++) {
         uint64_t idx = row * r->lp.rs + p * r->lp.cs;
-        uint8_t fl = PARITY_LP_PRESENT;
+        uint8_t fl = PARITY_LOGPROB_PRESENT;
         if (r->mask.present && dense_f64(&r->mask, row * r->mask.rs + p * r->mask.cs) == 0) fl = 0;
         double v = dense_f64(&r->lp, idx);
         if (fl && lp_bad_value(v, r->opts.allow)) {
@@ -239,7 +239,7 @@ static void dense_one(const parity_lp_reader_t *r, uint64_t row, parity_lp_seq_t
             s->key[p] = dense_i64(&r->tok, row * r->tok.rs + p * r->tok.cs);
         } else {
             s->key[p] = -1;
-            fl |= PARITY_LP_KEY_NONE;
+            fl |= PARITY_LOGPROB_KEY_NONE;
         }
         s->mod[p] = 0;
         if (r->mod.present) {
@@ -254,7 +254,7 @@ static void dense_one(const parity_lp_reader_t *r, uint64_t row, parity_lp_seq_t
         }
         if (r->phase.present) {
             int64_t ph = dense_i64(&r->phase, row * r->phase.rs + p * r->phase.cs);
-            fl |= ph == 1 ? PARITY_LP_PREFILL : ph == 2 ? PARITY_LP_DECODE : 0;
+            fl |= ph == 1 ? PARITY_LOGPROB_PREFILL : ph == 2 ? PARITY_LOGPROB_DECODE : 0;
         }
         s->flags[p] = fl;
         s->text[p] = UINT32_MAX;
@@ -273,25 +273,25 @@ static void dense_one(const parity_lp_reader_t *r, uint64_t row, parity_lp_seq_t
         }
     }
     /* trailing masked positions are padding, not part of the sequence */
-    while (s->n > 0 && !(s->flags[s->n - 1] & PARITY_LP_PRESENT)) s->n--;
+    while (s->n > 0 && !(s->flags[s->n - 1] & PARITY_LOGPROB_PRESENT)) s->n--;
 }
 
 static void dense_rows(void *ctx, int64_t b, int64_t e, int thread)
 {
     (void)thread;
     dense_job_t *j = ctx;
-    const parity_lp_reader_t *r = j->r;
+    const parity_logprob_reader_t *r = j->r;
     int fast = dense_fast_ok(r);
     for (int64_t i = b; i < e; i++)
         dense_one(r, j->row0 + (uint64_t)i, &j->seqs[i], &j->st[i], &j->bad[i], &j->why[i], fast);
 }
 
-int lp_dense_direct_ok(const parity_lp_reader_t *r)
+int lp_dense_direct_ok(const parity_logprob_reader_t *r)
 {
-    return (r->fmt == PARITY_LP_NPY || r->fmt == PARITY_LP_SAFETENSORS) && r->ncols > 0 && dense_fast_ok(r);
+    return (r->fmt == PARITY_LOGPROB_NPY || r->fmt == PARITY_LOGPROB_SAFETENSORS) && r->ncols > 0 && dense_fast_ok(r);
 }
 
-parity_status_t lp_dense_row(const parity_lp_reader_t *r, uint64_t row, parity_lp_seq_t *s, uint64_t *bad,
+parity_status_t lp_dense_row(const parity_logprob_reader_t *r, uint64_t row, parity_logprob_seq_t *s, uint64_t *bad,
                              int *why)
 {
     parity_status_t st;
@@ -299,7 +299,7 @@ parity_status_t lp_dense_row(const parity_lp_reader_t *r, uint64_t row, parity_l
     return st;
 }
 
-parity_status_t lp_dense_next(parity_lp_reader_t *r, parity_lp_seq_t *seqs, size_t max, size_t *got,
+parity_status_t lp_dense_next(parity_logprob_reader_t *r, parity_logprob_seq_t *seqs, size_t max, size_t *got,
                               parity_diag_t *d)
 {
     uint64_t left = r->nrows - r->ordinal;
@@ -346,7 +346,7 @@ parity_status_t lp_dense_next(parity_lp_reader_t *r, parity_lp_seq_t *seqs, size
     return out;
 }
 
-parity_status_t lp_dense_row_error(const parity_lp_reader_t *r, uint64_t row, uint64_t bad, int why,
+parity_status_t lp_dense_row_error(const parity_logprob_reader_t *r, uint64_t row, uint64_t bad, int why,
                                    parity_diag_t *d)
 {
     const lp_dense_t *a = why == 2 ? &r->mod : why == 3 ? &r->top_lp : &r->lp;
@@ -363,8 +363,8 @@ parity_status_t lp_dense_row_error(const parity_lp_reader_t *r, uint64_t row, ui
     lp_bad_describe(why_s, sizeof why_s, v, lp_bad_value(v, r->opts.allow), 1);
     const char *field = r->st ? (why == 3 ? "top_logprobs" : "logprobs") : "";
     if (r->st) { /* safetensors: the tensor's own name (logprobs, log_probs, ...) */
-        for (size_t i = 0; i < parity_st_count(r->st); i++) {
-            const parity_st_tensor_t *t = parity_st_tensor(r->st, i);
+        for (size_t i = 0; i < parity_safetensors_count(r->st); i++) {
+            const parity_safetensors_tensor_t *t = parity_safetensors_tensor(r->st, i);
             if (r->base + t->offset == a->base) field = t->name;
         }
     }
@@ -374,7 +374,7 @@ parity_status_t lp_dense_row_error(const parity_lp_reader_t *r, uint64_t row, ui
                            why_s);
 }
 
-void lp_dense_populate(const parity_lp_reader_t *r, uint64_t row0, uint64_t n)
+void lp_dense_populate(const parity_logprob_reader_t *r, uint64_t row0, uint64_t n)
 {
 #ifdef MADV_POPULATE_READ
     /* Map the pages of rows [row0, row0 + n) in one call instead of a fault per few pages (the
@@ -399,7 +399,7 @@ void lp_dense_populate(const parity_lp_reader_t *r, uint64_t row0, uint64_t n)
 #endif
 }
 
-void lp_dense_consume(parity_lp_reader_t *r, uint64_t n)
+void lp_dense_consume(parity_logprob_reader_t *r, uint64_t n)
 {
     r->ordinal += n;
     /* Give back the pages of the rows consumed (C order only; they are contiguous), 1 MiB of

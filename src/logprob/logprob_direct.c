@@ -79,7 +79,7 @@ int lp_cmp_direct_ok(const cmp_t *c)
 
 parity_status_t lp_cmp_run_direct(cmp_t *c, parity_diag_t *d)
 {
-    parity_lp_reader_t *ra = c->ra, *rb = c->rb;
+    parity_logprob_reader_t *ra = c->ra, *rb = c->rb;
     /* 4x the general path's batch: here a batch holds no token data, only the pairs' entries,
      * and fewer batches mean fewer thread starts (measured 5% on 4M tokens) */
     size_t M = 4 * c->o.batch_tokens / (size_t)ra->ncols;

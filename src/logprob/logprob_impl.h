@@ -51,20 +51,20 @@
  * base + (s * rs + p * cs + j * ks) * es. */
 typedef struct {
     const unsigned char *base;
-    int dt; /* parity_st_dtype_t */
+    int dt; /* parity_safetensors_dtype_t */
     size_t es;
     uint64_t rs, cs, ks;
     uint64_t file_off; /* offset of base in the file, for messages */
     int present;
 } lp_dense_t;
 
-struct parity_lp_reader {
-    parity_lp_format_t fmt;
+struct parity_logprob_reader {
+    parity_logprob_format_t fmt;
     char *name;
     const unsigned char *base;
     size_t len;
     int mapped;
-    parity_lp_read_opts_t opts;
+    parity_logprob_read_opts_t opts;
     char *slice_field;
     const char *dtype;
     int ordinal_ids;     /* request ids are positions in the file (pair by order) */
@@ -78,7 +78,7 @@ struct parity_lp_reader {
     uint64_t line;       /* lines consumed */
     size_t released;     /* bytes released from memory */
     /* npy / safetensors */
-    parity_st_file_t *st;
+    parity_safetensors_file_t *st;
     lp_dense_t lp, tok, mask, mod, phase, top_id, top_lp;
     uint64_t nrows, ncols, topk;
     uint64_t rel_row;    /* rows whose pages have been given back */
@@ -90,28 +90,28 @@ struct parity_lp_reader {
 /* --- the shared record helpers (logprob_record.c) ---------------------------------------- */
 
 /* Why v cannot be a logprob of a present token under the relaxations `allow`
- * (PARITY_LP_ALLOW_*, logprob.h): 0 when it can (-inf included), else LP_BAD_*. The common case
+ * (PARITY_LOGPROB_ALLOW_*, logprob.h): 0 when it can (-inf included), else LP_BAD_*. The common case
  * (v <= slack) is one comparison. */
 enum { LP_BAD_NAN = 1, LP_BAD_INF = 2, LP_BAD_POSITIVE = 3 };
 static inline int lp_bad_value(double v, unsigned allow)
 {
-    if (v <= PARITY_LP_POSITIVE_SLACK) return 0;
-    if (v != v) return allow & PARITY_LP_ALLOW_NONFINITE ? 0 : LP_BAD_NAN;
-    if (v > 1.79769313486231570815e308) return allow & PARITY_LP_ALLOW_NONFINITE ? 0 : LP_BAD_INF;
-    return allow & PARITY_LP_ALLOW_POSITIVE ? 0 : LP_BAD_POSITIVE;
+    if (v <= PARITY_LOGPROB_POSITIVE_SLACK) return 0;
+    if (v != v) return allow & PARITY_LOGPROB_ALLOW_NONFINITE ? 0 : LP_BAD_NAN;
+    if (v > 1.79769313486231570815e308) return allow & PARITY_LOGPROB_ALLOW_NONFINITE ? 0 : LP_BAD_INF;
+    return allow & PARITY_LOGPROB_ALLOW_POSITIVE ? 0 : LP_BAD_POSITIVE;
 }
 /* "is NaN (...)": what is wrong with v (lp_bad_value's `why`) and how to relax it, for a message;
  * `relaxable_nonfinite` is 0 for JSONL (JSON has no NaN or inf to relax). Returns buf. */
 const char *lp_bad_describe(char *buf, size_t cap, double v, int why, int relaxable_nonfinite);
 
-void lp_seq_reset(parity_lp_seq_t *s);
+void lp_seq_reset(parity_logprob_seq_t *s);
 /* Ensure room for n tokens with top-k width k; sets s->k. */
-parity_status_t lp_seq_reserve(parity_lp_seq_t *s, size_t n, size_t k);
+parity_status_t lp_seq_reserve(parity_logprob_seq_t *s, size_t n, size_t k);
 /* Append token text; returns its offset or UINT32_MAX on failure. */
-uint32_t lp_seq_add_text(parity_lp_seq_t *s, const char *t, size_t len);
+uint32_t lp_seq_add_text(parity_logprob_seq_t *s, const char *t, size_t len);
 parity_status_t lp_seq_set_str(char **dst, const char *src);
 /* Intern a modality name (thread-safe); 0 when the table is full or name is NULL. */
-uint16_t lp_intern_mod(parity_lp_reader_t *r, const char *name);
+uint16_t lp_intern_mod(parity_logprob_reader_t *r, const char *name);
 /* 62-bit key of a token text, 31-bit id of a top-k text. */
 int64_t lp_text_key(const char *t, size_t len);
 int32_t lp_text_id(const char *t, size_t len);
@@ -119,20 +119,20 @@ int32_t lp_text_id(const char *t, size_t len);
 /* --- the readers' entry points ----------------------------------------------------------- */
 
 /* Open r (mapped by the dispatcher) as npy or safetensors (logprob_npy.c): its dense views. */
-parity_status_t lp_npy_open(parity_lp_reader_t *r, parity_diag_t *d);
-parity_status_t lp_st_open(parity_lp_reader_t *r, parity_diag_t *d);
-/* The next batch of rows of a dense dump (logprob_dense.c), as parity_lp_next_batch. */
-parity_status_t lp_dense_next(parity_lp_reader_t *r, parity_lp_seq_t *seqs, size_t max, size_t *got,
+parity_status_t lp_npy_open(parity_logprob_reader_t *r, parity_diag_t *d);
+parity_status_t lp_st_open(parity_logprob_reader_t *r, parity_diag_t *d);
+/* The next batch of rows of a dense dump (logprob_dense.c), as parity_logprob_next_batch. */
+parity_status_t lp_dense_next(parity_logprob_reader_t *r, parity_logprob_seq_t *seqs, size_t max, size_t *got,
                               parity_diag_t *d);
 /* Open r as JSONL, the shape told from the first record unless forced; the next batch of
  * lines (logprob_jsonl.c). */
-parity_status_t lp_jsonl_open(parity_lp_reader_t *r, parity_diag_t *d);
-parity_status_t lp_jsonl_next(parity_lp_reader_t *r, parity_lp_seq_t *seqs, size_t max, size_t *got,
+parity_status_t lp_jsonl_open(parity_logprob_reader_t *r, parity_diag_t *d);
+parity_status_t lp_jsonl_next(parity_logprob_reader_t *r, parity_logprob_seq_t *seqs, size_t max, size_t *got,
                               parity_diag_t *d);
 /* A batch of each of two JSONL readers, their lines parsed in one parallel section; as
  * lp_jsonl_next on ra then on rb (B is not read when A's batch fails; A's error first). */
-parity_status_t lp_jsonl_next2(parity_lp_reader_t *ra, parity_lp_seq_t *sa, size_t maxa, size_t *gota,
-                               parity_lp_reader_t *rb, parity_lp_seq_t *sb, size_t maxb, size_t *gotb,
+parity_status_t lp_jsonl_next2(parity_logprob_reader_t *ra, parity_logprob_seq_t *sa, size_t maxa, size_t *gota,
+                               parity_logprob_reader_t *rb, parity_logprob_seq_t *sb, size_t maxb, size_t *gotb,
                                parity_diag_t *d);
 /* The JSONL reader's own tree builder (logprob_jsonl_tree.c) against cJSON's parser on one
  * line (for tests and the fuzzer): -1 when the builder leaves the line to cJSON, 0 when both trees are the same, 1 when

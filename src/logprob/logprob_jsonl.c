@@ -112,13 +112,13 @@ static int lp_jsonl_nonfinite_literal(const char *s, size_t n, char *msg, size_t
     return 0;
 }
 
-static int parse_line(parity_lp_reader_t *r, const char *line, size_t len, parity_lp_seq_t *s, uint64_t ordinal,
+static int parse_line(parity_logprob_reader_t *r, const char *line, size_t len, parity_logprob_seq_t *s, uint64_t ordinal,
                       line_err_t *e)
 {
     lp_seq_reset(s);
     s->ordinal = ordinal;
-    if (r->fmt == PARITY_LP_JSONL && !r->slice_field && lp_jsonl_fast_parity(r, line, len, s, ordinal)) return 0;
-    if (r->fmt == PARITY_LP_OPENAI_CHAT && !r->slice_field) {
+    if (r->fmt == PARITY_LOGPROB_JSONL && !r->slice_field && lp_jsonl_fast_parity(r, line, len, s, ordinal)) return 0;
+    if (r->fmt == PARITY_LOGPROB_OPENAI_CHAT && !r->slice_field) {
         if (lp_jsonl_fast_chat(r, line, len, s, ordinal)) return 0;
         lp_seq_reset(s);
         s->ordinal = ordinal;
@@ -136,7 +136,7 @@ static int parse_line(parity_lp_reader_t *r, const char *line, size_t len, parit
     if (!rc) {
         char ob[32];
         const char *id = r->ordinal_ids ? NULL : lp_jsonl_id_of(root, r->fmt);
-        if (!id && r->fmt == PARITY_LP_VLLM && cJSON_IsString(jl_get(o, "request_id")))
+        if (!id && r->fmt == PARITY_LOGPROB_VLLM && cJSON_IsString(jl_get(o, "request_id")))
             id = jl_get(o, "request_id")->valuestring;
         if (!id) {
             snprintf(ob, sizeof ob, "#%llu", (unsigned long long)ordinal);
@@ -159,7 +159,7 @@ static int parse_line(parity_lp_reader_t *r, const char *line, size_t len, parit
 }
 
 /* Find the next non-blank line from r->pos: [*b, *b + *len), advancing r->pos and r->line. */
-static int next_line(parity_lp_reader_t *r, const char **b, size_t *len, uint64_t *lineno)
+static int next_line(parity_logprob_reader_t *r, const char **b, size_t *len, uint64_t *lineno)
 {
     while (r->pos < r->len) {
         const char *p = (const char *)r->base + r->pos;
@@ -179,7 +179,7 @@ static int next_line(parity_lp_reader_t *r, const char **b, size_t *len, uint64_
     return 0;
 }
 
-parity_status_t lp_jsonl_open(parity_lp_reader_t *r, parity_diag_t *d)
+parity_status_t lp_jsonl_open(parity_logprob_reader_t *r, parity_diag_t *d)
 {
     lp_jsonl_hooks_install();
     r->dtype = "text";
@@ -189,7 +189,7 @@ parity_status_t lp_jsonl_open(parity_lp_reader_t *r, parity_diag_t *d)
     size_t len;
     uint64_t ln;
     if (!next_line(r, &b, &len, &ln)) {
-        if (r->fmt == PARITY_LP_AUTO) r->fmt = PARITY_LP_JSONL;
+        if (r->fmt == PARITY_LOGPROB_AUTO) r->fmt = PARITY_LOGPROB_JSONL;
         return PARITY_OK; /* an empty dump: no sequences */
     }
     r->pos = save;
@@ -208,8 +208,8 @@ parity_status_t lp_jsonl_open(parity_lp_reader_t *r, parity_diag_t *d)
                                "or .safetensors",
                                r->name, (unsigned long long)ln);
     }
-    parity_lp_format_t f = r->fmt == PARITY_LP_AUTO ? lp_jsonl_detect(root) : r->fmt; /* or forced */
-    if (f == PARITY_LP_AUTO) {
+    parity_logprob_format_t f = r->fmt == PARITY_LOGPROB_AUTO ? lp_jsonl_detect(root) : r->fmt; /* or forced */
+    if (f == PARITY_LOGPROB_AUTO) {
         cJSON_Delete(root);
         return parity_diag_set(d, PARITY_E_UNSUPPORTED,
                                "%s:%llu: cannot tell the JSON shape: expected 'logprobs' (parity), "
@@ -219,7 +219,7 @@ parity_status_t lp_jsonl_open(parity_lp_reader_t *r, parity_diag_t *d)
     }
     r->fmt = f;
     r->ordinal_ids = lp_jsonl_id_of(root, f) == NULL &&
-                     !(f == PARITY_LP_VLLM && cJSON_IsString(jl_get(lp_jsonl_unwrap(root), "request_id")));
+                     !(f == PARITY_LOGPROB_VLLM && cJSON_IsString(jl_get(lp_jsonl_unwrap(root), "request_id")));
     cJSON_Delete(root);
     return PARITY_OK;
 }
@@ -227,8 +227,8 @@ parity_status_t lp_jsonl_open(parity_lp_reader_t *r, parity_diag_t *d)
 /* A batch of lines of one reader: collected serially (line boundaries), parsed in parallel,
  * then finished serially in line order (errors, modality renumbering, pages released). */
 typedef struct {
-    parity_lp_reader_t *r;
-    parity_lp_seq_t *seqs;
+    parity_logprob_reader_t *r;
+    parity_logprob_seq_t *seqs;
     const char **lines;
     size_t *lens;
     uint64_t *lnos;
@@ -239,28 +239,28 @@ typedef struct {
 
 /* The field of token i (top entry j, or -1) as the record's shape spells it, for messages. The
  * shapes that put the prompt first (vLLM, SGLang) are told apart by the token's phase. */
-static void field_name(parity_lp_format_t f, const parity_lp_seq_t *s, size_t i, long j, char *b, size_t cap)
+static void field_name(parity_logprob_format_t f, const parity_logprob_seq_t *s, size_t i, long j, char *b, size_t cap)
 {
     size_t np = 0;
-    if (f == PARITY_LP_VLLM || f == PARITY_LP_SGLANG)
-        while (np < s->n && (s->flags[np] & PARITY_LP_PREFILL)) np++;
+    if (f == PARITY_LOGPROB_VLLM || f == PARITY_LOGPROB_SGLANG)
+        while (np < s->n && (s->flags[np] & PARITY_LOGPROB_PREFILL)) np++;
     int pre = i < np;
     size_t k = pre ? i : i - np;
     char top[48] = "";
     switch (f) {
-    case PARITY_LP_OPENAI_CHAT:
+    case PARITY_LOGPROB_OPENAI_CHAT:
         if (j >= 0) snprintf(top, sizeof top, ".top_logprobs[%ld]", j);
         snprintf(b, cap, "choices[0].logprobs.content[%zu]%s.logprob", i, top);
         break;
-    case PARITY_LP_OPENAI_COMPLETIONS:
+    case PARITY_LOGPROB_OPENAI_COMPLETIONS:
         if (j >= 0) snprintf(b, cap, "choices[0].logprobs.top_logprobs[%zu] (entry %ld)", i, j);
         else snprintf(b, cap, "choices[0].logprobs.token_logprobs[%zu]", i);
         break;
-    case PARITY_LP_VLLM:
+    case PARITY_LOGPROB_VLLM:
         if (j >= 0) snprintf(top, sizeof top, " (top entry %ld)", j);
         snprintf(b, cap, "%s[%zu]%s", pre ? "prompt_logprobs" : "outputs[0].logprobs", k, top);
         break;
-    case PARITY_LP_SGLANG:
+    case PARITY_LOGPROB_SGLANG:
         if (j >= 0) snprintf(b, cap, "meta_info.%s_top_logprobs[%zu][%ld][0]", pre ? "input" : "output", k, j);
         else snprintf(b, cap, "meta_info.%s_token_logprobs[%zu][0]", pre ? "input" : "output", k);
         break;
@@ -274,12 +274,12 @@ static void field_name(parity_lp_format_t f, const parity_lp_seq_t *s, size_t i,
 /* The values of a parsed record that cannot be logprobs (lp_bad_value: positive beyond the
  * rounding slack; the parsers already refuse NaN and inf, which JSON cannot spell); one pass
  * over the record's doubles, in the parsing thread. */
-static int check_values(const parity_lp_reader_t *r, const parity_lp_seq_t *s, line_err_t *e)
+static int check_values(const parity_logprob_reader_t *r, const parity_logprob_seq_t *s, line_err_t *e)
 {
-    unsigned allow = r->opts.allow | PARITY_LP_ALLOW_NONFINITE; /* (-inf is fine; NaN/inf: the parsers) */
+    unsigned allow = r->opts.allow | PARITY_LOGPROB_ALLOW_NONFINITE; /* (-inf is fine; NaN/inf: the parsers) */
     long bi = -1, bj = -1;
     for (size_t i = 0; i < s->n && bi < 0; i++)
-        if ((s->flags[i] & PARITY_LP_PRESENT) && lp_bad_value(s->lp[i], allow)) bi = (long)i;
+        if ((s->flags[i] & PARITY_LOGPROB_PRESENT) && lp_bad_value(s->lp[i], allow)) bi = (long)i;
     size_t lim = bi >= 0 ? (size_t)bi : s->n; /* the token's own value first (vLLM's top entries hold it too) */
     for (size_t i = 0; i < lim && s->k && bj < 0; i++)
         for (size_t j = 0; j < s->k; j++)
@@ -335,7 +335,7 @@ static void jl_parse(void *ctx, int64_t b, int64_t e, int thread)
  * order they ran: renumber them in stream order (line, then position), as one thread would
  * have, so that modality indices, and with them the order of the modality slices in the
  * report, do not depend on the thread count. Names of earlier batches keep their index. */
-static void canon_mods(parity_lp_reader_t *r, size_t n0, parity_lp_seq_t *seqs, size_t n)
+static void canon_mods(parity_logprob_reader_t *r, size_t n0, parity_logprob_seq_t *seqs, size_t n)
 {
     uint16_t map[LP_MAX_MODS + 1] = {0};
     size_t next = n0;
@@ -364,7 +364,7 @@ static void jl_batch_free(jl_batch_t *b)
 }
 
 /* Up to max lines (and about BATCH_BYTES) of r into b. */
-static parity_status_t jl_collect(parity_lp_reader_t *r, parity_lp_seq_t *seqs, size_t max, jl_batch_t *b,
+static parity_status_t jl_collect(parity_logprob_reader_t *r, parity_logprob_seq_t *seqs, size_t max, jl_batch_t *b,
                                   parity_diag_t *d)
 {
     memset(b, 0, sizeof *b);
@@ -395,7 +395,7 @@ static parity_status_t jl_collect(parity_lp_reader_t *r, parity_lp_seq_t *seqs, 
 }
 
 /* Give back the pages of a mapped dump below upto (the lines read). */
-static void lp_release(parity_lp_reader_t *r, size_t upto)
+static void lp_release(parity_logprob_reader_t *r, size_t upto)
 {
     if (!r->mapped) return;
     long pg = sysconf(_SC_PAGESIZE);
@@ -412,7 +412,7 @@ static void lp_release(parity_lp_reader_t *r, size_t upto)
 /* The parsed batch in line order: the first failed line's error, the lines before it read. */
 static parity_status_t jl_finish(jl_batch_t *b, size_t *got, parity_diag_t *d)
 {
-    parity_lp_reader_t *r = b->r;
+    parity_logprob_reader_t *r = b->r;
     parity_status_t st = PARITY_OK;
     size_t ok = b->n;
     for (size_t i = 0; i < b->n; i++) {
@@ -457,7 +457,7 @@ static void jl_parse_all(jl_batch_t *a, jl_batch_t *b)
  * would); only a failed allocation (the batch has no arrays) stops at once. */
 static int jl_usable(const jl_batch_t *b) { return b->lines && b->lens && b->lnos && b->errs; }
 
-parity_status_t lp_jsonl_next(parity_lp_reader_t *r, parity_lp_seq_t *seqs, size_t max, size_t *got,
+parity_status_t lp_jsonl_next(parity_logprob_reader_t *r, parity_logprob_seq_t *seqs, size_t max, size_t *got,
                               parity_diag_t *d)
 {
     jl_batch_t b;
@@ -471,8 +471,8 @@ parity_status_t lp_jsonl_next(parity_lp_reader_t *r, parity_lp_seq_t *seqs, size
     return st;
 }
 
-parity_status_t lp_jsonl_next2(parity_lp_reader_t *ra, parity_lp_seq_t *sa, size_t maxa, size_t *gota,
-                               parity_lp_reader_t *rb, parity_lp_seq_t *sb, size_t maxb, size_t *gotb,
+parity_status_t lp_jsonl_next2(parity_logprob_reader_t *ra, parity_logprob_seq_t *sa, size_t maxa, size_t *gota,
+                               parity_logprob_reader_t *rb, parity_logprob_seq_t *sb, size_t maxb, size_t *gotb,
                                parity_diag_t *d)
 {
     jl_batch_t a, b;

@@ -23,7 +23,7 @@
  * also produces every error message. */
 
 /* The sequence's id: the n bytes at id, or "#ordinal" when id is NULL (as parse_line). */
-static int fp_set_id(parity_lp_seq_t *s, const char *id, size_t n, uint64_t ordinal)
+static int fp_set_id(parity_logprob_seq_t *s, const char *id, size_t n, uint64_t ordinal)
 {
     char ob[32], *tmp = NULL;
     const char *sid = ob;
@@ -40,7 +40,7 @@ static int fp_set_id(parity_lp_seq_t *s, const char *id, size_t n, uint64_t ordi
     return ok;
 }
 
-int lp_jsonl_fast_parity(parity_lp_reader_t *r, const char *line, size_t len, parity_lp_seq_t *s, uint64_t ordinal)
+int lp_jsonl_fast_parity(parity_logprob_reader_t *r, const char *line, size_t len, parity_logprob_seq_t *s, uint64_t ordinal)
 {
     fp_cur_t c = {line, line + len};
     const char *id = NULL;
@@ -86,7 +86,7 @@ int lp_jsonl_fast_parity(parity_lp_reader_t *r, const char *line, size_t len, pa
                             s->key[n] = iv;
                         } else {
                             s->lp[n] = v;
-                            s->flags[n] = PARITY_LP_PRESENT;
+                            s->flags[n] = PARITY_LOGPROB_PRESENT;
                         }
                     }
                     n++;
@@ -119,7 +119,7 @@ int lp_jsonl_fast_parity(parity_lp_reader_t *r, const char *line, size_t len, pa
     s->n = nlp;
     /* no modality or text; when no logprob is null every token has the same flags: a plain
      * sequence, whose mod[] and text[] are not written */
-    uint8_t fand = PARITY_LP_PRESENT;
+    uint8_t fand = PARITY_LOGPROB_PRESENT;
     for (size_t i = 0; i < nlp; i++) fand &= s->flags[i];
     s->plain = nlp > 0 && fand;
     if (!s->plain)
@@ -148,7 +148,7 @@ typedef struct {
     int32_t top_id[4096];
     double top_lp[4096];
     /* the line's state, from here on cleared for each line */
-    parity_lp_seq_t *s;
+    parity_logprob_seq_t *s;
     size_t ntop, K;
     int have_K;
     /* the token being read */
@@ -209,7 +209,7 @@ static int fc_token(void *ctx, const char *k, size_t kn, fp_cur_t *c)
 
 static int fc_content(fc_t *f, fp_cur_t *c)
 {
-    parity_lp_seq_t *s = f->s;
+    parity_logprob_seq_t *s = f->s;
     int o = fc_open(c, '[', ']');
     if (o) return o > 0;
     for (;;) {
@@ -225,7 +225,7 @@ static int fc_content(fc_t *f, fp_cur_t *c)
             size_t want = s->cap > s->n ? s->cap : (s->cap ? 2 * s->cap : 256);
             if (lp_seq_reserve(s, want, f->K)) return 0;
         }
-        uint8_t fl = PARITY_LP_DECODE;
+        uint8_t fl = PARITY_LOGPROB_DECODE;
         int64_t key = jl_text_key(f->txt.b, &fl);
         jl_push(s, key, f->lp, 1, fl, 0, f->txt.b);
         for (size_t j = 0; j < f->ntop; j++) {
@@ -308,7 +308,7 @@ static fc_t *fc_state(void)
     return fc_tls;
 }
 
-int lp_jsonl_fast_chat(parity_lp_reader_t *r, const char *line, size_t len, parity_lp_seq_t *s, uint64_t ordinal)
+int lp_jsonl_fast_chat(parity_logprob_reader_t *r, const char *line, size_t len, parity_logprob_seq_t *s, uint64_t ordinal)
 {
     fc_t *f = fc_state();
     if (!f) return 0;

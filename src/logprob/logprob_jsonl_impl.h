@@ -35,7 +35,7 @@ static inline int64_t jl_text_key(const char *t, uint8_t *fl)
         long long v = strtoll(t + 9, &e, 10);
         if (!*e && v >= 0) return v;
     }
-    *fl |= PARITY_LP_KEY_TEXT;
+    *fl |= PARITY_LOGPROB_KEY_TEXT;
     return lp_text_key(t, strlen(t));
 }
 
@@ -43,7 +43,7 @@ static inline int32_t jl_text_top_id(const char *t)
 {
     uint8_t fl = 0;
     int64_t k = jl_text_key(t, &fl);
-    if (!(fl & PARITY_LP_KEY_TEXT) && k <= INT32_MAX) return (int32_t)k;
+    if (!(fl & PARITY_LOGPROB_KEY_TEXT) && k <= INT32_MAX) return (int32_t)k;
     return lp_text_id(t, strlen(t));
 }
 
@@ -53,13 +53,13 @@ static inline const cJSON *jl_get(const cJSON *o, const char *k)
 }
 
 /* Append one token; top entries are filled by the caller at index (s->n - 1) * s->k. */
-static inline int jl_push(parity_lp_seq_t *s, int64_t key, double lp, int present, uint8_t fl, uint16_t mod,
+static inline int jl_push(parity_logprob_seq_t *s, int64_t key, double lp, int present, uint8_t fl, uint16_t mod,
                           const char *text)
 {
     size_t i = s->n++;
     s->key[i] = key;
     s->lp[i] = present ? lp : 0;
-    s->flags[i] = (uint8_t)(fl | (present ? PARITY_LP_PRESENT : 0));
+    s->flags[i] = (uint8_t)(fl | (present ? PARITY_LOGPROB_PRESENT : 0));
     s->mod[i] = mod;
     s->text[i] = text ? lp_seq_add_text(s, text, strlen(text)) : UINT32_MAX;
     for (size_t j = 0; j < s->k; j++) {
@@ -73,22 +73,22 @@ static inline int jl_push(parity_lp_seq_t *s, int64_t key, double lp, int presen
 
 /* The record o (the root or, for an OpenAI Batch line, its response body) into s, by r's shape
  * (r->fmt): 0, or non-zero with e filled. */
-int lp_jsonl_parse_record(parity_lp_reader_t *r, const cJSON *o, parity_lp_seq_t *s, line_err_t *e);
+int lp_jsonl_parse_record(parity_logprob_reader_t *r, const cJSON *o, parity_logprob_seq_t *s, line_err_t *e);
 /* The object holding the record: the body of an OpenAI Batch output line, else root. */
 const cJSON *lp_jsonl_unwrap(const cJSON *root);
-/* The shape of a record (PARITY_LP_AUTO: none recognised). */
-parity_lp_format_t lp_jsonl_detect(const cJSON *root);
+/* The shape of a record (PARITY_LOGPROB_AUTO: none recognised). */
+parity_logprob_format_t lp_jsonl_detect(const cJSON *root);
 /* The request id of a record of shape f, or NULL. */
-const char *lp_jsonl_id_of(const cJSON *root, parity_lp_format_t f);
+const char *lp_jsonl_id_of(const cJSON *root, parity_logprob_format_t f);
 
 /* --- the fast paths (logprob_jsonl_fast.c) ------------------------------------------------ */
 
 /* The line into s (and its id, "#ordinal" when the reader pairs by order) as the cJSON path
  * would fill it: 1; or 0, and the caller takes the cJSON path (s is then to be reset). For
  * parity's own schema, and for the OpenAI chat shape. */
-int lp_jsonl_fast_parity(parity_lp_reader_t *r, const char *line, size_t len, parity_lp_seq_t *s,
+int lp_jsonl_fast_parity(parity_logprob_reader_t *r, const char *line, size_t len, parity_logprob_seq_t *s,
                          uint64_t ordinal);
-int lp_jsonl_fast_chat(parity_lp_reader_t *r, const char *line, size_t len, parity_lp_seq_t *s, uint64_t ordinal);
+int lp_jsonl_fast_chat(parity_logprob_reader_t *r, const char *line, size_t len, parity_logprob_seq_t *s, uint64_t ordinal);
 
 /* --- cJSON trees from the thread's arena (logprob_jsonl_tree.c) --------------------------- */
 

@@ -41,7 +41,7 @@ static int int_id(const cJSON *j, int64_t *v)
 }
 
 /* --- parity's own schema ----------------------------------------------------------------- */
-static int parse_parity(parity_lp_reader_t *r, const cJSON *o, parity_lp_seq_t *s, line_err_t *e)
+static int parse_parity(parity_logprob_reader_t *r, const cJSON *o, parity_logprob_seq_t *s, line_err_t *e)
 {
     const cJSON *ids = jl_get(o, "token_ids"), *lps = jl_get(o, "logprobs"), *toks = jl_get(o, "tokens");
     const cJSON *ti = jl_get(o, "top_ids"), *tl = jl_get(o, "top_logprobs");
@@ -102,11 +102,11 @@ static int parse_parity(parity_lp_reader_t *r, const cJSON *o, parity_lp_seq_t *
         }
         const char *phs = cJSON_IsString(ph) ? ph->valuestring : jp && cJSON_IsString(jp) ? jp->valuestring : NULL;
         if (phs) {
-            if (!strcmp(phs, "prefill")) fl |= PARITY_LP_PREFILL;
-            else if (!strcmp(phs, "decode")) fl |= PARITY_LP_DECODE;
+            if (!strcmp(phs, "prefill")) fl |= PARITY_LOGPROB_PREFILL;
+            else if (!strcmp(phs, "decode")) fl |= PARITY_LOGPROB_DECODE;
             else return LERR(e, "field 'phase'[%d]: expected \"prefill\" or \"decode\", got \"%.40s\"", i, phs);
         } else if (plen >= 0) {
-            fl |= i < plen ? PARITY_LP_PREFILL : PARITY_LP_DECODE;
+            fl |= i < plen ? PARITY_LOGPROB_PREFILL : PARITY_LOGPROB_DECODE;
         }
         jl_push(s, key, v, pres, fl, m, txt);
         if (jti && cJSON_IsArray(jti)) {
@@ -134,7 +134,7 @@ static int parse_parity(parity_lp_reader_t *r, const cJSON *o, parity_lp_seq_t *
 }
 
 /* --- OpenAI chat: choices[0].logprobs.content[] ------------------------------------------ */
-static int parse_chat(parity_lp_reader_t *r, const cJSON *o, parity_lp_seq_t *s, line_err_t *e)
+static int parse_chat(parity_logprob_reader_t *r, const cJSON *o, parity_logprob_seq_t *s, line_err_t *e)
 {
     (void)r;
     const cJSON *ch = jl_get(o, "choices");
@@ -158,7 +158,7 @@ static int parse_chat(parity_lp_reader_t *r, const cJSON *o, parity_lp_seq_t *s,
         if (!cJSON_IsString(tk)) return LERR(e, "choices[0].logprobs.content[%d].token: expected a string", i);
         if (lp_value(jl_get(t, "logprob"), &v, &pres) || !pres)
             return LERR(e, "choices[0].logprobs.content[%d].logprob: expected a number (finite or -inf)", i);
-        uint8_t fl = PARITY_LP_DECODE;
+        uint8_t fl = PARITY_LOGPROB_DECODE;
         int64_t key = jl_text_key(tk->valuestring, &fl);
         jl_push(s, key, v, 1, fl, 0, tk->valuestring);
         const cJSON *tp = jl_get(t, "top_logprobs");
@@ -179,7 +179,7 @@ static int parse_chat(parity_lp_reader_t *r, const cJSON *o, parity_lp_seq_t *s,
 }
 
 /* --- OpenAI completions: choices[0].logprobs.{tokens, token_logprobs, top_logprobs} ------- */
-static int parse_compl(parity_lp_reader_t *r, const cJSON *o, parity_lp_seq_t *s, line_err_t *e)
+static int parse_compl(parity_logprob_reader_t *r, const cJSON *o, parity_logprob_seq_t *s, line_err_t *e)
 {
     (void)r;
     const cJSON *ch = jl_get(o, "choices");
@@ -210,7 +210,7 @@ static int parse_compl(parity_lp_reader_t *r, const cJSON *o, parity_lp_seq_t *s
         if (!cJSON_IsString(a)) return LERR(e, "choices[0].logprobs.tokens[%d]: expected a string", i);
         if (lp_value(b, &v, &pres))
             return LERR(e, "choices[0].logprobs.token_logprobs[%d]: expected a number (finite or -inf) or null", i);
-        uint8_t fl = pt >= 0 ? (i < pt ? PARITY_LP_PREFILL : PARITY_LP_DECODE) : 0;
+        uint8_t fl = pt >= 0 ? (i < pt ? PARITY_LOGPROB_PREFILL : PARITY_LOGPROB_DECODE) : 0;
         int64_t key = jl_text_key(a->valuestring, &fl);
         jl_push(s, key, v, pres, fl, 0, a->valuestring);
         if (x) {
@@ -240,7 +240,7 @@ static size_t vllm_k(const cJSON *lps)
     return K;
 }
 
-static int vllm_part(const cJSON *ids, const cJSON *lps, uint8_t phase, size_t K, parity_lp_seq_t *s,
+static int vllm_part(const cJSON *ids, const cJSON *lps, uint8_t phase, size_t K, parity_logprob_seq_t *s,
                      const char *what, line_err_t *e)
 {
     int i = 0;
@@ -307,7 +307,7 @@ static int vllm_part(const cJSON *ids, const cJSON *lps, uint8_t phase, size_t K
     return 0;
 }
 
-static int parse_vllm(parity_lp_reader_t *r, const cJSON *o, parity_lp_seq_t *s, line_err_t *e)
+static int parse_vllm(parity_logprob_reader_t *r, const cJSON *o, parity_logprob_seq_t *s, line_err_t *e)
 {
     (void)r;
     const cJSON *pids = jl_get(o, "prompt_token_ids"), *plp = jl_get(o, "prompt_logprobs");
@@ -330,8 +330,8 @@ static int parse_vllm(parity_lp_reader_t *r, const cJSON *o, parity_lp_seq_t *s,
     if (K2 > K) K = K2;
     if (K > 4096) return LERR(e, "logprobs: more than 4096 entries per token");
     if (lp_seq_reserve(s, (size_t)np + (size_t)no, K)) return e->st = PARITY_E_NOMEM;
-    if (np && vllm_part(pids, plp, PARITY_LP_PREFILL, K, s, "prompt", e)) return e->st;
-    if (no && vllm_part(oids, olp, PARITY_LP_DECODE, K, s, "outputs[0]", e)) return e->st;
+    if (np && vllm_part(pids, plp, PARITY_LOGPROB_PREFILL, K, s, "prompt", e)) return e->st;
+    if (no && vllm_part(oids, olp, PARITY_LOGPROB_DECODE, K, s, "outputs[0]", e)) return e->st;
     return 0;
 }
 
@@ -355,7 +355,7 @@ static int sgl_entry(const cJSON *x, double *v, int *pres, int64_t *id, const ch
     return 0;
 }
 
-static int sgl_part(const cJSON *lps, const cJSON *top, uint8_t phase, size_t K, parity_lp_seq_t *s,
+static int sgl_part(const cJSON *lps, const cJSON *top, uint8_t phase, size_t K, parity_logprob_seq_t *s,
                     const char *what, line_err_t *e)
 {
     if (!lps) return 0;
@@ -393,7 +393,7 @@ static int sgl_part(const cJSON *lps, const cJSON *top, uint8_t phase, size_t K,
     return 0;
 }
 
-static int parse_sglang(parity_lp_reader_t *r, const cJSON *o, parity_lp_seq_t *s, line_err_t *e)
+static int parse_sglang(parity_logprob_reader_t *r, const cJSON *o, parity_logprob_seq_t *s, line_err_t *e)
 {
     (void)r;
     const cJSON *m = jl_get(o, "meta_info");
@@ -407,8 +407,8 @@ static int parse_sglang(parity_lp_reader_t *r, const cJSON *o, parity_lp_seq_t *
     if (K2 > K) K = K2;
     if (K > 4096) return LERR(e, "top logprobs: more than 4096 entries");
     if (lp_seq_reserve(s, n, K)) return e->st = PARITY_E_NOMEM;
-    if (sgl_part(il, it, PARITY_LP_PREFILL, K, s, "input", e)) return e->st;
-    if (sgl_part(ol, ot, PARITY_LP_DECODE, K, s, "output", e)) return e->st;
+    if (sgl_part(il, it, PARITY_LOGPROB_PREFILL, K, s, "input", e)) return e->st;
+    if (sgl_part(ol, ot, PARITY_LOGPROB_DECODE, K, s, "output", e)) return e->st;
     return 0;
 }
 
@@ -422,41 +422,41 @@ const cJSON *lp_jsonl_unwrap(const cJSON *o)
     return o;
 }
 
-parity_lp_format_t lp_jsonl_detect(const cJSON *root)
+parity_logprob_format_t lp_jsonl_detect(const cJSON *root)
 {
     const cJSON *o = lp_jsonl_unwrap(root);
     const cJSON *ch = jl_get(o, "choices");
     if (cJSON_IsArray(ch) && ch->child) {
         const cJSON *l = jl_get(ch->child, "logprobs");
-        if (l && jl_get(l, "content")) return PARITY_LP_OPENAI_CHAT;
-        if (l && jl_get(l, "token_logprobs")) return PARITY_LP_OPENAI_COMPLETIONS;
-        if (jl_get(ch->child, "message")) return PARITY_LP_OPENAI_CHAT;
-        return PARITY_LP_OPENAI_COMPLETIONS;
+        if (l && jl_get(l, "content")) return PARITY_LOGPROB_OPENAI_CHAT;
+        if (l && jl_get(l, "token_logprobs")) return PARITY_LOGPROB_OPENAI_COMPLETIONS;
+        if (jl_get(ch->child, "message")) return PARITY_LOGPROB_OPENAI_CHAT;
+        return PARITY_LOGPROB_OPENAI_COMPLETIONS;
     }
-    if (cJSON_IsObject(jl_get(o, "meta_info"))) return PARITY_LP_SGLANG;
-    if (jl_get(o, "outputs") || jl_get(o, "prompt_logprobs")) return PARITY_LP_VLLM;
-    if (jl_get(o, "logprobs")) return PARITY_LP_JSONL;
-    return PARITY_LP_AUTO;
+    if (cJSON_IsObject(jl_get(o, "meta_info"))) return PARITY_LOGPROB_SGLANG;
+    if (jl_get(o, "outputs") || jl_get(o, "prompt_logprobs")) return PARITY_LOGPROB_VLLM;
+    if (jl_get(o, "logprobs")) return PARITY_LOGPROB_JSONL;
+    return PARITY_LOGPROB_AUTO;
 }
 
-const char *lp_jsonl_id_of(const cJSON *root, parity_lp_format_t f)
+const char *lp_jsonl_id_of(const cJSON *root, parity_logprob_format_t f)
 {
     static const char *const own[] = {"id", "request_id", "custom_id", NULL};
     static const char *const other[] = {"custom_id", "request_id", NULL};
-    for (const char *const *k = f == PARITY_LP_JSONL ? own : other; *k; k++) {
+    for (const char *const *k = f == PARITY_LOGPROB_JSONL ? own : other; *k; k++) {
         const cJSON *v = jl_get(root, *k);
         if (cJSON_IsString(v)) return v->valuestring;
     }
     return NULL;
 }
 
-int lp_jsonl_parse_record(parity_lp_reader_t *r, const cJSON *o, parity_lp_seq_t *s, line_err_t *e)
+int lp_jsonl_parse_record(parity_logprob_reader_t *r, const cJSON *o, parity_logprob_seq_t *s, line_err_t *e)
 {
     switch (r->fmt) {
-    case PARITY_LP_OPENAI_CHAT: return parse_chat(r, o, s, e);
-    case PARITY_LP_OPENAI_COMPLETIONS: return parse_compl(r, o, s, e);
-    case PARITY_LP_VLLM: return parse_vllm(r, o, s, e);
-    case PARITY_LP_SGLANG: return parse_sglang(r, o, s, e);
+    case PARITY_LOGPROB_OPENAI_CHAT: return parse_chat(r, o, s, e);
+    case PARITY_LOGPROB_OPENAI_COMPLETIONS: return parse_compl(r, o, s, e);
+    case PARITY_LOGPROB_VLLM: return parse_vllm(r, o, s, e);
+    case PARITY_LOGPROB_SGLANG: return parse_sglang(r, o, s, e);
     default: return parse_parity(r, o, s, e);
     }
 }

@@ -63,9 +63,9 @@ static parity_status_t npy_parse(const unsigned char *b, size_t len, const char 
     static const struct {
         const char *s;
         int dt;
-    } dts[] = {{"<f8", PARITY_ST_F64}, {"<f4", PARITY_ST_F32}, {"<f2", PARITY_ST_F16}, {"<i8", PARITY_ST_I64},
-               {"<i4", PARITY_ST_I32}, {"<i2", PARITY_ST_I16}, {"|i1", PARITY_ST_I8},  {"|u1", PARITY_ST_U8},
-               {"|b1", PARITY_ST_BOOL}};
+    } dts[] = {{"<f8", PARITY_SAFETENSORS_F64}, {"<f4", PARITY_SAFETENSORS_F32}, {"<f2", PARITY_SAFETENSORS_F16}, {"<i8", PARITY_SAFETENSORS_I64},
+               {"<i4", PARITY_SAFETENSORS_I32}, {"<i2", PARITY_SAFETENSORS_I16}, {"|i1", PARITY_SAFETENSORS_I8},  {"|u1", PARITY_SAFETENSORS_U8},
+               {"|b1", PARITY_SAFETENSORS_BOOL}};
     h->dt = -1;
     for (size_t i = 0; i < sizeof dts / sizeof *dts; i++)
         if (!strcmp(descr, dts[i].s)) h->dt = dts[i].dt;
@@ -104,7 +104,7 @@ static parity_status_t npy_parse(const unsigned char *b, size_t len, const char 
         numel *= v;
         p = e;
     }
-    uint64_t need = numel * parity_st_dtype_size((parity_st_dtype_t)h->dt);
+    uint64_t need = numel * parity_safetensors_dtype_size((parity_safetensors_dtype_t)h->dt);
     if (need != len - h->data_off)
         return parity_diag_set(d, PARITY_E_FORMAT,
                                "%s: offset %llu: shape declares %llu data bytes but the file has %llu "
@@ -122,7 +122,7 @@ static void dense_set(lp_dense_t *a, const unsigned char *base, uint64_t file_of
     a->base = base;
     a->file_off = file_off;
     a->dt = dt;
-    a->es = parity_st_dtype_size((parity_st_dtype_t)dt);
+    a->es = parity_safetensors_dtype_size((parity_safetensors_dtype_t)dt);
     a->present = 1;
     if (!fortran) {
         a->ks = 1;
@@ -138,20 +138,20 @@ static void dense_set(lp_dense_t *a, const unsigned char *base, uint64_t file_of
 static const char *dtype_name(int dt)
 {
     switch (dt) {
-    case PARITY_ST_F64: return "fp64";
-    case PARITY_ST_F32: return "fp32";
-    case PARITY_ST_BF16: return "bf16";
-    case PARITY_ST_F16: return "fp16";
+    case PARITY_SAFETENSORS_F64: return "fp64";
+    case PARITY_SAFETENSORS_F32: return "fp32";
+    case PARITY_SAFETENSORS_BF16: return "bf16";
+    case PARITY_SAFETENSORS_F16: return "fp16";
     default: return "int";
     }
 }
 
 static int is_float(int dt)
 {
-    return dt == PARITY_ST_F64 || dt == PARITY_ST_F32 || dt == PARITY_ST_BF16 || dt == PARITY_ST_F16;
+    return dt == PARITY_SAFETENSORS_F64 || dt == PARITY_SAFETENSORS_F32 || dt == PARITY_SAFETENSORS_BF16 || dt == PARITY_SAFETENSORS_F16;
 }
 
-static void intern_default_mods(parity_lp_reader_t *r, const char *names)
+static void intern_default_mods(parity_logprob_reader_t *r, const char *names)
 {
     /* Modality value v maps to table index v + 1: names from the comma-separated list, the
      * decimal value otherwise. The list is walked once; past its end a decimal "v" differs from
@@ -190,7 +190,7 @@ static void intern_default_mods(parity_lp_reader_t *r, const char *names)
     }
 }
 
-static parity_status_t map_sidecar(parity_lp_reader_t *r, int slot, const char *suffix, lp_dense_t *arr,
+static parity_status_t map_sidecar(parity_logprob_reader_t *r, int slot, const char *suffix, lp_dense_t *arr,
                                    parity_diag_t *d)
 {
     size_t nl = strlen(r->name);
@@ -223,7 +223,7 @@ static parity_status_t map_sidecar(parity_lp_reader_t *r, int slot, const char *
     return PARITY_OK;
 }
 
-parity_status_t lp_npy_open(parity_lp_reader_t *r, parity_diag_t *d)
+parity_status_t lp_npy_open(parity_logprob_reader_t *r, parity_diag_t *d)
 {
     npy_hdr_t h;
     parity_status_t st = npy_parse(r->base, r->len, r->name, &h, d);
@@ -245,18 +245,18 @@ parity_status_t lp_npy_open(parity_lp_reader_t *r, parity_diag_t *d)
     return PARITY_OK;
 }
 
-static const parity_st_tensor_t *find_any(parity_st_file_t *f, const char *const *names)
+static const parity_safetensors_tensor_t *find_any(parity_safetensors_file_t *f, const char *const *names)
 {
     for (; *names; names++) {
-        const parity_st_tensor_t *t = parity_st_find(f, *names);
+        const parity_safetensors_tensor_t *t = parity_safetensors_find(f, *names);
         if (t) return t;
     }
     return NULL;
 }
 
-parity_status_t lp_st_open(parity_lp_reader_t *r, parity_diag_t *d)
+parity_status_t lp_st_open(parity_logprob_reader_t *r, parity_diag_t *d)
 {
-    parity_status_t st = parity_st_open_mem(r->base, r->len, r->name, &r->st, d);
+    parity_status_t st = parity_safetensors_open_mem(r->base, r->len, r->name, &r->st, d);
     if (st) return st;
     static const char *const n_lp[] = {"logprobs", "logprob", "token_logprobs", "log_probs", NULL};
     static const char *const n_tok[] = {"token_ids", "tokens", "input_ids", NULL};
@@ -265,14 +265,14 @@ parity_status_t lp_st_open(parity_lp_reader_t *r, parity_diag_t *d)
     static const char *const n_ph[] = {"phase", NULL};
     static const char *const n_ti[] = {"top_ids", "top_token_ids", NULL};
     static const char *const n_tl[] = {"top_logprobs", NULL};
-    const parity_st_tensor_t *t = find_any(r->st, n_lp);
+    const parity_safetensors_tensor_t *t = find_any(r->st, n_lp);
     if (!t)
         return parity_diag_set(d, PARITY_E_FORMAT,
                                "%s: no tensor named 'logprobs' (or logprob, token_logprobs, log_probs)", r->name);
     if (!is_float((int)t->dtype) || t->ndim < 1 || t->ndim > 2)
         return parity_diag_set(d, PARITY_E_FORMAT,
                                "%s: tensor '%s': expected a 1-D or 2-D float tensor, got %d-D %s", r->name,
-                               t->name, t->ndim, parity_st_dtype_name(t->dtype));
+                               t->name, t->ndim, parity_safetensors_dtype_name(t->dtype));
     r->nrows = t->ndim == 2 ? t->shape[0] : 1;
     r->ncols = t->ndim == 2 ? t->shape[1] : t->shape[0];
     r->dtype = dtype_name((int)t->dtype);
@@ -281,7 +281,7 @@ parity_status_t lp_st_open(parity_lp_reader_t *r, parity_diag_t *d)
     const char *const *lists[] = {n_tok, n_mask, n_mod, n_ph};
     lp_dense_t *arrs[] = {&r->tok, &r->mask, &r->mod, &r->phase};
     for (int i = 0; i < 4; i++) {
-        const parity_st_tensor_t *u = find_any(r->st, lists[i]);
+        const parity_safetensors_tensor_t *u = find_any(r->st, lists[i]);
         if (!u) continue;
         if (u->ndim != t->ndim || u->shape[0] != t->shape[0] || (t->ndim == 2 && u->shape[1] != t->shape[1]))
             return parity_diag_set(d, PARITY_E_FORMAT,
@@ -289,11 +289,11 @@ parity_status_t lp_st_open(parity_lp_reader_t *r, parity_diag_t *d)
                                    u->name, t->name, (unsigned long long)r->nrows, (unsigned long long)r->ncols);
         if (i != 1 && is_float((int)u->dtype))
             return parity_diag_set(d, PARITY_E_FORMAT, "%s: tensor '%s': expected an integer dtype, got %s",
-                                   r->name, u->name, parity_st_dtype_name(u->dtype));
+                                   r->name, u->name, parity_safetensors_dtype_name(u->dtype));
         dense_set(arrs[i], r->base + u->offset, u->offset, (int)u->dtype, 0, r->nrows, r->ncols, 1);
     }
-    if (r->mod.present) intern_default_mods(r, parity_st_metadata(r->st, "modality_names"));
-    const parity_st_tensor_t *ti = find_any(r->st, n_ti), *tl = find_any(r->st, n_tl);
+    if (r->mod.present) intern_default_mods(r, parity_safetensors_metadata(r->st, "modality_names"));
+    const parity_safetensors_tensor_t *ti = find_any(r->st, n_ti), *tl = find_any(r->st, n_tl);
     if (ti || tl) {
         if (!ti || !tl || ti->ndim != t->ndim + 1 || tl->ndim != ti->ndim ||
             memcmp(ti->shape, tl->shape, sizeof ti->shape) || ti->shape[0] != t->shape[0] ||

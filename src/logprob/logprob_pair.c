@@ -80,9 +80,9 @@ static void esc(char *dst, size_t cap, const char *s)
 /* Token i's id for the report: -1 for a token without one (no id or text: the direct path
  * leaves those keys unwritten; text only: the key is a hash, meaningless to a reader, who gets
  * the text instead). */
-static int64_t seq_key(const parity_lp_seq_t *s, size_t i)
+static int64_t seq_key(const parity_logprob_seq_t *s, size_t i)
 {
-    return (s->flags[i] & (PARITY_LP_KEY_NONE | PARITY_LP_KEY_TEXT)) ? -1 : s->key[i];
+    return (s->flags[i] & (PARITY_LOGPROB_KEY_NONE | PARITY_LOGPROB_KEY_TEXT)) ? -1 : s->key[i];
 }
 
 /* (d, ord, position) ranks before (d2, ord2, position2): larger |delta| first, ties by the
@@ -105,7 +105,7 @@ static inline int worst_cand(const thr_t *T, size_t W, double d, double wthr, ui
 }
 
 /* Keep the thread's W first tokens in worst_before's order. */
-static void worst_add(cmp_t *c, thr_t *T, const parity_lp_seq_t *sa, const parity_lp_seq_t *sb, size_t i,
+static void worst_add(cmp_t *c, thr_t *T, const parity_logprob_seq_t *sa, const parity_logprob_seq_t *sb, size_t i,
                       uint64_t ord)
 {
     size_t W = c->o.worst_tokens;
@@ -123,7 +123,7 @@ static void worst_add(cmp_t *c, thr_t *T, const parity_lp_seq_t *sa, const parit
         T->worstp[pos] = T->worstp[pos - 1];
         pos--;
     }
-    parity_lp_token_t *w = &T->worst[pos];
+    parity_logprob_token_t *w = &T->worst[pos];
     T->worstd[pos] = d;
     T->worstp[pos] = ord;
     memset(w, 0, sizeof *w);
@@ -133,21 +133,21 @@ static void worst_add(cmp_t *c, thr_t *T, const parity_lp_seq_t *sa, const parit
     w->key_b = seq_key(sb, i);
     w->lp_a = sa->lp[i];
     w->lp_b = sb->lp[i];
-    const parity_lp_seq_t *ts = parity_lp_seq_text(sa, i) ? sa : sb;
-    esc(w->text, sizeof w->text, parity_lp_seq_text(ts, i));
-    if (parity_lp_seq_text(ts, i)) {
+    const parity_logprob_seq_t *ts = parity_logprob_seq_text(sa, i) ? sa : sb;
+    esc(w->text, sizeof w->text, parity_logprob_seq_text(ts, i));
+    if (parity_logprob_seq_text(ts, i)) {
         char buf[400] = "";
         size_t lo = i >= 4 ? i - 4 : 0, hi = i + 3 < ts->n ? i + 3 : ts->n - 1;
         for (size_t j = lo; j <= hi; j++) {
-            const char *tx = parity_lp_seq_text(ts, j);
+            const char *tx = parity_logprob_seq_text(ts, j);
             size_t L = strlen(buf);
             if (L + 40 >= sizeof buf) break;
             snprintf(buf + L, sizeof buf - L, j == i ? "[%.30s]" : "%.30s", tx ? tx : "?");
         }
         esc(w->context, sizeof w->context, buf);
     }
-    uint16_t ma = parity_lp_seq_mod(sa, i), m = ma ? ma : parity_lp_seq_mod(sb, i);
-    const char *mn = parity_lp_reader_modality(ma ? c->ra : c->rb, m);
+    uint16_t ma = parity_logprob_seq_mod(sa, i), m = ma ? ma : parity_logprob_seq_mod(sb, i);
+    const char *mn = parity_logprob_reader_modality(ma ? c->ra : c->rb, m);
     snprintf(w->slice_mod, sizeof w->slice_mod, "%s", mn ? mn : "");
 }
 
@@ -155,7 +155,7 @@ static void worst_add(cmp_t *c, thr_t *T, const parity_lp_seq_t *sa, const parit
 void lp_cmp_pair(cmp_t *c, int t, pair_t *pr)
 {
     thr_t *T = &c->th[t];
-    const parity_lp_seq_t *sa = pr->a, *sb = pr->b;
+    const parity_logprob_seq_t *sa = pr->a, *sb = pr->b;
     size_t n = sa->n < sb->n ? sa->n : sb->n;
     size_t lim = n, nscan = n;
     pr->div = 0;
@@ -171,7 +171,7 @@ void lp_cmp_pair(cmp_t *c, int t, pair_t *pr)
         /* every token alike on each side (dense readers): one comparability test, and the keys
          * compared by memcmp, the first mismatch looked for only when there is one */
         uint8_t fa = fla[0], fb = flb[0];
-        int comparable = !((fa | fb) & PARITY_LP_KEY_NONE) & ((fa & PARITY_LP_KEY_TEXT) == (fb & PARITY_LP_KEY_TEXT));
+        int comparable = !((fa | fb) & PARITY_LOGPROB_KEY_NONE) & ((fa & PARITY_LOGPROB_KEY_TEXT) == (fb & PARITY_LOGPROB_KEY_TEXT));
         if (comparable && memcmp(ka, kb, n * sizeof *ka) != 0) {
             lim = 0;
             while (ka[lim] == kb[lim]) lim++;
@@ -184,7 +184,7 @@ void lp_cmp_pair(cmp_t *c, int t, pair_t *pr)
     }
     for (size_t i = 0; i < nscan; i++) {
         uint8_t fa = fla[i], fb = flb[i];
-        int comparable = !((fa | fb) & PARITY_LP_KEY_NONE) & ((fa & PARITY_LP_KEY_TEXT) == (fb & PARITY_LP_KEY_TEXT));
+        int comparable = !((fa | fb) & PARITY_LOGPROB_KEY_NONE) & ((fa & PARITY_LOGPROB_KEY_TEXT) == (fb & PARITY_LOGPROB_KEY_TEXT));
         if (comparable && ka[i] != kb[i]) {
             lim = i;
             pr->div = 1;
@@ -201,14 +201,14 @@ void lp_cmp_pair(cmp_t *c, int t, pair_t *pr)
     pr->n_a = sa->n;
     pr->n_b = sb->n;
     if (pr->div) {
-        parity_lp_divergence_t *v = &pr->dv;
+        parity_logprob_divergence_t *v = &pr->dv;
         memset(v, 0, sizeof *v);
         snprintf(v->id, sizeof v->id, "%s", sa->id);
         v->position = lim;
         v->key_a = lim < sa->n ? seq_key(sa, lim) : INT64_MIN;
         v->key_b = lim < sb->n ? seq_key(sb, lim) : INT64_MIN;
-        esc(v->text_a, sizeof v->text_a, parity_lp_seq_text(sa, lim));
-        esc(v->text_b, sizeof v->text_b, parity_lp_seq_text(sb, lim));
+        esc(v->text_a, sizeof v->text_a, parity_logprob_seq_text(sa, lim));
+        esc(v->text_b, sizeof v->text_b, parity_logprob_seq_text(sb, lim));
         v->n_a = sa->n;
         v->n_b = sb->n;
     }
@@ -238,7 +238,7 @@ void lp_cmp_pair(cmp_t *c, int t, pair_t *pr)
     /* Dense pair (the common case for npy/safetensors and parity's JSONL): every position
      * present on both sides, no phase, no modality, no top-k. Then the gathered arrays are the
      * sequences' own and the position slices' runs follow from the indices. */
-    int dense = !T->K && (fand & PARITY_LP_PRESENT) && !(forr & (PARITY_LP_PREFILL | PARITY_LP_DECODE)) && !mor;
+    int dense = !T->K && (fand & PARITY_LOGPROB_PRESENT) && !(forr & (PARITY_LOGPROB_PREFILL | PARITY_LOGPROB_DECODE)) && !mor;
     T->dense = dense;
     /* worst-token threshold in a local: the candidates must beat the current W-th */
     double wthr = T->nworst < W ? -1.0 : W ? T->worstd[W - 1] : 0.0;
@@ -256,7 +256,7 @@ void lp_cmp_pair(cmp_t *c, int t, pair_t *pr)
     T->gb = GB;
     uint64_t absent = 0;
     for (size_t i = 0; i < lim; i++) {
-        if (!(fla[i] & PARITY_LP_PRESENT) || !(flb[i] & PARITY_LP_PRESENT)) {
+        if (!(fla[i] & PARITY_LOGPROB_PRESENT) || !(flb[i] & PARITY_LOGPROB_PRESENT)) {
             absent++;
             continue;
         }
@@ -265,7 +265,7 @@ void lp_cmp_pair(cmp_t *c, int t, pair_t *pr)
         GB[m] = b;
         GPOS[m] = pos_bucket(i);
         uint8_t f = fla[i] | flb[i];
-        GPH[m] = (f & PARITY_LP_PREFILL) ? 1 : (f & PARITY_LP_DECODE) ? 2 : 0;
+        GPH[m] = (f & PARITY_LOGPROB_PREFILL) ? 1 : (f & PARITY_LOGPROB_DECODE) ? 2 : 0;
         uint16_t am = sa->plain ? 0 : sa->mod[i], bm = sb->plain ? 0 : sb->mod[i];
         int md = am ? mm0[am] : bm ? mm1[bm] : -1;
         GMD[m] = md;
@@ -371,7 +371,7 @@ void lp_cmp_pair(cmp_t *c, int t, pair_t *pr)
 }
 
 /* A pair in a reused slot: its entry and top-k buffers are kept. */
-void lp_cmp_set_pair(pair_t *p, parity_lp_seq_t *a, parity_lp_seq_t *b)
+void lp_cmp_set_pair(pair_t *p, parity_logprob_seq_t *a, parity_logprob_seq_t *b)
 {
     p->a = a;
     p->b = b;
@@ -385,7 +385,7 @@ void lp_cmp_set_pair(pair_t *p, parity_lp_seq_t *a, parity_lp_seq_t *b)
 /* A compared pair into the counts and the divergence list (serial, in pair order). */
 void lp_cmp_account_pair(cmp_t *c, const pair_t *p)
 {
-    parity_lp_result_t *R = c->res;
+    parity_logprob_result_t *R = c->res;
     R->counts.n_pairs++;
     R->counts.n_tokens_compared += p->compared;
     R->counts.n_tokens_absent += p->absent;

@@ -1,5 +1,5 @@
 /* The shared record helpers of the logprob readers, the bottom of the logprob module: the
- * sequence buffers every reader fills (parity_lp_seq_t: growing them, appending token text,
+ * sequence buffers every reader fills (parity_logprob_seq_t: growing them, appending token text,
  * setting strings), the 62-bit keys and 31-bit ids of token texts, the reader's modality table
  * and the message that says why a value is not a logprob. Every reader (logprob_npy.c,
  * logprob_dense.c, the logprob_jsonl*.c units) and the dispatcher (logprob_read.c) call these;
@@ -16,19 +16,19 @@ const char *lp_bad_describe(char *buf, size_t cap, double v, int why, int relaxa
         snprintf(buf, cap,
                  "is %+.9g, positive beyond rounding (a logprob is <= 0; up to +2^-14 = %.2g is fp32 rounding "
                  "of log_softmax, docs/logprobs.md; --allow positive reads it as given)",
-                 v, PARITY_LP_POSITIVE_SLACK);
+                 v, PARITY_LOGPROB_POSITIVE_SLACK);
     else
         snprintf(buf, cap, "is %s (a logprob is finite or -inf%s)", why == LP_BAD_NAN ? "NaN" : "+inf",
                  relaxable_nonfinite ? "; --allow nonfinite reads it as given" : "");
     return buf;
 }
 
-void parity_lp_seq_init(parity_lp_seq_t *s)
+void parity_logprob_seq_init(parity_logprob_seq_t *s)
 {
     if (s) memset(s, 0, sizeof *s);
 }
 
-void parity_lp_seq_free(parity_lp_seq_t *s)
+void parity_logprob_seq_free(parity_logprob_seq_t *s)
 {
     if (!s) return;
     free(s->id);
@@ -44,19 +44,19 @@ void parity_lp_seq_free(parity_lp_seq_t *s)
     memset(s, 0, sizeof *s);
 }
 
-const char *parity_lp_seq_text(const parity_lp_seq_t *s, size_t i)
+const char *parity_logprob_seq_text(const parity_logprob_seq_t *s, size_t i)
 {
     if (!s || i >= s->n || s->plain || !s->text || s->text[i] == UINT32_MAX) return NULL;
     return s->tbuf + s->text[i];
 }
 
-uint16_t parity_lp_seq_mod(const parity_lp_seq_t *s, size_t i)
+uint16_t parity_logprob_seq_mod(const parity_logprob_seq_t *s, size_t i)
 {
     if (!s || i >= s->n || s->plain || !s->mod) return 0;
     return s->mod[i];
 }
 
-void lp_seq_reset(parity_lp_seq_t *s)
+void lp_seq_reset(parity_logprob_seq_t *s)
 {
     s->n = 0;
     s->plain = 0;
@@ -75,7 +75,7 @@ static int grow(void **p, size_t n, size_t es)
     return 0;
 }
 
-parity_status_t lp_seq_reserve(parity_lp_seq_t *s, size_t n, size_t k)
+parity_status_t lp_seq_reserve(parity_logprob_seq_t *s, size_t n, size_t k)
 {
     if (n > s->cap) {
         size_t c = n < 64 ? 64 : n;
@@ -93,7 +93,7 @@ parity_status_t lp_seq_reserve(parity_lp_seq_t *s, size_t n, size_t k)
     return PARITY_OK;
 }
 
-uint32_t lp_seq_add_text(parity_lp_seq_t *s, const char *t, size_t len)
+uint32_t lp_seq_add_text(parity_logprob_seq_t *s, const char *t, size_t len)
 {
     if (!t || s->tlen + len + 1 >= UINT32_MAX) return UINT32_MAX;
     if (s->tlen + len + 1 > s->tcap) {
@@ -117,7 +117,7 @@ parity_status_t lp_seq_set_str(char **dst, const char *src)
     return *dst ? PARITY_OK : PARITY_E_NOMEM;
 }
 
-uint16_t lp_intern_mod(parity_lp_reader_t *r, const char *name)
+uint16_t lp_intern_mod(parity_logprob_reader_t *r, const char *name)
 {
     if (!name || !name[0]) return 0;
     uint16_t out = 0;

@@ -20,10 +20,10 @@ static double ratio(double v, double f)
 }
 
 /* worst slices first: by the larger of x_floor(k3) and x_floor(max |dlogprob|) */
-static const parity_lp_result_t *g_r;
+static const parity_logprob_result_t *g_r;
 static double badness(size_t i)
 {
-    const parity_lp_slice_t *s = &g_r->slices[i];
+    const parity_logprob_slice_t *s = &g_r->slices[i];
     double a = ratio(s->m.k3_mean, g_r->fl[i].v[LP_F_K3]), b = ratio(s->m.abs_dlogprob_max, g_r->fl[i].v[LP_F_MAX_ABS]);
     double v = isnan(a) ? b : isnan(b) ? a : a > b ? a : b;
     return isnan(v) ? s->m.k3_mean : v;
@@ -44,11 +44,11 @@ static void fmt_x(char *b, size_t n, double v)
 
 static const char *side_name(int side)
 {
-    return side == PARITY_LP_SIDE_B ? "B" : "A";
+    return side == PARITY_LOGPROB_SIDE_B ? "B" : "A";
 }
 
 /* The measured floor in words: "A vs a2.jsonl", "A vs a2.jsonl and B vs b2.jsonl". */
-static void floor_desc(const parity_lp_result_t *r, char *b, size_t n)
+static void floor_desc(const parity_logprob_result_t *r, char *b, size_t n)
 {
     b[0] = 0;
     size_t l = 0;
@@ -61,7 +61,7 @@ static void floor_desc(const parity_lp_result_t *r, char *b, size_t n)
 
 /* What the report says of each measured floor run: how its side was told, its distances to the
  * two sides, a zero floor. */
-static void floor_runs_text(const parity_lp_result_t *r, FILE *out)
+static void floor_runs_text(const parity_logprob_result_t *r, FILE *out)
 {
     if (r->nfloor_run > 1)
         fprintf(out, "  (floors of both sides: each metric's floor is the larger of the two)\n");
@@ -82,7 +82,7 @@ static void floor_runs_text(const parity_lp_result_t *r, FILE *out)
 
 /* The warning of a floor as large as the drift it bounds: one line per slice and metric (k3,
  * max |dlogprob|; overall first, at most 6). */
-static void floor_warnings_text(const parity_lp_result_t *r, FILE *out)
+static void floor_warnings_text(const parity_logprob_result_t *r, FILE *out)
 {
     int nw = 0, more = 0, k3_anyway = 0;
     for (size_t i = 0; i < r->nslices; i++)
@@ -114,12 +114,12 @@ static void floor_warnings_text(const parity_lp_result_t *r, FILE *out)
                      "  floors (--floor-a A2 --floor-b B2; docs/logprob-metrics.md, \"Noise floor\").\n");
 }
 
-parity_status_t parity_lp_report_text(const parity_lp_result_t *r, FILE *out)
+parity_status_t parity_logprob_report_text(const parity_logprob_result_t *r, FILE *out)
 {
     if (!r || !out) return PARITY_E_INVALID;
-    const parity_lp_counts_t *c = &r->counts;
-    fprintf(out, "parity logprobs: A = %s (%s), B = %s (%s)\n", r->name_a, parity_lp_format_name(r->fmt_a),
-            r->name_b, parity_lp_format_name(r->fmt_b));
+    const parity_logprob_counts_t *c = &r->counts;
+    fprintf(out, "parity logprobs: A = %s (%s), B = %s (%s)\n", r->name_a, parity_logprob_format_name(r->fmt_a),
+            r->name_b, parity_logprob_format_name(r->fmt_b));
     char fd[1200];
     floor_desc(r, fd, sizeof fd);
     fprintf(out, "delta = logprob_B - logprob_A; ratio r = p_A / p_B; floor: %s\n",
@@ -137,7 +137,7 @@ parity_status_t parity_lp_report_text(const parity_lp_result_t *r, FILE *out)
     char x1[32], x2[32];
     fmt_x(x1, sizeof x1, ratio(m->k3_mean, r->fl[0].v[LP_F_K3]));
     fmt_x(x2, sizeof x2, ratio(m->abs_dlogprob_max, r->fl[0].v[LP_F_MAX_ABS]));
-    fprintf(out, "overall: %s\n", parity_lp_verdict_name(parity_lp_result_verdict(r, 0)));
+    fprintf(out, "overall: %s\n", parity_logprob_verdict_name(parity_logprob_result_verdict(r, 0)));
     fprintf(out, "  |dlogprob| max %.3g (%s floor)  mean %.3g  p50 %.3g  p99 %.3g  p99.9 %.3g\n", m->abs_dlogprob_max,
             x2, m->abs_dlogprob_mean, m->abs_dlogprob_p50, m->abs_dlogprob_p99, m->abs_dlogprob_p999);
     fprintf(out, "  |dprob|    max %.3g  mean %.3g  p99 %.3g\n", fabs(m->abs_dprob_max), m->abs_dprob_mean,
@@ -170,7 +170,7 @@ parity_status_t parity_lp_report_text(const parity_lp_result_t *r, FILE *out)
                 fmt_x(x2, sizeof x2, ratio(s->abs_dlogprob_max, r->fl[i].v[LP_F_MAX_ABS]));
                 fprintf(out, "  %-28.28s %10llu %10.3g %10.3g %10.3g %9s %9s  %s\n", r->slices[i].name,
                         (unsigned long long)s->n_tok, s->abs_dlogprob_max, s->abs_dlogprob_mean, s->k3_mean, x1, x2,
-                        parity_lp_verdict_name(parity_lp_result_verdict(r, i)));
+                        parity_logprob_verdict_name(parity_logprob_result_verdict(r, i)));
             }
             free(ord);
         }
@@ -178,7 +178,7 @@ parity_status_t parity_lp_report_text(const parity_lp_result_t *r, FILE *out)
     if (r->nworst) {
         fprintf(out, "\nworst tokens:\n");
         for (size_t i = 0; i < r->nworst; i++) {
-            const parity_lp_token_t *w = &r->worst[i];
+            const parity_logprob_token_t *w = &r->worst[i];
             char kt[80]; /* the id, or the text of a token without one */
             if (w->key_a < 0 && w->text[0]) snprintf(kt, sizeof kt, "tok '%.60s'", w->text);
             else snprintf(kt, sizeof kt, "id %-8lld", (long long)w->key_a);
@@ -190,7 +190,7 @@ parity_status_t parity_lp_report_text(const parity_lp_result_t *r, FILE *out)
     if (r->ndiv) {
         fprintf(out, "\ntoken-id divergences (first position per request; tokens after it are not compared):\n");
         for (size_t i = 0; i < r->ndiv && i < 20; i++) {
-            const parity_lp_divergence_t *v = &r->div[i];
+            const parity_logprob_divergence_t *v = &r->div[i];
             char ka[32], kb[32];
             /* a token without an id (key -1) is shown by its text alone */
             if (v->key_a == INT64_MIN) snprintf(ka, sizeof ka, "(end, len %llu)", (unsigned long long)v->n_a);
@@ -205,7 +205,7 @@ parity_status_t parity_lp_report_text(const parity_lp_result_t *r, FILE *out)
         }
         if (c->n_diverged > 20) fprintf(out, "  ... %llu more\n", (unsigned long long)(c->n_diverged - 20));
     }
-    int ec = parity_lp_result_exit_code(r);
+    int ec = parity_logprob_result_exit_code(r);
     fprintf(out, "\nverdict: %s (alarms: k3 > %g, max |dlogprob| > %g, unless within %gx the floor)\n",
             ec ? "DRIFT" : "within alarms", r->opts.k3_alarm, r->opts.dlogprob_alarm, r->opts.floor_factor);
     return PARITY_OK;
@@ -226,14 +226,14 @@ static void num(cJSON *o, const char *k, double v)
     cJSON_AddRawToObject(o, k, parity_format_decimal(v, b));
 }
 
-static cJSON *slice_json(const parity_lp_result_t *r, size_t i)
+static cJSON *slice_json(const parity_logprob_result_t *r, size_t i)
 {
-    const parity_lp_slice_t *s = &r->slices[i];
+    const parity_logprob_slice_t *s = &r->slices[i];
     const parity_dist_summary_t *m = &s->m;
     cJSON *o = cJSON_CreateObject();
     if (!o) return NULL;
     cJSON_AddStringToObject(o, "name", s->name);
-    cJSON_AddStringToObject(o, "verdict", parity_lp_verdict_name(parity_lp_result_verdict(r, i)));
+    cJSON_AddStringToObject(o, "verdict", parity_logprob_verdict_name(parity_logprob_result_verdict(r, i)));
     num(o, "n_tokens", (double)m->n_tok);
     num(o, "n_finite", (double)m->n_finite);
     num(o, "n_invalid", (double)m->n_invalid);
@@ -301,16 +301,16 @@ static cJSON *slice_json(const parity_lp_result_t *r, size_t i)
     return o;
 }
 
-static cJSON *build_json(const parity_lp_result_t *r)
+static cJSON *build_json(const parity_logprob_result_t *r)
 {
     cJSON *root = cJSON_CreateObject();
     if (!root) return NULL;
     cJSON_AddStringToObject(root, "schema", "parity.logprobs/1");
     cJSON *a = cJSON_AddObjectToObject(root, "a"), *b = cJSON_AddObjectToObject(root, "b");
     cJSON_AddStringToObject(a, "path", r->name_a);
-    cJSON_AddStringToObject(a, "format", parity_lp_format_name(r->fmt_a));
+    cJSON_AddStringToObject(a, "format", parity_logprob_format_name(r->fmt_a));
     cJSON_AddStringToObject(b, "path", r->name_b);
-    cJSON_AddStringToObject(b, "format", parity_lp_format_name(r->fmt_b));
+    cJSON_AddStringToObject(b, "format", parity_logprob_format_name(r->fmt_b));
     cJSON *cv = cJSON_AddObjectToObject(root, "conventions");
     cJSON_AddStringToObject(cv, "delta", "logprob_B - logprob_A");
     cJSON_AddStringToObject(cv, "ratio", "p_A / p_B");
@@ -334,7 +334,7 @@ static cJSON *build_json(const parity_lp_result_t *r)
             cJSON_AddBoolToObject(o, "identical", f->identical);
             cJSON_AddItemToArray(runs, o);
         }
-        cJSON_AddBoolToObject(fl, "as_large_as_drift", parity_lp_result_floor_as_large_as_drift(r));
+        cJSON_AddBoolToObject(fl, "as_large_as_drift", parity_logprob_result_floor_as_large_as_drift(r));
         cJSON *ex = cJSON_AddArrayToObject(fl, "excused");
         for (size_t i = 0; i < r->nslices && ex; i++)
             for (int q = 0; q < 2; q++) {
@@ -357,7 +357,7 @@ static cJSON *build_json(const parity_lp_result_t *r)
     num(al, "k3", r->opts.k3_alarm);
     num(al, "max_abs_dlogprob", r->opts.dlogprob_alarm);
     num(al, "floor_factor", r->opts.floor_factor);
-    const parity_lp_counts_t *c = &r->counts;
+    const parity_logprob_counts_t *c = &r->counts;
     cJSON *cn = cJSON_AddObjectToObject(root, "counts");
     num(cn, "n_seq_a", (double)c->n_seq_a);
     num(cn, "n_seq_b", (double)c->n_seq_b);
@@ -374,7 +374,7 @@ static cJSON *build_json(const parity_lp_result_t *r)
     for (size_t i = 1; i < r->nslices; i++) cJSON_AddItemToArray(sl, slice_json(r, i));
     cJSON *w = cJSON_AddArrayToObject(root, "worst_tokens");
     for (size_t i = 0; i < r->nworst; i++) {
-        const parity_lp_token_t *t = &r->worst[i];
+        const parity_logprob_token_t *t = &r->worst[i];
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "id", t->id);
         num(o, "position", (double)t->position);
@@ -389,7 +389,7 @@ static cJSON *build_json(const parity_lp_result_t *r)
     }
     cJSON *dv = cJSON_AddArrayToObject(root, "divergences");
     for (size_t i = 0; i < r->ndiv; i++) {
-        const parity_lp_divergence_t *v = &r->div[i];
+        const parity_logprob_divergence_t *v = &r->div[i];
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "id", v->id);
         num(o, "position", (double)v->position);
@@ -403,7 +403,7 @@ static cJSON *build_json(const parity_lp_result_t *r)
         num(o, "len_b", (double)v->n_b);
         cJSON_AddItemToArray(dv, o);
     }
-    int ec = parity_lp_result_exit_code(r);
+    int ec = parity_logprob_result_exit_code(r);
     cJSON_AddStringToObject(root, "verdict", ec ? "drift" : "ok");
     num(root, "exit_code", ec);
     return root;
@@ -434,7 +434,7 @@ static parity_status_t write_atomic(const char *path, const char *data, size_t n
     return PARITY_OK;
 }
 
-parity_status_t parity_lp_report_json(const parity_lp_result_t *r, const char *path, parity_diag_t *diag)
+parity_status_t parity_logprob_report_json(const parity_logprob_result_t *r, const char *path, parity_diag_t *diag)
 {
     if (!r || !path) return parity_diag_set(diag, PARITY_E_INVALID, "report: NULL argument");
     cJSON *root = build_json(r);
@@ -501,7 +501,7 @@ static void sb_esc(sb_t *b, const char *s)
     }
 }
 
-static void svg_hist(sb_t *b, const parity_lp_slice_t *s)
+static void svg_hist(sb_t *b, const parity_logprob_slice_t *s)
 {
     /* negative deltas to the left of the centre (large |delta| outermost), positive right */
     const int W = 480, H = 120, bw = 5;
@@ -534,7 +534,7 @@ static void svg_hist(sb_t *b, const parity_lp_slice_t *s)
     sbf(b, "</svg>");
 }
 
-static void svg_position(sb_t *b, const parity_lp_result_t *r)
+static void svg_position(sb_t *b, const parity_logprob_result_t *r)
 {
     /* mean and max |delta| per position bucket, log10 y axis */
     const int W = 640, H = 220, L = 50;
@@ -577,7 +577,7 @@ static void svg_position(sb_t *b, const parity_lp_result_t *r)
         L + 8, L + 8);
 }
 
-parity_status_t parity_lp_report_html(const parity_lp_result_t *r, const char *path, parity_diag_t *diag)
+parity_status_t parity_logprob_report_html(const parity_logprob_result_t *r, const char *path, parity_diag_t *diag)
 {
     if (!r || !path) return parity_diag_set(diag, PARITY_E_INVALID, "report: NULL argument");
     sb_t b = {0};
@@ -587,36 +587,36 @@ parity_status_t parity_lp_report_html(const parity_lp_result_t *r, const char *p
             "td:first-child{text-align:left}.alarm{background:#fdd}.above-floor{background:#ffd}"
             "</style></head><body>\n<h1>parity logprobs</h1>\n<p>A = ");
     sb_esc(&b, r->name_a);
-    sbf(&b, " (%s), B = ", parity_lp_format_name(r->fmt_a));
+    sbf(&b, " (%s), B = ", parity_logprob_format_name(r->fmt_a));
     sb_esc(&b, r->name_b);
     sbf(&b, " (%s). delta = logprob<sub>B</sub> &minus; logprob<sub>A</sub>, ratio = p<sub>A</sub>/p<sub>B</sub>. "
             "Floor: ",
-        parity_lp_format_name(r->fmt_b));
+        parity_logprob_format_name(r->fmt_b));
     if (r->floor_kind == 2) {
         char fd[1200];
         floor_desc(r, fd, sizeof fd);
         sb_esc(&b, fd);
-        if (parity_lp_result_floor_as_large_as_drift(r))
+        if (parity_logprob_result_floor_as_large_as_drift(r))
             sbf(&b, " <b class=\"alarm\">(warning: the floor is as large as the drift it bounds; see the text "
                     "report)</b>");
     } else
         sbf(&b, "analytic (dtype %s)", r->dtype);
-    sbf(&b, ". Verdict: <b>%s</b>.</p>\n", parity_lp_result_exit_code(r) ? "drift" : "within alarms");
+    sbf(&b, ". Verdict: <b>%s</b>.</p>\n", parity_logprob_result_exit_code(r) ? "drift" : "within alarms");
     sbf(&b, "<h2>Slices</h2><table><tr><th>slice</th><th>tokens</th><th>max |d|</th><th>mean |d|</th><th>p99 |d|</th>"
             "<th>k1</th><th>k3</th><th>k3 / floor</th><th>max / floor</th><th>chi2</th><th>top-1</th><th>verdict</th></tr>\n");
     for (size_t i = 0; i < r->nslices; i++) {
         const parity_dist_summary_t *m = &r->slices[i].m;
-        parity_lp_verdict_t v = parity_lp_result_verdict(r, i);
+        parity_logprob_verdict_t v = parity_logprob_result_verdict(r, i);
         char x1[32], x2[32], t1[32] = "-";
         fmt_x(x1, sizeof x1, ratio(m->k3_mean, r->fl[i].v[LP_F_K3]));
         fmt_x(x2, sizeof x2, ratio(m->abs_dlogprob_max, r->fl[i].v[LP_F_MAX_ABS]));
         if (m->n_topk) snprintf(t1, sizeof t1, "%.4f", m->top1_agree);
-        sbf(&b, "<tr class=\"%s\"><td>", parity_lp_verdict_name(v));
+        sbf(&b, "<tr class=\"%s\"><td>", parity_logprob_verdict_name(v));
         sb_esc(&b, r->slices[i].name);
         sbf(&b, "</td><td>%llu</td><td>%.3g</td><td>%.3g</td><td>%.3g</td><td>%.3g</td><td>%.3g</td><td>%s</td>"
                 "<td>%s</td><td>%.3g</td><td>%s</td><td>%s</td></tr>\n",
             (unsigned long long)m->n_tok, m->abs_dlogprob_max, m->abs_dlogprob_mean, m->abs_dlogprob_p99, m->k1_mean,
-            m->k3_mean, x1, x2, m->chi2_mean, t1, parity_lp_verdict_name(v));
+            m->k3_mean, x1, x2, m->chi2_mean, t1, parity_logprob_verdict_name(v));
     }
     sbf(&b, "</table>\n<h2>|delta logprob| vs position</h2>\n");
     svg_position(&b, r);
@@ -634,7 +634,7 @@ parity_status_t parity_lp_report_html(const parity_lp_result_t *r, const char *p
         sbf(&b, "<h2>Worst tokens</h2><table><tr><th>request</th><th>pos</th><th>token id</th><th>A</th><th>B</th>"
                 "<th>delta</th><th>context</th></tr>\n");
         for (size_t i = 0; i < r->nworst; i++) {
-            const parity_lp_token_t *w = &r->worst[i];
+            const parity_logprob_token_t *w = &r->worst[i];
             sbf(&b, "<tr><td>");
             sb_esc(&b, w->id);
             sbf(&b, "</td><td>%llu</td><td>%lld</td><td>%.6g</td><td>%.6g</td><td>%+.3g</td><td style=\"text-align:left\">",
@@ -649,7 +649,7 @@ parity_status_t parity_lp_report_html(const parity_lp_result_t *r, const char *p
         for (size_t i = 0; i < r->ndiv && i < 200; i++) {
             sbf(&b, "<tr><td>");
             sb_esc(&b, r->div[i].id);
-            const parity_lp_divergence_t *v = &r->div[i];
+            const parity_logprob_divergence_t *v = &r->div[i];
             sbf(&b, "</td><td>%llu</td>", (unsigned long long)v->position);
             /* the id, or the text of a token without one (key -1) */
             for (int side = 0; side < 2; side++) {

@@ -8,13 +8,13 @@
 
 #include "src/logprob/logprob_cmp_impl.h"
 
-const char *parity_lp_verdict_name(parity_lp_verdict_t v)
+const char *parity_logprob_verdict_name(parity_logprob_verdict_t v)
 {
     switch (v) {
-    case PARITY_LP_OK: return "ok";
-    case PARITY_LP_ABOVE_FLOOR: return "above-floor";
-    case PARITY_LP_ALARM: return "alarm";
-    case PARITY_LP_EMPTY: return "empty";
+    case PARITY_LOGPROB_OK: return "ok";
+    case PARITY_LOGPROB_ABOVE_FLOOR: return "above-floor";
+    case PARITY_LOGPROB_ALARM: return "alarm";
+    case PARITY_LOGPROB_EMPTY: return "empty";
     }
     return "?";
 }
@@ -31,7 +31,7 @@ double lp_unit_roundoff(const char *dtype)
 
 /* ---- floor and verdicts ------------------------------------------------------------------ */
 
-void parity_lp_result_free(parity_lp_result_t *r)
+void parity_logprob_result_free(parity_logprob_result_t *r)
 {
     if (!r) return;
     free(r->slices);
@@ -68,22 +68,22 @@ const char *lp_metric_name(int k)
 }
 
 /* The overall mean |dlogprob| of a comparison (NaN without finite pairs). */
-static double overall_mean(const parity_lp_result_t *r)
+static double overall_mean(const parity_logprob_result_t *r)
 {
     if (!r || r->nslices == 0 || r->slices[0].m.n_finite == 0) return NAN;
     return r->slices[0].m.abs_dlogprob_mean;
 }
 
-parity_status_t parity_lp_result_add_floor(parity_lp_result_t *r, const parity_lp_result_t *floor,
-                                           parity_lp_side_t side, const parity_lp_result_t *other, int detected)
+parity_status_t parity_logprob_result_add_floor(parity_logprob_result_t *r, const parity_logprob_result_t *floor,
+                                                parity_logprob_side_t side, const parity_logprob_result_t *other, int detected)
 {
-    if (!r || !floor || (side != PARITY_LP_SIDE_A && side != PARITY_LP_SIDE_B) || r->nfloor_run >= 2 ||
+    if (!r || !floor || (side != PARITY_LOGPROB_SIDE_A && side != PARITY_LOGPROB_SIDE_B) || r->nfloor_run >= 2 ||
         (r->nfloor_run == 1 && r->floor_run[0].side == (int)side))
         return PARITY_E_INVALID;
     int first = r->floor_kind != 2;
     for (size_t i = 0; i < r->nslices; i++) {
         double *F = r->fl[i].v;
-        const parity_lp_slice_t *fs = NULL;
+        const parity_logprob_slice_t *fs = NULL;
         for (size_t j = 0; j < floor->nslices; j++)
             if (!strcmp(floor->slices[j].name, r->slices[i].name)) fs = &floor->slices[j];
         for (int k = 0; k < LP_NF; k++) {
@@ -106,29 +106,29 @@ parity_status_t parity_lp_result_add_floor(parity_lp_result_t *r, const parity_l
     return PARITY_OK;
 }
 
-parity_status_t parity_lp_result_set_floor(parity_lp_result_t *r, parity_lp_result_t *floor)
+parity_status_t parity_logprob_result_set_floor(parity_logprob_result_t *r, parity_logprob_result_t *floor)
 {
     if (!r || !floor) return PARITY_E_INVALID;
     r->nfloor_run = 0;
     r->floor_kind = 1;
-    return parity_lp_result_add_floor(r, floor, PARITY_LP_SIDE_A, NULL, 0);
+    return parity_logprob_result_add_floor(r, floor, PARITY_LOGPROB_SIDE_A, NULL, 0);
 }
 
-int parity_lp_floor_side(const parity_lp_result_t *a_f, const parity_lp_result_t *b_f)
+int parity_logprob_floor_side(const parity_logprob_result_t *a_f, const parity_logprob_result_t *b_f)
 {
     double da = overall_mean(a_f), db = overall_mean(b_f);
     if (isnan(da) || isnan(db)) return -1;
-    if (da * PARITY_LP_FLOOR_SIDE_RATIO <= db && db > 0) return PARITY_LP_SIDE_A;
-    if (db * PARITY_LP_FLOOR_SIDE_RATIO <= da && da > 0) return PARITY_LP_SIDE_B;
+    if (da * PARITY_LOGPROB_FLOOR_SIDE_RATIO <= db && db > 0) return PARITY_LOGPROB_SIDE_A;
+    if (db * PARITY_LOGPROB_FLOOR_SIDE_RATIO <= da && da > 0) return PARITY_LOGPROB_SIDE_B;
     return -1;
 }
 
-double lp_alarm_of(const parity_lp_result_t *r, int k)
+double lp_alarm_of(const parity_logprob_result_t *r, int k)
 {
     return k == LP_F_K3 ? r->opts.k3_alarm : r->opts.dlogprob_alarm;
 }
 
-int lp_floor_covers(const parity_lp_result_t *r, size_t i, int k)
+int lp_floor_covers(const parity_logprob_result_t *r, size_t i, int k)
 {
     if (!r || r->floor_kind != 2 || i >= r->nslices) return 0;
     const parity_dist_summary_t *m = &r->slices[i].m;
@@ -137,7 +137,7 @@ int lp_floor_covers(const parity_lp_result_t *r, size_t i, int k)
     return v > lp_alarm_of(r, k) && v <= r->opts.floor_factor * f;
 }
 
-int parity_lp_result_floor_as_large_as_drift(const parity_lp_result_t *r)
+int parity_logprob_result_floor_as_large_as_drift(const parity_logprob_result_t *r)
 {
     if (!r || r->floor_kind != 2) return 0;
     for (size_t i = 0; i < r->nslices; i++)
@@ -145,12 +145,12 @@ int parity_lp_result_floor_as_large_as_drift(const parity_lp_result_t *r)
     return 0;
 }
 
-parity_lp_verdict_t parity_lp_result_verdict(const parity_lp_result_t *r, size_t i)
+parity_logprob_verdict_t parity_logprob_result_verdict(const parity_logprob_result_t *r, size_t i)
 {
-    if (!r || i >= r->nslices) return PARITY_LP_EMPTY;
+    if (!r || i >= r->nslices) return PARITY_LOGPROB_EMPTY;
     const parity_dist_summary_t *m = &r->slices[i].m;
-    if (m->n_finite == 0 && m->n_invalid == 0 && m->n_inf_mismatch == 0) return PARITY_LP_EMPTY;
-    if (m->n_inf_mismatch || m->n_invalid) return PARITY_LP_ALARM;
+    if (m->n_finite == 0 && m->n_invalid == 0 && m->n_inf_mismatch == 0) return PARITY_LOGPROB_EMPTY;
+    if (m->n_inf_mismatch || m->n_invalid) return PARITY_LOGPROB_ALARM;
     const double *F = r->fl[i].v;
     double fac = r->opts.floor_factor;
     /* A metric is "explained by the floor" when it is within factor x floor. */
@@ -161,51 +161,51 @@ parity_lp_verdict_t parity_lp_result_verdict(const parity_lp_result_t *r, size_t
      * more than the alarm allows, which is not noise (docs/logprob-metrics.md, "Noise floor") */
     int k3_unexcused = k3_above || (r->floor_kind == 2 && F[LP_F_K3] > r->opts.k3_alarm);
     if ((m->k3_mean > r->opts.k3_alarm && k3_unexcused) || (m->abs_dlogprob_max > r->opts.dlogprob_alarm && max_above))
-        return PARITY_LP_ALARM;
-    if (k3_above || mean_above) return PARITY_LP_ABOVE_FLOOR;
-    return PARITY_LP_OK;
+        return PARITY_LOGPROB_ALARM;
+    if (k3_above || mean_above) return PARITY_LOGPROB_ABOVE_FLOOR;
+    return PARITY_LOGPROB_OK;
 }
 
-int parity_lp_result_exit_code(const parity_lp_result_t *r)
+int parity_logprob_result_exit_code(const parity_logprob_result_t *r)
 {
     if (!r) return PARITY_EXIT_INPUT;
     if (r->counts.n_diverged || r->counts.n_only_a || r->counts.n_only_b) return PARITY_EXIT_VERDICT;
     for (size_t i = 0; i < r->nslices; i++)
-        if (parity_lp_result_verdict(r, i) == PARITY_LP_ALARM) return PARITY_EXIT_VERDICT;
+        if (parity_logprob_result_verdict(r, i) == PARITY_LOGPROB_ALARM) return PARITY_EXIT_VERDICT;
     return PARITY_EXIT_OK;
 }
 
-size_t parity_lp_result_nslices(const parity_lp_result_t *r)
+size_t parity_logprob_result_nslices(const parity_logprob_result_t *r)
 {
     return r ? r->nslices : 0;
 }
 
-const parity_lp_slice_t *parity_lp_result_slice(const parity_lp_result_t *r, size_t i)
+const parity_logprob_slice_t *parity_logprob_result_slice(const parity_logprob_result_t *r, size_t i)
 {
     return r && i < r->nslices ? &r->slices[i] : NULL;
 }
 
-size_t parity_lp_result_nworst(const parity_lp_result_t *r)
+size_t parity_logprob_result_nworst(const parity_logprob_result_t *r)
 {
     return r ? r->nworst : 0;
 }
 
-const parity_lp_token_t *parity_lp_result_worst(const parity_lp_result_t *r, size_t i)
+const parity_logprob_token_t *parity_logprob_result_worst(const parity_logprob_result_t *r, size_t i)
 {
     return r && i < r->nworst ? &r->worst[i] : NULL;
 }
 
-size_t parity_lp_result_ndiv(const parity_lp_result_t *r)
+size_t parity_logprob_result_ndiv(const parity_logprob_result_t *r)
 {
     return r ? r->ndiv : 0;
 }
 
-const parity_lp_divergence_t *parity_lp_result_div(const parity_lp_result_t *r, size_t i)
+const parity_logprob_divergence_t *parity_logprob_result_div(const parity_logprob_result_t *r, size_t i)
 {
     return r && i < r->ndiv ? &r->div[i] : NULL;
 }
 
-const parity_lp_counts_t *parity_lp_result_counts(const parity_lp_result_t *r)
+const parity_logprob_counts_t *parity_logprob_result_counts(const parity_logprob_result_t *r)
 {
     return r ? &r->counts : NULL;
 }

@@ -4,7 +4,7 @@
  * are pure bias: the weights are the same), the fraction of tokens whose importance ratio
  * r = pi_train / pi_rollout leaves PPO's clip range, and truncated importance weights (TIS).
  * Definitions and sources: docs/logprob-metrics.md, "RL effects". Self-contained: it reads the
- * two dumps again with the readers and pairs them as parity_lp_compare does (request id, then
+ * two dumps again with the readers and pairs them as parity_logprob_compare does (request id, then
  * position up to the first token-id divergence); it holds both dumps' logprobs in memory.
  * Not here: the main report (logprob_compare.c), whose JSON it never touches. */
 #include <math.h>
@@ -41,17 +41,17 @@ typedef struct {
     double w_max;
 } acc_t;
 
-struct parity_lp_rl_result {
-    parity_lp_rl_opts_t opts;
+struct parity_logprob_rl_result {
+    parity_logprob_rl_opts_t opts;
     size_t n;
     acc_t acc[MAX_SLICES];
-    parity_lp_rl_slice_t out[MAX_SLICES];
+    parity_logprob_rl_slice_t out[MAX_SLICES];
     uint64_t n_pairs, n_skipped, n_diverged;
 };
 
-parity_lp_rl_opts_t parity_lp_rl_default_opts(void)
+parity_logprob_rl_opts_t parity_logprob_rl_default_opts(void)
 {
-    parity_lp_rl_opts_t o = {0.2, 2.0};
+    parity_logprob_rl_opts_t o = {0.2, 2.0};
     return o;
 }
 
@@ -78,18 +78,18 @@ static void seqs_free(seq_t *s, size_t n)
     free(s);
 }
 
-static parity_status_t read_all(parity_lp_reader_t *r, seq_t **out, size_t *nout,
+static parity_status_t read_all(parity_logprob_reader_t *r, seq_t **out, size_t *nout,
                                 parity_diag_t *diag)
 {
     enum { BATCH = 64 };
-    parity_lp_seq_t b[BATCH];
-    for (int i = 0; i < BATCH; i++) parity_lp_seq_init(&b[i]);
+    parity_logprob_seq_t b[BATCH];
+    for (int i = 0; i < BATCH; i++) parity_logprob_seq_init(&b[i]);
     seq_t *v = NULL;
     size_t n = 0, cap = 0;
     parity_status_t st = PARITY_OK;
     for (;;) {
         size_t got = 0;
-        st = parity_lp_next_batch(r, b, BATCH, &got, diag);
+        st = parity_logprob_next_batch(r, b, BATCH, &got, diag);
         if (st != PARITY_OK || got == 0) break;
         for (size_t i = 0; i < got; i++) {
             if (n == cap) {
@@ -116,11 +116,11 @@ static parity_status_t read_all(parity_lp_reader_t *r, seq_t **out, size_t *nout
             memcpy(s->key, b[i].key, s->n * sizeof *s->key);
             memcpy(s->lp, b[i].lp, s->n * sizeof *s->lp);
             memcpy(s->flags, b[i].flags, s->n);
-            for (size_t t = 0; t < s->n; t++) s->mod[t] = parity_lp_seq_mod(&b[i], t);
+            for (size_t t = 0; t < s->n; t++) s->mod[t] = parity_logprob_seq_mod(&b[i], t);
         }
     }
 done:
-    for (int i = 0; i < BATCH; i++) parity_lp_seq_free(&b[i]);
+    for (int i = 0; i < BATCH; i++) parity_logprob_seq_free(&b[i]);
     *out = v, *nout = n;
     return st;
 }
@@ -132,7 +132,7 @@ static int by_id(const void *a, const void *b)
     return c ? c : (x->ord < y->ord ? -1 : x->ord > y->ord);
 }
 
-static acc_t *slice(parity_lp_rl_result_t *R, const char *name)
+static acc_t *slice(parity_logprob_rl_result_t *R, const char *name)
 {
     for (size_t i = 0; i < R->n; i++)
         if (!strcmp(R->acc[i].name, name)) return &R->acc[i];
@@ -144,7 +144,7 @@ static acc_t *slice(parity_lp_rl_result_t *R, const char *name)
 }
 
 /* One token with lr = log r = a - b (finite). */
-static void acc_token(acc_t *a, const parity_lp_rl_opts_t *o, double lr)
+static void acc_token(acc_t *a, const parity_logprob_rl_opts_t *o, double lr)
 {
     double r = exp(lr), em1 = expm1(lr), emm1 = expm1(-lr);
     cs_add(&a->k3r, em1 - lr);         /* (r - 1) - log r */
@@ -161,18 +161,18 @@ static void acc_token(acc_t *a, const parity_lp_rl_opts_t *o, double lr)
     a->n_capped += r > o->tis_cap;
 }
 
-parity_status_t parity_lp_rl_compute(parity_lp_reader_t *ra, parity_lp_reader_t *rb,
-                                     const parity_lp_rl_opts_t *opts, parity_lp_rl_result_t **out,
-                                     parity_diag_t *diag)
+parity_status_t parity_logprob_rl_compute(parity_logprob_reader_t *ra, parity_logprob_reader_t *rb,
+                                          const parity_logprob_rl_opts_t *opts, parity_logprob_rl_result_t **out,
+                                          parity_diag_t *diag)
 {
     if (out) *out = NULL;
     if (!ra || !rb || !out) return parity_diag_set(diag, PARITY_E_INVALID, "rl: NULL argument");
-    parity_lp_rl_opts_t o = opts ? *opts : parity_lp_rl_default_opts();
+    parity_logprob_rl_opts_t o = opts ? *opts : parity_logprob_rl_default_opts();
     if (!(o.clip_eps > 0 && o.clip_eps < 1) || !(o.tis_cap >= 1) || isinf(o.tis_cap))
         return parity_diag_set(diag, PARITY_E_INVALID,
                                "rl: clip epsilon %g must be in (0, 1) and the TIS cap %g finite >= 1",
                                o.clip_eps, o.tis_cap);
-    parity_lp_rl_result_t *R = calloc(1, sizeof *R);
+    parity_logprob_rl_result_t *R = calloc(1, sizeof *R);
     if (!R) return parity_diag_set(diag, PARITY_E_NOMEM, "rl: out of memory");
     R->opts = o;
     slice(R, "overall");
@@ -195,14 +195,14 @@ parity_status_t parity_lp_rl_compute(parity_lp_reader_t *ra, parity_lp_reader_t 
                 R->n_diverged++;
                 break;
             }
-            if (!(a->flags[t] & PARITY_LP_PRESENT) || !(b->flags[t] & PARITY_LP_PRESENT)) continue;
+            if (!(a->flags[t] & PARITY_LOGPROB_PRESENT) || !(b->flags[t] & PARITY_LOGPROB_PRESENT)) continue;
             double lr = a->lp[t] - b->lp[t];
             if (!isfinite(lr) || fabs(lr) > 700) {
                 R->n_skipped++;
                 continue;
             }
             acc_token(&R->acc[0], &o, lr);
-            const char *mn = parity_lp_reader_modality(ra, a->mod[t]);
+            const char *mn = parity_logprob_reader_modality(ra, a->mod[t]);
             if (mn) {
                 char name[96];
                 snprintf(name, sizeof name, "modality=%s", mn);
@@ -213,7 +213,7 @@ parity_status_t parity_lp_rl_compute(parity_lp_reader_t *ra, parity_lp_reader_t 
     }
     for (size_t k = 0; k < R->n; k++) {
         const acc_t *a = &R->acc[k];
-        parity_lp_rl_slice_t *s = &R->out[k];
+        parity_logprob_rl_slice_t *s = &R->out[k];
         double n = (double)a->n;
         snprintf(s->name, sizeof s->name, "%s", a->name);
         s->n_tokens = a->n;
@@ -247,22 +247,22 @@ done:
     return PARITY_OK;
 }
 
-void parity_lp_rl_result_free(parity_lp_rl_result_t *r)
+void parity_logprob_rl_result_free(parity_logprob_rl_result_t *r)
 {
     free(r);
 }
 
-size_t parity_lp_rl_nslices(const parity_lp_rl_result_t *r)
+size_t parity_logprob_rl_nslices(const parity_logprob_rl_result_t *r)
 {
     return r ? r->n : 0;
 }
 
-const parity_lp_rl_slice_t *parity_lp_rl_slice(const parity_lp_rl_result_t *r, size_t i)
+const parity_logprob_rl_slice_t *parity_logprob_rl_slice(const parity_logprob_rl_result_t *r, size_t i)
 {
     return r && i < r->n ? &r->out[i] : NULL;
 }
 
-parity_status_t parity_lp_rl_report_text(const parity_lp_rl_result_t *r, FILE *f)
+parity_status_t parity_logprob_rl_report_text(const parity_logprob_rl_result_t *r, FILE *f)
 {
     if (!r || !f) return PARITY_E_INVALID;
     fprintf(f, "\nRL effects of the mismatch (A = trainer, B = rollout that sampled the tokens; "
@@ -273,7 +273,7 @@ parity_status_t parity_lp_rl_report_text(const parity_lp_rl_result_t *r, FILE *f
             "k3 rollout", "k3 trainer", "k3 tr. IS", "clip", "clip lo", "clip hi", "TIS mean",
             "capped", "TIS ESS");
     for (size_t i = 0; i < r->n; i++) {
-        const parity_lp_rl_slice_t *s = &r->out[i];
+        const parity_logprob_rl_slice_t *s = &r->out[i];
         fprintf(f, "  %-22s %9llu %11.3e %11.3e %11.3e %8.4f %8.4f %8.4f %9.6f %8.4f %8.5f\n",
                 s->name, (unsigned long long)s->n_tokens, s->k3_rollout, s->k3_trainer,
                 s->k3_trainer_is, s->clip_frac, s->clip_frac_low, s->clip_frac_high, s->tis_mean,
@@ -303,8 +303,8 @@ static void jnum(FILE *f, const char *k, double v, int last)
     else fprintf(f, "\"%s\": null%s", k, last ? "" : ", ");
 }
 
-parity_status_t parity_lp_rl_report_json(const parity_lp_rl_result_t *r, const char *path,
-                                         parity_diag_t *diag)
+parity_status_t parity_logprob_rl_report_json(const parity_logprob_rl_result_t *r, const char *path,
+                                              parity_diag_t *diag)
 {
     if (!r || !path) return parity_diag_set(diag, PARITY_E_INVALID, "rl json: NULL argument");
     char tmp[4200];
@@ -316,7 +316,7 @@ parity_status_t parity_lp_rl_report_json(const parity_lp_rl_result_t *r, const c
             r->opts.clip_eps, r->opts.tis_cap, (unsigned long long)r->n_pairs,
             (unsigned long long)r->n_diverged, (unsigned long long)r->n_skipped);
     for (size_t i = 0; i < r->n; i++) {
-        const parity_lp_rl_slice_t *s = &r->out[i];
+        const parity_logprob_rl_slice_t *s = &r->out[i];
         fprintf(f, "%s{\"name\": ", i ? ", " : "");
         jstr(f, s->name);
         fprintf(f, ", \"n_tokens\": %llu, ", (unsigned long long)s->n_tokens);

@@ -40,10 +40,10 @@ void lp_cmp_init_names(cmp_t *c)
 /* Map every modality name of both readers to a slice (names agree across the two files). */
 void lp_cmp_map_mods(cmp_t *c)
 {
-    parity_lp_reader_t *rd[2] = {c->ra, c->rb};
+    parity_logprob_reader_t *rd[2] = {c->ra, c->rb};
     for (int s = 0; s < 2; s++)
         for (uint16_t m = 1; m < 256; m++) {
-            const char *nm = parity_lp_reader_modality(rd[s], m);
+            const char *nm = parity_logprob_reader_modality(rd[s], m);
             if (!nm) break;
             if (c->modmap[s][m] != 0) continue;
             char b[96];
@@ -311,7 +311,7 @@ static void slot_merge(slot_t *acc, const slot_t *s)
 typedef struct {
     double d;
     uint64_t ord;
-    const parity_lp_token_t *w;
+    const parity_logprob_token_t *w;
 } wcand_t;
 
 static int wcand_cmp(const void *x, const void *y)
@@ -364,11 +364,11 @@ static void finish_summary(void *ctx, int64_t b, int64_t e, int thread)
     (void)thread;
     fin_job_t *j = ctx;
     cmp_t *c = j->c;
-    parity_lp_result_t *R = c->res;
+    parity_logprob_result_t *R = c->res;
     for (int64_t i = b; i < e; i++) {
         if (j->at[i] < 0) continue;
         slot_t *acc = c->gs[i];
-        parity_lp_slice_t *S = &R->slices[j->at[i]];
+        parity_logprob_slice_t *S = &R->slices[j->at[i]];
         snprintf(S->name, sizeof S->name, "%s", c->names[i]);
         double *F = R->fl[j->at[i]].v;
         for (int k = 0; k < LP_NF; k++) F[k] = NAN;
@@ -397,7 +397,7 @@ static void finish_summary(void *ctx, int64_t b, int64_t e, int thread)
 
 void lp_cmp_finish(cmp_t *c)
 {
-    parity_lp_result_t *R = c->res;
+    parity_logprob_result_t *R = c->res;
     R->slices = calloc((size_t)c->nnames, sizeof *R->slices);
     R->fl = calloc((size_t)c->nnames, sizeof *R->fl);
     int *at = malloc((size_t)(c->nnames > 0 ? c->nnames : 1) * sizeof *at);
@@ -431,7 +431,7 @@ void lp_cmp_finish(cmp_t *c)
     if (nc) qsort(cand, nc, sizeof *cand, wcand_cmp);
     for (size_t k = 0; k < nc && k < W; k++) {
         double dd = cand[k].d;
-        const parity_lp_token_t *w = cand[k].w;
+        const parity_logprob_token_t *w = cand[k].w;
         size_t pos = R->nworst++;
         while (pos > 0 && (R->worstd[pos - 1] < dd ||
                            (R->worstd[pos - 1] == dd && strcmp(R->worst[pos - 1].id, w->id) > 0))) {

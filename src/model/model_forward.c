@@ -160,13 +160,13 @@ static double local_dot(const parity_model_runner_t *r, const double *w, const d
 static parity_status_t model_allreduce(const parity_model_runner_t *r, const double *part, int R,
                                        int N, double *out)
 {
-    static const parity_ar_dtype_t DT[] = {
-        [PARITY_MODEL_FP64] = PARITY_AR_FP64, [PARITY_MODEL_FP32] = PARITY_AR_FP32,
-        [PARITY_MODEL_BF16] = PARITY_AR_BF16, [PARITY_MODEL_FP16] = PARITY_AR_FP16};
-    static const parity_ar_algo_t ALGO[] = {[PARITY_MODEL_AR_RING] = PARITY_AR_RING,
-                                            [PARITY_MODEL_AR_TREE] = PARITY_AR_TREE,
-                                            [PARITY_MODEL_AR_ONESHOT] = PARITY_AR_ONESHOT};
-    parity_ar_spec_t s = {ALGO[r->p.allreduce], R, DT[r->p.hop], DT[cmp_dtype(r)], 1};
+    static const parity_reduce_dtype_t DT[] = {
+        [PARITY_MODEL_FP64] = PARITY_REDUCE_FP64, [PARITY_MODEL_FP32] = PARITY_REDUCE_FP32,
+        [PARITY_MODEL_BF16] = PARITY_REDUCE_BF16, [PARITY_MODEL_FP16] = PARITY_REDUCE_FP16};
+    static const parity_reduce_algo_t ALGO[] = {[PARITY_MODEL_AR_RING] = PARITY_REDUCE_RING,
+                                            [PARITY_MODEL_AR_TREE] = PARITY_REDUCE_TREE,
+                                            [PARITY_MODEL_AR_ONESHOT] = PARITY_REDUCE_ONESHOT};
+    parity_reduce_spec_t s = {ALGO[r->p.allreduce], R, DT[r->p.hop], DT[cmp_dtype(r)], 1};
     return parity_reduce_allreduce(&s, part, (size_t)N, out);
 }
 

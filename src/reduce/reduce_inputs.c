@@ -13,18 +13,18 @@
 
 static const char *const WL_NAMES[] = {"partial", "normal", "gradscale", "outlier", "intprobe"};
 
-parity_status_t parity_reduce_workload_parse(const char *name, parity_ar_workload_t *out)
+parity_status_t parity_reduce_workload_parse(const char *name, parity_reduce_workload_t *out)
 {
     if (!name || !out) return PARITY_E_INVALID;
     for (int i = 0; i < 5; i++)
         if (strcmp(name, WL_NAMES[i]) == 0) {
-            *out = (parity_ar_workload_t)i;
+            *out = (parity_reduce_workload_t)i;
             return PARITY_OK;
         }
     return PARITY_E_NOTFOUND;
 }
 
-const char *parity_reduce_workload_name(parity_ar_workload_t w)
+const char *parity_reduce_workload_name(parity_reduce_workload_t w)
 {
     return (unsigned)w < 5 ? WL_NAMES[w] : "?";
 }
@@ -34,19 +34,19 @@ enum { ST_X = 0x5244, ST_W, ST_NORMAL, ST_GRAD, ST_OUTLIER, ST_INT, ST_PICK };
 
 /* Shared state of one generation: the activation vector of the partial workload (bf16). */
 typedef struct {
-    parity_ar_workload_t w;
+    parity_reduce_workload_t w;
     uint64_t seed;
     size_t k;
     double *x; /* (K) partial only */
 } gen_t;
 
-static parity_status_t gen_init(gen_t *g, parity_ar_workload_t w, uint64_t seed, size_t k)
+static parity_status_t gen_init(gen_t *g, parity_reduce_workload_t w, uint64_t seed, size_t k)
 {
     g->w = w;
     g->seed = seed;
     g->k = k;
     g->x = NULL;
-    if (w != PARITY_AR_W_PARTIAL) return PARITY_OK;
+    if (w != PARITY_REDUCE_W_PARTIAL) return PARITY_OK;
     g->x = malloc(k * sizeof *g->x);
     if (!g->x) return PARITY_E_NOMEM;
     /* Activations with outlier channels: 1% of the K channels x8 (LLM.int8()-style outliers). */
@@ -61,19 +61,19 @@ static void gen_terms(const gen_t *g, size_t i, double *t)
 {
     int64_t K = (int64_t)g->k, r = (int64_t)i;
     switch (g->w) {
-    case PARITY_AR_W_PARTIAL:
+    case PARITY_REDUCE_W_PARTIAL:
         parity_workload_values(PARITY_VALS_NORMAL, 1.0 / sqrt((double)g->k), 0, 0, g->seed, ST_W,
                                r, r + 1, K, t);
         /* bf16 x bf16 is exact in fp32 (8 + 8 significand bits), as on tensor cores. */
         for (size_t j = 0; j < g->k; j++) t[j] = (double)parity_round_bf16((float)t[j]) * g->x[j];
         break;
-    case PARITY_AR_W_NORMAL:
+    case PARITY_REDUCE_W_NORMAL:
         parity_workload_values(PARITY_VALS_NORMAL, 1.0, 0, 0, g->seed, ST_NORMAL, r, r + 1, K, t);
         break;
-    case PARITY_AR_W_GRADSCALE:
+    case PARITY_REDUCE_W_GRADSCALE:
         parity_workload_values(PARITY_VALS_GRADSCALE, 1.0, 0, 0, g->seed, ST_GRAD, r, r + 1, K, t);
         break;
-    case PARITY_AR_W_OUTLIER: {
+    case PARITY_REDUCE_W_OUTLIER: {
         parity_workload_values(PARITY_VALS_NORMAL, 1.0, 0, 0, g->seed, ST_OUTLIER, r, r + 1, K, t);
         parity_rng_t rng;
         parity_rng_seed(&rng, g->seed ^ (uint64_t)i * 0x9e3779b97f4a7c15ull, ST_PICK);
@@ -81,17 +81,17 @@ static void gen_terms(const gen_t *g, size_t i, double *t)
             for (size_t j = 0; j < g->k; j++) t[j] *= 100.0;
         break;
     }
-    case PARITY_AR_W_INTPROBE:
+    case PARITY_REDUCE_W_INTPROBE:
         parity_workload_values(PARITY_VALS_INTPROBE, 1.0, 0, 0, g->seed, ST_INT, r, r + 1, K, t);
         break;
     }
 }
 
-parity_status_t parity_reduce_inputs(parity_ar_workload_t w, uint64_t seed, size_t n, size_t k,
-                                     int ranks, parity_ar_dtype_t hop, double *part, double *ref)
+parity_status_t parity_reduce_inputs(parity_reduce_workload_t w, uint64_t seed, size_t n, size_t k,
+                                     int ranks, parity_reduce_dtype_t hop, double *part, double *ref)
 {
-    if ((unsigned)w > PARITY_AR_W_INTPROBE || ranks < 1 || ranks > PARITY_AR_MAX_RANKS ||
-        k < (size_t)ranks || (unsigned)hop > PARITY_AR_FP16 || (n > 0 && !part))
+    if ((unsigned)w > PARITY_REDUCE_W_INTPROBE || ranks < 1 || ranks > PARITY_REDUCE_MAX_RANKS ||
+        k < (size_t)ranks || (unsigned)hop > PARITY_REDUCE_FP16 || (n > 0 && !part))
         return PARITY_E_INVALID;
     gen_t g;
     parity_status_t st = gen_init(&g, w, seed, k);
@@ -126,7 +126,7 @@ static int cmp_double(const void *a, const void *b)
 }
 
 parity_status_t parity_reduce_drift(const double *a, const double *b, size_t n,
-                                    parity_ar_dtype_t ulp_fmt, parity_ar_drift_t *out)
+                                    parity_reduce_dtype_t ulp_fmt, parity_reduce_drift_t *out)
 {
     if (!out || (n > 0 && (!a || !b))) return PARITY_E_INVALID;
     memset(out, 0, sizeof *out);
@@ -136,8 +136,8 @@ parity_status_t parity_reduce_drift(const double *a, const double *b, size_t n,
     if (!u) return PARITY_E_NOMEM;
     /* Precision and smallest normal exponent of the ulp format (fp64 results in fp32 ulps). */
     int prec = 24, emin = -126;
-    if (ulp_fmt == PARITY_AR_BF16) prec = 8;
-    if (ulp_fmt == PARITY_AR_FP16) prec = 11, emin = -14;
+    if (ulp_fmt == PARITY_REDUCE_BF16) prec = 8;
+    if (ulp_fmt == PARITY_REDUCE_FP16) prec = 11, emin = -14;
     parity_csum_t sq = {0, 0}, sqe = {0, 0}, srel = {0, 0}, sulp = {0, 0};
     for (size_t i = 0; i < n; i++) parity_metrics_csum_add(&sq, b[i] * b[i]);
     double ssq = parity_metrics_csum_value(&sq);
@@ -186,8 +186,8 @@ void parity_reduce_splitk_bounds(size_t k, int splits, int s, size_t *k0, size_t
     *k1 = k * (size_t)(s + 1) / S;
 }
 
-double parity_reduce_splitk_combine(const double *p, int splits, parity_ar_dtype_t partial,
-                                    parity_ar_dtype_t combine, parity_ar_dtype_t outfmt)
+double parity_reduce_splitk_combine(const double *p, int splits, parity_reduce_dtype_t partial,
+                                    parity_reduce_dtype_t combine, parity_reduce_dtype_t outfmt)
 {
     /* Each operand is in a format of at most 24 bits, so the double sum rounded once to the
      * combine format is the correctly rounded sum (as in hop_add, reduce.c). */
@@ -200,15 +200,15 @@ double parity_reduce_splitk_combine(const double *p, int splits, parity_ar_dtype
 }
 
 parity_status_t parity_reduce_splitk(uint64_t seed, size_t n, size_t k, int splits,
-                                     parity_ar_dtype_t partial, parity_ar_dtype_t outfmt,
+                                     parity_reduce_dtype_t partial, parity_reduce_dtype_t outfmt,
                                      double *out, double *ref)
 {
     if (splits < 1 || (size_t)splits > k || (n > 0 && !out) ||
-        (partial != PARITY_AR_FP32 && partial != PARITY_AR_BF16 && partial != PARITY_AR_FP16) ||
-        (unsigned)outfmt > PARITY_AR_FP16)
+        (partial != PARITY_REDUCE_FP32 && partial != PARITY_REDUCE_BF16 && partial != PARITY_REDUCE_FP16) ||
+        (unsigned)outfmt > PARITY_REDUCE_FP16)
         return PARITY_E_INVALID;
     gen_t g;
-    parity_status_t st = gen_init(&g, PARITY_AR_W_PARTIAL, seed, k);
+    parity_status_t st = gen_init(&g, PARITY_REDUCE_W_PARTIAL, seed, k);
     if (st) return st;
     double *t = malloc(k * sizeof *t);
     if (!t) {
@@ -231,7 +231,7 @@ parity_status_t parity_reduce_splitk(uint64_t seed, size_t n, size_t k, int spli
             for (size_t j = k0; j < k1; j++) acc = (float)((double)acc + t[j]);
             p[s] = acc;
         }
-        out[i] = parity_reduce_splitk_combine(p, S, partial, PARITY_AR_FP32, outfmt);
+        out[i] = parity_reduce_splitk_combine(p, S, partial, PARITY_REDUCE_FP32, outfmt);
         if (ref) ref[i] = parity_sum_exact(t, k);
     }
     free(p);

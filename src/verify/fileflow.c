@@ -10,30 +10,30 @@
 #include "parity/version.h"
 #include "src/verify/verify_impl.h"
 
-static int st_of(parity_dtype_t dt, parity_st_dtype_t *out)
+static int st_of(parity_dtype_t dt, parity_safetensors_dtype_t *out)
 {
     switch (dt) {
-    case PARITY_DT_F64: *out = PARITY_ST_F64; return 0;
-    case PARITY_DT_F32: *out = PARITY_ST_F32; return 0;
-    case PARITY_DT_BF16: *out = PARITY_ST_BF16; return 0;
-    case PARITY_DT_F16: *out = PARITY_ST_F16; return 0;
-    case PARITY_DT_I32: *out = PARITY_ST_I32; return 0;
-    case PARITY_DT_I64: *out = PARITY_ST_I64; return 0;
-    case PARITY_DT_U8: *out = PARITY_ST_U8; return 0;
+    case PARITY_DT_F64: *out = PARITY_SAFETENSORS_F64; return 0;
+    case PARITY_DT_F32: *out = PARITY_SAFETENSORS_F32; return 0;
+    case PARITY_DT_BF16: *out = PARITY_SAFETENSORS_BF16; return 0;
+    case PARITY_DT_F16: *out = PARITY_SAFETENSORS_F16; return 0;
+    case PARITY_DT_I32: *out = PARITY_SAFETENSORS_I32; return 0;
+    case PARITY_DT_I64: *out = PARITY_SAFETENSORS_I64; return 0;
+    case PARITY_DT_U8: *out = PARITY_SAFETENSORS_U8; return 0;
     default: return -1;
     }
 }
 
-static int dt_of(parity_st_dtype_t st, parity_dtype_t *out)
+static int dt_of(parity_safetensors_dtype_t st, parity_dtype_t *out)
 {
     switch (st) {
-    case PARITY_ST_F64: *out = PARITY_DT_F64; return 0;
-    case PARITY_ST_F32: *out = PARITY_DT_F32; return 0;
-    case PARITY_ST_BF16: *out = PARITY_DT_BF16; return 0;
-    case PARITY_ST_F16: *out = PARITY_DT_F16; return 0;
-    case PARITY_ST_I32: *out = PARITY_DT_I32; return 0;
-    case PARITY_ST_I64: *out = PARITY_DT_I64; return 0;
-    case PARITY_ST_U8: *out = PARITY_DT_U8; return 0;
+    case PARITY_SAFETENSORS_F64: *out = PARITY_DT_F64; return 0;
+    case PARITY_SAFETENSORS_F32: *out = PARITY_DT_F32; return 0;
+    case PARITY_SAFETENSORS_BF16: *out = PARITY_DT_BF16; return 0;
+    case PARITY_SAFETENSORS_F16: *out = PARITY_DT_F16; return 0;
+    case PARITY_SAFETENSORS_I32: *out = PARITY_DT_I32; return 0;
+    case PARITY_SAFETENSORS_I64: *out = PARITY_DT_I64; return 0;
+    case PARITY_SAFETENSORS_U8: *out = PARITY_DT_U8; return 0;
     default: return -1;
     }
 }
@@ -42,7 +42,7 @@ static parity_status_t write_tensors(const char *path, parity_tensor_t *const *t
                                      char meta[][2][256], int nmeta, parity_diag_t *diag)
 {
     /* Up to three tensors per output: a reference file holds NAME, NAME.sum_abs, NAME.sum_up. */
-    parity_st_entry_t e[3 * PARITY_OP_MAX_ARGS];
+    parity_safetensors_entry_t e[3 * PARITY_OP_MAX_ARGS];
     uint64_t shapes[3 * PARITY_OP_MAX_ARGS][PARITY_ABI_MAX_DIMS];
     for (int i = 0; i < n; i++) {
         const parity_abi_tensor_t *v = &ts[i]->view;
@@ -60,7 +60,7 @@ static parity_status_t write_tensors(const char *path, parity_tensor_t *const *t
         kv[2 * i] = meta[i][0];
         kv[2 * i + 1] = meta[i][1];
     }
-    return parity_st_write(path, e, (size_t)n, kv, (size_t)nmeta, diag);
+    return parity_safetensors_write(path, e, (size_t)n, kv, (size_t)nmeta, diag);
 }
 
 /* The metadata that identifies case c's inputs (and reference): op, workload, seed, dtype,
@@ -151,13 +151,13 @@ parity_status_t parity_case_load(const char *path, const parity_op_t *expect_op,
                                  parity_case_t **out, parity_diag_t *diag)
 {
     *out = NULL;
-    parity_st_file_t *f;
-    parity_status_t st = parity_st_open(path, &f, diag);
+    parity_safetensors_file_t *f;
+    parity_status_t st = parity_safetensors_open(path, &f, diag);
     if (st != PARITY_OK) return st;
-    const char *opn = parity_st_metadata(f, "parity.op"), *wn = parity_st_metadata(f, "parity.workload");
-    const char *sn = parity_st_metadata(f, "parity.seed"), *dn = parity_st_metadata(f, "parity.dtype");
+    const char *opn = parity_safetensors_metadata(f, "parity.op"), *wn = parity_safetensors_metadata(f, "parity.workload");
+    const char *sn = parity_safetensors_metadata(f, "parity.seed"), *dn = parity_safetensors_metadata(f, "parity.dtype");
     if (!opn || !wn || !sn || !dn) {
-        parity_st_close(f);
+        parity_safetensors_close(f);
         return parity_diag_set(diag, PARITY_E_FORMAT,
                                "%s: __metadata__: expected parity.op, parity.workload, parity.seed "
                                "and parity.dtype (write inputs with `parity gen`)", path);
@@ -178,12 +178,12 @@ parity_status_t parity_case_load(const char *path, const parity_op_t *expect_op,
                              "%s: __metadata__: op '%s' / workload '%s' / seed '%s' / dtype '%s' "
                              "not known to this parity (see: parity ops)", path, opn, wn, sn, dn);
         free(wl);
-        parity_st_close(f); /* after the message: the strings live in the file's header */
+        parity_safetensors_close(f); /* after the message: the strings live in the file's header */
         return st;
     }
     if (expect_op && expect_op != op) {
         free(wl);
-        parity_st_close(f);
+        parity_safetensors_close(f);
         return parity_diag_set(diag, PARITY_E_INVALID, "%s: holds inputs of op %s, not %s", path,
                                op->name, expect_op->name);
     }
@@ -191,19 +191,19 @@ parity_status_t parity_case_load(const char *path, const parity_op_t *expect_op,
     st = parity_case_build(op, wl, seed, dt, &c, diag);
     if (st != PARITY_OK) {
         free(wl);
-        parity_st_close(f);
+        parity_safetensors_close(f);
         return st;
     }
     c->owned_wl = wl;
     for (int i = 0; i < c->n_inputs; i++) {
         const parity_abi_tensor_t *v = &c->inputs[i]->view;
-        const parity_st_tensor_t *t = parity_st_find(f, op->input_names[i]);
+        const parity_safetensors_tensor_t *t = parity_safetensors_find(f, op->input_names[i]);
         parity_dtype_t tdt;
         int shape_ok = t && t->ndim == v->ndim;
         for (int d = 0; shape_ok && d < v->ndim; d++) shape_ok = t->shape[d] == (uint64_t)v->shape[d];
         if (!t || dt_of(t->dtype, &tdt) != 0 || tdt != (parity_dtype_t)v->dtype || !shape_ok ||
             t->nbytes != c->inputs[i]->nbytes ||
-            memcmp(parity_st_view(f, t), v->data, c->inputs[i]->nbytes) != 0) {
+            memcmp(parity_safetensors_view(f, t), v->data, c->inputs[i]->nbytes) != 0) {
             /* The message reads the file's strings and the case: write it before freeing them. */
             st = parity_diag_set(diag, PARITY_E_FORMAT,
                                  "%s: tensor '%s': expected %s of the shape and bytes that "
@@ -211,12 +211,12 @@ parity_status_t parity_case_load(const char *path, const parity_op_t *expect_op,
                                  "the file was modified or written by another version",
                                  path, op->input_names[i], parity_dtype_name((parity_dtype_t)v->dtype),
                                  op->name, wn, sn, dn);
-            parity_st_close(f);
+            parity_safetensors_close(f);
             parity_case_free(c);
             return st;
         }
     }
-    parity_st_close(f);
+    parity_safetensors_close(f);
     *out = c;
     return PARITY_OK;
 }
@@ -224,14 +224,14 @@ parity_status_t parity_case_load(const char *path, const parity_op_t *expect_op,
 parity_status_t parity_outputs_load(const parity_case_t *c, const char *path, parity_tensor_t **outs,
                                     parity_dtype_t *dt_out, parity_diag_t *diag)
 {
-    parity_st_file_t *f;
-    parity_status_t st = parity_st_open(path, &f, diag);
+    parity_safetensors_file_t *f;
+    parity_status_t st = parity_safetensors_open(path, &f, diag);
     if (st != PARITY_OK) return st;
     parity_dtype_t common = PARITY_DT_F32;
     for (int i = 0; i < c->n_outputs; i++) outs[i] = NULL;
     for (int i = 0; i < c->n_outputs && st == PARITY_OK; i++) {
         const char *name = c->op->output_names[i];
-        const parity_st_tensor_t *t = parity_st_find(f, name);
+        const parity_safetensors_tensor_t *t = parity_safetensors_find(f, name);
         parity_dtype_t dt;
         if (!t) {
             st = parity_diag_set(diag, PARITY_E_FORMAT, "%s: no tensor '%s' (op %s outputs: %s%s%s)",
@@ -242,7 +242,7 @@ parity_status_t parity_outputs_load(const parity_case_t *c, const char *path, pa
         if (dt_of(t->dtype, &dt) != 0 || !parity_dtype_is_float(dt) || dt == PARITY_DT_E4M3FN ||
             dt == PARITY_DT_E5M2) {
             st = parity_diag_set(diag, PARITY_E_FORMAT, "%s: tensor '%s': dtype %s, expected F32, "
-                                 "BF16, F16 or F64", path, name, parity_st_dtype_name(t->dtype));
+                                 "BF16, F16 or F64", path, name, parity_safetensors_dtype_name(t->dtype));
             break;
         }
         if (i == 0) common = dt;
@@ -268,9 +268,9 @@ parity_status_t parity_outputs_load(const parity_case_t *c, const char *path, pa
             st = PARITY_E_NOMEM;
             break;
         }
-        st = parity_st_read_raw(f, t, 0, outs[i]->view.data, outs[i]->nbytes);
+        st = parity_safetensors_read_raw(f, t, 0, outs[i]->view.data, outs[i]->nbytes);
     }
-    parity_st_close(f);
+    parity_safetensors_close(f);
     if (st != PARITY_OK) {
         for (int i = 0; i < c->n_outputs; i++) {
             parity_tensor_free(outs[i]);

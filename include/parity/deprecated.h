@@ -1,0 +1,301 @@
+/* deprecated: the names logprob.h, logprob_rl.h, safetensors.h and reduce.h had before issue #40
+ * gave every header one prefix (parity_lp_ -> parity_logprob_, parity_st_ -> parity_safetensors_,
+ * parity_ar_ -> parity_reduce_, and the same in capitals; the rest of each name is unchanged).
+ * They are kept for one release and removed in the next (docs/c-api.md, "Prefixes").
+ *
+ * Included at the end of each of those headers, after it defines PARITY_<NAME>_H_DECLARED; no
+ * include guard: each header's part is emitted once, after that header's declarations. Define
+ * PARITY_NO_DEPRECATED before including any parity header to leave the old names out, and so
+ * find every use of them.
+ *
+ * Functions: with GCC and clang an old name is a declaration of the new function under the old
+ * name (same type, same linker symbol through an asm label) marked deprecated, so a call, or taking
+ * its address, compiles to the new function and warns (-Wdeprecated-declarations) naming the new
+ * name; elsewhere a macro. Types: typedefs marked deprecated the same way. Enum constants and
+ * macros: macros (no warning; compile with PARITY_NO_DEPRECATED to find them). The opaque struct
+ * tags (struct parity_lp_reader, ...) have no alias: use the _t names. Source compatibility only:
+ * libparity exports the new names alone (these headers are the experimental part). */
+
+#ifndef PARITY_NO_DEPRECATED
+
+#ifndef PARITY_DEPRECATED_ATTR_
+#if defined(__GNUC__) || defined(__clang__)
+#define PARITY_DEPRECATED_ATTR_ 1
+#define PARITY_DEPRECATED_STR2_(x) #x
+#define PARITY_DEPRECATED_STR_(x) PARITY_DEPRECATED_STR2_(x)
+/* The linker symbol of function n: "n" after the platform's prefix ("" on ELF, "_" on Mach-O). */
+#define PARITY_DEPRECATED_SYM_(n) PARITY_DEPRECATED_STR_(__USER_LABEL_PREFIX__) #n
+#define PARITY_DEPRECATED_FN_(old, now) \
+    extern __typeof__(now) old __asm__(PARITY_DEPRECATED_SYM_(now)) \
+        __attribute__((deprecated("use " #now)));
+#define PARITY_DEPRECATED_TYPE_(old, now) typedef now old __attribute__((deprecated("use " #now)));
+#else
+#define PARITY_DEPRECATED_ATTR_ 0
+#endif
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* logprob.h */
+#if defined(PARITY_LOGPROB_H_DECLARED) && !defined(PARITY_DEPRECATED_LOGPROB_DONE)
+#define PARITY_DEPRECATED_LOGPROB_DONE
+#define PARITY_LP_PRESENT PARITY_LOGPROB_PRESENT
+#define PARITY_LP_PREFILL PARITY_LOGPROB_PREFILL
+#define PARITY_LP_DECODE PARITY_LOGPROB_DECODE
+#define PARITY_LP_KEY_TEXT PARITY_LOGPROB_KEY_TEXT
+#define PARITY_LP_KEY_NONE PARITY_LOGPROB_KEY_NONE
+#define PARITY_LP_ALLOW_POSITIVE PARITY_LOGPROB_ALLOW_POSITIVE
+#define PARITY_LP_ALLOW_NONFINITE PARITY_LOGPROB_ALLOW_NONFINITE
+#define PARITY_LP_POSITIVE_SLACK PARITY_LOGPROB_POSITIVE_SLACK
+#define PARITY_LP_FLOOR_SIDE_RATIO PARITY_LOGPROB_FLOOR_SIDE_RATIO
+#define PARITY_LP_AUTO PARITY_LOGPROB_AUTO
+#define PARITY_LP_NPY PARITY_LOGPROB_NPY
+#define PARITY_LP_SAFETENSORS PARITY_LOGPROB_SAFETENSORS
+#define PARITY_LP_JSONL PARITY_LOGPROB_JSONL
+#define PARITY_LP_OPENAI_CHAT PARITY_LOGPROB_OPENAI_CHAT
+#define PARITY_LP_OPENAI_COMPLETIONS PARITY_LOGPROB_OPENAI_COMPLETIONS
+#define PARITY_LP_VLLM PARITY_LOGPROB_VLLM
+#define PARITY_LP_SGLANG PARITY_LOGPROB_SGLANG
+#define PARITY_LP_SIDE_A PARITY_LOGPROB_SIDE_A
+#define PARITY_LP_SIDE_B PARITY_LOGPROB_SIDE_B
+#define PARITY_LP_OK PARITY_LOGPROB_OK
+#define PARITY_LP_ABOVE_FLOOR PARITY_LOGPROB_ABOVE_FLOOR
+#define PARITY_LP_ALARM PARITY_LOGPROB_ALARM
+#define PARITY_LP_EMPTY PARITY_LOGPROB_EMPTY
+#if PARITY_DEPRECATED_ATTR_
+PARITY_DEPRECATED_TYPE_(parity_lp_format_t, parity_logprob_format_t)
+PARITY_DEPRECATED_TYPE_(parity_lp_seq_t, parity_logprob_seq_t)
+PARITY_DEPRECATED_TYPE_(parity_lp_read_opts_t, parity_logprob_read_opts_t)
+PARITY_DEPRECATED_TYPE_(parity_lp_cmp_opts_t, parity_logprob_cmp_opts_t)
+PARITY_DEPRECATED_TYPE_(parity_lp_slice_t, parity_logprob_slice_t)
+PARITY_DEPRECATED_TYPE_(parity_lp_token_t, parity_logprob_token_t)
+PARITY_DEPRECATED_TYPE_(parity_lp_divergence_t, parity_logprob_divergence_t)
+PARITY_DEPRECATED_TYPE_(parity_lp_side_t, parity_logprob_side_t)
+PARITY_DEPRECATED_TYPE_(parity_lp_counts_t, parity_logprob_counts_t)
+PARITY_DEPRECATED_TYPE_(parity_lp_verdict_t, parity_logprob_verdict_t)
+PARITY_DEPRECATED_TYPE_(parity_lp_reader_t, parity_logprob_reader_t)
+PARITY_DEPRECATED_TYPE_(parity_lp_result_t, parity_logprob_result_t)
+PARITY_DEPRECATED_FN_(parity_lp_format_name, parity_logprob_format_name)
+PARITY_DEPRECATED_FN_(parity_lp_format_from_name, parity_logprob_format_from_name)
+PARITY_DEPRECATED_FN_(parity_lp_seq_init, parity_logprob_seq_init)
+PARITY_DEPRECATED_FN_(parity_lp_seq_free, parity_logprob_seq_free)
+PARITY_DEPRECATED_FN_(parity_lp_seq_text, parity_logprob_seq_text)
+PARITY_DEPRECATED_FN_(parity_lp_seq_mod, parity_logprob_seq_mod)
+PARITY_DEPRECATED_FN_(parity_lp_allow_from_names, parity_logprob_allow_from_names)
+PARITY_DEPRECATED_FN_(parity_lp_open, parity_logprob_open)
+PARITY_DEPRECATED_FN_(parity_lp_open_mem, parity_logprob_open_mem)
+PARITY_DEPRECATED_FN_(parity_lp_close, parity_logprob_close)
+PARITY_DEPRECATED_FN_(parity_lp_next_batch, parity_logprob_next_batch)
+PARITY_DEPRECATED_FN_(parity_lp_reader_format, parity_logprob_reader_format)
+PARITY_DEPRECATED_FN_(parity_lp_reader_modality, parity_logprob_reader_modality)
+PARITY_DEPRECATED_FN_(parity_lp_reader_dtype, parity_logprob_reader_dtype)
+PARITY_DEPRECATED_FN_(parity_lp_reader_name, parity_logprob_reader_name)
+PARITY_DEPRECATED_FN_(parity_lp_cmp_default_opts, parity_logprob_cmp_default_opts)
+PARITY_DEPRECATED_FN_(parity_lp_compare, parity_logprob_compare)
+PARITY_DEPRECATED_FN_(parity_lp_result_free, parity_logprob_result_free)
+PARITY_DEPRECATED_FN_(parity_lp_result_set_floor, parity_logprob_result_set_floor)
+PARITY_DEPRECATED_FN_(parity_lp_result_add_floor, parity_logprob_result_add_floor)
+PARITY_DEPRECATED_FN_(parity_lp_floor_side, parity_logprob_floor_side)
+PARITY_DEPRECATED_FN_(parity_lp_result_floor_as_large_as_drift, parity_logprob_result_floor_as_large_as_drift)
+PARITY_DEPRECATED_FN_(parity_lp_result_nslices, parity_logprob_result_nslices)
+PARITY_DEPRECATED_FN_(parity_lp_result_slice, parity_logprob_result_slice)
+PARITY_DEPRECATED_FN_(parity_lp_result_nworst, parity_logprob_result_nworst)
+PARITY_DEPRECATED_FN_(parity_lp_result_worst, parity_logprob_result_worst)
+PARITY_DEPRECATED_FN_(parity_lp_result_ndiv, parity_logprob_result_ndiv)
+PARITY_DEPRECATED_FN_(parity_lp_result_div, parity_logprob_result_div)
+PARITY_DEPRECATED_FN_(parity_lp_result_counts, parity_logprob_result_counts)
+PARITY_DEPRECATED_FN_(parity_lp_result_verdict, parity_logprob_result_verdict)
+PARITY_DEPRECATED_FN_(parity_lp_verdict_name, parity_logprob_verdict_name)
+PARITY_DEPRECATED_FN_(parity_lp_result_exit_code, parity_logprob_result_exit_code)
+PARITY_DEPRECATED_FN_(parity_lp_report_text, parity_logprob_report_text)
+PARITY_DEPRECATED_FN_(parity_lp_report_json, parity_logprob_report_json)
+PARITY_DEPRECATED_FN_(parity_lp_report_html, parity_logprob_report_html)
+#else
+typedef parity_logprob_format_t parity_lp_format_t;
+typedef parity_logprob_seq_t parity_lp_seq_t;
+typedef parity_logprob_read_opts_t parity_lp_read_opts_t;
+typedef parity_logprob_cmp_opts_t parity_lp_cmp_opts_t;
+typedef parity_logprob_slice_t parity_lp_slice_t;
+typedef parity_logprob_token_t parity_lp_token_t;
+typedef parity_logprob_divergence_t parity_lp_divergence_t;
+typedef parity_logprob_side_t parity_lp_side_t;
+typedef parity_logprob_counts_t parity_lp_counts_t;
+typedef parity_logprob_verdict_t parity_lp_verdict_t;
+typedef parity_logprob_reader_t parity_lp_reader_t;
+typedef parity_logprob_result_t parity_lp_result_t;
+#define parity_lp_format_name parity_logprob_format_name
+#define parity_lp_format_from_name parity_logprob_format_from_name
+#define parity_lp_seq_init parity_logprob_seq_init
+#define parity_lp_seq_free parity_logprob_seq_free
+#define parity_lp_seq_text parity_logprob_seq_text
+#define parity_lp_seq_mod parity_logprob_seq_mod
+#define parity_lp_allow_from_names parity_logprob_allow_from_names
+#define parity_lp_open parity_logprob_open
+#define parity_lp_open_mem parity_logprob_open_mem
+#define parity_lp_close parity_logprob_close
+#define parity_lp_next_batch parity_logprob_next_batch
+#define parity_lp_reader_format parity_logprob_reader_format
+#define parity_lp_reader_modality parity_logprob_reader_modality
+#define parity_lp_reader_dtype parity_logprob_reader_dtype
+#define parity_lp_reader_name parity_logprob_reader_name
+#define parity_lp_cmp_default_opts parity_logprob_cmp_default_opts
+#define parity_lp_compare parity_logprob_compare
+#define parity_lp_result_free parity_logprob_result_free
+#define parity_lp_result_set_floor parity_logprob_result_set_floor
+#define parity_lp_result_add_floor parity_logprob_result_add_floor
+#define parity_lp_floor_side parity_logprob_floor_side
+#define parity_lp_result_floor_as_large_as_drift parity_logprob_result_floor_as_large_as_drift
+#define parity_lp_result_nslices parity_logprob_result_nslices
+#define parity_lp_result_slice parity_logprob_result_slice
+#define parity_lp_result_nworst parity_logprob_result_nworst
+#define parity_lp_result_worst parity_logprob_result_worst
+#define parity_lp_result_ndiv parity_logprob_result_ndiv
+#define parity_lp_result_div parity_logprob_result_div
+#define parity_lp_result_counts parity_logprob_result_counts
+#define parity_lp_result_verdict parity_logprob_result_verdict
+#define parity_lp_verdict_name parity_logprob_verdict_name
+#define parity_lp_result_exit_code parity_logprob_result_exit_code
+#define parity_lp_report_text parity_logprob_report_text
+#define parity_lp_report_json parity_logprob_report_json
+#define parity_lp_report_html parity_logprob_report_html
+#endif
+#endif /* logprob.h */
+
+/* logprob_rl.h */
+#if defined(PARITY_LOGPROB_RL_H_DECLARED) && !defined(PARITY_DEPRECATED_LOGPROB_RL_DONE)
+#define PARITY_DEPRECATED_LOGPROB_RL_DONE
+#if PARITY_DEPRECATED_ATTR_
+PARITY_DEPRECATED_TYPE_(parity_lp_rl_opts_t, parity_logprob_rl_opts_t)
+PARITY_DEPRECATED_TYPE_(parity_lp_rl_slice_t, parity_logprob_rl_slice_t)
+PARITY_DEPRECATED_TYPE_(parity_lp_rl_result_t, parity_logprob_rl_result_t)
+PARITY_DEPRECATED_FN_(parity_lp_rl_default_opts, parity_logprob_rl_default_opts)
+PARITY_DEPRECATED_FN_(parity_lp_rl_compute, parity_logprob_rl_compute)
+PARITY_DEPRECATED_FN_(parity_lp_rl_result_free, parity_logprob_rl_result_free)
+PARITY_DEPRECATED_FN_(parity_lp_rl_nslices, parity_logprob_rl_nslices)
+PARITY_DEPRECATED_FN_(parity_lp_rl_slice, parity_logprob_rl_slice)
+PARITY_DEPRECATED_FN_(parity_lp_rl_report_text, parity_logprob_rl_report_text)
+PARITY_DEPRECATED_FN_(parity_lp_rl_report_json, parity_logprob_rl_report_json)
+#else
+typedef parity_logprob_rl_opts_t parity_lp_rl_opts_t;
+typedef parity_logprob_rl_slice_t parity_lp_rl_slice_t;
+typedef parity_logprob_rl_result_t parity_lp_rl_result_t;
+#define parity_lp_rl_default_opts parity_logprob_rl_default_opts
+#define parity_lp_rl_compute parity_logprob_rl_compute
+#define parity_lp_rl_result_free parity_logprob_rl_result_free
+#define parity_lp_rl_nslices parity_logprob_rl_nslices
+#define parity_lp_rl_slice parity_logprob_rl_slice
+#define parity_lp_rl_report_text parity_logprob_rl_report_text
+#define parity_lp_rl_report_json parity_logprob_rl_report_json
+#endif
+#endif /* logprob_rl.h */
+
+/* safetensors.h */
+#if defined(PARITY_SAFETENSORS_H_DECLARED) && !defined(PARITY_DEPRECATED_SAFETENSORS_DONE)
+#define PARITY_DEPRECATED_SAFETENSORS_DONE
+#define PARITY_ST_MAX_DIMS PARITY_SAFETENSORS_MAX_DIMS
+#define PARITY_ST_MAX_HEADER PARITY_SAFETENSORS_MAX_HEADER
+#define PARITY_ST_F64 PARITY_SAFETENSORS_F64
+#define PARITY_ST_F32 PARITY_SAFETENSORS_F32
+#define PARITY_ST_BF16 PARITY_SAFETENSORS_BF16
+#define PARITY_ST_F16 PARITY_SAFETENSORS_F16
+#define PARITY_ST_I32 PARITY_SAFETENSORS_I32
+#define PARITY_ST_I64 PARITY_SAFETENSORS_I64
+#define PARITY_ST_U8 PARITY_SAFETENSORS_U8
+#define PARITY_ST_I8 PARITY_SAFETENSORS_I8
+#define PARITY_ST_BOOL PARITY_SAFETENSORS_BOOL
+#define PARITY_ST_I16 PARITY_SAFETENSORS_I16
+#if PARITY_DEPRECATED_ATTR_
+PARITY_DEPRECATED_TYPE_(parity_st_dtype_t, parity_safetensors_dtype_t)
+PARITY_DEPRECATED_TYPE_(parity_st_tensor_t, parity_safetensors_tensor_t)
+PARITY_DEPRECATED_TYPE_(parity_st_entry_t, parity_safetensors_entry_t)
+PARITY_DEPRECATED_TYPE_(parity_st_file_t, parity_safetensors_file_t)
+PARITY_DEPRECATED_FN_(parity_st_dtype_name, parity_safetensors_dtype_name)
+PARITY_DEPRECATED_FN_(parity_st_dtype_size, parity_safetensors_dtype_size)
+PARITY_DEPRECATED_FN_(parity_st_dtype_from_name, parity_safetensors_dtype_from_name)
+PARITY_DEPRECATED_FN_(parity_st_open, parity_safetensors_open)
+PARITY_DEPRECATED_FN_(parity_st_open_mem, parity_safetensors_open_mem)
+PARITY_DEPRECATED_FN_(parity_st_close, parity_safetensors_close)
+PARITY_DEPRECATED_FN_(parity_st_count, parity_safetensors_count)
+PARITY_DEPRECATED_FN_(parity_st_tensor, parity_safetensors_tensor)
+PARITY_DEPRECATED_FN_(parity_st_find, parity_safetensors_find)
+PARITY_DEPRECATED_FN_(parity_st_metadata, parity_safetensors_metadata)
+PARITY_DEPRECATED_FN_(parity_st_metadata_count, parity_safetensors_metadata_count)
+PARITY_DEPRECATED_FN_(parity_st_metadata_at, parity_safetensors_metadata_at)
+PARITY_DEPRECATED_FN_(parity_st_view, parity_safetensors_view)
+PARITY_DEPRECATED_FN_(parity_st_read_raw, parity_safetensors_read_raw)
+PARITY_DEPRECATED_FN_(parity_st_read_f64, parity_safetensors_read_f64)
+PARITY_DEPRECATED_FN_(parity_st_read_i64, parity_safetensors_read_i64)
+PARITY_DEPRECATED_FN_(parity_st_decode_f64, parity_safetensors_decode_f64)
+PARITY_DEPRECATED_FN_(parity_st_decode_i64, parity_safetensors_decode_i64)
+PARITY_DEPRECATED_FN_(parity_st_release, parity_safetensors_release)
+PARITY_DEPRECATED_FN_(parity_st_write, parity_safetensors_write)
+#else
+typedef parity_safetensors_dtype_t parity_st_dtype_t;
+typedef parity_safetensors_tensor_t parity_st_tensor_t;
+typedef parity_safetensors_entry_t parity_st_entry_t;
+typedef parity_safetensors_file_t parity_st_file_t;
+#define parity_st_dtype_name parity_safetensors_dtype_name
+#define parity_st_dtype_size parity_safetensors_dtype_size
+#define parity_st_dtype_from_name parity_safetensors_dtype_from_name
+#define parity_st_open parity_safetensors_open
+#define parity_st_open_mem parity_safetensors_open_mem
+#define parity_st_close parity_safetensors_close
+#define parity_st_count parity_safetensors_count
+#define parity_st_tensor parity_safetensors_tensor
+#define parity_st_find parity_safetensors_find
+#define parity_st_metadata parity_safetensors_metadata
+#define parity_st_metadata_count parity_safetensors_metadata_count
+#define parity_st_metadata_at parity_safetensors_metadata_at
+#define parity_st_view parity_safetensors_view
+#define parity_st_read_raw parity_safetensors_read_raw
+#define parity_st_read_f64 parity_safetensors_read_f64
+#define parity_st_read_i64 parity_safetensors_read_i64
+#define parity_st_decode_f64 parity_safetensors_decode_f64
+#define parity_st_decode_i64 parity_safetensors_decode_i64
+#define parity_st_release parity_safetensors_release
+#define parity_st_write parity_safetensors_write
+#endif
+#endif /* safetensors.h */
+
+/* reduce.h */
+#if defined(PARITY_REDUCE_H_DECLARED) && !defined(PARITY_DEPRECATED_REDUCE_DONE)
+#define PARITY_DEPRECATED_REDUCE_DONE
+#define PARITY_AR_MAX_RANKS PARITY_REDUCE_MAX_RANKS
+#define PARITY_AR_RING PARITY_REDUCE_RING
+#define PARITY_AR_TREE PARITY_REDUCE_TREE
+#define PARITY_AR_RD PARITY_REDUCE_RD
+#define PARITY_AR_ONESHOT PARITY_REDUCE_ONESHOT
+#define PARITY_AR_LINEAR PARITY_REDUCE_LINEAR
+#define PARITY_AR_MPI_RING PARITY_REDUCE_MPI_RING
+#define PARITY_AR_RABENSEIFNER PARITY_REDUCE_RABENSEIFNER
+#define PARITY_AR_FP64 PARITY_REDUCE_FP64
+#define PARITY_AR_FP32 PARITY_REDUCE_FP32
+#define PARITY_AR_BF16 PARITY_REDUCE_BF16
+#define PARITY_AR_FP16 PARITY_REDUCE_FP16
+#define PARITY_AR_W_PARTIAL PARITY_REDUCE_W_PARTIAL
+#define PARITY_AR_W_NORMAL PARITY_REDUCE_W_NORMAL
+#define PARITY_AR_W_GRADSCALE PARITY_REDUCE_W_GRADSCALE
+#define PARITY_AR_W_OUTLIER PARITY_REDUCE_W_OUTLIER
+#define PARITY_AR_W_INTPROBE PARITY_REDUCE_W_INTPROBE
+#if PARITY_DEPRECATED_ATTR_
+PARITY_DEPRECATED_TYPE_(parity_ar_algo_t, parity_reduce_algo_t)
+PARITY_DEPRECATED_TYPE_(parity_ar_dtype_t, parity_reduce_dtype_t)
+PARITY_DEPRECATED_TYPE_(parity_ar_spec_t, parity_reduce_spec_t)
+PARITY_DEPRECATED_TYPE_(parity_ar_workload_t, parity_reduce_workload_t)
+PARITY_DEPRECATED_TYPE_(parity_ar_drift_t, parity_reduce_drift_t)
+#else
+typedef parity_reduce_algo_t parity_ar_algo_t;
+typedef parity_reduce_dtype_t parity_ar_dtype_t;
+typedef parity_reduce_spec_t parity_ar_spec_t;
+typedef parity_reduce_workload_t parity_ar_workload_t;
+typedef parity_reduce_drift_t parity_ar_drift_t;
+#endif
+#endif /* reduce.h */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PARITY_NO_DEPRECATED */
