@@ -9,6 +9,10 @@
 #ifndef PARITY_BASELINE_H
 #define PARITY_BASELINE_H
 
+#ifndef PARITY_STATIC_LINKING_ONLY
+#error "parity/baseline.h is in the experimental part of the C API, whose layouts change between releases: define PARITY_STATIC_LINKING_ONLY before including it and link libparity.a, or use the stable parity/parity.h (docs/c-api.md)"
+#endif
+
 #include "parity/op.h"
 #include "parity/verify.h"
 

@@ -8,6 +8,10 @@
 #ifndef PARITY_BENCH_H
 #define PARITY_BENCH_H
 
+#ifndef PARITY_STATIC_LINKING_ONLY
+#error "parity/bench.h is in the experimental part of the C API, whose layouts change between releases: define PARITY_STATIC_LINKING_ONLY before including it and link libparity.a, or use the stable parity/parity.h (docs/c-api.md)"
+#endif
+
 #include <stdint.h>
 
 #include "parity/kernel.h"

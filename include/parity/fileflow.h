@@ -7,6 +7,10 @@
 #ifndef PARITY_FILEFLOW_H
 #define PARITY_FILEFLOW_H
 
+#ifndef PARITY_STATIC_LINKING_ONLY
+#error "parity/fileflow.h is in the experimental part of the C API, whose layouts change between releases: define PARITY_STATIC_LINKING_ONLY before including it and link libparity.a, or use the stable parity/parity.h (docs/c-api.md)"
+#endif
+
 #include "parity/kernel.h"
 #include "parity/op.h"
 #include "parity/verify.h"

@@ -4,6 +4,10 @@
 #ifndef PARITY_KERNEL_H
 #define PARITY_KERNEL_H
 
+#ifndef PARITY_STATIC_LINKING_ONLY
+#error "parity/kernel.h is in the experimental part of the C API, whose layouts change between releases: define PARITY_STATIC_LINKING_ONLY before including it and link libparity.a, or use the stable parity/parity.h (docs/c-api.md)"
+#endif
+
 #include "parity/kernel_abi.h"
 #include "parity/status.h"
 

@@ -7,6 +7,10 @@
 #ifndef PARITY_LOGPROB_H
 #define PARITY_LOGPROB_H
 
+#ifndef PARITY_STATIC_LINKING_ONLY
+#error "parity/logprob.h is in the experimental part of the C API, whose layouts change between releases: define PARITY_STATIC_LINKING_ONLY before including it and link libparity.a, or use the stable parity/parity.h (docs/c-api.md)"
+#endif
+
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -9,6 +9,10 @@
 #ifndef PARITY_MODEL_H
 #define PARITY_MODEL_H
 
+#ifndef PARITY_STATIC_LINKING_ONLY
+#error "parity/model.h is in the experimental part of the C API, whose layouts change between releases: define PARITY_STATIC_LINKING_ONLY before including it and link libparity.a, or use the stable parity/parity.h (docs/c-api.md)"
+#endif
+
 #include <stddef.h>
 #include <stdint.h>
 

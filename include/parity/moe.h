@@ -8,6 +8,10 @@
 #ifndef PARITY_MOE_H
 #define PARITY_MOE_H
 
+#ifndef PARITY_STATIC_LINKING_ONLY
+#error "parity/moe.h is in the experimental part of the C API, whose layouts change between releases: define PARITY_STATIC_LINKING_ONLY before including it and link libparity.a, or use the stable parity/parity.h (docs/c-api.md)"
+#endif
+
 #include <stddef.h>
 #include <stdint.h>
 

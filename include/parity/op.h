@@ -12,6 +12,10 @@
 #ifndef PARITY_OP_H
 #define PARITY_OP_H
 
+#ifndef PARITY_STATIC_LINKING_ONLY
+#error "parity/op.h is in the experimental part of the C API, whose layouts change between releases: define PARITY_STATIC_LINKING_ONLY before including it and link libparity.a, or use the stable parity/parity.h (docs/c-api.md)"
+#endif
+
 #include <stdint.h>
 
 #include "parity/format.h"

@@ -12,9 +12,10 @@
  *
  * The experimental part: the per-module headers (verify.h, op.h, kernel.h, fileflow.h, ...) with
  * today's struct layouts (parity_check_opts_t, parity_kernel_result_t, ...). Their layouts change
- * between releases (docs/c-api.md), so a program that uses them should link libparity statically
- * and say so: defining PARITY_STATIC_LINKING_ONLY before including this header includes them
- * (zstd's ZSTD_STATIC_LINKING_ONLY model). */
+ * between releases (docs/c-api.md), so a program that uses them links libparity statically and
+ * says so by defining PARITY_STATIC_LINKING_ONLY before including any parity header (without it,
+ * each of them is an #error); this header then includes them too (zstd's
+ * ZSTD_STATIC_LINKING_ONLY model). */
 #ifndef PARITY_PARITY_H
 #define PARITY_PARITY_H
 

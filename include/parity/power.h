@@ -17,6 +17,10 @@
 #ifndef PARITY_POWER_H
 #define PARITY_POWER_H
 
+#ifndef PARITY_STATIC_LINKING_ONLY
+#error "parity/power.h is in the experimental part of the C API, whose layouts change between releases: define PARITY_STATIC_LINKING_ONLY before including it and link libparity.a, or use the stable parity/parity.h (docs/c-api.md)"
+#endif
+
 #include "parity/baseline.h"
 #include "parity/op.h"
 

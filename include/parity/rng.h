@@ -4,6 +4,10 @@
 #ifndef PARITY_RNG_H
 #define PARITY_RNG_H
 
+#ifndef PARITY_STATIC_LINKING_ONLY
+#error "parity/rng.h is in the experimental part of the C API, whose layouts change between releases: define PARITY_STATIC_LINKING_ONLY before including it and link libparity.a, or use the stable parity/parity.h (docs/c-api.md)"
+#endif
+
 #include <stdint.h>
 
 #ifdef __cplusplus
