@@ -88,8 +88,12 @@ prc=$?
 if [ $prc = 77 ]; then
   echo "python rows|-|skipped: $(grep -m1 '^skip' "$log.py")|skip" >>"$rows"
 else
-  grep ' | ' "$log.py" | sed 's/ *| */|/g' >>"$rows"
-  [ $prc = 0 ] || [ $prc = 1 ] || { cat "$log.py"; echo "python rows|-|error: exit $prc|FAIL" >>"$rows"; }
+  grep ' | ' "$log.py" | sed 's/ *| */|/g' >"$log.pyrows"
+  cat "$log.pyrows" >>"$rows"
+  # exit 1 is a row that failed; any other exit, or no row at all, is the script failing
+  if { [ $prc != 0 ] && [ $prc != 1 ]; } || [ ! -s "$log.pyrows" ]; then
+    cat "$log.py"; echo "python rows|-|error: exit $prc, $(wc -l <"$log.pyrows") rows|FAIL" >>"$rows"
+  fi
 fi
 
 echo

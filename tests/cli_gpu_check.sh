@@ -22,6 +22,7 @@ if [ ! -f "$B/python/libparity_python.so" ] || ! "$PY" -c 'import torch' 2>/dev/
   [ $fail = 0 ] || exit 1
   echo "skip: the --cpu-dry-run half needs torch in $PY and $B/python/libparity_python.so"; exit 77
 fi
+preload_sanitizers "$B/python/libparity_python.so"
 "$SRC/scripts/gpu-check.sh" --cpu-dry-run --build "$B" --python "$PY" >"$tmp/dry.txt" 2>&1
 rc=$?
 [ $rc = 0 ] && ok || { bad "--cpu-dry-run: exit $rc, want 0"; cat "$tmp/dry.txt"; }

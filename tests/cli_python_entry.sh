@@ -18,12 +18,7 @@ BRIDGE=$BUILD/python/libparity_python.so
 [ -f "$BRIDGE" ] || { echo "skip: $BRIDGE not built"; exit 77; }
 . "$(dirname "$0")/lib_cli.sh"
 tmp=$(cd "$tmp" && pwd -P)
-# A sanitizer build's bridge needs the sanitizer runtimes first in the process (as run_pytest.sh).
-if ldd "$BRIDGE" 2>/dev/null | grep -q libasan; then
-  rt=$(ldd "$BRIDGE" | awk '/libasan|libubsan/ && /=>/ {print $3}' | sort | paste -sd: -)
-  export LD_PRELOAD="$rt${LD_PRELOAD:+:$LD_PRELOAD}"
-  export ASAN_OPTIONS="detect_leaks=0:handle_segv=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
-fi
+preload_sanitizers "$BRIDGE"
 
 # The entry point as declared, e.g. parity = "parity._cli:main".
 ep=$(sed -n '/^\[project\.scripts\]/,/^\[/s/^parity *= *"\(.*\)"/\1/p' "$SRC/pyproject.toml")

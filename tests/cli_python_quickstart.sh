@@ -15,12 +15,7 @@ fi
 BRIDGE=$BUILD/python/libparity_python.so
 [ -f "$BRIDGE" ] || { echo "skip: $BRIDGE not built"; exit 77; }
 . "$(dirname "$0")/lib_cli.sh"
-# A sanitizer build's bridge needs the sanitizer runtimes first in the process (as run_pytest.sh).
-if ldd "$BRIDGE" 2>/dev/null | grep -q libasan; then
-  rt=$(ldd "$BRIDGE" | awk '/libasan|libubsan/ && /=>/ {print $3}' | sort | paste -sd: -)
-  export LD_PRELOAD="$rt${LD_PRELOAD:+:$LD_PRELOAD}"
-  export ASAN_OPTIONS="detect_leaks=0:handle_segv=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
-fi
+preload_sanitizers "$BRIDGE"
 export PARITY_PY_LIB=$BRIDGE
 
 # torch hidden: sys.modules["torch"] = None makes `import torch` fail and find_spec answer None,
