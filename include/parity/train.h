@@ -100,7 +100,8 @@ parity_status_t parity_train_model_new(const parity_train_config_t *cfg, int voc
                                        parity_train_model_t **out, parity_diag_t *diag);
 void parity_train_model_free(parity_train_model_t *m);
 
-/* Parameters and gradients: one fp32 allocation each, carved into named tensors. */
+/* Parameters and gradients: one fp32 allocation each, carved into named tensors; the pointers
+ * are the model's (written through by training), valid until parity_train_model_free. */
 size_t parity_train_model_nparams(const parity_train_model_t *m);
 float *parity_train_model_params(parity_train_model_t *m);
 float *parity_train_model_grads(parity_train_model_t *m);
