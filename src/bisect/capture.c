@@ -16,14 +16,7 @@
 #include "parity/bisect.h"
 #include "parity/safetensors.h"
 
-static char *dupstr(const char *s)
-{
-    if (!s) return NULL;
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d) memcpy(d, s, n);
-    return d;
-}
+static char *dupstr(const char *s) { return s ? strdup(s) : NULL; }
 
 /* FNV-1a over the bits of the values: part of a capture's id. */
 static uint64_t fnv(uint64_t h, const void *p, size_t n)

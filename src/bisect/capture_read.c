@@ -14,14 +14,7 @@
 #include "parity/bisect.h"
 #include "parity/safetensors.h"
 
-static char *dupstr(const char *s)
-{
-    if (!s) return NULL;
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d) memcpy(d, s, n);
-    return d;
-}
+static char *dupstr(const char *s) { return s ? strdup(s) : NULL; }
 
 static char *slurp(const char *path, size_t *len)
 {
