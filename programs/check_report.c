@@ -146,6 +146,12 @@ void check_report_text(FILE *out, const parity_op_t *op, const parity_kernel_res
             else if (d->beyond)
                 fprintf(out, "error %.3g is beyond what 8-bit accumulation gives (%.3g): not an "
                              "accumulator-precision problem", d->cand_err, d->emu_err[0]);
+            else if (isnan(d->eff_bits) ||
+                     (dw->verdict == PARITY_VERDICT_UNFAITHFUL && d->cause != PARITY_CAUSE_ACCUMULATOR))
+                /* No accumulator wording where no accumulator explains the error: the figures. */
+                fprintf(out, "relative error %.3g; accumulator emulations (sequential) 8-bit "
+                             "%.3g, 11-bit %.3g, fp32 %.3g", d->cand_err, d->emu_err[0],
+                        d->emu_err[2], d->emu_err[4]);
             else
                 fprintf(out, "effective accumulator ~%.1f bits, closest to %s%s", d->eff_bits,
                         parity_emu_names[d->closest],
@@ -156,6 +162,8 @@ void check_report_text(FILE *out, const parity_op_t *op, const parity_kernel_res
                 fprintf(out, "; error vs hits r = %.2f%s", dw->hit_corr,
                         dw->hit_corr > 0.5 ? " (grows with hits)" : "");
             fputc('\n', out);
+            if (dw->verdict == PARITY_VERDICT_UNFAITHFUL && d->cause != PARITY_CAUSE_NONE)
+                fprintf(out, "  cause: %s \xe2\x80\x94 %s\n", parity_cause_names[d->cause], d->detail);
         }
         if (kr->verdict != PARITY_VERDICT_FAITHFUL) {
             char rep[1024];
@@ -288,6 +296,10 @@ int check_report_json(const char *path, const parity_op_t *op, const parity_kern
                 cJSON_AddBoolToObject(d, "beyond_8bit", w->diag.beyond);
                 cJSON_AddBoolToObject(d, "unresolvable", w->diag.masked);
                 cJSON_AddBoolToObject(d, "zero_written", w->diag.zero_written);
+                if (w->verdict == PARITY_VERDICT_UNFAITHFUL && w->diag.cause != PARITY_CAUSE_NONE) {
+                    cJSON_AddStringToObject(d, "cause", parity_cause_names[w->diag.cause]);
+                    cJSON_AddStringToObject(d, "detail", w->diag.detail);
+                }
                 cJSON_AddItemToObject(d, "candidate_rel_err", cli_json_num(w->diag.cand_err));
                 cJSON *e = cJSON_AddObjectToObject(d, "emulation_rel_err");
                 for (int q = 0; q < PARITY_N_EMU; q++)
@@ -303,6 +315,10 @@ int check_report_json(const char *path, const parity_op_t *op, const parity_kern
             cJSON_AddBoolToObject(dg, "beyond_8bit", d->beyond);
             cJSON_AddBoolToObject(dg, "unresolvable", d->masked);
             cJSON_AddBoolToObject(dg, "zero_written", d->zero_written);
+            if (kr->wl[kr->diag_wl].verdict == PARITY_VERDICT_UNFAITHFUL && d->cause != PARITY_CAUSE_NONE) {
+                cJSON_AddStringToObject(dg, "cause", parity_cause_names[d->cause]);
+                cJSON_AddStringToObject(dg, "detail", d->detail);
+            }
             cJSON_AddItemToObject(dg, "hit_error_correlation", cli_json_num(kr->wl[kr->diag_wl].hit_corr));
         }
         if (ctx->baselines) {

@@ -72,6 +72,10 @@ static cJSON *diag_json(const parity_custom_result_t *r)
     cJSON_AddStringToObject(dg, "closest", parity_emu_names[d->closest]);
     cJSON_AddBoolToObject(dg, "beyond_8bit", d->beyond);
     cJSON_AddBoolToObject(dg, "unresolvable", d->masked);
+    if (r->verdict == PARITY_VERDICT_UNFAITHFUL && d->cause != PARITY_CAUSE_NONE) {
+        cJSON_AddStringToObject(dg, "cause", parity_cause_names[d->cause]);
+        cJSON_AddStringToObject(dg, "detail", d->detail);
+    }
     return dg;
 }
 
@@ -84,11 +88,16 @@ static void print_diag(const parity_custom_result_t *r)
     else if (d->beyond)
         printf("error %.3g is beyond what 8-bit accumulation gives (%.3g): not an accumulator-precision problem",
                d->cand_err, d->emu_err[0]);
+    else if (isnan(d->eff_bits) || (r->verdict == PARITY_VERDICT_UNFAITHFUL && d->cause != PARITY_CAUSE_ACCUMULATOR))
+        printf("relative error %.3g; accumulator emulations (sequential) 8-bit %.3g, 11-bit %.3g, fp32 %.3g",
+               d->cand_err, d->emu_err[0], d->emu_err[2], d->emu_err[4]);
     else
         printf("effective accumulator ~%.1f bits, closest to %s%s", d->eff_bits, parity_emu_names[d->closest],
                d->masked ? " (weak evidence: after rounding to the output dtype, 8- and 24-bit accumulation differ "
                            "by < 1.5x on the sampled rows)" : "");
     printf("\n");
+    if (r->verdict == PARITY_VERDICT_UNFAITHFUL && d->cause != PARITY_CAUSE_NONE)
+        printf("  cause: %s \xe2\x80\x94 %s\n", parity_cause_names[d->cause], d->detail);
 }
 
 /* The unfaithful workload whose diagnosis the kernel reports: the worst diagnosed one, else the

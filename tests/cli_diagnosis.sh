@@ -35,5 +35,40 @@ expect attention_fwd odd-t1031@256x32x1 bf16_out "fp32 " 24
 grep -q "weak evidence" "$tmp/out" && ok || bad "attention_fwd bf16_out: no weak-evidence note"
 expect cross_entropy small-v@256x1x1000 bf16_out "fp32 " 24
 
+# The cause line (issue #36, first slice): "cause: accumulator" only where an emulated
+# accumulator explains the error; "cause: unknown" with the figures otherwise, and never a bit
+# count below 0 or above 53 in the text or the JSON. bf16_steps on text read "effective
+# accumulator ~-219.1 bits" before; the plugin's kernels round the row's sum of exps to bf16
+# (torch's log_softmax on bf16 input) or divide by D - 1.
+PL="${PARITY_BUILD:?}/tests/plugins/libparity_diag_causes.so"
+# op workload kernel expected-cause
+cause() {
+  "$P" check "$1" --kernel "$3" --workload "$2" -q --no-floor --json "$tmp/c.json" >"$tmp/out" 2>&1
+  grep -q "^  cause: $4 " "$tmp/out" && ok || { bad "$1 $3 on $2: no 'cause: $4' line"; cat "$tmp/out"; }
+  grep -Eq '"cause":[[:space:]]*"'"$4"'"' "$tmp/c.json" && ok || bad "$1 $3 on $2: JSON cause is not $4"
+  grep -Eq '"detail":[[:space:]]*"[a-z]' "$tmp/c.json" && ok || bad "$1 $3 on $2: no JSON detail"
+  if grep -Eq -- '~-[0-9]|~(5[4-9]|[6-9][0-9]|[0-9]{3,})[.][0-9] bits|"effective_bits":[[:space:]]*(-|5[4-9]|[6-9][0-9]|[0-9]{3,})' \
+    "$tmp/out" "$tmp/c.json"; then
+    bad "$1 $3 on $2: a bit count outside [0, 53]"
+    grep -E -- '~-|effective_bits' "$tmp/out" "$tmp/c.json"
+  else ok; fi
+}
+cause log_softmax text@64x1x50257 builtin:bf16_steps unknown
+cause log_softmax text@64x1x50257 "$PL:sum_bf16" unknown
+cause log_softmax small-v@256x1x1000 "$PL:sum_bf16_f32out" unknown
+cause cross_entropy small-v@256x1x1000 "$PL:sum_bf16" unknown
+cause cross_entropy small-v@256x1x1000 "$PL:sum_bf16_out" unknown
+cause rmsnorm_fwd unit@256x512x1 "$PL:div_d_minus_1" unknown
+grep -q "effective accumulator" "$tmp/out" && bad "div_d_minus_1: accumulator wording" || ok
+cause log_softmax small-v@256x1x1000 builtin:bf16_sum accumulator
+cause rmsnorm_fwd unit@256x512x1 builtin:bf16_sumsq accumulator
+cause embedding_rmsnorm_bwd zipf1.1 builtin:bf16_accum accumulator
+grep -Eq '"effective_bits":[[:space:]]*(7\.[5-9]|8\.[0-4])' "$tmp/c.json" && ok || bad "bf16_accum: effective bits not ~8"
+# Faithful kernels get no cause, even when diagnosed.
+"$P" check log_softmax --kernel builtin:fp32 --workload small-v@256x1x1000 -q --no-floor --diagnose \
+  --json "$tmp/f.json" >"$tmp/out" 2>&1
+grep -q "diagnosis (" "$tmp/out" && ok || bad "fp32 --diagnose: no diagnosis line"
+grep -q "cause" "$tmp/out" "$tmp/f.json" && bad "faithful fp32: a cause" || ok
+
 echo "cli_diagnosis: $pass passed, $fail failed"
 [ $fail = 0 ]

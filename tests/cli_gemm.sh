@@ -23,7 +23,13 @@ rc=$?
 n=$(grep -c "(as expected)" "$tmp/all")
 k=$(grep -c "^builtin:" "$tmp/all")
 [ "$k" -ge 10 ] && [ "$n" = "$k" ] && ok || { bad "$n of $k kernels as expected on $ODD"; grep "NOT AS EXPECTED" "$tmp/all"; }
-grep -A8 "^builtin:splitk_bf16" "$tmp/all" | grep -q "diagnosis (.*effective accumulator" && ok || bad "splitk_bf16: no accumulator diagnosis"
+# splitk_bf16 rounds a handful of partials to bf16, not K terms: its error's size reads as
+# 13-18 bits by seed, about 3 bits from the closest (11-bit) emulation, the border of the
+# "emulations disagree" rule (~14.1 at seed 1: unknown; issue #36 has no intermediate-rounding
+# word yet), so either cause, but one; fp16_acc is an 11-bit accumulator.
+grep -A8 "^builtin:splitk_bf16" "$tmp/all" | grep -q "diagnosis (" && ok || bad "splitk_bf16: no diagnosis"
+grep -A9 "^builtin:splitk_bf16" "$tmp/all" | grep -Eq "^  cause: (unknown|accumulator) " && ok || bad "splitk_bf16: no cause"
+grep -A9 "^builtin:fp16_acc" "$tmp/all" | grep -q "^  cause: accumulator .* ~1[01]\.[0-9] effective bits" && ok || bad "fp16_acc: cause not an 11-bit accumulator"
 grep -A8 "^builtin:ktail_drop" "$tmp/all" | grep -q "not an accumulator-precision problem" && ok || bad "ktail_drop: not diagnosed as a non-precision error"
 
 # Faithful kernels alone: exit 0 on both shapes.

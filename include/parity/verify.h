@@ -50,7 +50,19 @@ typedef struct {
                                      * structural error (a wrong index or selection, an output
                                      * written that should stay 0), which no accumulator
                                      * explains whatever the sampled rows show */
+    int64_t worst_terms;            /* terms of the workload's worst element (set before
+                                     * parity_diagnosis_classify; 0: not known) */
+    /* The cause (issue #36, first slice; docs/error-model.md "Cause"): ACCUMULATOR when an
+     * emulated accumulator explains the error, UNKNOWN when none does (a bit count outside
+     * [0, 53], the error beyond 8-bit accumulation or no larger than a faithful fp32
+     * accumulator's, output rounding that hides the accumulator, emulations that disagree,
+     * one-term elements no emulation fits closely, a structural error). eff_bits is NaN when the
+     * accumulator model gives no bit count. detail: the sentence, with the measured figures. */
+    int cause;                      /* parity_cause_t */
+    char detail[320];
 } parity_diagnosis_t;
+typedef enum { PARITY_CAUSE_NONE = 0, PARITY_CAUSE_ACCUMULATOR, PARITY_CAUSE_UNKNOWN } parity_cause_t;
+extern const char *const parity_cause_names[3]; /* "", "accumulator", "unknown" */
 extern const char *const parity_emu_names[PARITY_N_EMU];
 extern const int parity_emu_bits[PARITY_N_EMU];
 

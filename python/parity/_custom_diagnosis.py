@@ -13,7 +13,7 @@ is a term: the report says "no diagnosis" and why)."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -132,9 +132,53 @@ def diagnose(case: "CustomCase", y: Any, out_dtype: str, output: str
         t = (le[i] - lc) / (le[i] - le[i + 1]) if le[i] != le[i + 1] else 0.0
         bits = p[i] + t * (p[i + 1] - p[i])
     masked = (not beyond) and emu[0] < 1.5 * emu[4]  # check.c: the output rounding swamps it
-    return {"workload": case.workload, "output": output, "effective_bits": bits, "closest": EMU[closest][0],
-            "beyond_8bit": beyond, "unresolvable": masked, "candidate_error": cand,
-            "emulation_errors": {EMU[e][0]: emu[e] for e in range(len(EMU))}}, None
+    d = {"workload": case.workload, "output": output, "effective_bits": bits, "closest": EMU[closest][0],
+         "beyond_8bit": beyond, "unresolvable": masked, "candidate_error": cand,
+         "emulation_errors": {EMU[e][0]: emu[e] for e in range(len(EMU))}}
+    d["cause"], d["detail"] = _cause(d, closest, emu, k)
+    if d["cause"] != "accumulator" and not math.isinf(bits) and not 0 <= bits <= 53:
+        d["effective_bits"] = math.nan  # no bit count where no accumulator fits
+    return d, None
+
+
+SAME, BITS_APART, TIGHT = 1.5, 3.0, 0.25  # src/verify/check_verdict.c's CAUSE_SAME, _BITS_APART, _TIGHT
+_BITS = [8, 8, 11, 11, 24, 24]
+
+
+def _cause(d: Dict[str, Any], closest: int, emu: List[float], k: int) -> Tuple[str, str]:
+    """(cause, detail) as src/verify/check_verdict.c's diagnosis_cause (issue #36, first slice):
+    "accumulator" only where the emulations explain the error, else "unknown" with the figures."""
+    c, e8, f32, bits = d["candidate_error"], emu[0], min(emu[4], emu[5]), d["effective_bits"]
+    ce = emu[closest]
+    apart = abs(math.log2((c + 1e-300) / (ce + 1e-300)))
+    if c == 0:
+        return "unknown", ("the sampled rows are exact: the error lies in rows the diagnosis did not sample, and no "
+                           "accumulator figure applies")
+    if d["beyond_8bit"]:
+        return "unknown", ("relative error %.3g is %.1fx what 8-bit accumulation gives (%.3g): not an accumulator "
+                           "effect" % (c, c / e8, e8))
+    tight = apart <= TIGHT * abs(math.log2((c + 1e-300) / (f32 + 1e-300)))
+    if _BITS[closest] == 24 or (not c > SAME * f32 and not tight):
+        return "unknown", ("a faithful fp32 accumulator gives %s error on the sampled rows (relative error "
+                           "%.3g, the kernel's %.3g): not an accumulator effect"
+                           % ("the closest" if _BITS[closest] == 24 else "about the same", f32, c))
+    if d["unresolvable"] and not tight:
+        return "unknown", ("after rounding to the output dtype, 8- to 24-bit accumulators give the same error "
+                           "(relative %.3g to %.3g), the kernel's is %.3g: not an accumulator effect" % (e8, emu[4], c))
+    if not 0 <= bits <= 53:
+        return "unknown", ("the accumulator emulations (relative error %.3g at 8 bits to %.3g at 24) fit no bit "
+                           "count to the kernel's %.3g: not an accumulator effect" % (e8, emu[4], c))
+    if abs(bits - _BITS[closest]) > BITS_APART:
+        return "unknown", ("the emulations disagree: the error's size (relative %.3g) reads as ~%.1f bits, but the "
+                           "closest emulation is %s (%.3g): no accumulator reproduces it"
+                           % (c, bits, EMU[closest][0], ce))
+    if k == 1 and apart > math.log2(SAME):
+        return "unknown", ("the worst elements have one term each and no accumulator emulation of the op's inner "
+                           "sums comes within %.1fx of their error (relative %.3g, closest %s %.3g): not an "
+                           "accumulator effect" % (SAME, c, EMU[closest][0], ce))
+    return "accumulator", ("%s ~%.1f effective bits (closest emulation %s, relative error %.3g against the kernel's "
+                           "%.3g)" % ("the op's inner sums accumulated at" if k == 1 else "accumulation at", bits,
+                                      EMU[closest][0], ce, c))
 
 
 def line(d: Dict[str, Any]) -> str:
@@ -142,9 +186,14 @@ def line(d: Dict[str, Any]) -> str:
     s = "  diagnosis (%s, %s): " % (d["workload"], d["output"])
     if math.isinf(d["effective_bits"]):
         return s + "exact on the sampled rows"
+    cause = "\n  cause: %s \u2014 %s" % (d["cause"], d["detail"]) if d.get("cause") else ""
+    e = d["emulation_errors"]
     if d["beyond_8bit"]:
         return s + "error %.3g is beyond what 8-bit accumulation gives (%.3g): not an accumulator-precision " \
-            "problem" % (d["candidate_error"], d["emulation_errors"]["bf16 sequential"])
+            "problem" % (d["candidate_error"], e["bf16 sequential"]) + cause
+    if math.isnan(d["effective_bits"]) or d.get("cause", "accumulator") != "accumulator":
+        return s + "relative error %.3g; accumulator emulations (sequential) 8-bit %.3g, 11-bit %.3g, fp32 %.3g" % (
+            d["candidate_error"], e["bf16 sequential"], e["11-bit sequential"], e["fp32 sequential"]) + cause
     return s + "effective accumulator ~%.1f bits, closest to %s%s" % (
         d["effective_bits"], d["closest"], " (weak evidence: after rounding to the output dtype, 8- and 24-bit "
-        "accumulation differ by < 1.5x on the sampled rows)" if d["unresolvable"] else "")
+        "accumulation differ by < 1.5x on the sampled rows)" if d["unresolvable"] else "") + cause

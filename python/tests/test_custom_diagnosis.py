@@ -48,11 +48,28 @@ def test_narrow_accumulators_are_named():
     r, d, _ = _diag(GEMM, gemm_bf16_acc)
     assert d["closest"] == "bf16 sequential" and abs(d["effective_bits"] - 8) <= 0.5, d
     assert "diagnosis (%s, C): effective accumulator ~8.0 bits, closest to bf16 sequential" % d["workload"] in str(r)
+    assert d["cause"] == "accumulator" and "\n  cause: accumulator \u2014 accumulation at ~8.0" in str(r), d
     r, d, _ = _diag(GEMM, gemm_fp16_acc)
     assert d["closest"] == "11-bit sequential" and abs(d["effective_bits"] - 11) <= 0.5, d
     for w in r.workloads:  # per workload too, where diagnosed
         if w.diagnosis:
             assert w.diagnosis["closest"].startswith("11-bit"), (w.name, w.diagnosis)
+
+
+def test_cause_has_no_impossible_bit_count():
+    # C's figures (tests/test_diagnosis.c): log_softmax's bf16_steps mutant on text, where the
+    # output's rounding hides the accumulator and the old extrapolation read ~-219 bits. Issue #36,
+    # first slice: "unknown", the bits NaN, the line without accumulator wording.
+    from parity import _custom_diagnosis as cd
+    emu = [0.03943, 0.03945, 0.03929, 0.03929, 0.03929, 0.03929]
+    d = {"workload": "text", "output": "logprobs", "effective_bits": -219.1, "closest": "bf16 pairwise",
+         "beyond_8bit": False, "unresolvable": True, "candidate_error": 0.0521,
+         "emulation_errors": {cd.EMU[e][0]: emu[e] for e in range(6)}}
+    d["cause"], d["detail"] = cd._cause(d, 1, emu, 50257)
+    assert d["cause"] == "unknown", d
+    d["effective_bits"] = float("nan")
+    ln = cd.line(d)
+    assert "effective accumulator" not in ln and "~-" not in ln and "\n  cause: unknown \u2014 " in ln, ln
 
 
 def test_the_error_measure_by_hand():

@@ -523,7 +523,6 @@ static void diagnose(case_slot_t *cs, const parity_kernel_ref_t *kr, parity_tens
     snprintf(d->output, sizeof d->output, "%s", R->name);
     for (int e = 0; e < PARITY_N_EMU; e++)
         d->emu_err[e] = cs->emu[o][e] ? diag_error(R, cs->rows[o], n, cs->emu[o][e], odt) : NAN;
-    parity_diagnosis_classify(d);
     /* The comparison above weighs elements by sum|terms| and skips those where it is 0; when
      * the worst element is one of them (d_expert_out of an unselected expert written, a dE row no
      * id hits left unzeroed, a wrong expert selected where the right ones' values are 0), the
@@ -533,6 +532,8 @@ static void diagnose(case_slot_t *cs, const parity_kernel_ref_t *kr, parity_tens
         int64_t slot = R->slot ? R->slot[w->row] : w->row;
         d->zero_written = slot < 0 || !(R->s_acc[slot * R->cols + w->col] > 0);
     }
+    d->worst_terms = w->k;
+    parity_diagnosis_classify(d); /* after zero_written and worst_terms: the cause reads them */
 }
 
 /* ---- baselines ---- */

@@ -3,10 +3,80 @@
  * verdict, worst workload and diagnosed workload over its workloads. Split from check.c, which
  * runs the units that produce these results. */
 #include <math.h>
+#include <stdio.h>
 
 #include "parity/verify.h"
 #include "src/verify/check_impl.h"
 #include "src/verify/verify_impl.h"
+
+/* 1.5x: the spread the diagnosis already reads as "the same error" (masked above; the
+ * sequential-vs-pairwise spread of one format measured 0.92-1.42x). */
+#define CAUSE_SAME 1.5
+/* The effective bits and the closest emulation's precision may differ by this much before the
+ * emulations are said to disagree (an error between two formats' reads as in between: bf16
+ * pairwise sits near 11-bit sequential on long rows). */
+#define CAUSE_BITS_APART 3.0
+/* Where fp32 accumulation gives nearly the kernel's error (few terms, or an output rounding that
+ * hides the accumulator), a lower-precision emulation still explains it when it fits at least
+ * this much more closely in log terms (bf16_accum of embedding_rmsnorm_bwd on the uniform
+ * workload: 1.000006x from bf16 sequential, 1.25x from fp32). */
+#define CAUSE_TIGHT 0.25
+
+/* The cause (verify.h): accumulator only where the emulations explain the error; otherwise
+ * unknown, with the figures, and no bit count outside [0, 53]. */
+static void diagnosis_cause(parity_diagnosis_t *d)
+{
+    double c = d->cand_err, e8 = d->emu_err[0], f32 = fmin(d->emu_err[4], d->emu_err[5]);
+    int cb = parity_emu_bits[d->closest];
+    double closest_err = d->emu_err[d->closest];
+    double apart = fabs(log2((c + 1e-300) / (closest_err + 1e-300)));
+    char *t = d->detail;
+    size_t n = sizeof d->detail;
+    d->cause = PARITY_CAUSE_UNKNOWN;
+    if (d->zero_written) {
+        snprintf(t, n, "an element whose terms are all zero (0 in the reference) holds a nonzero "
+                       "value: a wrong index or selection, or an output that should stay 0 "
+                       "written, not an accumulator effect");
+    } else if (c == 0) {
+        snprintf(t, n, "the sampled rows are exact: the error lies in rows the diagnosis did not "
+                       "sample, and no accumulator figure applies");
+    } else if (d->beyond) {
+        snprintf(t, n, "relative error %.3g is %.1fx what 8-bit accumulation gives (%.3g): not an "
+                       "accumulator effect", c, c / e8, e8);
+    } else if (cb == 24 || (!(c > CAUSE_SAME * f32) &&
+                            !(apart <= CAUSE_TIGHT * fabs(log2((c + 1e-300) / (f32 + 1e-300)))))) {
+        snprintf(t, n, "a faithful fp32 accumulator gives %s error on the sampled rows "
+                       "(relative error %.3g, the kernel's %.3g): not an accumulator effect",
+                 cb == 24 ? "the closest" : "about the same", f32, c);
+    } else if (d->masked && !(apart <= CAUSE_TIGHT * fabs(log2((c + 1e-300) / (f32 + 1e-300))))) {
+        snprintf(t, n, "after rounding to the output dtype, 8- to 24-bit accumulators give the "
+                       "same error (relative %.3g to %.3g), the kernel's is %.3g: not an "
+                       "accumulator effect", e8, d->emu_err[4], c);
+    } else if (!(d->eff_bits >= 0 && d->eff_bits <= 53)) {
+        snprintf(t, n, "the accumulator emulations (relative error %.3g at 8 bits to %.3g at "
+                       "24) fit no bit count to the kernel's %.3g: not an accumulator effect",
+                 e8, d->emu_err[4], c);
+    } else if (fabs(d->eff_bits - cb) > CAUSE_BITS_APART) {
+        snprintf(t, n, "the emulations disagree: the error's size (relative %.3g) reads as ~%.1f "
+                       "bits, but the closest emulation is %s (%.3g): no accumulator reproduces "
+                       "it", c, d->eff_bits, parity_emu_names[d->closest], closest_err);
+    } else if (d->worst_terms == 1 && apart > log2(CAUSE_SAME)) {
+        snprintf(t, n, "the worst elements have one term each and no accumulator emulation of "
+                       "the op's inner sums comes within %.1fx of their error (relative %.3g, "
+                       "closest %s %.3g): not an accumulator effect",
+                 CAUSE_SAME, c, parity_emu_names[d->closest], closest_err);
+    } else {
+        d->cause = PARITY_CAUSE_ACCUMULATOR;
+        snprintf(t, n, "%s ~%.1f effective bits (closest emulation %s, relative error %.3g "
+                       "against the kernel's %.3g)",
+                 d->worst_terms == 1 ? "the op's inner sums accumulated at" : "accumulation at",
+                 d->eff_bits, parity_emu_names[d->closest], closest_err, c);
+    }
+    /* Never a bit count outside [0, 53] (a double's significand): NaN where no accumulator fits. */
+    if (d->cause != PARITY_CAUSE_ACCUMULATOR && !isinf(d->eff_bits) &&
+        !(d->eff_bits >= 0 && d->eff_bits <= 53))
+        d->eff_bits = NAN;
+}
 
 /* From d->cand_err and d->emu_err[]: the closest emulation, the effective bits, and whether the
  * error is beyond accumulator precision or masked by the output's rounding (verify_impl.h). */
@@ -53,6 +123,7 @@ void parity_diagnosis_classify(parity_diagnosis_t *d)
      * embedding rows stays at 1.85x): the report says the evidence is weak. */
     d->masked = !d->beyond && d->emu_err[0] < 1.5 * d->emu_err[4];
     d->available = 1;
+    diagnosis_cause(d);
 }
 
 /* Overall verdict: the first non-faithful verdict in workload order; the worst workload by q,
