@@ -213,6 +213,18 @@ void check_report_text(FILE *out, const parity_op_t *op, const parity_kernel_res
     fputc('\n', out);
 }
 
+/* diagnosis.parameter of the PARAMETER cause: the op's parameter, the fitted value and the op's,
+ * and the sampled rows' max err/tol with each (docs/check-json.md). */
+static void json_parameter(cJSON *dg, const parity_diagnosis_t *d)
+{
+    cJSON *p = cJSON_AddObjectToObject(dg, "parameter");
+    cJSON_AddStringToObject(p, "name", d->param_name);
+    cJSON_AddItemToObject(p, "fitted", cli_json_num(d->param_fitted));
+    cJSON_AddItemToObject(p, "op", cli_json_num(d->param_op));
+    cJSON_AddItemToObject(p, "err_tol_fitted", cli_json_num(d->param_q_fitted));
+    cJSON_AddItemToObject(p, "err_tol_op", cli_json_num(d->param_q_op));
+}
+
 int check_report_json(const char *path, const parity_op_t *op, const parity_kernel_result_t *res,
                       int n, const check_report_ctx_t *ctx)
 {
@@ -299,6 +311,7 @@ int check_report_json(const char *path, const parity_op_t *op, const parity_kern
                 if (w->verdict == PARITY_VERDICT_UNFAITHFUL && w->diag.cause != PARITY_CAUSE_NONE) {
                     cJSON_AddStringToObject(d, "cause", parity_cause_names[w->diag.cause]);
                     cJSON_AddStringToObject(d, "detail", w->diag.detail);
+                    if (w->diag.cause == PARITY_CAUSE_PARAMETER) json_parameter(d, &w->diag);
                 }
                 cJSON_AddItemToObject(d, "candidate_rel_err", cli_json_num(w->diag.cand_err));
                 cJSON *e = cJSON_AddObjectToObject(d, "emulation_rel_err");
@@ -318,6 +331,7 @@ int check_report_json(const char *path, const parity_op_t *op, const parity_kern
             if (kr->wl[kr->diag_wl].verdict == PARITY_VERDICT_UNFAITHFUL && d->cause != PARITY_CAUSE_NONE) {
                 cJSON_AddStringToObject(dg, "cause", parity_cause_names[d->cause]);
                 cJSON_AddStringToObject(dg, "detail", d->detail);
+                if (d->cause == PARITY_CAUSE_PARAMETER) json_parameter(dg, d);
             }
             cJSON_AddItemToObject(dg, "hit_error_correlation", cli_json_num(kr->wl[kr->diag_wl].hit_corr));
         }

@@ -64,6 +64,29 @@ cause log_softmax small-v@256x1x1000 builtin:bf16_sum accumulator
 cause rmsnorm_fwd unit@256x512x1 builtin:bf16_sumsq accumulator
 cause embedding_rmsnorm_bwd zipf1.1 builtin:bf16_accum accumulator
 grep -Eq '"effective_bits":[[:space:]]*(7\.[5-9]|8\.[0-4])' "$tmp/c.json" && ok || bad "bf16_accum: effective bits not ~8"
+# The parameter cause (issue #36): a kernel with eps 1e-6 where rmsnorm_fwd's is 1e-5. eps
+# matters on small-magnitude rows (x1e-3: mean x^2 ~ 1e-6; small-x: ~4e-4); the refit eps is
+# reported, within 1.5x of 1e-6, in the text and in diagnosis.parameter.
+# file pattern: the first number after the pattern, within [1e-6/1.5, 1.5e-6]
+near_1e6() {
+  v=$(grep -Eo -- "$2"'[0-9.e+-]+' "$1" | head -1 | sed -E "s/^.*[^0-9.e+-]//")
+  awk -v v="$v" 'BEGIN { exit !(v != "" && v + 0 >= 1e-6 / 1.5 && v + 0 <= 1.5e-6) }'
+}
+for wl in x1e-3 small-x; do
+  cause rmsnorm_fwd "$wl" "$PL:eps_1e6" parameter
+  near_1e6 "$tmp/out" 'cause: parameter .{0,8}eps .{1,4} ' && ok || bad "eps_1e6 on $wl: text eps not ~1e-6"
+  grep -q "the op's eps is 1e-05" "$tmp/out" && ok || bad "eps_1e6 on $wl: text lacks the op's eps"
+  near_1e6 "$tmp/c.json" '"fitted":[[:space:]]*' && ok || bad "eps_1e6 on $wl: JSON fitted not ~1e-6"
+  grep -Eq '"name":[[:space:]]*"eps"' "$tmp/c.json" && ok || bad "eps_1e6 on $wl: JSON parameter name"
+  grep -Eq '"op":[[:space:]]*1e-05' "$tmp/c.json" && ok || bad "eps_1e6 on $wl: JSON op value"
+  # A bf16 accumulator of the sum of squares on the same rows is not a parameter.
+  cause rmsnorm_fwd "$wl" builtin:bf16_sumsq accumulator
+  grep -q "parameter" "$tmp/out" "$tmp/c.json" && bad "bf16_sumsq on $wl: parameter" || ok
+  "$P" check rmsnorm_fwd --kernel builtin:fp32 --workload "$wl" -q --no-floor --diagnose \
+    --json "$tmp/f.json" >"$tmp/out" 2>&1
+  grep -q "cause\|parameter" "$tmp/out" "$tmp/f.json" && bad "faithful fp32 on $wl: a cause" || ok
+done
+
 # Faithful kernels get no cause, even when diagnosed.
 "$P" check log_softmax --kernel builtin:fp32 --workload small-v@256x1x1000 -q --no-floor --diagnose \
   --json "$tmp/f.json" >"$tmp/out" 2>&1

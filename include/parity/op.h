@@ -126,6 +126,15 @@ typedef struct parity_op {
                                parity_sum_order_t order, const int64_t *rows, int64_t n_rows,
                                double *dst);
     void (*free_priv)(parity_case_t *c);
+    /* A scalar parameter of the op the diagnosis may refit (issue #36, cause "parameter";
+     * docs/error-model.md "Cause"), or param_name NULL: none. param_value is the op's value
+     * (RMSNorm's eps, 1e-5). param_ref recomputes the fp64 reference of rows[0..n_rows) of
+     * output `out` with the parameter set to `value`, as build does: ref, s_acc and s_up (each
+     * n_rows * cols doubles, s_up may be NULL) as build forms them for those rows. */
+    const char *param_name;
+    double param_value;
+    parity_status_t (*param_ref)(const parity_case_t *c, int out, double value, const int64_t *rows,
+                                 int64_t n_rows, double *ref, double *s_acc, double *s_up);
 } parity_op_t;
 
 /* The registry. The ops and their presets are static: never freed, valid for the process;

@@ -60,9 +60,16 @@ typedef struct {
      * accumulator model gives no bit count. detail: the sentence, with the measured figures. */
     int cause;                      /* parity_cause_t */
     char detail[320];
+    /* PARAMETER (an op with a declared parameter, op.h param_name): the op's parameter refit on
+     * the sampled rows reproduces the kernel within the faithful tolerance there (max err/tol
+     * <= 1 against the reference recomputed with param_fitted) while the op's value does not
+     * (param_q_op > 1). Set only with that cause. */
+    char param_name[16];
+    double param_fitted, param_op, param_q_fitted, param_q_op;
 } parity_diagnosis_t;
-typedef enum { PARITY_CAUSE_NONE = 0, PARITY_CAUSE_ACCUMULATOR, PARITY_CAUSE_UNKNOWN } parity_cause_t;
-extern const char *const parity_cause_names[3]; /* "", "accumulator", "unknown" */
+typedef enum { PARITY_CAUSE_NONE = 0, PARITY_CAUSE_ACCUMULATOR, PARITY_CAUSE_UNKNOWN,
+               PARITY_CAUSE_PARAMETER } parity_cause_t;
+extern const char *const parity_cause_names[4]; /* "", "accumulator", "unknown", "parameter" */
 extern const char *const parity_emu_names[PARITY_N_EMU];
 extern const int parity_emu_bits[PARITY_N_EMU];
 

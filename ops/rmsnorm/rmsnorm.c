@@ -100,6 +100,35 @@ static parity_status_t rfwd_build(const parity_op_t *op, const parity_workload_t
     return PARITY_OK;
 }
 
+/* The reference of rows[0..n_rows) with eps = value, as rfwd_build forms it (the diagnosis's
+ * parameter refit, op.h param_ref). */
+static parity_status_t rfwd_param_ref(const parity_case_t *c, int out, double value, const int64_t *rows,
+                                      int64_t n_rows, double *ref, double *s_acc, double *s_up)
+{
+    if (out != 0) return PARITY_E_UNSUPPORTED;
+    int64_t d = c->inputs[0]->view.shape[1];
+    double *x = malloc((size_t)d * 2 * sizeof *x);
+    if (!x) return PARITY_E_NOMEM;
+    double *g = x + d;
+    parity_tensor_to_f64(&c->inputs[1]->view, g);
+    for (int64_t q = 0; q < n_rows; q++) {
+        double ss = 0;
+        for (int64_t k = 0; k < d; k++) {
+            x[k] = parity_tensor_get(&c->inputs[0]->view, rows[q] * d + k);
+            ss += x[k] * x[k];
+        }
+        double r = 1.0 / sqrt(ss / (double)d + value);
+        for (int64_t j = 0; j < d; j++) {
+            double y = x[j] * r * g[j];
+            ref[q * d + j] = y;
+            s_acc[q * d + j] = fabs(y);
+            if (s_up) s_up[q * d + j] = fabs(y);
+        }
+    }
+    free(x);
+    return PARITY_OK;
+}
+
 /* ---- emulation for the diagnosis ------------------------------------------------------------
  * Rows as the fp32 kernels (ops/rmsnorm/kernels.c, parity_rms_bwd_row_f32) compute them, except for the
  * accumulations, done in `acc` with `order` (parity_format_sum_fast: parity_format_sum's rounding,
@@ -177,6 +206,9 @@ const parity_op_t parity_op_rmsnorm_fwd = {
     .build = rfwd_build,
     .emulate = rfwd_emulate,
     .free_priv = NULL,
+    .param_name = "eps",
+    .param_value = PARITY_RMS_EPS,
+    .param_ref = rfwd_param_ref,
 };
 
 /* ---- the faithful fp32 row backward, shared with the embedding family's kernels ---- */

@@ -4,7 +4,8 @@
  *                 rounded to bf16 (what torch's CPU log_softmax does on bf16 input)
  *   cross_entropy sum_bf16, sum_bf16_out: the same sum rounded to bf16 in the fused loss and
  *                 gradient (fp32 or bf16 outputs)
- *   rmsnorm_fwd   div_d_minus_1: the mean of squares divided by D - 1 (a formula bug) */
+ *   rmsnorm_fwd   div_d_minus_1: the mean of squares divided by D - 1 (a formula bug)
+ *                 eps_1e6: eps 1e-6 where the op's is 1e-5 (a wrapper passing the wrong eps) */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -108,6 +109,21 @@ static int rms_div_d_minus_1(const parity_abi_call_t *call)
     return PARITY_KERNEL_OK;
 }
 
+static int rms_eps_1e6(const parity_abi_call_t *call)
+{
+    const parity_abi_tensor_t *X = &call->inputs[0], *G = &call->inputs[1];
+    parity_abi_tensor_t *Y = &call->outputs[0];
+    int64_t n = X->shape[0], d = X->shape[1];
+    float eps = 1e-6f; /* the call's eps attribute (1e-5) ignored */
+    for (int64_t i = 0; i < n; i++) {
+        float ss = 0.0f;
+        for (int64_t j = 0; j < d; j++) ss += load(X, i * d + j) * load(X, i * d + j);
+        float r = 1.0f / sqrtf(ss / (float)d + eps);
+        for (int64_t j = 0; j < d; j++) put(Y, i * d + j, load(X, i * d + j) * r * load(G, j));
+    }
+    return PARITY_KERNEL_OK;
+}
+
 #define K(name, op, desc, out, fn) \
     {sizeof(parity_abi_kernel_t), name, op, desc, 0, PARITY_DT_BF16, out, fn, NULL}
 static const parity_abi_kernel_t kernels[] = {
@@ -118,6 +134,7 @@ static const parity_abi_kernel_t kernels[] = {
     K("sum_bf16_out", "cross_entropy", "fp32 sum of exps rounded to bf16, bf16 outputs", PARITY_DT_BF16,
       ce_sum_bf16),
     K("div_d_minus_1", "rmsnorm_fwd", "mean of squares divided by D - 1", PARITY_DT_F32, rms_div_d_minus_1),
+    K("eps_1e6", "rmsnorm_fwd", "eps 1e-6 where the op's is 1e-5", PARITY_DT_F32, rms_eps_1e6),
 };
 
 static const parity_abi_plugin_t plugin = {PARITY_ABI_VERSION, sizeof(parity_abi_plugin_t),
