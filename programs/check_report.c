@@ -225,6 +225,18 @@ static void json_parameter(cJSON *dg, const parity_diagnosis_t *d)
     cJSON_AddItemToObject(p, "err_tol_op", cli_json_num(d->param_q_op));
 }
 
+/* diagnosis.dropped of the DROPPED_TERMS cause: terms [from, to) of the `of` terms of each sum
+ * left out, and the sampled rows' max err/tol without them and with all (docs/check-json.md). */
+static void json_dropped(cJSON *dg, const parity_diagnosis_t *d)
+{
+    cJSON *p = cJSON_AddObjectToObject(dg, "dropped");
+    cJSON_AddNumberToObject(p, "from", (double)d->drop_from);
+    cJSON_AddNumberToObject(p, "to", (double)d->drop_to);
+    cJSON_AddNumberToObject(p, "of", (double)d->drop_of);
+    cJSON_AddItemToObject(p, "err_tol_dropped", cli_json_num(d->drop_q));
+    cJSON_AddItemToObject(p, "err_tol_full", cli_json_num(d->drop_q_full));
+}
+
 int check_report_json(const char *path, const parity_op_t *op, const parity_kernel_result_t *res,
                       int n, const check_report_ctx_t *ctx)
 {
@@ -312,6 +324,7 @@ int check_report_json(const char *path, const parity_op_t *op, const parity_kern
                     cJSON_AddStringToObject(d, "cause", parity_cause_names[w->diag.cause]);
                     cJSON_AddStringToObject(d, "detail", w->diag.detail);
                     if (w->diag.cause == PARITY_CAUSE_PARAMETER) json_parameter(d, &w->diag);
+                    if (w->diag.cause == PARITY_CAUSE_DROPPED_TERMS) json_dropped(d, &w->diag);
                 }
                 cJSON_AddItemToObject(d, "candidate_rel_err", cli_json_num(w->diag.cand_err));
                 cJSON *e = cJSON_AddObjectToObject(d, "emulation_rel_err");
@@ -332,6 +345,7 @@ int check_report_json(const char *path, const parity_op_t *op, const parity_kern
                 cJSON_AddStringToObject(dg, "cause", parity_cause_names[d->cause]);
                 cJSON_AddStringToObject(dg, "detail", d->detail);
                 if (d->cause == PARITY_CAUSE_PARAMETER) json_parameter(dg, d);
+                if (d->cause == PARITY_CAUSE_DROPPED_TERMS) json_dropped(dg, d);
             }
             cJSON_AddItemToObject(dg, "hit_error_correlation", cli_json_num(kr->wl[kr->diag_wl].hit_corr));
         }

@@ -31,6 +31,24 @@ grep -A8 "^builtin:splitk_bf16" "$tmp/all" | grep -q "diagnosis (" && ok || bad 
 grep -A9 "^builtin:splitk_bf16" "$tmp/all" | grep -Eq "^  cause: (unknown|accumulator) " && ok || bad "splitk_bf16: no cause"
 grep -A9 "^builtin:fp16_acc" "$tmp/all" | grep -q "^  cause: accumulator .* ~1[01]\.[0-9] effective bits" && ok || bad "fp16_acc: cause not an 11-bit accumulator"
 grep -A8 "^builtin:ktail_drop" "$tmp/all" | grep -q "not an accumulator-precision problem" && ok || bad "ktail_drop: not diagnosed as a non-precision error"
+# The dropped-terms cause (issue #36): ktail_drop never runs the partial last tile, the 40 terms
+# [960, 1000) of K = 1000, and says so in the text and the JSON; ktail_twice (a tile counted
+# twice) is no dropped tail; the faithful kernels get no cause.
+grep -A9 "^builtin:ktail_drop" "$tmp/all" | grep -q "^  cause: dropped-terms .* the last 40 of the 1000 terms of each C sum dropped (terms \[960, 1000))" &&
+  ok || bad "ktail_drop: cause not dropped-terms, the last 40 of 1000"
+grep -A9 "^builtin:ktail_twice" "$tmp/all" | grep -q "^  cause: dropped-terms" && bad "ktail_twice: called dropped-terms" || ok
+for kn in fp32 tiled splitk4 splitk16 bf16_out fp32_in; do
+  grep -A6 "^builtin:$kn " "$tmp/all" | grep -q "^  cause:" && bad "$kn: faithful with a cause" || ok
+done
+"$P" check gemm --kernel builtin:ktail_drop --workload $ODD -q --no-floor --json "$tmp/kt.json" >/dev/null 2>&1
+"${PARITY_PYTHON:-python3}" - "$tmp/kt.json" <<'PYEOF' && ok || bad "ktail_drop JSON: diagnosis.dropped not {960, 1000, 1000}"
+import json, sys
+d = json.load(open(sys.argv[1]))["kernels"][0]["diagnosis"]
+dr = d.get("dropped") or {}
+print("ktail_drop: cause %s, dropped %s" % (d.get("cause"), dr))
+sys.exit(0 if d.get("cause") == "dropped-terms" and (dr.get("from"), dr.get("to"), dr.get("of")) == (960, 1000, 1000)
+         and dr.get("err_tol_dropped") <= 1 < dr.get("err_tol_full") else 1)
+PYEOF
 
 # Faithful kernels alone: exit 0 on both shapes.
 for kn in fp32 tiled splitk4 splitk16 bf16_out fp32_in; do
@@ -63,6 +81,25 @@ rc=$?
 n=$(grep -c "(as expected)" "$tmp/ball")
 k=$(grep -c "^builtin:" "$tmp/ball")
 [ "$k" -ge 8 ] && [ "$n" = "$k" ] && ok || { bad "gemm_bwd: $n of $k kernels as expected"; grep "NOT AS EXPECTED" "$tmp/ball"; }
+# dw_tail_drop drops the 16 tokens past the last whole tile of 64 from dW: cause dropped-terms
+# (it read "accumulator ~7.4 bits" before issue #36's dropped-terms slice); the bf16 dW
+# accumulators stay accumulator; the faithful kernels get no cause.
+grep -A9 "^builtin:dw_tail_drop" "$tmp/ball" | grep -q "^  cause: dropped-terms .* the last 16 of the 2000 terms of each dW sum dropped (terms \[1984, 2000))" &&
+  ok || bad "dw_tail_drop: cause not dropped-terms, the last 16 of 2000"
+for kn in dw_splitk_bf16 dw_chunks_bf16; do
+  grep -A9 "^builtin:$kn " "$tmp/ball" | grep -q "^  cause: accumulator " && ok || bad "$kn: cause not accumulator"
+done
+for kn in fp32 tiled_splitk bf16_out fp32_in; do
+  grep -A6 "^builtin:$kn " "$tmp/ball" | grep -q "^  cause:" && bad "$kn: faithful with a cause" || ok
+done
+"$P" check gemm_bwd --kernel builtin:dw_tail_drop --workload train-varlen@2000x16x24 -q --no-floor --json "$tmp/dwt.json" >/dev/null 2>&1
+"${PARITY_PYTHON:-python3}" - "$tmp/dwt.json" <<'PYEOF' && ok || bad "dw_tail_drop JSON: diagnosis.dropped not {1984, 2000, 2000}"
+import json, sys
+d = json.load(open(sys.argv[1]))["kernels"][0]["diagnosis"]
+dr = d.get("dropped") or {}
+print("dw_tail_drop: cause %s, dropped %s" % (d.get("cause"), dr))
+sys.exit(0 if d.get("cause") == "dropped-terms" and (dr.get("from"), dr.get("to"), dr.get("of")) == (1984, 2000, 2000) else 1)
+PYEOF
 # At 2048 tokens (a multiple of its 64-token tile) the workload itself passes (no row fails); the
 # check's shape neighbours at N = 31..33 (docs/check-json.md, "Caching") catch the dropped tail.
 "$P" check gemm_bwd --kernel builtin:dw_tail_drop --workload train-8k@2048x16x24 -q --no-floor >"$tmp/dwt" 2>&1

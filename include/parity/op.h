@@ -135,6 +135,15 @@ typedef struct parity_op {
     double param_value;
     parity_status_t (*param_ref)(const parity_case_t *c, int out, double value, const int64_t *rows,
                                  int64_t n_rows, double *ref, double *s_acc, double *s_up);
+    /* The terms of an output's reduction, for the diagnosis's dropped-terms cause (issue #36,
+     * docs/error-model.md "Cause"), or NULL: none. Adds to sum, abs_sum and sq_sum (each n_rows *
+     * cols doubles, sq_sum may be NULL) the fp64 sum of terms [from, to) of output `out`'s
+     * elements in rows[0..n_rows), of their absolute values and of their squares: the reference
+     * with those terms left out is ref - sum, with s_acc - abs_sum (gemm: C's K products, dW's
+     * token products, dX's out-feature products). */
+    parity_status_t (*terms_ref)(const parity_case_t *c, int out, int64_t from, int64_t to,
+                                 const int64_t *rows, int64_t n_rows, double *sum, double *abs_sum,
+                                 double *sq_sum);
 } parity_op_t;
 
 /* The registry. The ops and their presets are static: never freed, valid for the process;

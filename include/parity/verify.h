@@ -66,10 +66,17 @@ typedef struct {
      * (param_q_op > 1). Set only with that cause. */
     char param_name[16];
     double param_fitted, param_op, param_q_fitted, param_q_op;
+    /* DROPPED_TERMS (an op with terms_ref, op.h): the reference with terms [drop_from, drop_to)
+     * of drop_of left out reproduces the kernel on the sampled rows within the faithful
+     * tolerance (max err/tol drop_q <= 1) while the full reference does not (drop_q_full > 1).
+     * Set only with that cause. */
+    int64_t drop_from, drop_to, drop_of;
+    double drop_q, drop_q_full;
 } parity_diagnosis_t;
 typedef enum { PARITY_CAUSE_NONE = 0, PARITY_CAUSE_ACCUMULATOR, PARITY_CAUSE_UNKNOWN,
-               PARITY_CAUSE_PARAMETER } parity_cause_t;
-extern const char *const parity_cause_names[4]; /* "", "accumulator", "unknown", "parameter" */
+               PARITY_CAUSE_PARAMETER, PARITY_CAUSE_DROPPED_TERMS } parity_cause_t;
+extern const char *const parity_cause_names[5]; /* "", "accumulator", "unknown", "parameter",
+                                                   "dropped-terms" */
 extern const char *const parity_emu_names[PARITY_N_EMU];
 extern const int parity_emu_bits[PARITY_N_EMU];
 

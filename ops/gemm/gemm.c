@@ -313,6 +313,66 @@ static parity_status_t bwd_emulate(const parity_case_t *c, int out, const parity
     return PARITY_E_UNSUPPORTED;
 }
 
+/* ---- the terms of the sums, for the diagnosis's dropped-terms cause (op.h terms_ref) ---- */
+
+/* Adds Σ_{t in [from, to)} a(r, t)·b(t, j) over rows r = rows[q] and columns j < cols to sum,
+ * and the sums of |.| and (.)² to abs_sum and sq_sum (may be NULL); a(r, t) is element
+ * r·ars + t·ats of A, b(t, j) element t·bts + j·bjs of B. The products are exact in double, as
+ * dot_ref forms them. */
+static parity_status_t terms_add(const parity_abi_tensor_t *A, int64_t ars, int64_t ats,
+                                 const parity_abi_tensor_t *B, int64_t bts, int64_t bjs,
+                                 int64_t cols, int64_t from, int64_t to, const int64_t *rows,
+                                 int64_t n_rows, double *sum, double *abs_sum, double *sq_sum)
+{
+    double *b = malloc((size_t)(cols > 0 ? cols : 1) * sizeof *b);
+    if (!b) return PARITY_E_NOMEM;
+    for (int64_t t = from; t < to; t++) {
+        for (int64_t j = 0; j < cols; j++) b[j] = parity_tensor_get(B, t * bts + j * bjs);
+        for (int64_t q = 0; q < n_rows; q++) {
+            double a = parity_tensor_get(A, rows[q] * ars + t * ats);
+            if (a == 0) continue;
+            for (int64_t j = 0; j < cols; j++) {
+                double p = a * b[j];
+                sum[q * cols + j] += p;
+                abs_sum[q * cols + j] += fabs(p);
+                if (sq_sum) sq_sum[q * cols + j] += p * p;
+            }
+        }
+    }
+    free(b);
+    return PARITY_OK;
+}
+
+static parity_status_t gemm_terms_ref(const parity_case_t *c, int out, int64_t from, int64_t to,
+                                      const int64_t *rows, int64_t n_rows, double *sum,
+                                      double *abs_sum, double *sq_sum)
+{
+    if (out != 0) return PARITY_E_UNSUPPORTED;
+    const parity_abi_tensor_t *A = &c->inputs[0]->view, *B = &c->inputs[1]->view;
+    int64_t k = A->shape[1], n = B->shape[1];
+    if (from < 0 || to > k || from > to) return PARITY_E_UNSUPPORTED;
+    /* C[i, j] = Σ_t A[i, t] B[t, j] */
+    return terms_add(A, k, 1, B, n, 1, n, from, to, rows, n_rows, sum, abs_sum, sq_sum);
+}
+
+static parity_status_t bwd_terms_ref(const parity_case_t *c, int out, int64_t from, int64_t to,
+                                     const int64_t *rows, int64_t n_rows, double *sum,
+                                     double *abs_sum, double *sq_sum)
+{
+    const parity_abi_tensor_t *X = &c->inputs[0]->view, *W = &c->inputs[1]->view,
+                              *DY = &c->inputs[2]->view;
+    int64_t m = X->shape[0], k = X->shape[1], n = W->shape[1];
+    if (out == 0) { /* dX[i, r] = Σ_t dY[i, t] W[r, t]: n terms, k columns */
+        if (from < 0 || to > n || from > to) return PARITY_E_UNSUPPORTED;
+        return terms_add(DY, n, 1, W, 1, n, k, from, to, rows, n_rows, sum, abs_sum, sq_sum);
+    }
+    if (out == 1) { /* dW[r, j] = Σ_t X[t, r] dY[t, j]: m terms, n columns */
+        if (from < 0 || to > m || from > to) return PARITY_E_UNSUPPORTED;
+        return terms_add(X, 1, k, DY, n, 1, n, from, to, rows, n_rows, sum, abs_sum, sq_sum);
+    }
+    return PARITY_E_UNSUPPORTED;
+}
+
 /* ---- presets -------------------------------------------------------------------------------- */
 
 #define NORMAL PARITY_VALS_NORMAL
@@ -363,6 +423,7 @@ const parity_op_t parity_op_gemm = {
     .build = gemm_build,
     .emulate = gemm_emulate,
     .free_priv = NULL,
+    .terms_ref = gemm_terms_ref,
 };
 
 /* gemm_bwd presets. Shape letters: N tokens = M, D = K in-features, V = N out-features; dW's
@@ -406,4 +467,5 @@ const parity_op_t parity_op_gemm_bwd = {
     .build = bwd_build,
     .emulate = bwd_emulate,
     .free_priv = NULL,
+    .terms_ref = bwd_terms_ref,
 };

@@ -650,6 +650,145 @@ done:
     free(f.R2.k);
 }
 
+/* ---- dropped terms (op.h terms_ref; docs/error-model.md "Cause") ---- */
+
+/* The rows' max err/tol, as the judge forms it, against the reference with the terms summed in
+ * part/pabs/psq (n * cols, or NULL: none) left out of every element; kk terms remain. */
+static double dropped_maxq(const parity_ref_output_t *R, const int64_t *rows, int64_t n,
+                           const double *vals, parity_dtype_t odt, const double *part,
+                           const double *pabs, const double *psq, int64_t kk)
+{
+    parity_ref_output_t R2;
+    memset(&R2, 0, sizeof R2);
+    R2.name = R->name;
+    R2.row_kind = R->row_kind;
+    R2.rows = n;
+    R2.cols = R->cols;
+    R2.n_slots = n;
+    R2.m_up = R->m_up;
+    size_t ne = (size_t)n * (size_t)R->cols;
+    R2.ref = malloc(ne * sizeof(double));
+    R2.s_acc = malloc(ne * sizeof(double));
+    R2.s_up = R->s_up ? malloc(ne * sizeof(double)) : NULL;
+    R2.s_sym = R->s_sym ? malloc(ne * sizeof(double)) : NULL;
+    R2.k = malloc((size_t)n * sizeof(int64_t));
+    double q = NAN;
+    if (!R2.ref || !R2.s_acc || (R->s_up && !R2.s_up) || (R->s_sym && !R2.s_sym) || !R2.k) goto done;
+    for (int64_t r = 0; r < n; r++) {
+        int64_t slot = R->slot ? R->slot[rows[r]] : rows[r];
+        R2.k[r] = kk;
+        for (int64_t j = 0; j < R->cols; j++) {
+            size_t x = (size_t)r * (size_t)R->cols + (size_t)j, y = (size_t)slot * (size_t)R->cols + (size_t)j;
+            R2.ref[x] = R->ref[y] - (part ? part[x] : 0);
+            R2.s_acc[x] = fmax(0, R->s_acc[y] - (pabs ? pabs[x] : 0));
+            /* s_up: the terms' own rounding (fp32 products), also summed over the remaining terms */
+            if (R2.s_up) R2.s_up[x] = fmax(0, R->s_up[y] - (R->s_up[y] > 0 && pabs ? pabs[x] : 0));
+            if (R2.s_sym) {
+                double v = R->s_sym[y] * R->s_sym[y] - (psq ? psq[x] : 0);
+                R2.s_sym[x] = v > 0 ? sqrt(v) : 0;
+            }
+        }
+    }
+    double *tp = parity_judge_tolerances(&R2, odt, PARITY_DT_F32);
+    parity_abi_tensor_t view;
+    memset(&view, 0, sizeof view);
+    view.data = (void *)vals;
+    view.dtype = PARITY_DT_F64;
+    view.ndim = 2;
+    view.shape[0] = n;
+    view.shape[1] = R->cols;
+    view.strides[0] = R->cols;
+    view.strides[1] = 1;
+    q = tp ? parity_judge_max_q(&R2, &view, tp) : NAN;
+    free(tp);
+done:
+    free(R2.ref);
+    free(R2.s_acc);
+    free(R2.s_up);
+    free(R2.s_sym);
+    free(R2.k);
+    return q;
+}
+
+/* Search the dropped tails [K - t, K) and leading blocks [0, t) of the output's K-term sums,
+ * t = 1 .. K - 1, one term added at a time (each t costs n * cols), for the one whose reference
+ * fits the kernel best (RMS of the error over the full sum|terms|; the smallest t among equals).
+ * Sets the DROPPED_TERMS cause when it reproduces the rows within the faithful tolerance (max
+ * err/tol <= 1) while the full reference does not. */
+static void diagnose_dropped(const parity_case_t *c, int o, const int64_t *rows, int64_t n,
+                             const double *vals, parity_dtype_t odt, parity_diagnosis_t *d)
+{
+    const parity_op_t *op = c->op;
+    const parity_ref_output_t *R = &c->ref[o];
+    if (!op->terms_ref || n <= 0 || !R->k) return;
+    int64_t K = R->k[R->slot ? R->slot[rows[0]] : rows[0]];
+    for (int64_t q = 1; q < n; q++)
+        if (R->k[R->slot ? R->slot[rows[q]] : rows[q]] != K) return; /* one K for all rows only */
+    if (K < 2) return;
+    size_t ne = (size_t)n * (size_t)R->cols;
+    double *buf = calloc(ne * 4, sizeof(double));
+    if (!buf) return;
+    double *part = buf, *pabs = buf + ne, *psq = buf + 2 * ne, *res0 = buf + 3 * ne;
+    /* res0: the kernel's error against the full reference, weighted by the full sum|terms| */
+    for (int64_t r = 0; r < n; r++) {
+        int64_t slot = R->slot ? R->slot[rows[r]] : rows[r];
+        for (int64_t j = 0; j < R->cols; j++) {
+            size_t x = (size_t)r * (size_t)R->cols + (size_t)j, y = (size_t)slot * (size_t)R->cols + (size_t)j;
+            res0[x] = R->s_acc[y] > 0 ? 1.0 / R->s_acc[y] : 0;
+            part[x] = vals[x] - R->ref[y]; /* kernel - reference; + dropped part as t grows */
+        }
+    }
+    int64_t best_from = 0, best_to = 0;
+    double best = INFINITY;
+    for (int head = 0; head < 2; head++) {
+        double *acc = calloc(ne, sizeof(double));
+        if (!acc) break;
+        for (int64_t t = 1; t < K; t++) {
+            int64_t term = head ? t - 1 : K - t;
+            if (op->terms_ref(c, o, term, term + 1, rows, n, acc, pabs, psq) != PARITY_OK) {
+                t = K;
+                break;
+            }
+            double s = 0;
+            for (size_t x = 0; x < ne; x++) {
+                double e = (part[x] + acc[x]) * res0[x];
+                s += e * e;
+            }
+            if (s < best) {
+                best = s;
+                best_from = head ? 0 : K - t;
+                best_to = head ? t : K;
+            }
+        }
+        free(acc);
+        memset(pabs, 0, ne * sizeof(double));
+        memset(psq, 0, ne * sizeof(double));
+    }
+    if (best_to > best_from) {
+        double q_full = dropped_maxq(R, rows, n, vals, odt, NULL, NULL, NULL, K), q_drop = NAN;
+        memset(part, 0, ne * sizeof(double));
+        if (q_full > 1 &&
+            op->terms_ref(c, o, best_from, best_to, rows, n, part, pabs, psq) == PARITY_OK)
+            q_drop = dropped_maxq(R, rows, n, vals, odt, part, pabs, psq, K - (best_to - best_from));
+        if (q_full > 1 && q_drop <= 1) {
+            int64_t t = best_to - best_from;
+            d->cause = PARITY_CAUSE_DROPPED_TERMS;
+            d->drop_from = best_from;
+            d->drop_to = best_to;
+            d->drop_of = K;
+            d->drop_q = q_drop;
+            d->drop_q_full = q_full;
+            snprintf(d->detail, sizeof d->detail,
+                     "the %s %lld of the %lld terms of each %s sum dropped (terms [%lld, %lld)): on "
+                     "the %lld sampled rows max err/tol %.3g against the reference without them, "
+                     "%.3g with all",
+                     best_from ? "last" : "first", (long long)t, (long long)K, R->name,
+                     (long long)best_from, (long long)best_to, (long long)n, q_drop, q_full);
+        }
+    }
+    free(buf);
+}
+
 static void diagnose(case_slot_t *cs, const parity_kernel_ref_t *kr, parity_tensor_t **outs,
                      parity_wl_result_t *res)
 {
@@ -690,6 +829,9 @@ static void diagnose(case_slot_t *cs, const parity_kernel_ref_t *kr, parity_tens
     parity_diagnosis_classify(d); /* after zero_written and worst_terms: the cause reads them */
     if (res->verdict == PARITY_VERDICT_UNFAITHFUL && !d->zero_written)
         diagnose_parameter(c, o, cs->rows[o], n, vals, odt, d);
+    /* After the accumulator rule and over it: a dropped tail is never called accumulator. */
+    if (res->verdict == PARITY_VERDICT_UNFAITHFUL && !d->zero_written && d->cause != PARITY_CAUSE_PARAMETER)
+        diagnose_dropped(c, o, cs->rows[o], n, vals, odt, d);
     free(vals);
 }
 

@@ -25,7 +25,8 @@ const char *const parity_emu_names[PARITY_N_EMU] = {
     "bf16 sequential", "bf16 pairwise", "11-bit sequential", "11-bit pairwise",
     "fp32 sequential", "fp32 pairwise"};
 const int parity_emu_bits[PARITY_N_EMU] = {8, 8, 11, 11, 24, 24};
-const char *const parity_cause_names[4] = {"", "accumulator", "unknown", "parameter"};
+const char *const parity_cause_names[5] = {"", "accumulator", "unknown", "parameter",
+                                            "dropped-terms"};
 
 /* The failure probability we accept for a faithful kernel on one output of one workload. */
 #define PARITY_ALPHA 1e-6
