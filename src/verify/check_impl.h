@@ -93,4 +93,14 @@ parity_status_t check_unit_baseline(check_worker_t *w, const parity_op_t *op, in
  * boundary, where the pointers meant another address space). */
 void check_baseline_names(int b, parity_baseline_result_t *br);
 
+/* The diagnosis's cause fits on output o of case c over the n diagnosis rows, vals[n * cols] the
+ * kernel's values there in its output dtype odt (check_cause.c; docs/error-model.md "Cause"):
+ * the op's parameter refit (PARITY_CAUSE_PARAMETER; ops without param_ref: nothing), and a
+ * dropped tail or leading block of each sum's terms (PARITY_CAUSE_DROPPED_TERMS; ops without
+ * terms_ref: nothing). Each leaves d as it is unless its fit reproduces the kernel. */
+void check_cause_parameter(const parity_case_t *c, int o, const int64_t *rows, int64_t n,
+                           const double *vals, parity_dtype_t odt, parity_diagnosis_t *d);
+void check_cause_dropped(const parity_case_t *c, int o, const int64_t *rows, int64_t n,
+                         const double *vals, parity_dtype_t odt, parity_diagnosis_t *d);
+
 #endif

@@ -1,0 +1,303 @@
+/* check_cause: the diagnosis's fits that name a cause by recomputing the op's fp64 reference on the
+ * diagnosis rows (docs/error-model.md, "Cause"): the op's parameter refit (op.h param_ref) and
+ * dropped terms of each sum (op.h terms_ref). Each reads only the case, the sampled rows and the
+ * kernel's values on them, and sets the cause in d when its fit reproduces the kernel within the
+ * faithful tolerance; called from check.c's diagnose after the accumulator rule. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/verify/check_impl.h"
+#include "src/verify/verify_impl.h"
+
+/* ---- the parameter refit (op.h param_ref; docs/error-model.md "Cause") ---- */
+
+typedef struct {
+    const parity_case_t *c;
+    int o;
+    const int64_t *rows;
+    const double *vals; /* the kernel's values on the rows, n * cols */
+    parity_dtype_t odt;
+    parity_ref_output_t R2; /* the rows' reference with the parameter at the value evaluated */
+} refit_t;
+
+/* RMS of (kernel - reference) / s_acc over the rows with the parameter at v; with maxq, also the
+ * rows' max err/tol exactly as the judge forms it for a reference with that parameter. scale:
+ * with scale_fit, the reference is first multiplied by the one factor that fits the kernel best
+ * (least squares in the same weights), the whole output scaled instead of the parameter changed.
+ * NaN: the op could not recompute, or no memory. */
+static double refit_eval(refit_t *f, double v, int scale_fit, double *maxq)
+{
+    parity_ref_output_t *R = &f->R2;
+    if (f->c->op->param_ref(f->c, f->o, v, f->rows, R->rows, R->ref, R->s_acc, R->s_up) != PARITY_OK)
+        return NAN;
+    double s = 0;
+    int64_t m = 0, ne = R->rows * R->cols;
+    if (scale_fit) {
+        double num = 0, den = 0;
+        for (int64_t i = 0; i < ne; i++) {
+            if (!(R->s_acc[i] > 0)) continue;
+            double w = 1.0 / (R->s_acc[i] * R->s_acc[i]);
+            num += w * f->vals[i] * R->ref[i];
+            den += w * R->ref[i] * R->ref[i];
+        }
+        double sc = den > 0 ? num / den : 1;
+        for (int64_t i = 0; i < ne; i++) {
+            R->ref[i] *= sc;
+            R->s_acc[i] *= fabs(sc);
+            if (R->s_up) R->s_up[i] *= fabs(sc);
+        }
+    }
+    for (int64_t i = 0; i < ne; i++) {
+        if (!(R->s_acc[i] > 0)) continue;
+        double e = (f->vals[i] - R->ref[i]) / R->s_acc[i];
+        s += e * e;
+        m++;
+    }
+    if (maxq) {
+        double *tp = parity_judge_tolerances(R, f->odt, PARITY_DT_F32);
+        parity_abi_tensor_t view;
+        memset(&view, 0, sizeof view);
+        view.data = (void *)f->vals;
+        view.dtype = PARITY_DT_F64;
+        view.ndim = 2;
+        view.shape[0] = R->rows;
+        view.shape[1] = R->cols;
+        view.strides[0] = R->cols;
+        view.strides[1] = 1;
+        *maxq = tp ? parity_judge_max_q(R, &view, tp) : NAN;
+        free(tp);
+    }
+    return m ? sqrt(s / (double)m) : 0;
+}
+
+/* Fit the op's parameter to the kernel's values on the diagnosis rows: a log-scale grid over
+ * three decades either side of the op's value, then golden-section search around the grid's
+ * best, minimizing refit_eval's RMS. Sets the PARAMETER cause when the fitted value reproduces
+ * the rows within the faithful tolerance (max err/tol <= 1), the op's value does not, and no
+ * single factor on the op's reference does either. */
+#define REFIT_DECADES 3.0
+#define REFIT_STEP 0.125
+void check_cause_parameter(const parity_case_t *c, int o, const int64_t *rows, int64_t n,
+                           const double *vals, parity_dtype_t odt, parity_diagnosis_t *d)
+{
+    const parity_op_t *op = c->op;
+    const parity_ref_output_t *R = &c->ref[o];
+    if (!op->param_name || !op->param_ref || !(op->param_value > 0) || n <= 0) return;
+    refit_t f;
+    memset(&f, 0, sizeof f);
+    f.c = c;
+    f.o = o;
+    f.rows = rows;
+    f.vals = vals;
+    f.odt = odt;
+    f.R2.name = R->name;
+    f.R2.row_kind = R->row_kind;
+    f.R2.rows = n;
+    f.R2.cols = R->cols;
+    f.R2.n_slots = n;
+    f.R2.m_up = R->m_up;
+    size_t ne = (size_t)n * (size_t)R->cols;
+    f.R2.ref = malloc(ne * sizeof(double));
+    f.R2.s_acc = malloc(ne * sizeof(double));
+    f.R2.s_up = R->s_up ? malloc(ne * sizeof(double)) : NULL;
+    f.R2.k = malloc((size_t)n * sizeof(int64_t));
+    if (!f.R2.ref || !f.R2.s_acc || (R->s_up && !f.R2.s_up) || !f.R2.k) goto done;
+    for (int64_t q = 0; q < n; q++) f.R2.k[q] = R->k[R->slot ? R->slot[rows[q]] : rows[q]];
+    double p0 = op->param_value, best_t = 0, best = INFINITY;
+    for (double t = -REFIT_DECADES; t <= REFIT_DECADES + 1e-9; t += REFIT_STEP) {
+        double e = refit_eval(&f, p0 * pow(10, t), 0, NULL);
+        if (e < best) {
+            best = e;
+            best_t = t;
+        }
+    }
+    if (!isfinite(best)) goto done;
+    /* Golden-section search on [best_t - step, best_t + step] (log10 of value / op's). */
+    const double gr = 0.6180339887498949;
+    double a = best_t - REFIT_STEP, b = best_t + REFIT_STEP;
+    double x1 = b - gr * (b - a), x2 = a + gr * (b - a);
+    double f1 = refit_eval(&f, p0 * pow(10, x1), 0, NULL), f2 = refit_eval(&f, p0 * pow(10, x2), 0, NULL);
+    for (int it = 0; it < 40; it++) {
+        if (f1 < f2) {
+            b = x2;
+            x2 = x1;
+            f2 = f1;
+            x1 = b - gr * (b - a);
+            f1 = refit_eval(&f, p0 * pow(10, x1), 0, NULL);
+        } else {
+            a = x1;
+            x1 = x2;
+            f1 = f2;
+            x2 = a + gr * (b - a);
+            f2 = refit_eval(&f, p0 * pow(10, x2), 0, NULL);
+        }
+    }
+    double tf = 0.5 * (a + b);
+    if (!(fmin(f1, f2) <= best)) tf = best_t;
+    double fitted = p0 * pow(10, tf), q_fit = NAN, q_op = NAN, q_scale = NAN;
+    refit_eval(&f, p0, 0, &q_op);
+    refit_eval(&f, fitted, 0, &q_fit);
+    /* Where one common factor on the op's reference reproduces the rows as well (rows of nearly
+     * the same mean square, where any bug that scales r reads as some eps: eps outside the sqrt
+     * on odd-d4097), the rows do not single out the parameter: no claim. */
+    if (q_fit <= 1 && q_op > 1) refit_eval(&f, p0, 1, &q_scale);
+    if (q_fit <= 1 && q_op > 1 && !(q_scale <= 1)) {
+        d->cause = PARITY_CAUSE_PARAMETER;
+        snprintf(d->param_name, sizeof d->param_name, "%s", op->param_name);
+        d->param_fitted = fitted;
+        d->param_op = p0;
+        d->param_q_fitted = q_fit;
+        d->param_q_op = q_op;
+        snprintf(d->detail, sizeof d->detail,
+                 "%s \xe2\x89\x88 %.2g reproduces the outputs (the op's %s is %.2g): on the %lld "
+                 "sampled rows max err/tol %.3g against the reference recomputed with it, %.3g "
+                 "with the op's",
+                 op->param_name, fitted, op->param_name, p0, (long long)n, q_fit, q_op);
+    }
+done:
+    free(f.R2.ref);
+    free(f.R2.s_acc);
+    free(f.R2.s_up);
+    free(f.R2.k);
+}
+
+/* ---- dropped terms (op.h terms_ref; docs/error-model.md "Cause") ---- */
+
+/* The rows' max err/tol, as the judge forms it, against the reference with the terms summed in
+ * part/pabs/psq (n * cols, or NULL: none) left out of every element; kk terms remain. */
+static double dropped_maxq(const parity_ref_output_t *R, const int64_t *rows, int64_t n,
+                           const double *vals, parity_dtype_t odt, const double *part,
+                           const double *pabs, const double *psq, int64_t kk)
+{
+    parity_ref_output_t R2;
+    memset(&R2, 0, sizeof R2);
+    R2.name = R->name;
+    R2.row_kind = R->row_kind;
+    R2.rows = n;
+    R2.cols = R->cols;
+    R2.n_slots = n;
+    R2.m_up = R->m_up;
+    size_t ne = (size_t)n * (size_t)R->cols;
+    R2.ref = malloc(ne * sizeof(double));
+    R2.s_acc = malloc(ne * sizeof(double));
+    R2.s_up = R->s_up ? malloc(ne * sizeof(double)) : NULL;
+    R2.s_sym = R->s_sym ? malloc(ne * sizeof(double)) : NULL;
+    R2.k = malloc((size_t)n * sizeof(int64_t));
+    double q = NAN;
+    if (!R2.ref || !R2.s_acc || (R->s_up && !R2.s_up) || (R->s_sym && !R2.s_sym) || !R2.k) goto done;
+    for (int64_t r = 0; r < n; r++) {
+        int64_t slot = R->slot ? R->slot[rows[r]] : rows[r];
+        R2.k[r] = kk;
+        for (int64_t j = 0; j < R->cols; j++) {
+            size_t x = (size_t)r * (size_t)R->cols + (size_t)j, y = (size_t)slot * (size_t)R->cols + (size_t)j;
+            R2.ref[x] = R->ref[y] - (part ? part[x] : 0);
+            R2.s_acc[x] = fmax(0, R->s_acc[y] - (pabs ? pabs[x] : 0));
+            /* s_up: the terms' own rounding (fp32 products), also summed over the remaining terms */
+            if (R2.s_up) R2.s_up[x] = fmax(0, R->s_up[y] - (R->s_up[y] > 0 && pabs ? pabs[x] : 0));
+            if (R2.s_sym) {
+                double v = R->s_sym[y] * R->s_sym[y] - (psq ? psq[x] : 0);
+                R2.s_sym[x] = v > 0 ? sqrt(v) : 0;
+            }
+        }
+    }
+    double *tp = parity_judge_tolerances(&R2, odt, PARITY_DT_F32);
+    parity_abi_tensor_t view;
+    memset(&view, 0, sizeof view);
+    view.data = (void *)vals;
+    view.dtype = PARITY_DT_F64;
+    view.ndim = 2;
+    view.shape[0] = n;
+    view.shape[1] = R->cols;
+    view.strides[0] = R->cols;
+    view.strides[1] = 1;
+    q = tp ? parity_judge_max_q(&R2, &view, tp) : NAN;
+    free(tp);
+done:
+    free(R2.ref);
+    free(R2.s_acc);
+    free(R2.s_up);
+    free(R2.s_sym);
+    free(R2.k);
+    return q;
+}
+
+/* Search the dropped tails [K - t, K) and leading blocks [0, t) of the output's K-term sums,
+ * t = 1 .. K - 1, one term added at a time (each t costs n * cols), for the one whose reference
+ * fits the kernel best (RMS of the error over the full sum|terms|; the smallest t among equals).
+ * Sets the DROPPED_TERMS cause when it reproduces the rows within the faithful tolerance (max
+ * err/tol <= 1) while the full reference does not. */
+void check_cause_dropped(const parity_case_t *c, int o, const int64_t *rows, int64_t n,
+                         const double *vals, parity_dtype_t odt, parity_diagnosis_t *d)
+{
+    const parity_op_t *op = c->op;
+    const parity_ref_output_t *R = &c->ref[o];
+    if (!op->terms_ref || n <= 0 || !R->k) return;
+    int64_t K = R->k[R->slot ? R->slot[rows[0]] : rows[0]];
+    for (int64_t q = 1; q < n; q++)
+        if (R->k[R->slot ? R->slot[rows[q]] : rows[q]] != K) return; /* one K for all rows only */
+    if (K < 2) return;
+    size_t ne = (size_t)n * (size_t)R->cols;
+    double *buf = calloc(ne * 4, sizeof(double));
+    if (!buf) return;
+    double *part = buf, *pabs = buf + ne, *psq = buf + 2 * ne, *res0 = buf + 3 * ne;
+    /* res0: the kernel's error against the full reference, weighted by the full sum|terms| */
+    for (int64_t r = 0; r < n; r++) {
+        int64_t slot = R->slot ? R->slot[rows[r]] : rows[r];
+        for (int64_t j = 0; j < R->cols; j++) {
+            size_t x = (size_t)r * (size_t)R->cols + (size_t)j, y = (size_t)slot * (size_t)R->cols + (size_t)j;
+            res0[x] = R->s_acc[y] > 0 ? 1.0 / R->s_acc[y] : 0;
+            part[x] = vals[x] - R->ref[y]; /* kernel - reference; + dropped part as t grows */
+        }
+    }
+    int64_t best_from = 0, best_to = 0;
+    double best = INFINITY;
+    for (int head = 0; head < 2; head++) {
+        double *acc = calloc(ne, sizeof(double));
+        if (!acc) break;
+        for (int64_t t = 1; t < K; t++) {
+            int64_t term = head ? t - 1 : K - t;
+            if (op->terms_ref(c, o, term, term + 1, rows, n, acc, pabs, psq) != PARITY_OK) {
+                t = K;
+                break;
+            }
+            double s = 0;
+            for (size_t x = 0; x < ne; x++) {
+                double e = (part[x] + acc[x]) * res0[x];
+                s += e * e;
+            }
+            if (s < best) {
+                best = s;
+                best_from = head ? 0 : K - t;
+                best_to = head ? t : K;
+            }
+        }
+        free(acc);
+        memset(pabs, 0, ne * sizeof(double));
+        memset(psq, 0, ne * sizeof(double));
+    }
+    if (best_to > best_from) {
+        double q_full = dropped_maxq(R, rows, n, vals, odt, NULL, NULL, NULL, K), q_drop = NAN;
+        memset(part, 0, ne * sizeof(double));
+        if (q_full > 1 &&
+            op->terms_ref(c, o, best_from, best_to, rows, n, part, pabs, psq) == PARITY_OK)
+            q_drop = dropped_maxq(R, rows, n, vals, odt, part, pabs, psq, K - (best_to - best_from));
+        if (q_full > 1 && q_drop <= 1) {
+            int64_t t = best_to - best_from;
+            d->cause = PARITY_CAUSE_DROPPED_TERMS;
+            d->drop_from = best_from;
+            d->drop_to = best_to;
+            d->drop_of = K;
+            d->drop_q = q_drop;
+            d->drop_q_full = q_full;
+            snprintf(d->detail, sizeof d->detail,
+                     "the %s %lld of the %lld terms of each %s sum dropped (terms [%lld, %lld)): on "
+                     "the %lld sampled rows max err/tol %.3g against the reference without them, "
+                     "%.3g with all",
+                     best_from ? "last" : "first", (long long)t, (long long)K, R->name,
+                     (long long)best_from, (long long)best_to, (long long)n, q_drop, q_full);
+        }
+    }
+    free(buf);
+}
