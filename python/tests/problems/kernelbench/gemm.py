@@ -1,0 +1,26 @@
+"""A GEMM problem in KernelBench's format, written for parity's tests (not from KernelBench)."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """C = A @ B."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+        return torch.matmul(A, B)
+
+
+M = 48
+K = 320
+N = 40
+
+
+def get_inputs():
+    return [torch.randn(M, K), torch.randn(K, N)]
+
+
+def get_init_inputs():
+    return []
