@@ -162,8 +162,13 @@ void check_report_text(FILE *out, const parity_op_t *op, const parity_kernel_res
                 fprintf(out, "; error vs hits r = %.2f%s", dw->hit_corr,
                         dw->hit_corr > 0.5 ? " (grows with hits)" : "");
             fputc('\n', out);
-            if (dw->verdict == PARITY_VERDICT_UNFAITHFUL && d->cause != PARITY_CAUSE_NONE)
-                fprintf(out, "  cause: %s \xe2\x80\x94 %s\n", parity_cause_names[d->cause], d->detail);
+            if (dw->verdict == PARITY_VERDICT_UNFAITHFUL && d->cause != PARITY_CAUSE_NONE) {
+                fprintf(out, "  cause: %s \xe2\x80\x94 %s", parity_cause_names[d->cause], d->detail);
+                if (d->has_match)
+                    fprintf(out, " (match %.1f%%: the sampled elements it reproduces within the "
+                                 "faithful tolerance)", 100 * d->match);
+                fputc('\n', out);
+            }
         }
         if (kr->verdict != PARITY_VERDICT_FAITHFUL) {
             char rep[1024];
@@ -225,6 +230,34 @@ static void json_parameter(cJSON *dg, const parity_diagnosis_t *d)
     cJSON_AddItemToObject(p, "err_tol_op", cli_json_num(d->param_q_op));
 }
 
+/* diagnosis.variant of the INTERMEDIATE_ROUNDING, IGNORED_INPUT and FLUSH_TO_ZERO causes: the
+ * op's variant, the format an intermediate was rounded to, and the sampled rows' max err/tol
+ * against the reference recomputed with it and against the op's (docs/check-json.md). */
+static void json_variant(cJSON *dg, const parity_diagnosis_t *d)
+{
+    cJSON *p = cJSON_AddObjectToObject(dg, "variant");
+    cJSON_AddStringToObject(p, "what", d->var_what);
+    if (d->var_format[0]) cJSON_AddStringToObject(p, "format", d->var_format);
+    cJSON_AddItemToObject(p, "err_tol_variant", cli_json_num(d->var_q));
+    cJSON_AddItemToObject(p, "err_tol_op", cli_json_num(d->var_q_full));
+}
+
+static void json_dropped(cJSON *dg, const parity_diagnosis_t *d);
+
+/* The cause's keys: cause, detail, match (where measured) and the cause's own object. */
+static void json_cause(cJSON *dg, const parity_diagnosis_t *d)
+{
+    cJSON_AddStringToObject(dg, "cause", parity_cause_names[d->cause]);
+    cJSON_AddStringToObject(dg, "detail", d->detail);
+    if (d->has_match) cJSON_AddItemToObject(dg, "match", cli_json_num(d->match));
+    if (d->cause == PARITY_CAUSE_PARAMETER) json_parameter(dg, d);
+    if (d->cause == PARITY_CAUSE_DROPPED_TERMS || d->cause == PARITY_CAUSE_DUPLICATED_TERMS)
+        json_dropped(dg, d);
+    if (d->cause == PARITY_CAUSE_INTERMEDIATE_ROUNDING || d->cause == PARITY_CAUSE_IGNORED_INPUT ||
+        d->cause == PARITY_CAUSE_FLUSH_TO_ZERO)
+        json_variant(dg, d);
+}
+
 /* diagnosis.dropped of the DROPPED_TERMS cause: terms [from, to) of the `of` terms of each sum
  * left out, and the sampled rows' max err/tol without them and with all (docs/check-json.md). */
 static void json_dropped(cJSON *dg, const parity_diagnosis_t *d)
@@ -243,6 +276,7 @@ int check_report_json(const char *path, const parity_op_t *op, const parity_kern
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "schema", "parity.check/1");
     cJSON_AddStringToObject(root, "op", op->name);
+    if (op->declared) cJSON_AddBoolToObject(root, "custom_op", 1); /* built-in reports stay as they were */
     cJSON_AddNumberToObject(root, "seed", (double)ctx->seed);
     cJSON_AddBoolToObject(root, "quick", ctx->quick);
     cJSON_AddStringToObject(root, "faithful_accumulator", op->faithful_accumulator);
@@ -320,12 +354,8 @@ int check_report_json(const char *path, const parity_op_t *op, const parity_kern
                 cJSON_AddBoolToObject(d, "beyond_8bit", w->diag.beyond);
                 cJSON_AddBoolToObject(d, "unresolvable", w->diag.masked);
                 cJSON_AddBoolToObject(d, "zero_written", w->diag.zero_written);
-                if (w->verdict == PARITY_VERDICT_UNFAITHFUL && w->diag.cause != PARITY_CAUSE_NONE) {
-                    cJSON_AddStringToObject(d, "cause", parity_cause_names[w->diag.cause]);
-                    cJSON_AddStringToObject(d, "detail", w->diag.detail);
-                    if (w->diag.cause == PARITY_CAUSE_PARAMETER) json_parameter(d, &w->diag);
-                    if (w->diag.cause == PARITY_CAUSE_DROPPED_TERMS) json_dropped(d, &w->diag);
-                }
+                if (w->verdict == PARITY_VERDICT_UNFAITHFUL && w->diag.cause != PARITY_CAUSE_NONE)
+                    json_cause(d, &w->diag);
                 cJSON_AddItemToObject(d, "candidate_rel_err", cli_json_num(w->diag.cand_err));
                 cJSON *e = cJSON_AddObjectToObject(d, "emulation_rel_err");
                 for (int q = 0; q < PARITY_N_EMU; q++)
@@ -341,12 +371,8 @@ int check_report_json(const char *path, const parity_op_t *op, const parity_kern
             cJSON_AddBoolToObject(dg, "beyond_8bit", d->beyond);
             cJSON_AddBoolToObject(dg, "unresolvable", d->masked);
             cJSON_AddBoolToObject(dg, "zero_written", d->zero_written);
-            if (kr->wl[kr->diag_wl].verdict == PARITY_VERDICT_UNFAITHFUL && d->cause != PARITY_CAUSE_NONE) {
-                cJSON_AddStringToObject(dg, "cause", parity_cause_names[d->cause]);
-                cJSON_AddStringToObject(dg, "detail", d->detail);
-                if (d->cause == PARITY_CAUSE_PARAMETER) json_parameter(dg, d);
-                if (d->cause == PARITY_CAUSE_DROPPED_TERMS) json_dropped(dg, d);
-            }
+            if (kr->wl[kr->diag_wl].verdict == PARITY_VERDICT_UNFAITHFUL && d->cause != PARITY_CAUSE_NONE)
+                json_cause(dg, d);
             cJSON_AddItemToObject(dg, "hit_error_correlation", cli_json_num(kr->wl[kr->diag_wl].hit_corr));
         }
         if (ctx->baselines) {

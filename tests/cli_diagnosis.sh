@@ -54,10 +54,26 @@ cause() {
   else ok; fi
 }
 cause log_softmax text@64x1x50257 builtin:bf16_steps unknown
-cause log_softmax text@64x1x50257 "$PL:sum_bf16" unknown
-cause log_softmax small-v@256x1x1000 "$PL:sum_bf16_f32out" unknown
-cause cross_entropy small-v@256x1x1000 "$PL:sum_bf16" unknown
-cause cross_entropy small-v@256x1x1000 "$PL:sum_bf16_out" unknown
+# The intermediate-rounding cause (issue #36): the row's fp32 sum of exps rounded to bf16 is
+# named, with the intermediate and its format, in the text and in diagnosis.variant, and a match
+# (the sampled elements the reference recomputed so reproduces within the faithful tolerance).
+rounded() {
+  cause "$@" intermediate-rounding
+  grep -q "cause: intermediate-rounding .* the row's sum of exps rounded to bf16 reproduces" "$tmp/out" && ok ||
+    bad "$1 $3 on $2: text does not name the sum of exps rounded to bf16"
+  grep -Eq '"what":[[:space:]]*"the row.s sum of exps"' "$tmp/c.json" && ok || bad "$1 $3 on $2: JSON variant.what"
+  grep -Eq '"format":[[:space:]]*"bf16"' "$tmp/c.json" && ok || bad "$1 $3 on $2: JSON variant.format"
+  grep -Eq '"match":[[:space:]]*(1|0\.9[0-9]*)[,}[:space:]]' "$tmp/c.json" && ok || bad "$1 $3 on $2: JSON match below 0.9"
+}
+rounded log_softmax text@64x1x50257 "$PL:sum_bf16"
+rounded log_softmax small-v@256x1x1000 "$PL:sum_bf16_f32out"
+rounded cross_entropy small-v@256x1x1000 "$PL:sum_bf16"
+rounded cross_entropy small-v@256x1x1000 "$PL:sum_bf16_out"
+rounded log_softmax text@64x1x50257 builtin:sum_rounded_bf16
+rounded cross_entropy small-v@256x1x1000 builtin:sum_rounded_bf16
+# A sum accumulated in bf16 (many roundings, not one) is not one rounded intermediate.
+cause log_softmax text@64x1x50257 builtin:bf16_sum accumulator
+grep -q "intermediate-rounding" "$tmp/out" "$tmp/c.json" && bad "bf16_sum: intermediate-rounding" || ok
 cause rmsnorm_fwd unit@256x512x1 "$PL:div_d_minus_1" unknown
 grep -q "effective accumulator" "$tmp/out" && bad "div_d_minus_1: accumulator wording" || ok
 cause log_softmax small-v@256x1x1000 builtin:bf16_sum accumulator

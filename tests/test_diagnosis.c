@@ -267,6 +267,42 @@ static void cause_of_catalog_kernels(void **state)
     assert_true(isnan(d.eff_bits) || (d.eff_bits >= 0 && d.eff_bits <= 53));
 }
 
+/* parity_variant_round (op.h): the two neighbours of x in the format around it, x itself where
+ * the format holds it, nearest-even for dir 0, on both signs and across a binade's top. */
+static void variant_round_neighbours(void **state)
+{
+    (void)state;
+    parity_format_t b = fmt("bf16"), h = fmt("fp16");
+    double x = 1.0 + 0x1p-9 + 0x1p-12; /* between 1 and 1 + 2^-7 (bf16), nearer 1 + 2^-7 */
+    assert_true(parity_variant_round(&b, x, -1) == 1.0);
+    assert_true(parity_variant_round(&b, x, 1) == 1.0 + 0x1p-7);
+    assert_true(parity_variant_round(&b, x, 0) == 1.0);
+    assert_true(parity_variant_round(&b, -x, -1) == -(1.0 + 0x1p-7));
+    assert_true(parity_variant_round(&b, -x, 1) == -1.0);
+    assert_true(parity_variant_round(&b, 1.5, -1) == 1.5 && parity_variant_round(&b, 1.5, 1) == 1.5);
+    double top = 2.0 - 0x1p-9; /* above bf16's largest value below 2, 2 - 2^-7 */
+    assert_true(parity_variant_round(&b, top, -1) == 2.0 - 0x1p-7);
+    assert_true(parity_variant_round(&b, top, 1) == 2.0);
+    assert_true(parity_variant_round(&h, 1.0 + 0x1p-12, 1) == 1.0 + 0x1p-10);
+}
+
+/* The intermediate-rounding cause (issue #36): log_softmax's and cross_entropy's catalog kernel
+ * whose fp32 sum of exps is rounded to bf16 read it, with the intermediate and the format named
+ * and every sampled element reproduced; the bf16 accumulator of that sum does not. */
+static void cause_intermediate_rounding(void **state)
+{
+    (void)state;
+    parity_diagnosis_t d = diagnosis("log_softmax", "text@64x1x50257", "sum_rounded_bf16");
+    assert_int_equal(d.cause, PARITY_CAUSE_INTERMEDIATE_ROUNDING);
+    assert_string_equal(d.var_what, "the row's sum of exps");
+    assert_string_equal(d.var_format, "bf16");
+    assert_true(d.var_q <= 1 && d.var_q_full > 1 && d.has_match && d.match == 1);
+    d = diagnosis("cross_entropy", "small-v@256x1x1000", "sum_rounded_bf16");
+    assert_int_equal(d.cause, PARITY_CAUSE_INTERMEDIATE_ROUNDING);
+    d = diagnosis("log_softmax", "small-v@256x1x1000", "bf16_sum");
+    assert_int_equal(d.cause, PARITY_CAUSE_ACCUMULATOR);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -276,6 +312,8 @@ int main(void)
         cmocka_unit_test(diagnosis_names_the_accumulator),
         cmocka_unit_test(cause_has_no_impossible_bit_count),
         cmocka_unit_test(cause_of_catalog_kernels),
+        cmocka_unit_test(variant_round_neighbours),
+        cmocka_unit_test(cause_intermediate_rounding),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

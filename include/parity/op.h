@@ -144,7 +144,42 @@ typedef struct parity_op {
     parity_status_t (*terms_ref)(const parity_case_t *c, int out, int64_t from, int64_t to,
                                  const int64_t *rows, int64_t n_rows, double *sum, double *abs_sum,
                                  double *sq_sum);
+    /* Variants of the op the diagnosis recomputes to name a cause (issue #36, docs/error-model.md
+     * "Cause"), declared once here: an intermediate rounded to a narrower format (the row's sum
+     * of exps rounded to bf16), an input ignored (gamma as if all ones), subnormal inputs flushed
+     * to zero. variants[] ends at the first entry whose what is NULL. variant_ref recomputes the
+     * fp64 reference of rows[0..n_rows) of output `out` as build forms it, but with variant
+     * `which` applied: ref, s_acc and s_up (each n_rows * cols doubles, s_up may be NULL). For a
+     * PARITY_VARIANT_ROUNDED one, fmt is the format the intermediate is rounded to and dir how:
+     * 0 to nearest, -1 to the format's neighbour below the exact value, +1 to the one above
+     * (parity_variant_round); fmt NULL and dir 0 for the others. PARITY_E_UNSUPPORTED: the
+     * variant does not touch that output. */
+#define PARITY_OP_MAX_VARIANTS 4
+    struct {
+        int kind;         /* parity_variant_kind_t */
+        const char *what; /* "the row's sum of exps", "gamma (computed as if all ones)" */
+        int per_row;      /* ROUNDED: one intermediate value per output row, so each row's may
+                             round to either neighbour (a kernel's fp32 value of it differs from
+                             the fp64 one by its own rounding, which can cross a rounding
+                             boundary); 0: nearest only */
+    } variants[PARITY_OP_MAX_VARIANTS];
+    parity_status_t (*variant_ref)(const parity_case_t *c, int out, int which,
+                                   const parity_format_t *fmt, int dir, const int64_t *rows,
+                                   int64_t n_rows, double *ref, double *s_acc, double *s_up);
+    /* A declared op (custom_op.h: a plugin's, or a parity.Op through the Python package) rather
+     * than a built-in one: the reports add "custom_op": true. */
+    int declared;
 } parity_op_t;
+
+typedef enum {
+    PARITY_VARIANT_ROUNDED = 1, /* cause intermediate-rounding */
+    PARITY_VARIANT_IGNORED,     /* cause ignored-input */
+    PARITY_VARIANT_FLUSHED      /* cause flush-to-zero */
+} parity_variant_kind_t;
+
+/* x rounded to format f (bf16, fp16) as variant_ref's dir says: 0 nearest-even, -1 the largest
+ * value of f at most x, +1 the smallest at least x (x itself where f holds it). */
+double parity_variant_round(const parity_format_t *f, double x, int dir);
 
 /* The registry. The ops and their presets are static: never freed, valid for the process;
  * parity_op_find / parity_op_find_preset return NULL for an unknown name. */

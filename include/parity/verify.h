@@ -72,11 +72,27 @@ typedef struct {
      * Set only with that cause. */
     int64_t drop_from, drop_to, drop_of;
     double drop_q, drop_q_full;
+    /* INTERMEDIATE_ROUNDING, IGNORED_INPUT, FLUSH_TO_ZERO (an op with variants, op.h): the
+     * reference recomputed with the op's variant var_what (rounded to var_format for an
+     * intermediate) reproduces the kernel on the sampled rows within the faithful tolerance (max
+     * err/tol var_q <= 1) while the op's reference does not (var_q_full > 1). Set only with
+     * those causes. */
+    char var_what[64], var_format[8];
+    double var_q, var_q_full;
+    /* The fraction of the sampled rows' elements the named cause's emulation or reference
+     * reproduces within the faithful tolerance (err/tol <= 1 against it), has_match 1; 0 where
+     * no cause was named or it has no elementwise emulation (unknown). */
+    int has_match;
+    double match;
 } parity_diagnosis_t;
 typedef enum { PARITY_CAUSE_NONE = 0, PARITY_CAUSE_ACCUMULATOR, PARITY_CAUSE_UNKNOWN,
-               PARITY_CAUSE_PARAMETER, PARITY_CAUSE_DROPPED_TERMS } parity_cause_t;
-extern const char *const parity_cause_names[5]; /* "", "accumulator", "unknown", "parameter",
-                                                   "dropped-terms" */
+               PARITY_CAUSE_PARAMETER, PARITY_CAUSE_DROPPED_TERMS,
+               PARITY_CAUSE_INTERMEDIATE_ROUNDING, PARITY_CAUSE_IGNORED_INPUT,
+               PARITY_CAUSE_FLUSH_TO_ZERO, PARITY_CAUSE_DUPLICATED_TERMS } parity_cause_t;
+#define PARITY_N_CAUSES 9
+extern const char *const parity_cause_names[PARITY_N_CAUSES]; /* "", "accumulator", "unknown",
+    "parameter", "dropped-terms", "intermediate-rounding", "ignored-input", "flush-to-zero",
+    "duplicated-terms" */
 extern const char *const parity_emu_names[PARITY_N_EMU];
 extern const int parity_emu_bits[PARITY_N_EMU];
 

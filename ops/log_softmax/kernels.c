@@ -1,7 +1,7 @@
 /* Built-in catalog for log_softmax and the fused cross_entropy forward+backward: faithful fp32
  * variants (two-pass with max subtraction, online single pass with rescaling, bf16 output) and
- * mutants modelling real bugs (no max subtraction, bf16 intermediates, bf16 sum of exps, a
- * gradient without the -1 at the target, loss as -log(softmax) after softmax underflowed). */
+ * mutants modelling real bugs (no max subtraction, bf16 intermediates, bf16 sum of exps, the
+ * fp32 sum of exps rounded to bf16, a gradient without the -1 at the target, loss as -log(softmax) after softmax underflowed). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +17,9 @@ typedef enum {
     M_BF16_STEPS,   /* every intermediate (x - m, exp, the running sum, log, y) rounded to bf16 */
     M_BF16_SUM,     /* the sum of exps accumulated in bf16, everything else fp32 */
     M_NO_ONEHOT,    /* cross_entropy: dlogits = softmax (the -1 at the target forgotten) */
-    M_LOG_SOFTMAX   /* cross_entropy: loss = -logf(expf(x_t - m) / S): log(0) = inf far away */
+    M_LOG_SOFTMAX,  /* cross_entropy: loss = -logf(expf(x_t - m) / S): log(0) = inf far away */
+    M_SUM_ROUNDED   /* the fp32 sum of exps rounded once to bf16 (torch's CPU log_softmax on bf16
+                       input keeps the row's sum in the input dtype) */
 } mode_t_;
 
 /* The row statistics: max m and the sum S of expf(x - m) (for M_NO_MAX: m = 0). */
@@ -45,7 +47,7 @@ static void row_stats(const float *x, int64_t v, mode_t_ mode, float *m_out, flo
         }
     }
     *m_out = m;
-    *s_out = s;
+    *s_out = mode == M_SUM_ROUNDED ? bf(s) : s;
 }
 
 static int lsm(const parity_abi_call_t *call, mode_t_ mode)
@@ -90,7 +92,7 @@ static int ce(const parity_abi_call_t *call, mode_t_ mode)
             return PARITY_KERNEL_ERROR;
         }
         float m, s;
-        row_stats(x, v, mode == M_ONLINE ? M_ONLINE : M_TWO_PASS, &m, &s);
+        row_stats(x, v, mode == M_ONLINE || mode == M_SUM_ROUNDED ? mode : M_TWO_PASS, &m, &s);
         if (mode == M_ONLINE) {
             /* Liger-style: lse once, loss = lse - x_t, dlogits = expf(x - lse) - onehot. */
             float lse = m + logf(s);
@@ -115,7 +117,9 @@ static int lsm_online(const parity_abi_call_t *c) { return lsm(c, M_ONLINE); }
 static int lsm_nomax(const parity_abi_call_t *c) { return lsm(c, M_NO_MAX); }
 static int lsm_bf16(const parity_abi_call_t *c) { return lsm(c, M_BF16_STEPS); }
 static int lsm_bf16sum(const parity_abi_call_t *c) { return lsm(c, M_BF16_SUM); }
+static int lsm_sumrnd(const parity_abi_call_t *c) { return lsm(c, M_SUM_ROUNDED); }
 static int ce_fp32(const parity_abi_call_t *c) { return ce(c, M_TWO_PASS); }
+static int ce_sumrnd(const parity_abi_call_t *c) { return ce(c, M_SUM_ROUNDED); }
 static int ce_online(const parity_abi_call_t *c) { return ce(c, M_ONLINE); }
 static int ce_noonehot(const parity_abi_call_t *c) { return ce(c, M_NO_ONEHOT); }
 static int ce_logsm(const parity_abi_call_t *c) { return ce(c, M_LOG_SOFTMAX); }
@@ -133,11 +137,13 @@ const parity_abi_kernel_t parity_catalog_log_softmax[] = {
     K("no_max", "log_softmax", "no max subtraction: x - logf(sum expf(x)); expf overflows past 88.7", BF, F32, lsm_nomax, "unfaithful"),
     K("bf16_steps", "log_softmax", "computed in bf16: every intermediate rounded to bf16", BF, BF, lsm_bf16, "unfaithful"),
     K("bf16_sum", "log_softmax", "sum of exps accumulated in bf16", BF, F32, lsm_bf16sum, "unfaithful"),
+    K("sum_rounded_bf16", "log_softmax", "fp32 sum of exps rounded to bf16 before its log (torch's CPU log_softmax on bf16 input), bf16 output", BF, BF, lsm_sumrnd, "unfaithful"),
     K("fp32", "cross_entropy", "two-pass: loss = logf(S) - (x_t - m), dlogits = expf(x - m)/S - onehot", BF, F32, ce_fp32, "faithful"),
     K("online", "cross_entropy", "single pass lse (Liger-style): loss = lse - x_t, dlogits = expf(x - lse) - onehot", BF, F32, ce_online, "faithful"),
     K("fp32_in", "cross_entropy", "two-pass fp32 on fp32 logits", F32, F32, ce_fp32, "faithful"),
     K("bf16_out", "cross_entropy", "two-pass fp32, loss and dlogits rounded to bf16", BF, BF, ce_fp32, "faithful"),
     K("no_onehot", "cross_entropy", "dlogits = softmax: the -1 at the target is missing", BF, F32, ce_noonehot, "unfaithful"),
+    K("sum_rounded_bf16", "cross_entropy", "fp32 sum of exps rounded to bf16 (kept in the logits' dtype) before the loss and softmax", BF, F32, ce_sumrnd, "unfaithful"),
     K("log_of_softmax", "cross_entropy", "loss = -logf(softmax_t): softmax underflows to 0 far from the max", BF, F32, ce_logsm, "unfaithful"),
 };
 const int parity_catalog_log_softmax_count =

@@ -66,6 +66,13 @@ static void gen_row(const parity_workload_t *wl, uint64_t seed, int64_t i, int64
 void parity_ref_log_softmax_row(const double *x, int64_t v, int32_t target, double *logp,
                                 double *dlogits, double *loss, double *cond)
 {
+    parity_ref_log_softmax_row_rounded(x, v, target, logp, dlogits, loss, cond, NULL, 0, 0);
+}
+
+void parity_ref_log_softmax_row_rounded(const double *x, int64_t v, int32_t target, double *logp,
+                                        double *dlogits, double *loss, double *cond,
+                                        const parity_format_t *fmt, int which, int dir)
+{
     double m = -INFINITY;
     for (int64_t j = 0; j < v; j++) m = x[j] > m ? x[j] : m;
     /* e_j = exp(x_j - m) in (0, 1], summed with Neumaier's compensation: the sum's relative
@@ -79,7 +86,9 @@ void parity_ref_log_softmax_row(const double *x, int64_t v, int32_t target, doub
         spd += e * -d; /* Σ e_j |d_j| for Σ p_j |d_j|: a condition number, plain sum suffices */
     }
     s += c;
+    if (fmt && which == LSM_VAR_SUM) s = parity_variant_round(fmt, s, dir);
     double L = log(s), pd = spd / s;
+    if (fmt && which == LSM_VAR_LOG) L = parity_variant_round(fmt, L, dir);
     /* The absolute condition A_j of logprob_j (docs/ops/log_softmax.md, "Per-element
      * condition"): u·A_j bounds every rounding a faithful fp32 kernel makes outside the V-term
      * accumulation of the exps, to first order. */
@@ -94,6 +103,41 @@ void parity_ref_log_softmax_row(const double *x, int64_t v, int32_t target, doub
 }
 
 /* ---- building a case ------------------------------------------------------------------------ */
+
+/* Row x's reference and error-model data (ref, s_acc, s_up: logprobs, or dlogits with ce; the
+ * loss's in lref, lsa, lsu with ce), with the variant (fmt, which, dir) applied when fmt is
+ * non-NULL. out and cond: v doubles of scratch. */
+static void fill_row(const double *x, int64_t v, int32_t t, int ce, const parity_format_t *fmt,
+                     int which, int dir, double *out, double *cond, double *ref, double *sa,
+                     double *su, double *lref, double *lsa, double *lsu)
+{
+    double loss = 0;
+    parity_ref_log_softmax_row_rounded(x, v, t, ce ? NULL : out, ce ? out : NULL, ce ? &loss : NULL,
+                                       cond, fmt, which, dir);
+    if (!ce) {
+        /* logprob_j: the accumulated sum's relative error is its absolute error (s_acc = 1,
+         * k = V); everything else is u·A_j. */
+        for (int64_t j = 0; j < v; j++) {
+            ref[j] = out[j];
+            sa[j] = 1.0;
+            if (su) su[j] = cond[j];
+        }
+        return;
+    }
+    /* dlogits_j = p_j - [j = t]: p_j carries the sum's relative error (s_acc = p_j) and u·A_j
+     * relative from the rest, plus the subtraction of 1 (|dlogits_j|). */
+    for (int64_t j = 0; ref && j < v; j++) {
+        double pj = out[j] + (j == t ? 1.0 : 0.0);
+        ref[j] = out[j];
+        sa[j] = pj;
+        if (su) su[j] = pj * cond[j] + fabs(out[j]);
+    }
+    if (lref) {
+        *lref = loss;
+        *lsa = 1.0;
+        if (lsu) *lsu = cond[t];
+    }
+}
 
 typedef struct {
     const parity_workload_t *wl;
@@ -131,34 +175,11 @@ static void build_rows(void *p, int64_t b, int64_t e, int thread)
             }
         }
         parity_ref_output_t *R = &g->c->ref[g->ce ? 1 : 0];
-        double loss = 0;
-        parity_ref_log_softmax_row(x, v, t, g->ce ? NULL : out, g->ce ? out : NULL,
-                                   g->ce ? &loss : NULL, cond);
         R->k[i] = v;
-        double *ref = R->ref + i * v, *sa = R->s_acc + i * v, *su = R->s_up + i * v;
-        if (!g->ce) {
-            /* logprob_j: the accumulated sum's relative error is its absolute error (s_acc = 1,
-             * k = V); everything else is u·A_j. */
-            for (int64_t j = 0; j < v; j++) {
-                ref[j] = out[j];
-                sa[j] = 1.0;
-                su[j] = cond[j];
-            }
-            continue;
-        }
-        /* dlogits_j = p_j - [j = t]: p_j carries the sum's relative error (s_acc = p_j) and
-         * u·A_j relative from the rest, plus the subtraction of 1 (|dlogits_j|). */
-        for (int64_t j = 0; j < v; j++) {
-            double pj = out[j] + (j == t ? 1.0 : 0.0);
-            ref[j] = out[j];
-            sa[j] = pj;
-            su[j] = pj * cond[j] + fabs(out[j]);
-        }
-        parity_ref_output_t *Lo = &g->c->ref[0];
-        Lo->k[i] = v;
-        Lo->ref[i] = loss;
-        Lo->s_acc[i] = 1.0;
-        Lo->s_up[i] = cond[t];
+        if (g->ce) g->c->ref[0].k[i] = v;
+        fill_row(x, v, t, g->ce, NULL, 0, 0, out, cond, R->ref + i * v, R->s_acc + i * v,
+                 R->s_up + i * v, g->ce ? g->c->ref[0].ref + i : NULL,
+                 g->ce ? g->c->ref[0].s_acc + i : NULL, g->ce ? g->c->ref[0].s_up + i : NULL);
     }
     free(x);
 }
@@ -284,6 +305,52 @@ static parity_status_t ce_emulate(const parity_case_t *c, int out, const parity_
     return emulate(c, out, acc, order, rows, n_rows, dst, 1);
 }
 
+/* The op's variants (op.h; docs/error-model.md "Cause"): the reference of the rows with the row's
+ * sum of exps S, or its log L, rounded to fmt as dir says, the rest exact. */
+static parity_status_t variant_ref(const parity_case_t *c, int out, int which,
+                                   const parity_format_t *fmt, int dir, const int64_t *rows,
+                                   int64_t n_rows, double *ref, double *s_acc, double *s_up, int ce)
+{
+    if (out < 0 || out > ce || !fmt) return PARITY_E_UNSUPPORTED;
+    const parity_abi_tensor_t *X = &c->inputs[0]->view;
+    int64_t v = X->shape[1];
+    const int32_t *tg = ce ? c->inputs[1]->view.data : NULL;
+    double *x = malloc((size_t)v * 3 * sizeof *x);
+    if (!x) return PARITY_E_NOMEM;
+    double *o = x + v, *cond = x + 2 * v;
+    for (int64_t q = 0; q < n_rows; q++) {
+        int64_t i = rows[q];
+        for (int64_t j = 0; j < v; j++) x[j] = parity_tensor_get(X, i * v + j);
+        int32_t t = tg ? tg[i] : 0;
+        if (out == 0 && ce)
+            fill_row(x, v, t, 1, fmt, which, dir, o, cond, NULL, NULL, NULL, ref + q, s_acc + q,
+                     s_up ? s_up + q : NULL);
+        else
+            fill_row(x, v, t, ce, fmt, which, dir, o, cond, ref + q * v, s_acc + q * v,
+                     s_up ? s_up + q * v : NULL, NULL, NULL, NULL);
+    }
+    free(x);
+    return PARITY_OK;
+}
+
+static parity_status_t lsm_variant_ref(const parity_case_t *c, int out, int which,
+                                       const parity_format_t *fmt, int dir, const int64_t *rows,
+                                       int64_t n_rows, double *ref, double *s_acc, double *s_up)
+{
+    return variant_ref(c, out, which, fmt, dir, rows, n_rows, ref, s_acc, s_up, 0);
+}
+
+static parity_status_t ce_variant_ref(const parity_case_t *c, int out, int which,
+                                      const parity_format_t *fmt, int dir, const int64_t *rows,
+                                      int64_t n_rows, double *ref, double *s_acc, double *s_up)
+{
+    return variant_ref(c, out, which, fmt, dir, rows, n_rows, ref, s_acc, s_up, 1);
+}
+
+#define LSM_VARIANTS                                                                              \
+    {{PARITY_VARIANT_ROUNDED, "the row's sum of exps", 1},                                        \
+     {PARITY_VARIANT_ROUNDED, "the log of the row's sum of exps", 1}}
+
 #define NORMAL PARITY_VALS_NORMAL
 #define OUTROWS PARITY_VALS_OUTLIER
 /* name, summary, N, D (unused), V, ids, zipf_s, dy_vals (outlier rows), dy_scale (their logit),
@@ -331,6 +398,8 @@ const parity_op_t parity_op_log_softmax = {
     .build = lsm_build,
     .emulate = lsm_emulate,
     .free_priv = NULL,
+    .variants = LSM_VARIANTS,
+    .variant_ref = lsm_variant_ref,
 };
 
 const parity_op_t parity_op_cross_entropy = {
@@ -351,4 +420,6 @@ const parity_op_t parity_op_cross_entropy = {
     .build = ce_build,
     .emulate = ce_emulate,
     .free_priv = NULL,
+    .variants = LSM_VARIANTS,
+    .variant_ref = ce_variant_ref,
 };

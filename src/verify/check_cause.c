@@ -58,14 +58,7 @@ static double refit_eval(refit_t *f, double v, int scale_fit, double *maxq)
     if (maxq) {
         double *tp = parity_judge_tolerances(R, f->odt, PARITY_DT_F32);
         parity_abi_tensor_t view;
-        memset(&view, 0, sizeof view);
-        view.data = (void *)f->vals;
-        view.dtype = PARITY_DT_F64;
-        view.ndim = 2;
-        view.shape[0] = R->rows;
-        view.shape[1] = R->cols;
-        view.strides[0] = R->cols;
-        view.strides[1] = 1;
+        check_view_f64(&view, f->vals, R->rows, R->cols);
         *maxq = tp ? parity_judge_max_q(R, &view, tp) : NAN;
         free(tp);
     }
@@ -169,57 +162,29 @@ done:
  * part/pabs/psq (n * cols, or NULL: none) left out of every element; kk terms remain. */
 static double dropped_maxq(const parity_ref_output_t *R, const int64_t *rows, int64_t n,
                            const double *vals, parity_dtype_t odt, const double *part,
-                           const double *pabs, const double *psq, int64_t kk)
+                           const double *pabs, const double *psq, int64_t kk, int64_t *within)
 {
-    parity_ref_output_t R2;
-    memset(&R2, 0, sizeof R2);
-    R2.name = R->name;
-    R2.row_kind = R->row_kind;
-    R2.rows = n;
-    R2.cols = R->cols;
-    R2.n_slots = n;
-    R2.m_up = R->m_up;
     size_t ne = (size_t)n * (size_t)R->cols;
-    R2.ref = malloc(ne * sizeof(double));
-    R2.s_acc = malloc(ne * sizeof(double));
-    R2.s_up = R->s_up ? malloc(ne * sizeof(double)) : NULL;
-    R2.s_sym = R->s_sym ? malloc(ne * sizeof(double)) : NULL;
-    R2.k = malloc((size_t)n * sizeof(int64_t));
-    double q = NAN;
-    if (!R2.ref || !R2.s_acc || (R->s_up && !R2.s_up) || (R->s_sym && !R2.s_sym) || !R2.k) goto done;
+    double *b = malloc(ne * 4 * sizeof(double));
+    if (!b) return NAN;
+    double *ref = b, *sa = b + ne, *su = R->s_up ? b + 2 * ne : NULL, *ss = R->s_sym ? b + 3 * ne : NULL;
     for (int64_t r = 0; r < n; r++) {
         int64_t slot = R->slot ? R->slot[rows[r]] : rows[r];
-        R2.k[r] = kk;
         for (int64_t j = 0; j < R->cols; j++) {
             size_t x = (size_t)r * (size_t)R->cols + (size_t)j, y = (size_t)slot * (size_t)R->cols + (size_t)j;
-            R2.ref[x] = R->ref[y] - (part ? part[x] : 0);
-            R2.s_acc[x] = fmax(0, R->s_acc[y] - (pabs ? pabs[x] : 0));
+            ref[x] = R->ref[y] - (part ? part[x] : 0);
+            sa[x] = fmax(0, R->s_acc[y] - (pabs ? pabs[x] : 0));
             /* s_up: the terms' own rounding (fp32 products), also summed over the remaining terms */
-            if (R2.s_up) R2.s_up[x] = fmax(0, R->s_up[y] - (R->s_up[y] > 0 && pabs ? pabs[x] : 0));
-            if (R2.s_sym) {
+            if (su) su[x] = fmax(0, R->s_up[y] - (R->s_up[y] > 0 && pabs ? pabs[x] : 0));
+            if (ss) {
                 double v = R->s_sym[y] * R->s_sym[y] - (psq ? psq[x] : 0);
-                R2.s_sym[x] = v > 0 ? sqrt(v) : 0;
+                ss[x] = v > 0 ? sqrt(v) : 0;
             }
         }
     }
-    double *tp = parity_judge_tolerances(&R2, odt, PARITY_DT_F32);
-    parity_abi_tensor_t view;
-    memset(&view, 0, sizeof view);
-    view.data = (void *)vals;
-    view.dtype = PARITY_DT_F64;
-    view.ndim = 2;
-    view.shape[0] = n;
-    view.shape[1] = R->cols;
-    view.strides[0] = R->cols;
-    view.strides[1] = 1;
-    q = tp ? parity_judge_max_q(&R2, &view, tp) : NAN;
-    free(tp);
-done:
-    free(R2.ref);
-    free(R2.s_acc);
-    free(R2.s_up);
-    free(R2.s_sym);
-    free(R2.k);
+    check_rows_ref_t f = {ref, sa, su, ss, kk};
+    double q = check_fit_q_ex(R, rows, n, vals, odt, &f, NULL, within);
+    free(b);
     return q;
 }
 
@@ -278,11 +243,12 @@ void check_cause_dropped(const parity_case_t *c, int o, const int64_t *rows, int
         memset(psq, 0, ne * sizeof(double));
     }
     if (best_to > best_from) {
-        double q_full = dropped_maxq(R, rows, n, vals, odt, NULL, NULL, NULL, K), q_drop = NAN;
+        double q_full = dropped_maxq(R, rows, n, vals, odt, NULL, NULL, NULL, K, NULL), q_drop = NAN;
+        int64_t within = 0;
         memset(part, 0, ne * sizeof(double));
         if (q_full > 1 &&
             op->terms_ref(c, o, best_from, best_to, rows, n, part, pabs, psq) == PARITY_OK)
-            q_drop = dropped_maxq(R, rows, n, vals, odt, part, pabs, psq, K - (best_to - best_from));
+            q_drop = dropped_maxq(R, rows, n, vals, odt, part, pabs, psq, K - (best_to - best_from), &within);
         if (q_full > 1 && q_drop <= 1) {
             int64_t t = best_to - best_from;
             d->cause = PARITY_CAUSE_DROPPED_TERMS;
@@ -291,6 +257,8 @@ void check_cause_dropped(const parity_case_t *c, int o, const int64_t *rows, int
             d->drop_of = K;
             d->drop_q = q_drop;
             d->drop_q_full = q_full;
+            d->has_match = 1;
+            d->match = (double)within / (double)ne;
             snprintf(d->detail, sizeof d->detail,
                      "the %s %lld of the %lld terms of each %s sum dropped (terms [%lld, %lld)): on "
                      "the %lld sampled rows max err/tol %.3g against the reference without them, "

@@ -103,4 +103,30 @@ void check_cause_parameter(const parity_case_t *c, int o, const int64_t *rows, i
 void check_cause_dropped(const parity_case_t *c, int o, const int64_t *rows, int64_t n,
                          const double *vals, parity_dtype_t odt, parity_diagnosis_t *d);
 
+/* The variants the op declares (op.h variants, variant_ref; check_variant.c): the op's reference
+ * recomputed with an intermediate rounded to bf16 or fp16, an input ignored or subnormal inputs
+ * flushed; the best-fitting one is named (INTERMEDIATE_ROUNDING, IGNORED_INPUT, FLUSH_TO_ZERO,
+ * with d->match) when it reproduces the kernel on every sampled element within the faithful
+ * tolerance while the op's reference does not. Leaves d as it is otherwise. */
+void check_cause_variants(const parity_case_t *c, int o, const int64_t *rows, int64_t n,
+                          const double *vals, parity_dtype_t odt, parity_diagnosis_t *d);
+/* view: a 2-D f64 tensor view of vals (n x cols, row-major), as the judge reads outputs. */
+void check_view_f64(parity_abi_tensor_t *view, const double *vals, int64_t n, int64_t cols);
+/* A reference for given rows (each array n * cols; NULL: the output's own for those rows) and the
+ * terms k of every element (0: the output's own). */
+typedef struct {
+    const double *ref, *s_acc, *s_up, *s_sym;
+    int64_t k;
+} check_rows_ref_t;
+/* check_fit_q with s_sym and k too. */
+double check_fit_q_ex(const parity_ref_output_t *R, const int64_t *rows, int64_t n, const double *vals,
+                      parity_dtype_t odt, const check_rows_ref_t *f, double *row_q, int64_t *within);
+/* The max err/tol of the kernel's values vals (n * cols) on the sampled rows rows[0..n) of R,
+ * against ref with s_acc and s_up (each n * cols; NULL: R's own for those rows), the tolerance
+ * formed as the judge forms it for output dtype odt; row_q (n, may be NULL) gets each row's and
+ * *within (may be NULL) += the elements with err/tol <= 1. NaN: no memory. */
+double check_fit_q(const parity_ref_output_t *R, const int64_t *rows, int64_t n, const double *vals,
+                   parity_dtype_t odt, const double *ref, const double *s_acc, const double *s_up,
+                   double *row_q, int64_t *within);
+
 #endif

@@ -25,8 +25,9 @@ const char *const parity_emu_names[PARITY_N_EMU] = {
     "bf16 sequential", "bf16 pairwise", "11-bit sequential", "11-bit pairwise",
     "fp32 sequential", "fp32 pairwise"};
 const int parity_emu_bits[PARITY_N_EMU] = {8, 8, 11, 11, 24, 24};
-const char *const parity_cause_names[5] = {"", "accumulator", "unknown", "parameter",
-                                            "dropped-terms"};
+const char *const parity_cause_names[PARITY_N_CAUSES] = {
+    "", "accumulator", "unknown", "parameter", "dropped-terms", "intermediate-rounding",
+    "ignored-input", "flush-to-zero", "duplicated-terms"};
 
 /* The failure probability we accept for a faithful kernel on one output of one workload. */
 #define PARITY_ALPHA 1e-6
@@ -742,6 +743,23 @@ double parity_judge_max_q(const parity_ref_output_t *R, const parity_abi_tensor_
     for (int64_t k = 0; k < nb; k++) m = t.bmax[k] > m ? t.bmax[k] : m;
     free(t.bmax);
     return m;
+}
+
+void parity_judge_row_q(const parity_ref_output_t *R, const parity_abi_tensor_t *out,
+                        const double *tp, double *row_q, int64_t *within)
+{
+    for (int64_t r = 0; r < R->rows; r++) {
+        int64_t slot = R->slot ? R->slot[r] : r;
+        double m = 0;
+        for (int64_t j = 0; j < R->cols && slot >= 0; j++) {
+            int special;
+            double err = elem_err(elem_y(out, r * R->cols + j), R->ref[slot * R->cols + j], &special);
+            double q = elem_quot(err, tp[slot * R->cols + j], special);
+            m = q > m ? q : m;
+            if (within) *within += q <= 1;
+        }
+        row_q[r] = m;
+    }
 }
 
 /* Pearson r of log(k) and log(row error) over rows with k > 0 and a finite, positive error. */

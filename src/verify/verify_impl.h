@@ -54,6 +54,11 @@ double *parity_judge_tolerances(const parity_ref_output_t *R, parity_dtype_t out
  * variants, check_floor.c). NaN: no memory. */
 double parity_judge_max_q(const parity_ref_output_t *R, const parity_abi_tensor_t *out,
                           const double *tp);
+/* Per row r of out (dense rows): row_q[r], the largest q of its elements, exactly as
+ * parity_judge_max_q forms it from tp; *within (may be NULL) += the elements with q <= 1. One
+ * thread (the diagnosis's few rows). */
+void parity_judge_row_q(const parity_ref_output_t *R, const parity_abi_tensor_t *out,
+                        const double *tp, double *row_q, int64_t *within);
 
 /* Judge outputs produced outside parity for case c (borrowed): floor, judgement, diagnosis. */
 parity_status_t parity_compare_case(parity_case_t *c, parity_tensor_t *const *outs,

@@ -1,5 +1,5 @@
 /* Test plugin: realistic bugs whose error no accumulator explains, for the diagnosis's cause line
- * (issue #36; tests/cli_diagnosis.sh). Includes only the ABI header and the C library.
+ * (issue #36; tests/cli_diagnosis.sh: the sum_bf16 kernels read intermediate-rounding). Includes only the ABI header and the C library.
  *   log_softmax   sum_bf16, sum_bf16_f32out: the row's sum of exps accumulated in fp32, then
  *                 rounded to bf16 (what torch's CPU log_softmax does on bf16 input)
  *   cross_entropy sum_bf16, sum_bf16_out: the same sum rounded to bf16 in the fused loss and

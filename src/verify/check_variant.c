@@ -1,0 +1,201 @@
+/* check_variant: the diagnosis's causes found by recomputing the op's fp64 reference with one of
+ * the variants its descriptor declares (op.h variants, variant_ref; docs/error-model.md "Cause"):
+ * an intermediate rounded to bf16 or fp16 (intermediate-rounding), an input ignored
+ * (ignored-input), subnormal inputs flushed to zero (flush-to-zero). A variant is named when the
+ * kernel is within the faithful tolerance of its reference on every sampled element while it is
+ * not of the op's; and the elementwise match of whichever cause was named. Called from check.c's
+ * diagnose after the accumulator rule and the other fits. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/verify/check_impl.h"
+#include "src/verify/verify_impl.h"
+
+double parity_variant_round(const parity_format_t *f, double x, int dir)
+{
+    if (dir == 0 || !isfinite(x) || x == 0) return parity_format_round(f, x, NULL, NULL);
+    parity_round_opts_t tz = parity_format_default_opts(f);
+    tz.rounding = PARITY_ROUND_TOWARD_ZERO;
+    double t = parity_format_round(f, x, &tz, NULL); /* the neighbour on zero's side of x */
+    if (t == x) return x;
+    /* the other neighbour: one spacing of x's binade away from zero */
+    double o = t + (x > 0 ? 1 : -1) * parity_format_ulp(f, x);
+    return (dir < 0) == (x > 0) ? t : o;
+}
+
+void check_view_f64(parity_abi_tensor_t *view, const double *vals, int64_t n, int64_t cols)
+{
+    memset(view, 0, sizeof *view);
+    view->data = (void *)vals;
+    view->dtype = PARITY_DT_F64;
+    view->ndim = 2;
+    view->shape[0] = n;
+    view->shape[1] = cols;
+    view->strides[0] = cols;
+    view->strides[1] = 1;
+}
+
+double check_fit_q(const parity_ref_output_t *R, const int64_t *rows, int64_t n, const double *vals,
+                   parity_dtype_t odt, const double *ref, const double *s_acc, const double *s_up,
+                   double *row_q, int64_t *within)
+{
+    check_rows_ref_t f = {ref, s_acc, s_up, NULL, 0};
+    return check_fit_q_ex(R, rows, n, vals, odt, &f, row_q, within);
+}
+
+double check_fit_q_ex(const parity_ref_output_t *R, const int64_t *rows, int64_t n, const double *vals,
+                      parity_dtype_t odt, const check_rows_ref_t *f, double *row_q, int64_t *within)
+{
+    const double *ref = f->ref, *s_acc = f->s_acc, *s_up = f->s_up, *s_sym = f->s_sym;
+    parity_ref_output_t R2;
+    memset(&R2, 0, sizeof R2);
+    R2.name = R->name;
+    R2.row_kind = R->row_kind;
+    R2.rows = n;
+    R2.cols = R->cols;
+    R2.n_slots = n;
+    R2.m_up = R->m_up;
+    R2.u_op = R->u_op;
+    R2.b_up = R->b_up;
+    size_t ne = (size_t)n * (size_t)R->cols;
+    R2.ref = malloc(ne * sizeof(double));
+    R2.s_acc = malloc(ne * sizeof(double));
+    R2.s_up = R->s_up ? malloc(ne * sizeof(double)) : NULL;
+    R2.s_op = R->s_op ? malloc(ne * sizeof(double)) : NULL;
+    R2.s_sym = R->s_sym ? malloc(ne * sizeof(double)) : NULL;
+    double *tol = R->tol ? malloc(ne * sizeof(double)) : NULL;
+    R2.tol = tol;
+    R2.k = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    double *rq = row_q ? row_q : malloc((size_t)(n ? n : 1) * sizeof(double));
+    double q = NAN;
+    if (!R2.ref || !R2.s_acc || (R->s_up && !R2.s_up) || (R->s_op && !R2.s_op) ||
+        (R->s_sym && !R2.s_sym) || (R->tol && !tol) || !R2.k || !rq)
+        goto done;
+    for (int64_t r = 0; r < n; r++) {
+        int64_t slot = R->slot ? R->slot[rows[r]] : rows[r];
+        R2.k[r] = f->k > 0 ? f->k : R->k[slot];
+        for (int64_t j = 0; j < R->cols; j++) {
+            size_t x = (size_t)r * (size_t)R->cols + (size_t)j, y = (size_t)slot * (size_t)R->cols + (size_t)j;
+            R2.ref[x] = ref ? ref[x] : R->ref[y];
+            R2.s_acc[x] = s_acc ? s_acc[x] : R->s_acc[y];
+            if (R2.s_up) R2.s_up[x] = s_up ? s_up[x] : R->s_up[y];
+            if (R2.s_op) R2.s_op[x] = R->s_op[y];
+            if (R2.s_sym) R2.s_sym[x] = s_sym ? s_sym[x] : R->s_sym[y];
+            if (tol) tol[x] = R->tol[y];
+        }
+    }
+    double *tp = parity_judge_tolerances(&R2, odt, PARITY_DT_F32);
+    if (!tp) goto done;
+    parity_abi_tensor_t view;
+    check_view_f64(&view, vals, n, R->cols);
+    parity_judge_row_q(&R2, &view, tp, rq, within);
+    free(tp);
+    q = 0;
+    for (int64_t r = 0; r < n; r++) q = rq[r] > q || isnan(rq[r]) ? rq[r] : q;
+done:
+    free(R2.ref);
+    free(R2.s_acc);
+    free(R2.s_up);
+    free(R2.s_op);
+    free(R2.s_sym);
+    free(tol);
+    free(R2.k);
+    if (rq != row_q) free(rq);
+    return q;
+}
+
+/* One variant's reference on the rows, in ref/sa/su (n * cols each; su may be NULL). For a
+ * per-row intermediate, each row takes whichever neighbour (below or above its exact value) fits
+ * the kernel better there. Returns the max err/tol against it and the elements within (NaN: the
+ * op does not apply it to this output, or no memory). */
+typedef struct {
+    const parity_case_t *c;
+    int o;
+    const int64_t *rows;
+    int64_t n;
+    const double *vals;
+    parity_dtype_t odt;
+} fit_t;
+
+static double variant_fit(const fit_t *f, int v, const parity_format_t *fmt, double *ref, double *sa,
+                          double *su, int64_t *within)
+{
+    const parity_op_t *op = f->c->op;
+    const parity_ref_output_t *R = &f->c->ref[f->o];
+    int two = op->variants[v].kind == PARITY_VARIANT_ROUNDED && op->variants[v].per_row;
+    if (op->variant_ref(f->c, f->o, v, fmt, two ? -1 : 0, f->rows, f->n, ref, sa, su) != PARITY_OK)
+        return NAN;
+    if (!two) return check_fit_q(R, f->rows, f->n, f->vals, f->odt, ref, sa, su, NULL, within);
+    size_t ne = (size_t)f->n * (size_t)R->cols, rb = (size_t)R->cols * sizeof(double);
+    double *b = malloc(ne * 3 * sizeof(double) + (size_t)f->n * 2 * sizeof(double));
+    if (!b) return NAN;
+    double *ref2 = b, *sa2 = b + ne, *su2 = su ? b + 2 * ne : NULL, *q1 = b + 3 * ne, *q2 = q1 + f->n;
+    double q = NAN;
+    if (op->variant_ref(f->c, f->o, v, fmt, 1, f->rows, f->n, ref2, sa2, su2) == PARITY_OK &&
+        !isnan(check_fit_q(R, f->rows, f->n, f->vals, f->odt, ref, sa, su, q1, NULL)) &&
+        !isnan(check_fit_q(R, f->rows, f->n, f->vals, f->odt, ref2, sa2, su2, q2, NULL))) {
+        for (int64_t r = 0; r < f->n; r++) {
+            if (!(q2[r] < q1[r])) continue;
+            size_t x = (size_t)r * (size_t)R->cols;
+            memcpy(ref + x, ref2 + x, rb);
+            memcpy(sa + x, sa2 + x, rb);
+            if (su) memcpy(su + x, su2 + x, rb);
+        }
+        q = check_fit_q(R, f->rows, f->n, f->vals, f->odt, ref, sa, su, NULL, within);
+    }
+    free(b);
+    return q;
+}
+
+void check_cause_variants(const parity_case_t *c, int o, const int64_t *rows, int64_t n,
+                          const double *vals, parity_dtype_t odt, parity_diagnosis_t *d)
+{
+    const parity_op_t *op = c->op;
+    const parity_ref_output_t *R = &c->ref[o];
+    if (!op->variant_ref || !op->variants[0].what || n <= 0) return;
+    fit_t f = {c, o, rows, n, vals, odt};
+    double q_full = check_fit_q(R, rows, n, vals, odt, NULL, NULL, NULL, NULL, NULL);
+    if (!(q_full > 1)) return;
+    size_t ne = (size_t)n * (size_t)R->cols;
+    double *b = malloc(ne * 3 * sizeof(double));
+    if (!b) return;
+    static const char *const FMTS[] = {"bf16", "fp16"};
+    double best = INFINITY;
+    int best_v = -1, best_f = -1;
+    int64_t best_within = 0;
+    for (int v = 0; v < PARITY_OP_MAX_VARIANTS && op->variants[v].what; v++) {
+        int rounded = op->variants[v].kind == PARITY_VARIANT_ROUNDED;
+        for (int fi = 0; fi < (rounded ? 2 : 1); fi++) {
+            parity_format_t fmt;
+            if (rounded && parity_format_get(FMTS[fi], &fmt, NULL) != PARITY_OK) continue;
+            int64_t within = 0;
+            double q = variant_fit(&f, v, rounded ? &fmt : NULL, b, b + ne, R->s_up ? b + 2 * ne : NULL,
+                                   &within);
+            if (q < best) {
+                best = q;
+                best_v = v;
+                best_f = rounded ? fi : -1;
+                best_within = within;
+            }
+        }
+    }
+    free(b);
+    if (!(best <= 1)) return;
+    int kind = op->variants[best_v].kind;
+    d->cause = kind == PARITY_VARIANT_ROUNDED  ? PARITY_CAUSE_INTERMEDIATE_ROUNDING
+               : kind == PARITY_VARIANT_IGNORED ? PARITY_CAUSE_IGNORED_INPUT
+                                                : PARITY_CAUSE_FLUSH_TO_ZERO;
+    snprintf(d->var_what, sizeof d->var_what, "%s", op->variants[best_v].what);
+    snprintf(d->var_format, sizeof d->var_format, "%s", best_f >= 0 ? FMTS[best_f] : "");
+    d->var_q = best;
+    d->var_q_full = q_full;
+    d->has_match = 1;
+    d->match = (double)best_within / (double)ne;
+    snprintf(d->detail, sizeof d->detail,
+             "%s%s%s reproduces the outputs: on the %lld sampled rows max err/tol %.3g against "
+             "the reference recomputed so, %.3g against the op's",
+             op->variants[best_v].what, best_f >= 0 ? " rounded to " : "",
+             best_f >= 0 ? FMTS[best_f] : "", (long long)n, best, q_full);
+}
