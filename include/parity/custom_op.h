@@ -42,7 +42,34 @@ parity_status_t parity_custom_op_load(const char *path, const char *name, parity
                                       parity_diag_t *diag);
 void parity_custom_op_free(parity_custom_op_t *op); /* NULL is fine */
 
+/* A reference with a context pointer: what a host language's declared op gives (the Python
+ * package's parity.Op, whose reference is a Python function called through the bridge). Called
+ * as decl->reference would be, with the same call and the same return codes. */
+typedef int (*parity_custom_ref_fn)(void *arg, const parity_abi_call_t *call);
+
+/* The declared op `decl` (caller-owned: it and every string and table it points to must outlive
+ * the op) made into an op, validated as parity_custom_op_load validates a plugin's; `ref` (with
+ * `arg`), when not NULL, is its reference in place of decl->reference. Its name must not be a
+ * built-in op's. Free with parity_custom_op_free. PARITY_OK; PARITY_E_FORMAT (a malformed
+ * declaration: diag names the field); PARITY_E_INVALID; PARITY_E_NOMEM. */
+parity_status_t parity_custom_op_declare(const parity_abi_op_decl_t *decl, parity_custom_ref_fn ref, void *arg,
+                                         parity_custom_op_t **out, parity_diag_t *diag);
+
 const parity_abi_op_decl_t *parity_custom_op_decl(const parity_custom_op_t *op);
+/* The declared op as the check engine sees it: an op descriptor (op.h) whose workloads are the
+ * declared op's, whose cases are built from the roles and judged by the engine. Owned by op. */
+const parity_op_t *parity_custom_op_desc(const parity_custom_op_t *op);
+/* One more workload, named `name`, whose inputs are the caller's values rather than drawn from
+ * the roles: sizes[d] per declared dimension (the declaration's order), inputs[i] the values of
+ * input i, row-major, float inputs as doubles (each exactly representable in the dtype a case
+ * is then built in), token ids as int64; copied. It replaces the previous given workload; a case
+ * builds it by name (a preset's name is shadowed). For judging outputs computed on inputs parity
+ * did not draw (parity.compare / parity.check of a parity.Op on given arrays). name NULL: the
+ * given workload is dropped (a preset it shadowed is the preset again). PARITY_OK;
+ * PARITY_E_INVALID (a name empty or over 31 characters, a size out of range); PARITY_E_NOMEM. */
+parity_status_t parity_custom_op_given(parity_custom_op_t *op, const char *name, const int64_t *sizes,
+                                       const void *const *inputs, parity_diag_t *diag);
+
 /* The workloads made from the roles (docs/custom-ops.md, "Workloads"): base, zipf and text (token
  * ids), outlier-ch (activations), odd, magnitude, production (when the largest sizes differ). */
 int parity_custom_op_workload_count(const parity_custom_op_t *op);
@@ -153,6 +180,15 @@ parity_status_t parity_custom_baseline_judge(int b, const char *op_name, int in_
                                              const double *const *ref, const double *const *s_acc,
                                              const double *const *plain, const int *out_dtype, const void *const *outs,
                                              parity_baseline_result_t *br);
+
+/* Rule b on the outputs of a declared op's case pc built at the rule's own workload (the op
+ * descriptor's "baseline:NAME" workload, parity_custom_op_desc, with parity_custom_baseline_seed):
+ * outs[o] the kernel's output o in out_dtype[o]; the reference, K and sum |terms| are the case's,
+ * the plain implementation (flash-attn) its reference evaluated in fp32. What
+ * parity_custom_baselines applies after its run, and the Python package after running a
+ * function. PARITY_E_INVALID (not a declared op's case, b out of range), PARITY_E_NOMEM. */
+parity_status_t parity_custom_baseline_case(int b, const parity_case_t *pc, const int *out_dtype,
+                                            const void *const *outs, parity_baseline_result_t *br);
 
 /* Rule b's fixed seed (baseline.c's: SOL-ExecBench 200, KernelBench 42, the others 0). */
 uint64_t parity_custom_baseline_seed(int b);

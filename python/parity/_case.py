@@ -89,12 +89,27 @@ def _needed_letters(op: str) -> Optional[FrozenSet[str]]:
 class Case:
     """One built case (C-owned inputs and reference). Freed when the last view of its inputs goes."""
 
-    def __init__(self, op: str, workload: str, seed: int, dtype: Any) -> None:
+    def __init__(self, op: str, workload: Any, seed: int, dtype: Any) -> None:
+        from . import _declared
         err = errbuf()
         self.op = op
+        self.given: Optional[Dict[str, Any]] = None
+        # A declared op's key (python/parity/_declared.py): the case keeps its declaration alive
+        # (the C op and the reference callback), takes the attributes as the user gave them and
+        # passes no shape letters (a declared op's dimensions are all in its inputs' shapes).
+        self.decl = _declared.lookup(op)
+        if isinstance(workload, dict):  # a declared op's given inputs (_declared.given_of's dict)
+            if self.decl is None:
+                raise ValueError("workload: given inputs are for declared ops (parity.Op) only")
+            self.decl.given(workload)
+            self.given, workload, dtype = workload, workload["name"], workload["dtype"]
         self.dtype = _arrays.canon_dtype(dtype)
         self.h = lib.parity_py_case_new(b(op), b(workload), int(seed), b(self.dtype), err, len(err))
+        if self.given is not None and self.decl is not None:
+            self.decl.given_clear()  # built: a preset of the same name is the preset again
         if not self.h:
+            if self.decl is not None:
+                raise self.decl.failure(err.value.decode())
             raise ValueError(err.value.decode())
         self.info = take_json(lib.parity_py_case_json(self.h))
         self.seed = int(self.info["seed"])  # a baseline's input scheme has its own seed
@@ -103,8 +118,8 @@ class Case:
         self.input_names: List[str] = [x["name"] for x in self.info["inputs"]]
         self.output_names: List[str] = [x["name"] for x in self.info["outputs"]]
         self.output_shapes: List[Tuple[int, ...]] = [tuple(x["shape"]) for x in self.info["outputs"]]
-        self.attrs: Dict[str, Any] = dict(self.info["attrs"])
-        self.extra_dims = self._extra_dims()
+        self.attrs: Dict[str, Any] = dict(self.decl.attrs if self.decl is not None else self.info["attrs"])
+        self.extra_dims = {} if self.decl is not None else self._extra_dims()
         self._arrays: Optional[Dict[str, Any]] = None
 
     def __del__(self) -> None:
@@ -144,6 +159,36 @@ class Case:
         return [lib.parity_py_case_input_hash(self.h, i) for i in range(len(self.input_names))]
 
 
+def display_name(op: str) -> str:
+    """An op's name as a report prints it (a declared op's key without its "#declN")."""
+    return op.split("#decl", 1)[0]
+
+
+def worker_spec(case: "Case") -> Any:
+    """What the isolated worker (python/parity/_worker.py) needs to build the same case: a
+    built-in op's name; for a declared op its declaration, attributes and the fp64 reference of
+    this case (the worker cannot call the user's reference: it rarely pickles), from which the
+    worker declares a stand-in op with the same workloads (python/parity/_declared.py standin)."""
+    if case.decl is None:
+        return case.op
+    refs = []
+    for i, shape in enumerate(case.output_shapes):
+        a = np.empty(shape, dtype=np.float64)
+        if lib.parity_py_case_reference(case.h, i, a.ctypes.data, a.size) != 0:
+            raise RuntimeError("parity: cannot read the reference of output %s" % case.output_names[i])
+        refs.append(a)
+    return {"decl": case.decl.spec, "attrs": case.decl.attrs, "refs": refs, "given": case.given}
+
+
+def case_from_spec(spec: Any, workload: str, seed: int, dtype: Any) -> "Case":
+    """The worker's side of worker_spec."""
+    if isinstance(spec, str):
+        return Case(spec, workload, seed, dtype)
+    from . import _declared
+    d = _declared.standin(spec["decl"], spec["attrs"], spec["refs"])
+    return Case(d.key, spec["given"] or workload, seed, dtype)
+
+
 class Inputs(Dict[str, Any]):
     """parity.inputs(...): the op's inputs by name plus its attributes (so fn(**inputs) works),
     with .attrs, .dims (output dimensions the inputs leave open, e.g. {"V": 50257}), .workload,
@@ -179,12 +224,11 @@ def inputs(op: Union[str, "Op"], workload: str, *, seed: int = 1, dtype: Any = "
     numpy arrays over parity's own buffers (bf16 as uint16 bit patterns); like="torch" torch
     tensors sharing that memory on the CPU, or copies on `device`. op: a built-in op's name or a
     declared parity.Op (its workloads: parity.Op.workloads())."""
-    if not isinstance(op, str):
-        from . import _custom
-        r: Inputs = _custom.inputs(op, workload, seed=seed, dtype=dtype, like=like, device=device)
-        return r
-    case = Case(op, workload, seed, dtype)
-    return Inputs(case, case.framework_inputs(like, device), op=case.op, input_names=case.input_names,
+    from ._check import _resolve
+    key, decl = _resolve(op)  # a parity.Op: its registered key (python/parity/_declared.py)
+    name = key if decl is None else decl.op.name
+    case = Case(key, workload, seed, dtype)
+    return Inputs(case, case.framework_inputs(like, device), op=name, input_names=case.input_names,
                   attrs=case.attrs, workload=case.workload, seed=case.seed, dtype=case.dtype,
                   dims={k: v for k, (v, needed) in case.extra_dims.items() if needed},
                   output_shapes=dict(zip(case.output_names, case.output_shapes)))

@@ -97,7 +97,11 @@ class _Judge:
                                 b(detail[:250]), float(seconds or 0))
         self.seconds[w] = seconds
 
-    def report(self, reproduce_of: Callable[[str], str]) -> Report:
+    def report(self, reproduce_of: Callable[[str], str], name: Optional[str] = None,
+               declared_baselines: Optional[Dict[str, Any]] = None, label: str = "") -> Report:
+        """The C library's text and JSON reports; name: the op's name when self.op is a declared
+        op's key; declared_baselines: a declared op's detection matrix (_custom_baselines.run),
+        added to both."""
         lib.parity_py_check_finish(self.h)
         worst = lib.parity_py_check_worst_workload(self.h).decode()
         rep = reproduce_of(worst)
@@ -114,7 +118,15 @@ class _Judge:
                 os.unlink(path)
             except OSError:
                 pass
-        return Report(self.op, text or "", js, rep, self.seconds, self.causes)
+        if declared_baselines is not None:
+            import json
+            from . import _custom_baselines
+            d = json.loads(js)
+            d["kernels"][0]["baselines"] = declared_baselines
+            js = json.dumps(d, indent=1, default=float)
+            text = (text or "") + _custom_baselines.matrix_text([(label, d["kernels"][0]["verdict"],
+                                                                  declared_baselines)]) + "\n"
+        return Report(name or self.op, text or "", js, rep, self.seconds, self.causes)
 
 
 def _default_like(like: Optional[str]) -> str:
@@ -164,41 +176,45 @@ def check(op: Union[str, "Op"], fn: Callable[..., Any], *, workloads: Workloads 
     if isolate:
         from ._worker import check_main_guard
         check_main_guard()
-    if not isinstance(op, str):  # a declared parity.Op (docs/custom-ops.md)
-        from . import _custom
-        if not isinstance(op, _custom.Op):
-            raise TypeError("op: expected an op name (parity.ops()) or a parity.Op, got %r" % (op,))
+    key, decl = _resolve(op)
+    if decl is not None:  # a declared parity.Op (docs/custom-ops.md): the same engine
         if out_dtype is not None:
             raise ValueError("out_dtype=%r does not apply to a declared op: its function returns its outputs "
-                             "(in any float dtype, judged as returned); out= buffers exist for built-in ops "
-                             "only" % (out_dtype,))
+                             "(in any float dtype, judged as returned) or fills out= buffers of the input "
+                             "dtype's precision" % (out_dtype,))
         if floor:
             raise ValueError("floor=True does not apply to a declared op: it has no catalog of faithful "
                              "variants whose spread could be measured (its tolerance is derived from the "
                              "declaration, docs/custom-ops.md)")
-        return _custom.check(op, fn, workloads=workloads, seed=seed, dtype=dtype, like=like, device=device,
-                             baselines=baselines, isolate=isolate, timeout=timeout, progress=progress)
+        floor = False
     floor = True if floor is None else bool(floor)
     out_dtype = "f32" if out_dtype is None else out_dtype
     like = _default_like(like)
     dtype = _arrays.canon_dtype(dtype)
     out_dtype = _arrays.canon_dtype(out_dtype)
-    names = _case.workload_names(op, workloads)
+    names = _case.workload_names(key, workloads)
     quick = workloads == "quick"
     say = _harness.progress_fn(progress)
-    judge = _Judge(op, len(names), _label(fn), _description(fn), seed, quick)
+    judge = _Judge(key, len(names), _label(fn), _description(fn), seed, quick)
     worker = None
     try:
-        for w, name in enumerate(names):
+        for w, wl in enumerate(names):
+            name: Any = wl
+            if isinstance(wl, Mapping) and decl is not None:  # given inputs {"name", "inputs", "attrs"}
+                from . import _declared
+                name = _declared.given_of(decl.op, str(wl.get("name", "given")), wl.get("inputs", wl),
+                                          wl.get("attrs"))
             if say:
-                say("[%d/%d] %s: building inputs and fp64 reference" % (w + 1, len(names), name))
-            case = _case.Case(op, name, seed, dtype)
+                say("[%d/%d] %s: building inputs and fp64 reference" % (
+                    w + 1, len(names), name["name"] if isinstance(name, Mapping) else name))
+            case = _case.Case(key, name, seed, dtype)
             small = not case.production
             if isolate:
                 from . import _worker
                 if worker is None:
                     worker = _worker.Worker()
-                out = worker.run(fn, op, name, seed, dtype, like, device, small, small, timeout, out_dtype)
+                out = worker.run(fn, _case.worker_spec(case), case.workload, seed, dtype, like, device, small, small, timeout,
+                                 out_dtype)
                 if out.status in ("crashed", "timeout"):
                     worker.close()
                     worker = None
@@ -214,17 +230,18 @@ def check(op: Union[str, "Op"], fn: Callable[..., Any], *, workloads: Workloads 
                 judge.set(w, case.workload, case.production, out.status, out.detail, out.seconds)
             if say:
                 say("      %-40s %s (%.2f s)" % (_label(fn), VERDICT_OF(judge, w), out.seconds or 0))
-        if baselines:
+        if baselines and decl is None:
             # Each rule on its own input scheme (workload "baseline:NAME", its fixed seed), one
             # plain run each, as `parity check --baselines` runs them (docs/baselines.md).
             for bi in range(lib.parity_py_baseline_count()):
                 wname = "baseline:" + lib.parity_py_baseline_name(bi).decode()
-                case = _case.Case(op, wname, seed, dtype)
+                case = _case.Case(key, wname, seed, dtype)
                 if isolate:
                     from . import _worker
                     if worker is None:
                         worker = _worker.Worker()
-                    out = worker.run(fn, op, wname, seed, dtype, like, device, False, False, timeout, out_dtype)
+                    out = worker.run(fn, _case.worker_spec(case), wname, seed, dtype, like, device, False, False,
+                                     timeout, out_dtype)
                     if out.status in ("crashed", "timeout"):
                         worker.close()
                         worker = None
@@ -239,7 +256,29 @@ def check(op: Union[str, "Op"], fn: Callable[..., Any], *, workloads: Workloads 
     finally:
         if worker is not None:
             worker.close()
-    return judge.report(_reproducer(op, fn, seed, dtype, like, device, isolate))
+    if decl is not None:
+        from . import _custom
+        bl = None
+        if baselines:  # the detection matrix of a declared op (python/parity/_custom_baselines.py)
+            from . import _custom_baselines
+            bl = _custom_baselines.run(decl.op, fn, dtype=dtype, like=like, device=device, isolate=isolate,
+                                       timeout=timeout)
+        return judge.report(_custom._repro(decl.op, fn, seed, dtype, like, isolate), name=decl.op.name,
+                            declared_baselines=bl, label=_label(fn))
+    return judge.report(_reproducer(key, fn, seed, dtype, like, device, isolate))
+
+
+def _resolve(op: Union[str, "Op"]) -> Tuple[str, Any]:
+    """(the name the C library knows op by, its declaration or None): a built-in op's name is
+    itself; a parity.Op is declared to the C library (python/parity/_declared.py) and known by
+    its key."""
+    if isinstance(op, str):
+        return op, None
+    from . import _custom, _declared
+    if not isinstance(op, _custom.Op):
+        raise TypeError("op: expected an op name (parity.ops()) or a parity.Op, got %r" % (op,))
+    d = _declared.decl_of(op)
+    return d.key, d
 
 
 def VERDICT_OF(judge: _Judge, w: int) -> str:
@@ -264,29 +303,47 @@ def compare(op: Union[str, "Op"], inputs: Any, outputs: Any, *, workload: Option
     tuple in the op's order, a dict by name, or the single output. op: a built-in op's name or a
     declared parity.Op (for which inputs may also be a workload name, regenerated with seed and
     dtype). floor (built-in ops; default True): as parity.check's."""
-    if not isinstance(op, str):
-        from . import _custom
+    key, decl = _resolve(op)
+    opname = key if decl is None else decl.op.name
+    given: Any = None
+    if decl is not None:  # a declared parity.Op: its registered key goes where a name goes
         if floor:
             raise ValueError("floor=True does not apply to a declared op (no catalog to measure a floor on)")
-        return _custom.compare(op, inputs, outputs, workload=workload, seed=seed, dtype=dtype, name=name)
+        floor = False
+        if isinstance(inputs, str):  # a workload name: the inputs regenerated (seed 1, f32 by default)
+            given, dtype = inputs, "f32" if dtype is None else dtype
+        elif isinstance(inputs, Mapping) and not hasattr(inputs, "_case") and workload is None:
+            # the inputs as given (a dict of arrays, or {"name", "inputs", "attrs"})
+            from . import _declared
+            g = inputs if "inputs" in inputs else {"name": "given", "inputs": inputs}
+            given = _declared.given_of(decl.op, str(g.get("name", "given")), g["inputs"], g.get("attrs"))
     floor = True if floor is None else bool(floor)
     case = getattr(inputs, "_case", None)
-    if case is None or (workload is not None and case.workload != workload) or (seed is not None and case.seed != seed):
+    if case is not None and decl is not None and case.op != key:
+        case_decl = getattr(case, "decl", None)
+        if case_decl is not None and case_decl.op is decl.op:
+            key = case.op  # the same parity.Op, declared again since
+    if given is not None:
+        case = _case.Case(key, given, 1 if seed is None else seed, dtype)
+    elif case is None or (workload is not None and case.workload != workload) or (seed is not None and case.seed != seed):
         if workload is None:
             raise ValueError("compare: inputs do not come from parity.inputs(); pass workload= (and seed=)")
-        dt = _float_dtype(op, inputs) if dtype is None else _arrays.canon_dtype(dtype)
-        case = _case.Case(op, workload, 1 if seed is None else seed, dt)
+        dt = _float_dtype(key, inputs) if dtype is None else _arrays.canon_dtype(dtype)
+        case = _case.Case(key, workload, 1 if seed is None else seed, dt)
         for k in case.input_names:
             if k not in inputs:
                 raise ValueError("compare: inputs lack %s" % k)
             if not np.array_equal(_arrays.host_bits(inputs[k]), case.arrays()[k].reshape(-1).view(np.uint8)):
                 raise ValueError("compare: input %s differs from parity's for workload %s, seed %d, dtype %s: "
                                  "the reference would not match" % (k, case.workload, case.seed, case.dtype))
-    if case.op != op:
-        raise ValueError("compare: inputs are for op %s, not %s" % (case.op, op))
+    if case.op != key:
+        raise ValueError("compare: inputs are for op %s, not %s" % (_case.display_name(case.op), opname))
     host = _harness._normalise(outputs, case)
-    judge = _Judge(op, 1, name, "outputs judged with parity.compare", case.seed, False)
+    judge = _Judge(key, 1, name, "outputs judged with parity.compare", case.seed, False)
     judge.judge(0, case, host, floor, 0.0)
     c = case
+    if decl is not None:
+        return judge.report(lambda w: "parity.compare(%s, parity.inputs(%s, %r, seed=%d, dtype=%r), outputs)" % (
+            opname, opname, w, c.seed, c.dtype), name=opname)
     return judge.report(lambda w: "parity.compare(%r, parity.inputs(%r, %r, seed=%d, dtype=%r), outputs)" % (
-        op, op, w, c.seed, c.dtype))
+        key, key, w, c.seed, c.dtype))

@@ -1,17 +1,58 @@
 """The power self-test of a declared op: generic mutants built from the op's own reference,
 judged with the tolerance parity derived, so a user sees what that tolerance catches before
 trusting it (docs/custom-ops.md, "The power self-test"). The mutants are outputs, not functions:
-they skip the harness (decoy, rerun) and go straight to the judge."""
+they skip the harness (decoy, rerun) and go straight to the judge -- the C library's, through
+parity.compare on the case parity.inputs built (python/parity/_declared.py), so the power
+self-test measures the very tolerance parity.check applies."""
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
-from . import _custom
-from ._custom import CustomCase, Op
+from ._custom import Op, _is_float
+from ._declared import by_name
 
 Mutant = Tuple[str, Optional[Dict[str, Any]], Optional[str]]
+
+
+class _Eval:
+    """One workload's inputs (built by the C library: parity.inputs) as float64 values, and the
+    op's reference evaluated on any arrays: what the mutants are made from."""
+
+    def __init__(self, op: Op, workload: str, seed: int, dtype: str) -> None:
+        from ._case import inputs
+        self.op, self.dtype = op, dtype
+        self.x = inputs(op, workload, seed=seed, dtype=dtype, like="numpy")
+        self.workload = self.x.workload
+        self.exact: Dict[str, Any] = {}
+        self.sizes: Dict[str, int] = {d: int(s[0]) for d, s in op.shapes.items()}
+        for k, x in op.inputs.items():
+            a = np.asarray(self.x[k])
+            if x.is_float and dtype == "bf16":
+                a = (a.astype(np.uint32) << 16).view(np.float32)
+            self.exact[k] = a.astype(np.float64) if x.is_float else a.astype(np.int64)
+            self.sizes.update(zip(x.shape, a.shape))
+        self.out_shapes = {o: tuple(self.sizes[d] for d in s) for o, s in op.outputs.items()}
+
+    def evaluate(self, arrays: Dict[str, Any]) -> Dict[str, Any]:
+        """The reference on arrays, its outputs promoted to the float inputs' dtype where
+        narrower (a reference ending in parity.round_to)."""
+        with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
+            res = by_name(self.op.reference(**arrays, **self.op.attrs), list(self.op.outputs), self.op.name)
+        fl = [np.asarray(arrays[k]).dtype for k, x in self.op.inputs.items() if x.is_float]
+        want = fl[0] if fl else np.dtype(np.float64)
+        out = {}
+        for o, a in res.items():
+            a = np.asarray(a)
+            if a.dtype != want and a.dtype.itemsize < want.itemsize and _is_float(a.dtype) and _is_float(want):
+                a = a.astype(want)
+            out[o] = a
+        return out
+
+    def contract_eval(self, cast: Any = np.float32, inputs: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        src = self.exact if inputs is None else inputs
+        return self.evaluate({k: (src[k].astype(cast) if x.is_float else src[k]) for k, x in self.op.inputs.items()})
 
 
 def _lower(x: Any, dtype: str) -> Tuple[Any, str]:
@@ -30,7 +71,7 @@ def _bf16_type() -> Any:
         return None
 
 
-def _seq_accum(case: CustomCase, o: str, fmt: str) -> Any:
+def _seq_accum(case: _Eval, o: str, fmt: str) -> Any:
     """A sequential accumulator in `fmt` over the declared reduction dims, with fp32 terms: for a
     multilinear op the reference on one slice of the reduced dimension is that slice's term, so
     acc = round_fmt(acc + round_f32(term_t)) for t = 0..k-1 is exactly what a kernel with a
@@ -56,7 +97,7 @@ def _seq_accum(case: CustomCase, o: str, fmt: str) -> Any:
     return acc
 
 
-def mutants(case: CustomCase) -> Dict[str, Mutant]:
+def mutants(case: _Eval) -> Dict[str, Mutant]:
     """{name: (description, outputs or None, why-not)} for one case."""
     op, dt = case.op, case.dtype
     out: Dict[str, Mutant] = {}
@@ -163,17 +204,19 @@ class PowerTable:
 def power(op: Op, *, workloads: Any = "quick", seed: int = 1, dtype: str = "f32") -> PowerTable:
     """The power self-test: every generic mutant on every workload, judged with the derived
     tolerance. Returns a PowerTable (str() prints it)."""
+    from ._check import compare
     rows: List[Dict[str, Any]] = []
     for w in op.workload_names(workloads):
-        case = _custom.CustomCase(op, w, seed, dtype)
+        case = _Eval(op, w, seed, dtype)
         for m, (desc, outs, why) in mutants(case).items():
             if outs is None:
                 rows.append({"mutant": m, "description": desc, "workload": case.workload, "caught": None,
                              "err_over_tol": None, "why_not": why})
                 continue
-            r = _custom.judge_outputs(case, {o: np.asarray(a, dtype=np.float64).astype(np.float32)
-                                            if np.asarray(a).dtype != np.float32 else a for o, a in outs.items()})
-            q = r.get("max_err_over_tol", float("inf"))
+            r = compare(op, case.x, {o: np.asarray(a, dtype=np.float64).astype(np.float32)
+                                     if np.asarray(a).dtype != np.float32 else a for o, a in outs.items()})
+            q = r.workloads[0].err_over_tol
+            q = float("inf") if q is None or q != q else q
             rows.append({"mutant": m, "description": desc, "workload": case.workload, "caught": bool(q > 1),
                          "err_over_tol": q, "why_not": None})
     return PowerTable(op, rows)

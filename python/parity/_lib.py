@@ -63,6 +63,7 @@ _SIGS: Dict[str, Tuple[Any, List[Any]]] = {
     "parity_py_output_unwrap": (None, [_P]),
     "parity_py_output_fill_reference": (None, [_P, _c.c_int, _P]),
     "parity_py_tensor_data": (_P, [_P]),
+    "parity_py_case_reference": (_c.c_int, [_P, _c.c_int, _P, _c.c_int64]),
     "parity_py_tensor_guards_ok": (_c.c_int, [_P]),
     "parity_py_tensor_free": (None, [_P]),
     "parity_py_check_new": (_P, [_S, _c.c_int, _S, _S, _c.c_uint64, _c.c_int]),

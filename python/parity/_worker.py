@@ -12,7 +12,7 @@ import signal
 import sys
 import time
 from types import FrameType
-from typing import Any, Dict, Optional
+from typing import Any, Optional
 
 from ._harness import Outcome
 
@@ -103,19 +103,9 @@ def _serve(conn: Any) -> None:
             return
         if msg is None:
             return
-        if msg[0] == "custom":  # a declared op (python/parity/_custom_run.py): outputs back, judged there
-            try:
-                from . import _custom_run
-                ex = _custom_run.execute(*msg[1:])
-                ex.pop("exc", None)  # the exception object stays here (it may not pickle): its text went in detail
-                conn.send(("ok", ex))
-            except BaseException as e:
-                conn.send(("error", {"status": "crashed", "detail": "worker: %s: %s" % (type(e).__name__, e),
-                                     "seconds": 0.0}))
-            continue
-        fn, op, name, seed, dtype, like, device, decoy, rerun, timeout, out_dtype = msg
+        fn, spec, name, seed, dtype, like, device, decoy, rerun, timeout, out_dtype = msg
         try:
-            case = _case.Case(op, name, seed, dtype)
+            case = _case.case_from_spec(spec, name, seed, dtype)
             out = _harness.run_in_process(fn, case, like, device, decoy, rerun, None, out_dtype)
             outputs = None if out.outputs is None else [(a.copy(), dt) for a, dt in out.outputs]
             conn.send(("ok", out.status, out.detail, outputs, out.seconds, out.rerun))
@@ -138,14 +128,16 @@ class Worker:
         self.p.start()
         child.close()
 
-    def run(self, fn: Any, op: str, name: str, seed: int, dtype: str, like: str, device: Any, decoy: bool,
+    def run(self, fn: Any, spec: Any, name: str, seed: int, dtype: str, like: str, device: Any, decoy: bool,
             rerun: bool, timeout: Optional[float], out_dtype: str = "f32") -> Outcome:
+        """fn on one workload in the worker: spec is _case.worker_spec's (a built-in op's name, or
+        what the worker needs to build a declared op's case)."""
         limit = _DEFAULT_TIMEOUT if timeout is None else float(timeout)
         # The worker's first answer includes importing numpy/torch and building the case: the
         # limit covers the calls, so allow the start-up on top (measured: 1-3 s with torch).
         t0 = time.perf_counter()
         try:
-            self.conn.send((fn, op, name, seed, dtype, like, device, decoy, rerun, timeout, out_dtype))
+            self.conn.send((fn, spec, name, seed, dtype, like, device, decoy, rerun, timeout, out_dtype))
         except Exception as e:
             return Outcome("crashed", _unsendable(fn, e), exc=e)
         calls = (1 + int(decoy) + int(rerun))
@@ -168,37 +160,6 @@ class Worker:
         if status == "ran" and timeout is not None and secs > timeout:
             return Outcome("timeout", "ran %.3g s, past timeout=%g s" % (secs, timeout), seconds=secs)
         return Outcome(status, detail, outputs, secs, rerun)  # type: ignore[arg-type]
-
-    def run_custom(self, fn: Any, spec: Any, like: str, device: Any, small: bool,
-                   timeout: Optional[float]) -> Dict[str, Any]:
-        """A declared op's workload (_custom_run.execute in the worker): its result dict, or a
-        crashed/timeout one when the worker dies or does not answer."""
-        limit = _DEFAULT_TIMEOUT if timeout is None else float(timeout)
-        t0 = time.perf_counter()
-        try:
-            self.conn.send(("custom", fn, spec, like, device, small))
-        except Exception as e:
-            return {"status": "crashed", "seconds": 0.0, "detail": _unsendable(fn, e), "exc": e}
-        calls = 1 + 2 * int(small)
-        deadline = limit * calls + 30.0  # start-up on top, as run()
-        if not self.conn.poll(deadline):
-            self.p.kill()
-            self.p.join(5)
-            return {"status": "timeout", "seconds": time.perf_counter() - t0, "detail": "no answer within %g s "
-                    "(timeout %g s per call, %d calls); the worker was killed" % (deadline, limit, calls)}
-        try:
-            _, ex = self.conn.recv()
-        except (EOFError, OSError):
-            self.p.join(5)
-            code = self.p.exitcode
-            why = "killed by %s" % _signame(code) if code is not None and code < 0 else "exited with status %s" % code
-            return {"status": "crashed", "detail": "the worker running fn %s" % why,
-                    "seconds": time.perf_counter() - t0}
-        if ex["status"] == "ran" and timeout is not None and ex["seconds"] > timeout:
-            return {"status": "timeout", "detail": "ran %.3g s, past timeout=%g s" % (ex["seconds"], timeout),
-                    "seconds": ex["seconds"]}
-        r: Dict[str, Any] = ex
-        return r
 
     def close(self) -> None:
         try:

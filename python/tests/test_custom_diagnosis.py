@@ -56,48 +56,35 @@ def test_narrow_accumulators_are_named():
             assert w.diagnosis["closest"].startswith("11-bit"), (w.name, w.diagnosis)
 
 
-def test_cause_has_no_impossible_bit_count():
-    # C's figures (tests/test_diagnosis.c): log_softmax's bf16_steps mutant on text, where the
-    # output's rounding hides the accumulator and the old extrapolation read ~-219 bits. Issue #36,
-    # first slice: "unknown", the bits NaN, the line without accumulator wording.
-    from parity import _custom_diagnosis as cd
-    emu = [0.03943, 0.03945, 0.03929, 0.03929, 0.03929, 0.03929]
-    d = {"workload": "text", "output": "logprobs", "effective_bits": -219.1, "closest": "bf16 pairwise",
-         "beyond_8bit": False, "unresolvable": True, "candidate_error": 0.0521,
-         "emulation_errors": {cd.EMU[e][0]: emu[e] for e in range(6)}}
-    d["cause"], d["detail"] = cd._cause(d, 1, emu, 50257)
-    assert d["cause"] == "unknown", d
-    d["effective_bits"] = float("nan")
-    ln = cd.line(d)
-    assert "effective accumulator" not in ln and "~-" not in ln and "\n  cause: unknown \u2014 " in ln, ln
-
-
 def test_the_error_measure_by_hand():
-    # The measure is the RMS over the diagnosis rows (all 16 rows of C here: fewer than 64) of
-    # err / sum |terms|. For C (1 + 2^-6) the error is 2^-6 C up to fp32's own rounding (relative
-    # 2^-24 sqrt(K) ~ 1e-6 of sum |terms|, against 2^-6 |C| / sum |terms| ~ 1e-3), so the measure
-    # must be 2^-6 RMS(C / sum |terms|), computed here from the case: 1e-3 relative.
-    from parity import _custom as custom
+    # The measure is the RMS over the diagnosis rows (all 16 rows of C here) of err / sum |terms|.
+    # For C (1 + 2^-6) the error is 2^-6 C up to fp32's own rounding (relative 2^-24 sqrt(K) ~ 1e-6
+    # of sum |terms|, against 2^-6 |C| / sum |terms| ~ 1e-3), so the kernel's measure, which the
+    # cause's detail prints ("against the kernel's X"), must be 2^-6 RMS(C / sum |terms|), computed
+    # here from the inputs in float64: 1e-2 relative (the detail prints 3 digits).
+    import re
     r = parity.check(GEMM, gemm_scaled, workloads=["base"], dtype="f32", like="numpy")
     d = r.workloads[0].diagnosis
-    case = custom.CustomCase(GEMM, "base", 1, "f32")
-    want = 2.0 ** -6 * np.sqrt(np.mean((case.ref["C"] / case.s_acc["C"]) ** 2))
-    assert d["candidate_error"] == pytest.approx(want, rel=1e-3), (d, want)
-    # ... which is of the size a bf16 accumulator gives (measured 0.0010 against the bf16
-    # sequential emulation's 0.0018 and the 11-bit one's 0.00023): the diagnosis measures the
-    # error's size, so it cannot tell a wrong scale from a narrow accumulator (docs/custom-ops.md).
-    assert d["closest"].startswith("bf16"), d
+    x = parity.inputs(GEMM, "base", dtype="f32", like="numpy")
+    A, B = np.asarray(x["A"], np.float64), np.asarray(x["B"], np.float64)
+    want = 2.0 ** -6 * np.sqrt(np.mean(((A @ B) / (np.abs(A) @ np.abs(B))) ** 2))
+    got = float(re.search(r"against the kernel's ([0-9.e+-]+)", d["detail"]).group(1))
+    assert got == pytest.approx(want, rel=1e-2), (d, want)
+    # ... which is of the size a bf16 accumulator gives (measured 0.0011 against the bf16
+    # sequential emulation's 0.0019): the diagnosis measures the error's size, so it cannot tell
+    # a wrong scale from a narrow accumulator (docs/custom-ops.md); its match (the fraction of
+    # elements the emulation reproduces) says how little it explains.
+    assert d["closest"].startswith("bf16") and d["match"] < 0.5, d
 
 
 def test_no_diagnosis_without_a_multilinear_reduction():
     pytest.importorskip("ml_dtypes")
     r, d, why = _diag(swiglu, swiglu_bf16_gate)
-    assert d is None and why == "no reduction declared"
-    assert "  no diagnosis: no reduction declared" in str(r)
+    assert d is None and "diagnosis (" not in str(r), str(r)
 
     def bf16_sum(logits):
         """log-softmax with the sum of exponentials rounded to bf16"""
         z = logits - logits.max(axis=-1, keepdims=True)
         return (z - np.log(_bf16(np.exp(z).sum(axis=-1, keepdims=True)))).astype(np.float32)
     r, d, why = _diag(LOG_SOFTMAX, bf16_sum)
-    assert d is None and why.startswith("the declared reduction is not multilinear")
+    assert d is None and "diagnosis (" not in str(r), str(r)

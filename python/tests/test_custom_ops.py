@@ -11,7 +11,6 @@ import pytest
 
 import parity
 from parity import _builtin
-from parity import _custom as custom
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples", "python"))
 from custom_op import rope, swiglu, swiglu_bf16_intermediate, swiglu_torch  # noqa: E402
@@ -226,38 +225,40 @@ def test_power_table_rows_are_judged_not_assumed():
 
 # ---- tolerance rules, harness, workloads -----------------------------------------------------
 def test_nan_never_matches_and_infinities_match_in_sign():
+    # The C judge (verify.c), reached through parity.compare on the case parity.inputs built.
     def ref(a):
-        return a * 2
+        return np.where(a > 0.5, np.inf, a * 2)
     op = parity.Op("double", inputs={"a": parity.Input(("N", "H"))}, outputs={"y": ("N", "H")},
                    reference=ref, shapes={"N": [4], "H": [8]})
-    case = custom.CustomCase(op, "base", 1, "f32")
-    y = (case.exact["a"] * 2).astype(np.float32)
-    assert custom.judge_outputs(case, y)["verdict"] == "faithful"
+    x = parity.inputs(op, "base", dtype="f32", like="numpy")
+    a = np.asarray(x["a"], np.float64)
+    assert (a > 0.5).any() and (a <= 0.5).any()
+    y = ref(a).astype(np.float32)
+    assert parity.compare(op, x, y).verdict == "faithful"
     y2 = y.copy()
-    y2[1, 3] = np.nan
-    r = custom.judge_outputs(case, y2)
-    assert r["verdict"] == "unfaithful" and r["worst"]["index"] == [1, 3]
-    case.ref["y"][0, 0] = np.inf
+    i = tuple(int(t) for t in np.argwhere(a <= 0.5)[0])
+    y2[i] = np.nan
+    r = parity.compare(op, x, y2)
+    assert r.verdict == "unfaithful", str(r)
     y3 = y.copy()
-    y3[0, 0] = np.inf
-    assert custom.judge_outputs(case, y3)["verdict"] == "faithful"
-    y3[0, 0] = -np.inf
-    assert custom.judge_outputs(case, y3)["verdict"] == "unfaithful"
+    j = tuple(int(t) for t in np.argwhere(a > 0.5)[0])
+    y3[j] = -np.inf
+    assert parity.compare(op, x, y3).verdict == "unfaithful"
 
 
 def test_a_wrong_multilinear_declaration_is_refused():
     op = parity.Op("rms_as_multilinear", inputs=RMSNORM.inputs, outputs={"y": ("N", "D")},
                    reference=_rmsnorm, attrs={"eps": 1e-5}, shapes={"N": [4], "D": [16], "K": [16]},
                    reductions={"y": ["K"]})
-    with pytest.raises(ValueError, match="not linear"):
-        custom.CustomCase(op, "base", 1, "f32")
+    with pytest.raises(parity.ProblemError, match="not linear.*multilinear=False"):
+        parity.inputs(op, "base", dtype="f32")
 
 
 def test_a_float64_reference_is_refused_for_the_floor():
     op = parity.Op("f64ref", inputs={"a": parity.Input(("N",))}, outputs={"y": ("N",)},
                    reference=lambda a: a.astype(np.float64) * np.pi, shapes={"N": [8]})
-    with pytest.raises(ValueError, match="contract precision"):
-        custom.CustomCase(op, "base", 1, "f32")
+    with pytest.raises(parity.ProblemError, match="contract precision"):
+        parity.inputs(op, "base", dtype="f32")
 
 
 def test_workloads_from_roles():
@@ -270,27 +271,32 @@ def test_workloads_from_roles():
     names = [w[0] for w in op.workloads()]
     assert names == ["base", "zipf", "text", "outlier-ch", "odd", "magnitude", "production"]
     assert op.workload_names("quick") == names[:-1]
-    a = custom.CustomCase(op, "base", 1, "f32")
-    b = custom.CustomCase(op, "base", 1, "f32")
-    c = custom.CustomCase(op, "base", 2, "f32")
+    # The inputs are the C library's (src/custom/custom_op.c), as parity.check builds them.
+    def inp(w, seed=1):
+        x = parity.inputs(op, w, seed=seed, dtype="f32", like="numpy")
+        return {k: np.array(v) for k, v in x.tensors.items()}
+    a, b, c = inp("base"), inp("base"), inp("base", 2)
     for k in op.inputs:
-        assert np.array_equal(a.storage[k], b.storage[k])  # same seed -> same inputs
-        assert not np.array_equal(a.storage[k], c.storage[k])
-    z = custom.CustomCase(op, "zipf", 1, "f32")
-    counts = np.bincount(z.storage["ids"], minlength=1000)
-    flat = np.bincount(a.storage["ids"], minlength=1000)
+        assert np.array_equal(a[k], b[k])  # same seed -> same inputs
+        assert not np.array_equal(a[k], c[k])
+    z = inp("zipf")
+    counts = np.bincount(z["ids"], minlength=1000)
+    flat = np.bincount(a["ids"], minlength=1000)
     assert counts.max() > 5 * flat.max()  # Zipf ids are skewed, uniform ones are not
-    t = custom.CustomCase(op, "text", 1, "f32").storage["ids"]
+    t = inp("text")["ids"]
     tc = np.bincount(t, minlength=1000)
     assert t.min() >= 0 and t.max() < 1000
     assert np.argmax(tc) == 0 and tc[0] > 20 * flat.max()  # frequency-ranked real text
-    assert np.array_equal(t, custom.CustomCase(op, "text", 1, "f32").storage["ids"])
-    gscale = np.abs(a.storage["g"]).max(axis=1)
+    assert np.array_equal(t, inp("text")["ids"])
+    gscale = np.abs(a["g"]).max(axis=1)
     assert gscale.max() < 1e-2 and gscale.min() > 1e-7  # gradient scale 10^U(-6,-3) per row
-    assert abs(float(np.std(a.storage["w"])) - 0.02) < 0.005
-    assert custom.CustomCase(op, "odd", 1, "f32").sizes == {"N": 4097, "H": 17, "V": 1001}
-    o = custom.CustomCase(op, "outlier-ch", 1, "f32").storage["x"]
-    assert (np.abs(o).max(axis=0) > 40).sum() == 4  # four outlier channels
+    w = np.concatenate([inp("base", seed)["w"] for seed in range(1, 17)])  # 256 draws: std within 20%
+    assert abs(float(np.std(w)) - 0.02) < 0.004, np.std(w)
+    odd = inp("odd")
+    assert odd["x"].shape == (4097, 17) and odd["ids"].shape == (4097,)
+    o = inp("outlier-ch")["x"]
+    n_out = int((np.abs(o).max(axis=0) > 40).sum())  # four outlier channels drawn (C: they may repeat)
+    assert 1 <= n_out <= 4, n_out
 
 
 def test_harness_verdicts():
@@ -305,7 +311,7 @@ def test_harness_verdicts():
 
     def flaky(a):
         calls.append(1)
-        return a * 2 + (len(calls) % 3 == 0) * np.float32(2) ** -30
+        return a * 2 * (1 + (len(calls) % 3 == 0) * np.float32(2) ** -20)
 
     def raises(a):
         raise RuntimeError("boom")

@@ -127,6 +127,44 @@ int custom_baseline_variant(int b)
     }
 }
 
+parity_status_t parity_custom_baseline_case(int b, const parity_case_t *pc, const int *out_dtype,
+                                            const void *const *outs, parity_baseline_result_t *br)
+{
+    if (!pc || !pc->op->declared || !outs || !out_dtype || b < 0 || b >= PARITY_N_BASELINES) return PARITY_E_INVALID;
+    const custom_case_t *c = custom_case_of(pc);
+    const parity_custom_op_t *op = c->op;
+    double *plain[PARITY_CUSTOM_MAX_ARGS] = {0};
+    parity_status_t st = PARITY_OK;
+    if (b == PARITY_BASE_FLASH_ATTN) { /* the reference in fp32: the plain implementation */
+        int ok = 1;
+        for (int o = 0; o < op->n_out; o++) ok &= (plain[o] = malloc((size_t)c->n_out[o] * sizeof(double))) != NULL;
+        if (!ok) st = PARITY_E_NOMEM;
+        else if (custom_reference(c, PARITY_DT_F32, NULL, plain) != PARITY_KERNEL_OK)
+            for (int o = 0; o < op->n_out; o++) { /* fp64 only: out_pt is the reference rounded once */
+                free(plain[o]);
+                plain[o] = NULL;
+            }
+    }
+    if (!st) {
+        int64_t k_o[PARITY_OP_MAX_ARGS], rows[PARITY_OP_MAX_ARGS], cols[PARITY_OP_MAX_ARGS];
+        const double *pl[PARITY_OP_MAX_ARGS], *sa[PARITY_OP_MAX_ARGS], *rf[PARITY_OP_MAX_ARGS];
+        for (int o = 0; o < op->n_out && o < PARITY_OP_MAX_ARGS; o++) {
+            const parity_ref_output_t *R = &pc->ref[o];
+            k_o[o] = 1;
+            for (int j = 0; j < op->n_red[o]; j++) k_o[o] *= c->wl->size[op->red[o][j]];
+            rows[o] = R->rows;
+            cols[o] = R->cols;
+            pl[o] = plain[o];
+            sa[o] = R->tol ? NULL : R->s_acc; /* sum |terms| where the error model has it, else |ref| */
+            rf[o] = R->ref;
+        }
+        st = parity_custom_baseline_judge(b, op->d->name, c->dtype, op->n_out, rows, cols, k_o, rf, sa,
+                                          b == PARITY_BASE_FLASH_ATTN ? pl : NULL, out_dtype, outs, br);
+    }
+    for (int o = 0; o < PARITY_CUSTOM_MAX_ARGS; o++) free(plain[o]);
+    return st;
+}
+
 /* One applicable rule on kernel k: its case (the rule's inputs at the base sizes, the rule's
  * seed), one plain run by the check engine (isolated, guarded, inputs verified, as `parity check
  * --baselines` runs a built-in op's kernel), the rule. */
@@ -155,18 +193,6 @@ static parity_status_t one_rule(const parity_custom_op_t *op, const parity_abi_k
         return PARITY_OK;
     }
     if (st) parity_diag_set(diag, st, "%s", d2.msg);
-    const custom_case_t *c = st ? NULL : custom_case_of(pc);
-    double *plain[PARITY_CUSTOM_MAX_ARGS] = {0};
-    if (!st && b == PARITY_BASE_FLASH_ATTN) { /* the reference in fp32: the plain implementation */
-        int ok = 1;
-        for (int o = 0; o < op->n_out; o++) ok &= (plain[o] = malloc((size_t)c->n_out[o] * sizeof(double))) != NULL;
-        if (!ok) st = PARITY_E_NOMEM;
-        else if (custom_reference(c, PARITY_DT_F32, NULL, plain) != PARITY_KERNEL_OK)
-            for (int o = 0; o < op->n_out; o++) { /* fp64 only: out_pt is the reference rounded once */
-                free(plain[o]);
-                plain[o] = NULL;
-            }
-    }
     parity_baseline_result_t *br = &out->r[b];
     if (!st && r.verdict != PARITY_VERDICT_FAITHFUL && r.verdict != PARITY_VERDICT_UNFAITHFUL) {
         memset(br, 0, sizeof *br); /* no outputs to judge: a rejection, as the CLI's */
@@ -176,29 +202,17 @@ static parity_status_t one_rule(const parity_custom_op_t *op, const parity_abi_k
         br->caught = 1;
         snprintf(br->detail, sizeof br->detail, "%s: %.120s", parity_verdict_name(r.verdict), r.detail);
     } else if (!st) {
-        int64_t k_o[PARITY_OP_MAX_ARGS], rows[PARITY_OP_MAX_ARGS], cols[PARITY_OP_MAX_ARGS];
         int odt[PARITY_OP_MAX_ARGS];
-        const double *pl[PARITY_OP_MAX_ARGS], *sa[PARITY_OP_MAX_ARGS], *rf[PARITY_OP_MAX_ARGS];
         const void *ou[PARITY_OP_MAX_ARGS];
         for (int o = 0; o < op->n_out; o++) {
-            const parity_ref_output_t *R = &pc->ref[o];
-            k_o[o] = 1;
-            for (int j = 0; j < op->n_red[o]; j++) k_o[o] *= c->wl->size[op->red[o][j]];
-            rows[o] = R->rows;
-            cols[o] = R->cols;
-            pl[o] = plain[o];
-            sa[o] = R->tol ? NULL : R->s_acc; /* sum |terms| where the error model has it, else |ref| */
-            rf[o] = R->ref;
             ou[o] = outs[o]->view.data;
             odt[o] = k->out_dtype;
         }
-        st = parity_custom_baseline_judge(b, op->d->name, c->dtype, op->n_out, rows, cols, k_o, rf, sa,
-                                          b == PARITY_BASE_FLASH_ATTN ? pl : NULL, odt, ou, br);
+        st = parity_custom_baseline_case(b, pc, odt, ou, br);
         if (st == PARITY_E_INVALID)
             st = parity_diag_set(diag, st, "op %s: the baselines take at most %d outputs", op->d->name,
                                  PARITY_OP_MAX_ARGS);
     }
-    for (int o = 0; o < PARITY_CUSTOM_MAX_ARGS; o++) free(plain[o]);
     check_worker_free(w);
     return st;
 }

@@ -63,6 +63,10 @@ static int find_workload(const parity_custom_op_t *op, const parity_workload_t *
     const char *at = strchr(wl->name, '@');
     size_t len = at ? (size_t)(at - wl->name) : strlen(wl->name);
     const custom_workload_t *src = NULL;
+    if (op->given_wl.name[0] && strcmp(op->given_wl.name, wl->name) == 0) { /* given values, by full name */
+        *out = op->given_wl;
+        return 1;
+    }
     for (int w = 0; w < op->n_wl && !src; w++)
         if (strlen(op->wl[w].name) == len && strncmp(op->wl[w].name, wl->name, len) == 0) src = &op->wl[w];
     for (int b = 0; b < PARITY_N_BASELINES && !src; b++)
@@ -73,6 +77,7 @@ static int find_workload(const parity_custom_op_t *op, const parity_workload_t *
     if (at) { /* a shape neighbour: another size of one dimension, its own draws */
         out->size[op->nbr_dim] = wl->n;
         out->production = 0;
+        if (out->variant == CV_GIVEN) out->variant = CV_BASE; /* given values have one size */
         snprintf(out->name, sizeof out->name, "%s", wl->name);
     }
     return 1;
@@ -250,6 +255,7 @@ parity_status_t custom_desc_init(parity_custom_op_t *op, parity_diag_t *diag)
     }
     for (int o = 0; o < op->n_out && o < PARITY_OP_MAX_ARGS; o++) x->output_names[o] = op->out[o].name;
     x->faithful_accumulator = "fp32";
+    x->declared = 1;
     snprintf(op->error_model, sizeof op->error_model, "declared op: %s",
              op->multilinear ? "the error model of its multilinear reductions, the empirical floor elsewhere"
                              : "the empirical floor (docs/custom-ops.md)");

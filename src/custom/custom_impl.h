@@ -13,7 +13,8 @@
  * verifiers' own input schemes (custom_baseline.c), which ignore the roles of float inputs as
  * those verifiers' tests do: torch.randn (SOL-ExecBench's with norm weights all ones),
  * torch.rand U[0,1), integers in [-4,4] (Composable Kernel). */
-enum { CV_BASE, CV_ZIPF, CV_OUTLIER, CV_MAGNITUDE, CV_TEXT, CV_BL_RANDN, CV_BL_SOL, CV_BL_RAND01, CV_BL_INT };
+enum { CV_BASE, CV_ZIPF, CV_OUTLIER, CV_MAGNITUDE, CV_TEXT, CV_BL_RANDN, CV_BL_SOL, CV_BL_RAND01, CV_BL_INT,
+       CV_GIVEN /* the caller's values: parity_custom_op_given */ };
 
 typedef struct {
     char name[32];
@@ -38,6 +39,8 @@ struct parity_custom_op {
     char error_model[160];
     void *handle;
     const parity_abi_op_decl_t *d;
+    parity_custom_ref_fn ref; /* parity_custom_op_declare's reference (NULL: d->reference) */
+    void *ref_arg;
     int n_dims;
     const char *dim_name[PARITY_CUSTOM_MAX_ARGS];
     int fixed[PARITY_CUSTOM_MAX_ARGS]; /* the odd workload leaves the dimension alone */
@@ -48,6 +51,11 @@ struct parity_custom_op {
     int multilinear;
     int n_wl;
     custom_workload_t wl[PARITY_CUSTOM_MAX_WORKLOADS];
+    /* parity_custom_op_given: one workload of the caller's values (given_wl.name empty: none),
+     * float inputs as doubles, token ids as int64, owned here. */
+    custom_workload_t given_wl;
+    double *given[PARITY_CUSTOM_MAX_ARGS];
+    int64_t *given_ids[PARITY_CUSTOM_MAX_ARGS];
 };
 
 /* One workload's data: inputs (exact values and storage in the contract dtype), the fp64

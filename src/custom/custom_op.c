@@ -87,7 +87,7 @@ static parity_status_t parse_arg(parity_custom_op_t *op, const char *what, const
 static parity_status_t parse(parity_custom_op_t *op, parity_diag_t *diag)
 {
     const parity_abi_op_decl_t *d = op->d;
-    if (!d->name || !d->reference)
+    if (!d->name || (!d->reference && !op->ref))
         return parity_diag_set(diag, PARITY_E_FORMAT, "declared op: name or reference missing");
     if (d->n_dims < 1 || d->n_dims > PARITY_CUSTOM_MAX_ARGS || d->n_inputs < 1 ||
         d->n_inputs > PARITY_CUSTOM_MAX_ARGS || d->n_outputs < 1 || d->n_outputs > PARITY_CUSTOM_MAX_ARGS ||
@@ -238,14 +238,84 @@ parity_status_t parity_custom_op_load(const char *path, const char *name, parity
     return PARITY_OK;
 }
 
+parity_status_t parity_custom_op_declare(const parity_abi_op_decl_t *decl, parity_custom_ref_fn ref, void *arg,
+                                         parity_custom_op_t **out, parity_diag_t *diag)
+{
+    *out = NULL;
+    if (!decl || (!ref && !decl->reference))
+        return parity_diag_set(diag, PARITY_E_INVALID, "declared op: no declaration, or no reference");
+    if (decl->name && parity_op_find(decl->name))
+        return parity_diag_set(diag, PARITY_E_FORMAT, "op %s: the name of a built-in op (parity ops lists them): "
+                               "name the declared op differently", decl->name);
+    parity_custom_op_t *op = calloc(1, sizeof *op);
+    if (!op) return PARITY_E_NOMEM;
+    op->d = decl;
+    op->ref = ref;
+    op->ref_arg = arg;
+    parity_status_t st = parse(op, diag);
+    if (!st) st = custom_desc_init(op, diag);
+    if (st) {
+        free(op);
+        return st;
+    }
+    *out = op;
+    return PARITY_OK;
+}
+
+static void given_free(parity_custom_op_t *op)
+{
+    for (int i = 0; i < PARITY_CUSTOM_MAX_ARGS; i++) {
+        free(op->given[i]);
+        free(op->given_ids[i]);
+        op->given[i] = NULL;
+        op->given_ids[i] = NULL;
+    }
+    op->given_wl.name[0] = 0;
+}
+
+parity_status_t parity_custom_op_given(parity_custom_op_t *op, const char *name, const int64_t *sizes,
+                                       const void *const *inputs, parity_diag_t *diag)
+{
+    given_free(op);
+    if (!name) return PARITY_OK;
+    if (!name[0] || strlen(name) >= sizeof op->given_wl.name)
+        return parity_diag_set(diag, PARITY_E_INVALID, "given inputs: a workload name of 1..%d characters",
+                               (int)sizeof op->given_wl.name - 1);
+    custom_workload_t *g = &op->given_wl;
+    memset(g, 0, sizeof *g);
+    for (int d = 0; d < op->n_dims; d++) {
+        if (sizes[d] < 1 || sizes[d] > ((int64_t)1 << 31))
+            return parity_diag_set(diag, PARITY_E_INVALID, "given inputs: dimension %s of size %lld outside 1..2^31",
+                                   op->dim_name[d], (long long)sizes[d]);
+        g->size[d] = sizes[d];
+    }
+    g->variant = CV_GIVEN;
+    for (int i = 0; i < op->n_in; i++) {
+        int64_t n = custom_numel(op, &op->in[i], g->size);
+        size_t bytes = (size_t)(n > 0 ? n : 1) * 8;
+        void *p = malloc(bytes);
+        if (!p) {
+            given_free(op);
+            return PARITY_E_NOMEM;
+        }
+        memcpy(p, inputs[i], (size_t)n * 8);
+        if (custom_is_float_role(op->role[i])) op->given[i] = p;
+        else op->given_ids[i] = p;
+    }
+    snprintf(g->name, sizeof g->name, "%s", name);
+    return PARITY_OK;
+}
+
 void parity_custom_op_free(parity_custom_op_t *op)
 {
     if (!op) return;
+    given_free(op);
     if (op->handle) dlclose(op->handle);
     free(op);
 }
 
 const parity_abi_op_decl_t *parity_custom_op_decl(const parity_custom_op_t *op) { return op->d; }
+const parity_op_t *parity_custom_op_desc(const parity_custom_op_t *op) { return &op->desc; }
 int parity_custom_op_workload_count(const parity_custom_op_t *op) { return op->n_wl; }
 const char *parity_custom_op_workload_name(const parity_custom_op_t *op, int w) { return op->wl[w].name; }
 int parity_custom_op_workload_production(const parity_custom_op_t *op, int w) { return op->wl[w].production; }
@@ -272,6 +342,11 @@ static void values(const custom_case_t *c, int i, parity_rng_t *rng, double *a, 
     int64_t n = c->n_in[i], rows = x->ndim ? size[x->dim[0]] : 1, cols = x->ndim ? size[x->dim[x->ndim - 1]] : 1;
     int64_t per_row = rows > 0 ? n / rows : n;
     int role = op->role[i], var = c->wl->variant;
+    if (var == CV_GIVEN) { /* the caller's values (parity_custom_op_given) */
+        if (ids) memcpy(ids, op->given_ids[i], (size_t)n * sizeof *ids);
+        else memcpy(a, op->given[i], (size_t)n * sizeof *a);
+        return;
+    }
     if (role == PARITY_ROLE_TOKEN_IDS) {
         int64_t v = size[op->vocab[i]];
         if (var == CV_ZIPF) { /* Zipf s = 1.1 over a permuted vocabulary, by inverse CDF */
@@ -582,5 +657,5 @@ int custom_call_reference(const parity_custom_op_t *op, parity_abi_tensor_t *in,
     call.attr_values = op->d->attr_values;
     call.seed = 1;
     call.n_threads = 1;
-    return op->d->reference(&call);
+    return op->ref ? op->ref(op->ref_arg, &call) : op->d->reference(&call);
 }
