@@ -103,6 +103,19 @@ for wl in x1e-3 small-x; do
   grep -q "cause\|parameter" "$tmp/out" "$tmp/f.json" && bad "faithful fp32 on $wl: a cause" || ok
 done
 
+# The ignored-input cause (issue #36): RMSNorm forward and backward with gamma never applied read
+# it, gamma named, on a trained-gamma workload (gamma = 1 on unit: faithful there).
+ignored() {
+  cause "$1" outlier@256x512x1 builtin:gamma_ignored ignored-input
+  grep -q "cause: ignored-input .* gamma ($2 computed as if it were all ones) reproduces" "$tmp/out" && ok ||
+    bad "$1 gamma_ignored: text does not name gamma"
+  grep -Eq '"what":[[:space:]]*"gamma' "$tmp/c.json" && ok || bad "$1 gamma_ignored: JSON variant.what"
+  grep -Eq '"match":[[:space:]]*1[,}[:space:]]' "$tmp/c.json" && ok || bad "$1 gamma_ignored: JSON match not 1"
+}
+ignored rmsnorm_fwd y
+ignored rmsnorm_bwd dx
+cause rmsnorm_fwd outlier@256x512x1 builtin:bf16_sumsq accumulator
+
 # Faithful kernels get no cause, even when diagnosed.
 "$P" check log_softmax --kernel builtin:fp32 --workload small-v@256x1x1000 -q --no-floor --diagnose \
   --json "$tmp/f.json" >"$tmp/out" 2>&1

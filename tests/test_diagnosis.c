@@ -303,6 +303,19 @@ static void cause_intermediate_rounding(void **state)
     assert_int_equal(d.cause, PARITY_CAUSE_ACCUMULATOR);
 }
 
+/* The ignored-input cause (issue #36): RMSNorm forward and backward kernels that never apply
+ * gamma read it on a trained gamma, every sampled element reproduced. */
+static void cause_ignored_input(void **state)
+{
+    (void)state;
+    parity_diagnosis_t d = diagnosis("rmsnorm_fwd", "outlier@256x512x1", "gamma_ignored");
+    assert_int_equal(d.cause, PARITY_CAUSE_IGNORED_INPUT);
+    assert_non_null(strstr(d.var_what, "gamma"));
+    assert_true(d.has_match && d.match == 1 && d.var_q <= 1 && d.var_q_full > 1);
+    d = diagnosis("rmsnorm_bwd", "outlier@256x512x1", "gamma_ignored");
+    assert_int_equal(d.cause, PARITY_CAUSE_IGNORED_INPUT);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -314,6 +327,7 @@ int main(void)
         cmocka_unit_test(cause_of_catalog_kernels),
         cmocka_unit_test(variant_round_neighbours),
         cmocka_unit_test(cause_intermediate_rounding),
+        cmocka_unit_test(cause_ignored_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,7 +6,7 @@
 
 #include "ops/ops_impl.h"
 
-/* rmsnorm_fwd: mode 0 faithful, 1 eps outside sqrt, 2 sum of squares in bf16 */
+/* rmsnorm_fwd: mode 0 faithful, 1 eps outside sqrt, 2 sum of squares in bf16, 3 gamma ignored */
 static int rfwd(const parity_abi_call_t *call, int mode)
 {
     const parity_abi_tensor_t *X = &call->inputs[0], *G = &call->inputs[1];
@@ -23,12 +23,13 @@ static int rfwd(const parity_abi_call_t *call, int mode)
         for (int64_t k = 0; k < d; k++) ss = mode == 2 ? parity_round_bf16(ss + x[k] * x[k]) : ss + x[k] * x[k];
         float ms = ss / (float)d;
         float r = mode == 1 ? 1.0f / (sqrtf(ms) + eps) : 1.0f / sqrtf(ms + eps);
-        for (int64_t j = 0; j < d; j++) parity_put_f32(Y, i * d + j, x[j] * r * g[j]);
+        for (int64_t j = 0; j < d; j++) parity_put_f32(Y, i * d + j, x[j] * r * (mode == 3 ? 1.0f : g[j]));
     }
     free(x);
     return PARITY_KERNEL_OK;
 }
 static int rfwd_fp32(const parity_abi_call_t *c) { return rfwd(c, 0); }
+static int rfwd_nogamma(const parity_abi_call_t *c) { return rfwd(c, 3); }
 static int rfwd_eps(const parity_abi_call_t *c) { return rfwd(c, 1); }
 static int rfwd_bf16ss(const parity_abi_call_t *c) { return rfwd(c, 2); }
 
@@ -72,6 +73,7 @@ const parity_abi_kernel_t parity_catalog_rmsnorm[] = {
     K("bf16_out", "rmsnorm_fwd", "fp32 math, output rounded to bf16", BF, BF, rfwd_fp32, "faithful"),
     K("eps_outside_sqrt", "rmsnorm_fwd", "1/(sqrt(mean x^2) + eps)", BF, F32, rfwd_eps, "unfaithful"),
     K("bf16_sumsq", "rmsnorm_fwd", "sum of squares accumulated in bf16", BF, F32, rfwd_bf16ss, "unfaithful"),
+    K("gamma_ignored", "rmsnorm_fwd", "y = x r: gamma never applied (a fused kernel that leaves the scale to an epilogue that is not run)", BF, F32, rfwd_nogamma, "unfaithful"),
     K("fp32", "rmsnorm_bwd", "textbook fp32 backward", BF, F32, rbwd_fp32, "faithful"),
     K("eps_outside_sqrt", "rmsnorm_bwd", "1/(sqrt(mean x^2) + eps)", BF, F32, rbwd_eps, "unfaithful"),
     K("gamma_ignored", "rmsnorm_bwd", "dx computed as if gamma were 1", BF, F32, rbwd_gamma, "unfaithful"),

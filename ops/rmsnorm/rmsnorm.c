@@ -100,10 +100,11 @@ static parity_status_t rfwd_build(const parity_op_t *op, const parity_workload_t
     return PARITY_OK;
 }
 
-/* The reference of rows[0..n_rows) with eps = value, as rfwd_build forms it (the diagnosis's
- * parameter refit, op.h param_ref). */
-static parity_status_t rfwd_param_ref(const parity_case_t *c, int out, double value, const int64_t *rows,
-                                      int64_t n_rows, double *ref, double *s_acc, double *s_up)
+/* The reference of rows[0..n_rows) with eps = value, as rfwd_build forms it, with gamma or, for
+ * ones, as if gamma were all ones. */
+static parity_status_t rfwd_rows_ref(const parity_case_t *c, int out, double value, int ones,
+                                     const int64_t *rows, int64_t n_rows, double *ref, double *s_acc,
+                                     double *s_up)
 {
     if (out != 0) return PARITY_E_UNSUPPORTED;
     int64_t d = c->inputs[0]->view.shape[1];
@@ -111,6 +112,7 @@ static parity_status_t rfwd_param_ref(const parity_case_t *c, int out, double va
     if (!x) return PARITY_E_NOMEM;
     double *g = x + d;
     parity_tensor_to_f64(&c->inputs[1]->view, g);
+    for (int64_t j = 0; ones && j < d; j++) g[j] = 1.0;
     for (int64_t q = 0; q < n_rows; q++) {
         double ss = 0;
         for (int64_t k = 0; k < d; k++) {
@@ -127,6 +129,24 @@ static parity_status_t rfwd_param_ref(const parity_case_t *c, int out, double va
     }
     free(x);
     return PARITY_OK;
+}
+
+/* The diagnosis's parameter refit (op.h param_ref): eps = value. */
+static parity_status_t rfwd_param_ref(const parity_case_t *c, int out, double value, const int64_t *rows,
+                                      int64_t n_rows, double *ref, double *s_acc, double *s_up)
+{
+    return rfwd_rows_ref(c, out, value, 0, rows, n_rows, ref, s_acc, s_up);
+}
+
+/* The op's variants (op.h variant_ref): 0, gamma ignored (as if all ones). */
+static parity_status_t rfwd_variant_ref(const parity_case_t *c, int out, int which,
+                                        const parity_format_t *fmt, int dir, const int64_t *rows,
+                                        int64_t n_rows, double *ref, double *s_acc, double *s_up)
+{
+    (void)fmt;
+    (void)dir;
+    if (which != 0) return PARITY_E_UNSUPPORTED;
+    return rfwd_rows_ref(c, out, PARITY_RMS_EPS, 1, rows, n_rows, ref, s_acc, s_up);
 }
 
 /* ---- emulation for the diagnosis ------------------------------------------------------------
@@ -209,6 +229,8 @@ const parity_op_t parity_op_rmsnorm_fwd = {
     .param_name = "eps",
     .param_value = PARITY_RMS_EPS,
     .param_ref = rfwd_param_ref,
+    .variants = {{PARITY_VARIANT_IGNORED, "gamma (y computed as if it were all ones)", 0}},
+    .variant_ref = rfwd_variant_ref,
 };
 
 /* ---- the faithful fp32 row backward, shared with the embedding family's kernels ---- */
@@ -317,6 +339,55 @@ void parity_rms_bwd_rows4_f32(const float *const x[4], const float *const dy[4],
 }
 
 /* ---- rmsnorm_bwd ---- */
+
+/* Row dx's reference and error-model data (ref, s_acc, s_up: d doubles each, s_up may be NULL)
+ * from the row's x, dy, gamma and sum of squares ss; returns r = 1/sqrt(ss/D + eps). */
+static double rbwd_dx_row(const double *x, const double *dy, const double *g, int64_t d, double ss,
+                          double *ref, double *sa, double *su)
+{
+    double r = 1.0 / sqrt(ss / (double)d + PARITY_RMS_EPS), cc = 0, ca = 0;
+    for (int64_t k = 0; k < d; k++) {
+        double t = g[k] * dy[k] * x[k] * r;
+        cc += t;
+        ca += fabs(t);
+    }
+    cc /= (double)d;
+    ca /= (double)d;
+    for (int64_t j = 0; j < d; j++) {
+        double xh = x[j] * r, dx = r * (g[j] * dy[j] - xh * cc);
+        ref[j] = dx;
+        sa[j] = fabs(dx);
+        if (su) su[j] = r * (fabs(g[j] * dy[j]) + fabs(xh) * ca);
+    }
+    return r;
+}
+
+/* The op's variants (op.h variant_ref): 0, gamma ignored in dx (as if all ones). */
+static parity_status_t rbwd_variant_ref(const parity_case_t *c, int out, int which,
+                                        const parity_format_t *fmt, int dir, const int64_t *rows,
+                                        int64_t n_rows, double *ref, double *s_acc, double *s_up)
+{
+    (void)fmt;
+    (void)dir;
+    if (out != 0 || which != 0) return PARITY_E_UNSUPPORTED;
+    int64_t d = c->inputs[1]->view.shape[1];
+    double *x = malloc((size_t)d * 3 * sizeof *x);
+    if (!x) return PARITY_E_NOMEM;
+    double *dy = x + d, *g = x + 2 * d;
+    for (int64_t j = 0; j < d; j++) g[j] = 1.0;
+    for (int64_t q = 0; q < n_rows; q++) {
+        double ss = 0;
+        for (int64_t k = 0; k < d; k++) {
+            x[k] = parity_tensor_get(&c->inputs[1]->view, rows[q] * d + k);
+            dy[k] = parity_tensor_get(&c->inputs[0]->view, rows[q] * d + k);
+            ss += x[k] * x[k];
+        }
+        rbwd_dx_row(x, dy, g, d, ss, ref + q * d, s_acc + q * d, s_up ? s_up + q * d : NULL);
+    }
+    free(x);
+    return PARITY_OK;
+}
+
 static parity_status_t rbwd_build(const parity_op_t *op, const parity_workload_t *wl,
                                   uint64_t seed, parity_dtype_t dt, parity_case_t *c,
                                   parity_diag_t *diag)
@@ -365,20 +436,10 @@ static parity_status_t rbwd_build(const parity_op_t *op, const parity_workload_t
             dy[k] = parity_tensor_get(&c->inputs[0]->view, i * d + k);
             ss += x[k] * x[k];
         }
-        double r = 1.0 / sqrt(ss / (double)d + PARITY_RMS_EPS), cc = 0, ca = 0;
-        for (int64_t k = 0; k < d; k++) {
-            double t = g[k] * dy[k] * x[k] * r;
-            cc += t;
-            ca += fabs(t);
-        }
-        cc /= (double)d;
-        ca /= (double)d;
+        double r = rbwd_dx_row(x, dy, g, d, ss, R->ref + i * d, R->s_acc + i * d, R->s_up + i * d);
         R->k[i] = 1;
         for (int64_t j = 0; j < d; j++) {
-            double xh = x[j] * r, dx = r * (g[j] * dy[j] - xh * cc);
-            R->ref[i * d + j] = dx;
-            R->s_acc[i * d + j] = fabs(dx);
-            R->s_up[i * d + j] = r * (fabs(g[j] * dy[j]) + fabs(xh) * ca);
+            double xh = x[j] * r;
             G->ref[j] += dy[j] * xh;
             G->s_acc[j] += fabs(dy[j] * xh);
             if (G->s_sym) G->s_sym[j] += (dy[j] * xh) * (dy[j] * xh);
@@ -455,4 +516,6 @@ const parity_op_t parity_op_rmsnorm_bwd = {
     .build = rbwd_build,
     .emulate = rbwd_emulate,
     .free_priv = NULL,
+    .variants = {{PARITY_VARIANT_IGNORED, "gamma (dx computed as if it were all ones)", 0}},
+    .variant_ref = rbwd_variant_ref,
 };
