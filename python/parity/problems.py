@@ -611,7 +611,57 @@ def _apply_sidecar(p: Problem, folder: str) -> None:
 
 
 # -- KernelBench ------------------------------------------------------------------------------------
-def _load_kernelbench(path: str, seed: int = 42) -> Problem:
+def _meta_numel(ns: Dict[str, Any]) -> int:
+    """The element count of get_inputs()'s tensors plus the Model's parameters, every tensor
+    factory run on the meta device (no memory, no compute): a KernelBench problem of billions of
+    elements is sized, not drawn."""
+    torch = _torch()
+    from torch.overrides import TorchFunctionMode
+    factories = {torch.randn, torch.rand, torch.randint, torch.zeros, torch.ones, torch.empty, torch.full,
+                 torch.arange, torch.randperm, torch.normal}
+
+    class Meta(TorchFunctionMode):  # type: ignore[misc]
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = dict(kwargs or {})
+            if func in factories:
+                kwargs["device"] = "meta"
+            return func(*args, **kwargs)
+
+    with Meta():
+        xs = ns["get_inputs"]()
+        n = sum(int(x.numel()) for x in xs if isinstance(x, torch.Tensor))
+        try:
+            model = ns["Model"](*ns["get_init_inputs"]())
+            n += sum(int(q.numel()) for q in model.parameters())
+        except Exception:  # a Model the meta device cannot build: its inputs alone
+            pass
+    return n
+
+
+def _kb_scale(ns: Dict[str, Any], path: str, cap: int) -> str:
+    """Halve the largest module-level integer constant get_inputs() or get_init_inputs() use until
+    the inputs and the Model's parameters hold at most cap elements in all (KernelBench sizes its problems for a GPU; the fp64 oracle runs on
+    the CPU). The constants are shared with get_init_inputs() and the Model, so the shapes stay
+    consistent. Returns what was changed ("" when nothing)."""
+    names = sorted(set(n for f in ("get_inputs", "get_init_inputs") for n in getattr(ns[f], "__code__").co_names
+                       if isinstance(ns.get(n), int) and not isinstance(ns.get(n), bool)))
+    orig = {n: ns[n] for n in names}
+    try:
+        total = _meta_numel(ns)
+    except Exception:  # a get_inputs the meta device cannot run: drawn as written
+        return ""
+    steps = 0
+    while total > cap and steps < 200:
+        big = max(names, key=lambda n: ns[n], default=None)
+        if big is None or ns[big] <= 1:
+            break
+        ns[big] = (ns[big] + 1) // 2
+        total = _meta_numel(ns)
+        steps += 1
+    return ", ".join("%s %d -> %d" % (n, orig[n], ns[n]) for n in names if ns[n] != orig[n])
+
+
+def _load_kernelbench(path: str, seed: int = 42, max_elems: int = 1 << 20) -> Problem:
     torch = _torch()
     with open(path) as f:
         src = f.read()
@@ -623,6 +673,10 @@ def _load_kernelbench(path: str, seed: int = 42) -> Problem:
     p = Problem()
     p.format, p.path = "kernelbench", path
     p.name = re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
+    scaled = _kb_scale(ns, path, max_elems)
+    if scaled:
+        p.notes.append("scaled shapes (inputs and parameters over %d elements; the fp64 oracle runs on the "
+                       "CPU): %s" % (max_elems, scaled))
     try:
         torch.manual_seed(seed)
         init = list(ns["get_init_inputs"]())
@@ -699,10 +753,13 @@ def _load_kernelbench(path: str, seed: int = 42) -> Problem:
 
 
 # -- load -------------------------------------------------------------------------------------------
-def load(path: str, contract: Optional[str] = None, *, seed: int = 42) -> Problem:
+def load(path: str, contract: Optional[str] = None, *, seed: int = 42, max_elems: int = 1 << 20) -> Problem:
     """A benchmark problem as a parity.Op: a SOL-ExecBench/FlashInfer-Bench problem folder (or its
     definition JSON) or a KernelBench problem .py file. contract: "math" or "reference" (default:
-    "reference", the problem's own: the roundings its reference performs are allowed)."""
+    "reference", the problem's own: the roundings its reference performs are allowed). seed: the
+    KernelBench model's initialisation seed (KernelBench's own default, 42). max_elems: a
+    KernelBench problem whose inputs and parameters hold more elements is scaled down (its
+    module-level size constants halved; said in the notes)."""
     _torch()
     contract = contract or "reference"
     if contract not in CONTRACTS:
@@ -725,7 +782,7 @@ def load(path: str, contract: Optional[str] = None, *, seed: int = 42) -> Proble
     elif path.endswith(".py"):
         if not os.path.isfile(path):
             raise ProblemFileError(path, "file", "no such file")
-        p = _load_kernelbench(path, seed)
+        p = _load_kernelbench(path, seed, max_elems)
     else:
         raise ProblemFileError(path, "path", "expected a problem folder, a definition .json or a KernelBench .py")
     return p.with_contract(contract)

@@ -281,3 +281,57 @@ def test_cli_folder_of_problems(tmp_path):
     names = sorted(x["problem"]["name"] for x in d["problems"])
     assert names == ["gemm", "rmsnorm_gamma", "softmax"] and d["verdict"] == "faithful"
     assert "summary" in r.stdout
+
+
+BIG_KB = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.lin = nn.Linear(in_features, out_features)
+
+    def forward(self, x):
+        return torch.softmax(self.lin(x), dim=1)
+
+
+batch_size = 16384
+in_features = 8192
+out_features = 4096
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_features)]
+
+
+def get_init_inputs():
+    return [in_features, out_features]
+'''
+
+
+def test_kernelbench_too_large_is_scaled(tmp_path):
+    """A problem sized for a GPU (16384 x 8192 inputs, a 8192 x 4096 Linear: 168M elements) is sized
+    on the meta device, never drawn, and its module-level constants halved until inputs and
+    parameters fit; the model and get_inputs see the same constants."""
+    f = tmp_path / "big_linear_softmax.py"
+    f.write_text(BIG_KB)
+    p = problems.load(str(f))
+    assert p.shapes["x_0"] == [512] and p.shapes["x_1"] == [512] and p.shapes["out0_1"] == [1024]
+    assert any("batch_size 16384 -> 512" in n for n in p.notes)
+    small = problems.load(str(f), max_elems=1 << 13)
+    assert small.shapes["x_0"][0] * small.shapes["x_1"][0] <= 1 << 13 and any("scaled" in n for n in small.notes)
+    j = problems.judge(small, None, quick=True)
+    assert j.verdict == "faithful" and "scaled shapes" in j.text()
+
+
+def test_roles_sidecar(tmp_path):
+    import shutil
+    d = tmp_path / "p"
+    shutil.copytree(os.path.join(P, "sol_rmsnorm"), str(d))
+    (d / "parity_roles.json").write_text(json.dumps({"roles": {"x": "gradient"}}))
+    p = problems.load(str(d))
+    assert p.roles["x"] == ("gradient", None) and "parity_roles.json" in p.describe()
+    (d / "parity_roles.json").write_text(json.dumps({"roles": {"nope": "gradient"}}))
+    with pytest.raises(problems.ProblemFileError, match="parity_roles.json"):
+        problems.load(str(d))
