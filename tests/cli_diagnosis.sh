@@ -116,6 +116,16 @@ ignored rmsnorm_fwd y
 ignored rmsnorm_bwd dx
 cause rmsnorm_fwd outlier@256x512x1 builtin:bf16_sumsq accumulator
 
+# The flush-to-zero cause (issue #36): a GEMM whose subnormal operands read as zero, on the
+# workload whose A is subnormal; a kernel that also flushes its products and partial sums (the
+# range plugin's ftz) is order-dependent, no order-free reference reproduces it: unknown, never a
+# confident wrong word.
+cause gemm subnormal "$PL:daz" flush-to-zero
+grep -q "cause: flush-to-zero .* subnormal inputs of A and B flushed to zero reproduces" "$tmp/out" && ok ||
+  bad "gemm daz: text does not name the flushed inputs"
+grep -Eq '"match":[[:space:]]*1[,}[:space:]]' "$tmp/c.json" && ok || bad "gemm daz: JSON match not 1"
+cause gemm subnormal "$PARITY_BUILD/tests/plugins/libparity_range.so:ftz" unknown
+
 # Faithful kernels get no cause, even when diagnosed.
 "$P" check log_softmax --kernel builtin:fp32 --workload small-v@256x1x1000 -q --no-floor --diagnose \
   --json "$tmp/f.json" >"$tmp/out" 2>&1

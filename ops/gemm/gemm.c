@@ -4,6 +4,7 @@
  * diagnosis. Both ops' outputs are products of (transposed) operands, built by one reference
  * and one emulation. gemm's dw-* workloads also give it dW's shape (a long token reduction).
  * Deliberately not here: the kernels (ops/gemm/kernels.c), judging, transposed memory layouts. */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -319,20 +320,27 @@ static parity_status_t bwd_emulate(const parity_case_t *c, int out, const parity
  * and the sums of |.| and (.)² to abs_sum and sq_sum (may be NULL); a(r, t) is element
  * r·ars + t·ats of A, b(t, j) element t·bts + j·bjs of B. The products are exact in double, as
  * dot_ref forms them. */
-static parity_status_t terms_add(const parity_abi_tensor_t *A, int64_t ars, int64_t ats,
-                                 const parity_abi_tensor_t *B, int64_t bts, int64_t bjs,
-                                 int64_t cols, int64_t from, int64_t to, const int64_t *rows,
-                                 int64_t n_rows, double *sum, double *abs_sum, double *sq_sum)
+/* flush: 0 none; FLUSH_INPUTS a and b below fp32's smallest normal count as 0 (denormals are
+ * zero); FLUSH_PRODUCTS also a product below it (flush to zero of the fp32 products). */
+#define FLUSH_INPUTS 1
+#define FLUSH_PRODUCTS 2
+static double flushed(double x, int on) { return on && fabs(x) < FLT_MIN ? 0.0 : x; }
+
+static parity_status_t terms_add_flush(const parity_abi_tensor_t *A, int64_t ars, int64_t ats,
+                                       const parity_abi_tensor_t *B, int64_t bts, int64_t bjs,
+                                       int64_t cols, int64_t from, int64_t to, const int64_t *rows,
+                                       int64_t n_rows, double *sum, double *abs_sum, double *sq_sum,
+                                       int flush)
 {
     double *b = malloc((size_t)(cols > 0 ? cols : 1) * sizeof *b);
     if (!b) return PARITY_E_NOMEM;
     for (int64_t t = from; t < to; t++) {
-        for (int64_t j = 0; j < cols; j++) b[j] = parity_tensor_get(B, t * bts + j * bjs);
+        for (int64_t j = 0; j < cols; j++) b[j] = flushed(parity_tensor_get(B, t * bts + j * bjs), flush);
         for (int64_t q = 0; q < n_rows; q++) {
-            double a = parity_tensor_get(A, rows[q] * ars + t * ats);
+            double a = flushed(parity_tensor_get(A, rows[q] * ars + t * ats), flush);
             if (a == 0) continue;
             for (int64_t j = 0; j < cols; j++) {
-                double p = a * b[j];
+                double p = flushed(a * b[j], flush == FLUSH_PRODUCTS);
                 sum[q * cols + j] += p;
                 abs_sum[q * cols + j] += fabs(p);
                 if (sq_sum) sq_sum[q * cols + j] += p * p;
@@ -341,6 +349,15 @@ static parity_status_t terms_add(const parity_abi_tensor_t *A, int64_t ars, int6
     }
     free(b);
     return PARITY_OK;
+}
+
+static parity_status_t terms_add(const parity_abi_tensor_t *A, int64_t ars, int64_t ats,
+                                 const parity_abi_tensor_t *B, int64_t bts, int64_t bjs,
+                                 int64_t cols, int64_t from, int64_t to, const int64_t *rows,
+                                 int64_t n_rows, double *sum, double *abs_sum, double *sq_sum)
+{
+    return terms_add_flush(A, ars, ats, B, bts, bjs, cols, from, to, rows, n_rows, sum, abs_sum,
+                           sq_sum, 0);
 }
 
 static parity_status_t gemm_terms_ref(const parity_case_t *c, int out, int64_t from, int64_t to,
@@ -405,6 +422,26 @@ static const parity_workload_t GEMM_BASELINES[] = {
     {"assert_close", "small randn A and B, 64 x 256 x 64", 64, 256, 64, IDS, 0, NORMAL, 1, NORMAL, 1, G1, 0, 0, 0, ""},
 };
 
+/* The op's variants (op.h variant_ref): C with subnormal inputs flushed to zero (0), and with
+ * subnormal products flushed too (1), every term summed exactly. */
+static parity_status_t gemm_variant_ref(const parity_case_t *c, int out, int which,
+                                        const parity_format_t *fmt, int dir, const int64_t *rows,
+                                        int64_t n_rows, double *ref, double *s_acc, double *s_up)
+{
+    (void)fmt;
+    (void)dir;
+    if (out != 0 || which < 0 || which > 1) return PARITY_E_UNSUPPORTED;
+    const parity_abi_tensor_t *A = &c->inputs[0]->view, *B = &c->inputs[1]->view;
+    int64_t k = A->shape[1], n = B->shape[1];
+    size_t ne = (size_t)n_rows * (size_t)n;
+    memset(ref, 0, ne * sizeof *ref);
+    memset(s_acc, 0, ne * sizeof *s_acc);
+    parity_status_t st = terms_add_flush(A, k, 1, B, n, 1, n, 0, k, rows, n_rows, ref, s_acc, NULL,
+                                         which ? FLUSH_PRODUCTS : FLUSH_INPUTS);
+    if (s_up) memcpy(s_up, s_acc, ne * sizeof *s_up);
+    return st;
+}
+
 const parity_op_t parity_op_gemm = {
     .name = "gemm",
     .summary = "matrix multiply C (M,N) = A (M,K) . B (K,N); workload N x D x V = M x K x N "
@@ -424,6 +461,9 @@ const parity_op_t parity_op_gemm = {
     .emulate = gemm_emulate,
     .free_priv = NULL,
     .terms_ref = gemm_terms_ref,
+    .variants = {{PARITY_VARIANT_FLUSHED, "subnormal inputs of A and B flushed to zero", 0},
+                 {PARITY_VARIANT_FLUSHED, "subnormal inputs and products flushed to zero", 0}},
+    .variant_ref = gemm_variant_ref,
 };
 
 /* gemm_bwd presets. Shape letters: N tokens = M, D = K in-features, V = N out-features; dW's

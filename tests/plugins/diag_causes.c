@@ -4,8 +4,12 @@
  *                 rounded to bf16 (what torch's CPU log_softmax does on bf16 input)
  *   cross_entropy sum_bf16, sum_bf16_out: the same sum rounded to bf16 in the fused loss and
  *                 gradient (fp32 or bf16 outputs)
+ *   gemm          daz: subnormal A and B read as zero (denormals-are-zero on the operands: the bf16
+ *                 dot-product instructions' input rule, or MXCSR.DAZ), then the sequential fp32
+ *                 loop with IEEE subnormal arithmetic (flush-to-zero; only `subnormal` exposes it)
  *   rmsnorm_fwd   div_d_minus_1: the mean of squares divided by D - 1 (a formula bug)
  *                 eps_1e6: eps 1e-6 where the op's is 1e-5 (a wrapper passing the wrong eps) */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -124,6 +128,27 @@ static int rms_eps_1e6(const parity_abi_call_t *call)
     return PARITY_KERNEL_OK;
 }
 
+static float daz(float x) { return fabsf(x) < FLT_MIN ? 0.0f : x; }
+
+static int gemm_daz(const parity_abi_call_t *call)
+{
+    const parity_abi_tensor_t *A = &call->inputs[0], *B = &call->inputs[1];
+    parity_abi_tensor_t *C = &call->outputs[0];
+    int64_t m = A->shape[0], k = A->shape[1], n = B->shape[1];
+    float *row = malloc((size_t)n * sizeof *row);
+    if (!row) return PARITY_KERNEL_ERROR;
+    for (int64_t i = 0; i < m; i++) {
+        for (int64_t j = 0; j < n; j++) row[j] = 0.0f;
+        for (int64_t t = 0; t < k; t++) {
+            float a = daz(load(A, i * k + t));
+            for (int64_t j = 0; j < n; j++) row[j] += a * daz(load(B, t * n + j));
+        }
+        for (int64_t j = 0; j < n; j++) put(C, i * n + j, row[j]);
+    }
+    free(row);
+    return PARITY_KERNEL_OK;
+}
+
 #define K(name, op, desc, out, fn) \
     {sizeof(parity_abi_kernel_t), name, op, desc, 0, PARITY_DT_BF16, out, fn, NULL}
 static const parity_abi_kernel_t kernels[] = {
@@ -133,6 +158,7 @@ static const parity_abi_kernel_t kernels[] = {
     K("sum_bf16", "cross_entropy", "fp32 sum of exps rounded to bf16, fp32 outputs", PARITY_DT_F32, ce_sum_bf16),
     K("sum_bf16_out", "cross_entropy", "fp32 sum of exps rounded to bf16, bf16 outputs", PARITY_DT_BF16,
       ce_sum_bf16),
+    K("daz", "gemm", "subnormal operands read as zero, sequential fp32", PARITY_DT_F32, gemm_daz),
     K("div_d_minus_1", "rmsnorm_fwd", "mean of squares divided by D - 1", PARITY_DT_F32, rms_div_d_minus_1),
     K("eps_1e6", "rmsnorm_fwd", "eps 1e-6 where the op's is 1e-5", PARITY_DT_F32, rms_eps_1e6),
 };
