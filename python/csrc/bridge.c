@@ -593,7 +593,7 @@ EXPORT int parity_py_check_judge(py_check_t *p, int w, parity_case_t *c, parity_
 EXPORT int parity_py_check_set(py_check_t *p, int w, const char *workload, int production,
                                int verdict, const char *detail, double seconds)
 {
-    if (!p || w < 0 || w >= p->res.n_wl || verdict < 0 || verdict > PARITY_VERDICT_UNSUPPORTED) return -1;
+    if (!p || w < 0 || w >= p->res.n_wl || verdict < 0 || verdict > PARITY_VERDICT_STALE_CACHE) return -1;
     parity_wl_result_t *r = &p->res.wl[w];
     if (!r->workload[0]) { /* never judged: no numbers (a judged one keeps them, as in the CLI,
                               where a rerun's finding replaces only the verdict and detail) */
@@ -677,6 +677,8 @@ EXPORT int parity_py_check_baseline_caught(const py_check_t *p, int b)
 }
 
 EXPORT int parity_py_check_wl_verdict(const py_check_t *p, int w) { return p->res.wl[w].verdict; }
+/* Workload w's worst err/tol (0 when not judged). */
+EXPORT double parity_py_check_wl_q(const py_check_t *p, int w) { return p->res.wl[w].max_q; }
 
 /* Overall verdict and the workload that decided it, exactly as `parity check` computes them. */
 EXPORT int parity_py_check_finish(py_check_t *p)

@@ -93,8 +93,9 @@ class _Judge:
 
     def set(self, w: int, workload: str, production: bool, verdict: str, detail: str,
             seconds: Optional[float]) -> None:
-        lib.parity_py_check_set(self.h, w, b(workload), int(bool(production)), _harness.V[verdict],
-                                b(detail[:250]), float(seconds or 0))
+        if lib.parity_py_check_set(self.h, w, b(workload), int(bool(production)), _harness.V[verdict],
+                                   b(detail[:250]), float(seconds or 0)) != 0:
+            raise RuntimeError("parity: the C library refused verdict %r for workload %s" % (verdict, workload))
         self.seconds[w] = seconds
 
     def report(self, reproduce_of: Callable[[str], str], name: Optional[str] = None,
@@ -178,10 +179,6 @@ def check(op: Union[str, "Op"], fn: Callable[..., Any], *, workloads: Workloads 
         check_main_guard()
     key, decl = _resolve(op)
     if decl is not None:  # a declared parity.Op (docs/custom-ops.md): the same engine
-        if out_dtype is not None:
-            raise ValueError("out_dtype=%r does not apply to a declared op: its function returns its outputs "
-                             "(in any float dtype, judged as returned) or fills out= buffers of the input "
-                             "dtype's precision" % (out_dtype,))
         if floor:
             raise ValueError("floor=True does not apply to a declared op: it has no catalog of faithful "
                              "variants whose spread could be measured (its tolerance is derived from the "
@@ -224,8 +221,10 @@ def check(op: Union[str, "Op"], fn: Callable[..., Any], *, workloads: Workloads 
                 judge.causes[case.workload] = out.exc
             if out.status == "ran" and out.outputs is not None:
                 judge.judge(w, case, out.outputs, floor, out.seconds)
-                if out.rerun and VERDICT_OF(judge, w) == "faithful":
-                    judge.set(w, case.workload, case.production, out.rerun[0], out.rerun[1], out.seconds)
+                if VERDICT_OF(judge, w) == "faithful":
+                    found = out.rerun or _probe_finding(key, case, out.outputs, out.probe, lib.parity_py_check_wl_q(judge.h, w))
+                    if found:
+                        judge.set(w, case.workload, case.production, found[0], found[1], out.seconds)
             else:
                 judge.set(w, case.workload, case.production, out.status, out.detail, out.seconds)
             if say:
@@ -279,6 +278,27 @@ def _resolve(op: Union[str, "Op"]) -> Tuple[str, Any]:
         raise TypeError("op: expected an op name (parity.ops()) or a parity.Op, got %r" % (op,))
     d = _declared.decl_of(op)
     return d.key, d
+
+
+def _probe_finding(key: str, case: _case.Case, first: List[Tuple[Any, str]], probe: Optional[List[Tuple[Any, str]]],
+                   q_first: float) -> Optional[Tuple[str, str]]:
+    """The verdict the probe run's outputs give a function judged faithful (python/parity/
+    _harness.py run_in_process): None when they are the judged run's bits; "stale-cache" when
+    they are unfaithful (as src/verify/check_anticache.c check_stale_outputs words it), else
+    "nondeterministic"."""
+    if probe is None:
+        return None
+    scratch = _Judge(key, 1, "probe", "", case.seed, False)
+    scratch.judge(0, case, probe, False, 0.0)
+    if VERDICT_OF(scratch, 0) == "unfaithful":
+        return ("stale-cache", "stale outputs after earlier calls (a decoy writing into the same output buffers, "
+                "then the same input buffers holding other contents: a memo keyed on pointers or a few input "
+                "bytes): err/tol %.3g; faithful called on fresh copies (err/tol %.3g)" % (
+                    lib.parity_py_check_wl_q(scratch.h, 0), q_first))
+    differ = next((n for n, (a, _), (c, _) in zip(case.output_names, first, probe)
+                   if a.nbytes != c.nbytes or not lib.parity_py_memeq(a.ctypes.data, c.ctypes.data, a.nbytes)),
+                  case.output_names[0])
+    return ("nondeterministic", "output %s differs bit-wise between two runs on the same inputs" % differ)
 
 
 def VERDICT_OF(judge: _Judge, w: int) -> str:

@@ -31,13 +31,16 @@ class Outcome:
 
     def __init__(self, status: str, detail: str = "", outputs: Optional[HostOutputs] = None,
                  seconds: float = 0.0, rerun: Optional[Tuple[str, str]] = None,
-                 exc: Optional[BaseException] = None) -> None:
+                 exc: Optional[BaseException] = None, probe: Optional[HostOutputs] = None) -> None:
         self.status, self.detail, self.outputs, self.seconds = status, detail, outputs, seconds
         # The exception fn raised in this process (the cause a KernelError is raised from).
         self.exc = exc
-        # The rerun's finding, (verdict, detail) or None: applied only when the first run is
-        # judged faithful, as `parity check` reruns only then.
+        # The probe calls' finding, (verdict, detail) or None (a crash or a modified input there):
+        # applied only when the judged run is faithful, as `parity check` reruns only then.
         self.rerun = rerun
+        # The probe run's outputs when they differ bit for bit from the judged run's: the caller
+        # judges them (stale-cache when unfaithful, else nondeterministic).
+        self.probe = probe
 
 
 def _params(fn: Any) -> Tuple[Optional[Set[str]], bool]:
@@ -133,16 +136,32 @@ def _exc_detail(what: str, e: BaseException) -> str:
 
 
 def run_in_process(fn: Callable[..., Any], case: "Case", like: str, device: Any, decoy: bool, rerun: bool,
-                   timeout: Optional[float], out_dtype: str = "f32") -> Outcome:
+                   timeout: Optional[float], out_dtype: str = "f32",
+                   on_call: Optional[Callable[[], Any]] = None) -> Outcome:
     """Run fn on case's inputs; returns an Outcome. The case's C buffers are the inputs (on the
-    CPU, without a copy), so modification is checked on the very bytes the reference used."""
+    CPU, without a copy), so modification is checked on the very bytes the reference used.
+
+    With the probes (decoy/rerun: non-production workloads), the calls `parity check` makes of
+    a kernel (src/verify/check.c, check_anticache.c), ordered for one process, where a memo
+    outlives calls: the decoy call (float inputs x -2) writing into buffers B; a call on the
+    judged input tensors holding other contents (one element in eight x -2, the first and last
+    64 bytes kept; restored after) into B; the judged inputs into B (the probe run); last the
+    judged call on fresh copies of the inputs into fresh NaN-prefilled buffers (the run that is
+    judged). A memo keyed on output or input pointers or on a few input bytes answers the probe
+    run with stale outputs; a nondeterministic function differs between the two runs. The probe
+    run's outputs come back (Outcome.probe) when they differ bit for bit from the judged run's:
+    the caller judges them (stale-cache when unfaithful, else nondeterministic). on_call, when
+    given, is called before each call of fn (the isolated worker's heartbeat: its parent kills a
+    call that does not return within the timeout)."""
     tensors = case.framework_inputs(like, device)
     host_before = case.hashes()
     uses_out = takes_out(fn)
     on_cpu = device in (None, "cpu")
+    probes = decoy or rerun
     keep: List[Any] = []  # C output buffers alive until judged
+    shared: List[Tuple[List["_OutBuf"], Dict[str, Any]]] = []  # the probes' buffers B (out= functions)
 
-    def prealloc(fill: int) -> Tuple[List["_OutBuf"], Dict[str, Any]]:
+    def prealloc() -> Tuple[List["_OutBuf"], Dict[str, Any]]:
         from ._lib import b, lib
         bufs: List[_OutBuf] = []
         views: Dict[str, Any] = {}
@@ -155,48 +174,60 @@ def run_in_process(fn: Callable[..., Any], case: "Case", like: str, device: Any,
                 a = _arrays.view_of(lib.parity_py_tensor_data(t), int(np.prod(case.output_shapes[i])) *
                                     np.dtype(_arrays.NP_STORAGE[out_dtype]).itemsize, out_dtype,
                                     case.output_shapes[i], bufs[-1])
-                if fill == 0:
-                    lib.parity_py_output_fill_reference(case.h, i, t)
                 views[n] = _arrays.to_framework(a, out_dtype, like, "cpu")
             else:
-                t = _arrays.torch.full(case.output_shapes[i], float("nan"),
-                                       dtype=_arrays.torch_dtype(out_dtype), device=device)
-                if fill == 0:  # the reference, rounded to the buffer's dtype, as on the CPU
-                    r = lib.parity_py_output_new(case.h, i, b(out_dtype))
-                    lib.parity_py_output_fill_reference(case.h, i, r)
-                    ref = _OutBuf(r)
-                    host = _arrays.view_of(lib.parity_py_tensor_data(r), int(np.prod(case.output_shapes[i])) *
-                                           np.dtype(_arrays.NP_STORAGE[out_dtype]).itemsize, out_dtype,
-                                           case.output_shapes[i], ref)
-                    t.copy_(_arrays.to_framework(host, out_dtype, "torch", "cpu"))
-                views[n] = t
+                views[n] = _arrays.torch.full(case.output_shapes[i], float("nan"),
+                                              dtype=_arrays.torch_dtype(out_dtype), device=device)
         return bufs, views
 
     expected = expected_call(case.input_names, list(case.attrs) + [k for k, (_, needed) in case.extra_dims.items()
                                                                    if needed and k not in case.input_names]
                              + (["out"] if uses_out else []))
 
-    def call(ins: Dict[str, Any], fill: int) -> Tuple[HostOutputs, List[_OutBuf]]:
+    def call(ins: Dict[str, Any], reuse: bool = False) -> Tuple[HostOutputs, List[_OutBuf]]:
         kw = call_kwargs(fn, case, ins)
         check_binds(fn, dict(kw, out=None) if uses_out else kw, expected)
+        if on_call is not None:
+            on_call()
         if uses_out:
-            bufs, views = prealloc(fill)
-            keep.append(bufs)
+            if not (reuse and shared):
+                bv = prealloc()
+                keep.append(bv[0])
+                if reuse:
+                    shared.append(bv)
+            bufs, views = shared[0] if reuse else bv
             fn(**kw, out=views)
             return _normalise(views, case), bufs
         return _normalise(fn(**kw), case), []
 
+    probe: Optional[HostOutputs] = None
+    found: Optional[Tuple[str, str]] = None
     try:
-        if decoy:
+        if probes:
             try:
-                call(_decoy(tensors, case), 1)
+                call(_decoy(tensors, case), reuse=True)
             except NotImplementedError as e:
                 return Outcome("unsupported", _exc_detail("fn", e), exc=e)
             except Exception as e:  # the function's own failure is a verdict, never ours
                 return Outcome("crashed", _exc_detail("the decoy call of fn", e), exc=e)
+            try:
+                with _OtherContents(tensors, case) as changed:
+                    call(tensors, reuse=True)
+                if changed:
+                    found = ("modified-inputs", "input %s changed during the call on other contents" % changed[0])
+                got, _ = call(tensors, reuse=True)
+                _sync(device)
+                probe = [(a.copy(), dt) for a, dt in got]
+            except Exception as e:
+                found = ("crashed", _exc_detail("the probe calls of fn (other contents, then the judged inputs, "
+                                                "in the decoy's buffers)", e))
+            bad = _modified(case, tensors, host_before, on_cpu)
+            if bad and found is None:
+                found = ("modified-inputs", "input %s changed during the probe calls" % bad)
+        judged = _copies(tensors) if probes else tensors
         t0 = time.perf_counter()
         try:
-            first, bufs = call(tensors, 1)
+            first, bufs = call(judged)
             _sync(device)
         except NotImplementedError as e:
             return Outcome("unsupported", _exc_detail("fn", e), exc=e)
@@ -206,37 +237,85 @@ def run_in_process(fn: Callable[..., Any], case: "Case", like: str, device: Any,
         if timeout is not None and secs > timeout:
             return Outcome("timeout", "ran %.3g s, past timeout=%g s (in-process calls are not "
                            "interrupted: isolate=True stops them)" % (secs, timeout), seconds=secs)
-        for buf, n in zip(bufs, case.output_names):
+        for buf, n in zip(bufs + (shared[0][0] if shared else []), case.output_names * 2):
             if not buf.guards_ok():
                 return Outcome("wrote-out-of-bounds", "bytes around output %s were overwritten" % n, seconds=secs)
-        bad = _modified(case, tensors, host_before, on_cpu)
+        bad = _modified(case, tensors, host_before, on_cpu) or (_changed_copy(judged, case) if probes else None)
         if bad:
             return Outcome("modified-inputs", "input %s changed during the run" % bad, seconds=secs)
-        found = None
-        if rerun:
-            found = _rerun(call, tensors, case, first, host_before, on_cpu, uses_out)
-        return Outcome("ran", outputs=first, seconds=secs, rerun=found)
+        if probe is not None and all(a.dtype == c.dtype and a.nbytes == c.nbytes and
+                                     lib.parity_py_memeq(a.ctypes.data, c.ctypes.data, a.nbytes)
+                                     for (a, _), (c, _) in zip(first, probe)):
+            probe = None  # the same bits: nothing to judge
+        return Outcome("ran", outputs=first, seconds=secs, rerun=found, probe=probe)
     finally:
         del tensors
 
 
-def _rerun(call: Callable[[Dict[str, Any], int], Tuple[HostOutputs, Any]], tensors: Dict[str, Any], case: "Case",
-           first: HostOutputs, host_before: List[int], on_cpu: bool, uses_out: bool) -> Optional[Tuple[str, str]]:
-    """The second call on the same inputs (outputs prefilled with the reference under out=):
-    (verdict, detail) when it shows something, else None."""
-    try:
-        second, _ = call(tensors, 0)
-    except Exception as e:
-        return ("crashed", _exc_detail("second run: fn", e))
-    bad = _modified(case, tensors, host_before, on_cpu)
-    if bad:
-        return ("modified-inputs", "second run: input %s changed" % bad)
-    for n, (a, _), (c, _) in zip(case.output_names, first, second):
-        if a.dtype != c.dtype or a.nbytes != c.nbytes or not lib.parity_py_memeq(a.ctypes.data, c.ctypes.data, a.nbytes):
-            return ("nondeterministic", "output %s differs bit-wise between two runs on the same inputs%s" % (
-                n, " (or elements left unwritten: the runs were prefilled with NaN and the reference)"
-                if uses_out else ""))
+def _copies(tensors: Dict[str, Any]) -> Dict[str, Any]:
+    """Fresh copies of the inputs (other addresses: a memo keyed on pointers misses them)."""
+    return {k: (t.clone() if _arrays.is_torch(t) else np.array(t, copy=True)) for k, t in tensors.items()}
+
+
+def _changed_copy(copies: Dict[str, Any], case: "Case") -> Optional[str]:
+    """The first copied input whose bytes differ from the case's (the function wrote it)."""
+    arrays = case.arrays()
+    for k, t in copies.items():
+        if not np.array_equal(_arrays.host_bits(t), arrays[k].reshape(-1).view(np.uint8)):
+            return k
     return None
+
+
+# Bytes at each end of every float input the other contents leave alone (src/verify/
+# check_anticache.c SAME_KEEP_BYTES: one cache line, the usual cheap fingerprint).
+_SAME_KEEP_BYTES = 64
+
+
+class _OtherContents:
+    """For the duration of a with block: about one element in eight of every float input
+    (between the kept ends) multiplied by -2 in place, which is exact; the inputs restored from
+    a copy afterwards. The list it yields receives the inputs the function changed meanwhile."""
+
+    def __init__(self, tensors: Dict[str, Any], case: "Case") -> None:
+        self.tensors, self.case = tensors, case
+        self.saved: Dict[str, Tuple[Any, Any]] = {}
+        self.changed: List[str] = []
+
+    def __enter__(self) -> List[str]:
+        for k, t in self.tensors.items():
+            dt = self.case.input_dtype(k)
+            n = int(np.prod(t.shape))
+            es = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8}.get(dt)
+            if es is None:
+                continue  # token ids, fp8: left as they are
+            keep = (_SAME_KEEP_BYTES + es - 1) // es
+            if n <= 2 * keep + 3:
+                continue
+            idx = np.arange(keep + 3, n - keep, 8)
+            orig = t.clone() if _arrays.is_torch(t) else t.copy()
+            if _arrays.is_torch(t):
+                flat = t.view(-1)
+                ti = _arrays.torch.as_tensor(idx, device=t.device)
+                flat[ti] = flat[ti] * -2
+            else:
+                flat = t.reshape(-1)
+                if dt == "bf16":  # uint16 bits: through float32, exact both ways
+                    f = (flat[idx].astype(np.uint32) << 16).view(np.float32) * np.float32(-2)
+                    flat[idx] = (f.view(np.uint32) >> 16).astype(np.uint16)
+                else:
+                    flat[idx] = flat[idx] * -2
+            self.saved[k] = (orig, _arrays.host_bits(t).copy())
+        return self.changed
+
+    def __exit__(self, *exc: Any) -> None:
+        for k, (orig, perturbed) in self.saved.items():
+            t = self.tensors[k]
+            if not np.array_equal(_arrays.host_bits(t), perturbed):
+                self.changed.append(k)
+            if _arrays.is_torch(t):
+                t.copy_(orig)
+            else:
+                np.copyto(t, orig)
 
 
 def _modified(case: "Case", tensors: Dict[str, Any], before: List[int], on_cpu: bool) -> Optional[str]:

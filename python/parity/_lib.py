@@ -71,6 +71,7 @@ _SIGS: Dict[str, Tuple[Any, List[Any]]] = {
     "parity_py_check_judge": (_c.c_int, [_P, _c.c_int, _P, _c.POINTER(_P), _c.c_int, _c.c_double]),
     "parity_py_check_set": (_c.c_int, [_P, _c.c_int, _S, _c.c_int, _c.c_int, _S, _c.c_double]),
     "parity_py_check_wl_verdict": (_c.c_int, [_P, _c.c_int]),
+    "parity_py_check_wl_q": (_c.c_double, [_P, _c.c_int]),
     "parity_py_baseline_count": (_c.c_int, []),
     "parity_py_baseline_name": (_S, [_c.c_int]),
     "parity_py_check_baseline": (_c.c_int, [_P, _c.c_int, _P, _c.POINTER(_P)]),

@@ -1,7 +1,8 @@
 """isolate=True: the function runs in a worker process started with the "spawn" method (CUDA
 does not survive fork). The worker rebuilds the same inputs from (op, workload, seed, dtype)
-itself, runs the decoy, the judged call and the rerun exactly as in-process, and sends back
-the outputs as numpy arrays; the parent judges them. A worker that dies (segfault, os._exit)
+itself (a declared op from its declaration and the parent's fp64 reference: python/parity/
+_case.py worker_spec), runs the probe calls and the judged call exactly as in-process
+(python/parity/_harness.py), and sends back the outputs as numpy arrays; the parent judges them. A worker that dies (segfault, os._exit)
 gives "crashed", one that does not answer within the timeout is killed and gives "timeout".
 fn must be picklable by reference (a module-level function), as multiprocessing requires."""
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Any, Optional
 from ._harness import Outcome
 
 _DEFAULT_TIMEOUT = 120.0  # seconds, as `parity check --timeout`'s default
+_STARTUP = 60.0  # seconds for the worker's start-up before its first call (imports, the case)
+_SLACK = 5.0  # seconds past the limit for a call's message and the copies around it
 
 
 def _is_main_test(node: ast.expr) -> bool:
@@ -106,11 +109,13 @@ def _serve(conn: Any) -> None:
         fn, spec, name, seed, dtype, like, device, decoy, rerun, timeout, out_dtype = msg
         try:
             case = _case.case_from_spec(spec, name, seed, dtype)
-            out = _harness.run_in_process(fn, case, like, device, decoy, rerun, None, out_dtype)
+            out = _harness.run_in_process(fn, case, like, device, decoy, rerun, None, out_dtype,
+                                          on_call=lambda: conn.send(("call",)))
             outputs = None if out.outputs is None else [(a.copy(), dt) for a, dt in out.outputs]
-            conn.send(("ok", out.status, out.detail, outputs, out.seconds, out.rerun))
+            probe = None if out.probe is None else [(a.copy(), dt) for a, dt in out.probe]
+            conn.send(("ok", out.status, out.detail, outputs, out.seconds, out.rerun, probe))
         except BaseException as e:  # report, then keep serving
-            conn.send(("error", "crashed", "worker: %s: %s" % (type(e).__name__, e), None, 0.0, None))
+            conn.send(("error", "crashed", "worker: %s: %s" % (type(e).__name__, e), None, 0.0, None, None))
 
 
 def _signame(code: int) -> str:
@@ -133,23 +138,31 @@ class Worker:
         """fn on one workload in the worker: spec is _case.worker_spec's (a built-in op's name, or
         what the worker needs to build a declared op's case)."""
         limit = _DEFAULT_TIMEOUT if timeout is None else float(timeout)
-        # The worker's first answer includes importing numpy/torch and building the case: the
-        # limit covers the calls, so allow the start-up on top (measured: 1-3 s with torch).
         t0 = time.perf_counter()
         try:
             self.conn.send((fn, spec, name, seed, dtype, like, device, decoy, rerun, timeout, out_dtype))
         except Exception as e:
             return Outcome("crashed", _unsendable(fn, e), exc=e)
-        calls = (1 + int(decoy) + int(rerun))
-        deadline = limit * calls + 30.0
-        if not self.conn.poll(deadline):
-            self.p.kill()
-            self.p.join(5)
-            return Outcome("timeout", "no answer within %g s (timeout %g s per call, %d calls); the worker was "
-                           "killed" % (deadline, limit, calls), seconds=time.perf_counter() - t0)
-        try:
-            kind, status, detail, outputs, secs, rerun = self.conn.recv()
-        except (EOFError, OSError):
+        # The worker says "call" before each call of fn: each must return within the limit (plus
+        # _SLACK for the message and the copies around it). Before the first: its start-up
+        # (importing numpy/torch, building the case; measured 1-3 s with torch) within _STARTUP.
+        wait = limit + _STARTUP
+        msg: Any = None
+        while True:
+            if not self.conn.poll(wait):
+                self.p.kill()
+                self.p.join(5)
+                return Outcome("timeout", "a call of fn did not return within %g s (timeout %g s); the worker was "
+                               "killed" % (wait, limit), seconds=time.perf_counter() - t0)
+            try:
+                msg = self.conn.recv()
+            except (EOFError, OSError):  # the worker died
+                msg = None
+                break
+            if msg[0] != "call":
+                break
+            wait = limit + _SLACK
+        if msg is None:
             self.p.join(5)
             code = self.p.exitcode
             if code is not None and code < 0:
@@ -157,9 +170,10 @@ class Worker:
             else:
                 why = "exited with status %s" % code
             return Outcome("crashed", "the worker running fn %s" % why, seconds=time.perf_counter() - t0)
+        kind, status, detail, outputs, secs, rerun, probe = msg
         if status == "ran" and timeout is not None and secs > timeout:
             return Outcome("timeout", "ran %.3g s, past timeout=%g s" % (secs, timeout), seconds=secs)
-        return Outcome(status, detail, outputs, secs, rerun)  # type: ignore[arg-type]
+        return Outcome(status, detail, outputs, secs, rerun, probe=probe)  # type: ignore[arg-type]
 
     def close(self) -> None:
         try:
