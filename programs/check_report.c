@@ -258,15 +258,17 @@ static void json_cause(cJSON *dg, const parity_diagnosis_t *d)
         json_variant(dg, d);
 }
 
-/* diagnosis.dropped of the DROPPED_TERMS cause: terms [from, to) of the `of` terms of each sum
- * left out, and the sampled rows' max err/tol without them and with all (docs/check-json.md). */
+/* diagnosis.dropped of the DROPPED_TERMS cause (diagnosis.duplicated of DUPLICATED_TERMS): terms
+ * [from, to) of the `of` terms of each sum left out (counted twice), and the sampled rows' max
+ * err/tol with that and with every term once (docs/check-json.md). */
 static void json_dropped(cJSON *dg, const parity_diagnosis_t *d)
 {
-    cJSON *p = cJSON_AddObjectToObject(dg, "dropped");
+    int twice = d->cause == PARITY_CAUSE_DUPLICATED_TERMS;
+    cJSON *p = cJSON_AddObjectToObject(dg, twice ? "duplicated" : "dropped");
     cJSON_AddNumberToObject(p, "from", (double)d->drop_from);
     cJSON_AddNumberToObject(p, "to", (double)d->drop_to);
     cJSON_AddNumberToObject(p, "of", (double)d->drop_of);
-    cJSON_AddItemToObject(p, "err_tol_dropped", cli_json_num(d->drop_q));
+    cJSON_AddItemToObject(p, twice ? "err_tol_duplicated" : "err_tol_dropped", cli_json_num(d->drop_q));
     cJSON_AddItemToObject(p, "err_tol_full", cli_json_num(d->drop_q_full));
 }
 

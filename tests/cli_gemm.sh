@@ -37,6 +37,18 @@ grep -A8 "^builtin:ktail_drop" "$tmp/all" | grep -q "not an accumulator-precisio
 grep -A9 "^builtin:ktail_drop" "$tmp/all" | grep -q "^  cause: dropped-terms .* the last 40 of the 1000 terms of each C sum dropped (terms \[960, 1000))" &&
   ok || bad "ktail_drop: cause not dropped-terms, the last 40 of 1000"
 grep -A9 "^builtin:ktail_twice" "$tmp/all" | grep -q "^  cause: dropped-terms" && bad "ktail_twice: called dropped-terms" || ok
+# ktail_twice clamps the last tile to [K - 64, K) without masking: terms [936, 960) of K = 1000
+# are added twice; the duplicated-terms cause names them (never accumulator).
+grep -A9 "^builtin:ktail_twice" "$tmp/all" | grep -q "^  cause: duplicated-terms .* terms \[936, 960) of the 1000 terms of each C sum counted twice" &&
+  ok || bad "ktail_twice: cause not duplicated-terms [936, 960) of 1000"
+"$P" check gemm --kernel builtin:ktail_twice --workload $ODD -q --no-floor --json "$tmp/kt2.json" >/dev/null 2>&1
+"${PARITY_PYTHON:-python3}" - "$tmp/kt2.json" <<'PYEOF' && ok || bad "ktail_twice JSON: diagnosis.duplicated not {936, 960, 1000}"
+import json, sys
+d = json.load(open(sys.argv[1]))["kernels"][0]["diagnosis"]
+dr = d.get("duplicated") or {}
+sys.exit(0 if d.get("cause") == "duplicated-terms" and (dr.get("from"), dr.get("to"), dr.get("of")) == (936, 960, 1000)
+         and dr.get("err_tol_duplicated") <= 1 < dr.get("err_tol_full") and d.get("match") == 1 else 1)
+PYEOF
 for kn in fp32 tiled splitk4 splitk16 bf16_out fp32_in; do
   grep -A6 "^builtin:$kn " "$tmp/all" | grep -q "^  cause:" && bad "$kn: faithful with a cause" || ok
 done

@@ -159,25 +159,29 @@ done:
 /* ---- dropped terms (op.h terms_ref; docs/error-model.md "Cause") ---- */
 
 /* The rows' max err/tol, as the judge forms it, against the reference with the terms summed in
- * part/pabs/psq (n * cols, or NULL: none) left out of every element; kk terms remain. */
+ * part/pabs/psq (n * cols, or NULL: none) left out of every element (twice = 0) or counted twice
+ * (twice = 1); kk terms then make each sum. */
 static double dropped_maxq(const parity_ref_output_t *R, const int64_t *rows, int64_t n,
                            const double *vals, parity_dtype_t odt, const double *part,
-                           const double *pabs, const double *psq, int64_t kk, int64_t *within)
+                           const double *pabs, const double *psq, int twice, int64_t kk,
+                           int64_t *within)
 {
     size_t ne = (size_t)n * (size_t)R->cols;
     double *b = malloc(ne * 4 * sizeof(double));
     if (!b) return NAN;
     double *ref = b, *sa = b + ne, *su = R->s_up ? b + 2 * ne : NULL, *ss = R->s_sym ? b + 3 * ne : NULL;
+    /* a term counted twice is 2x: its |.| adds once more, its square three times more */
+    double sg = twice ? 1 : -1, sq = twice ? 3 : -1;
     for (int64_t r = 0; r < n; r++) {
         int64_t slot = R->slot ? R->slot[rows[r]] : rows[r];
         for (int64_t j = 0; j < R->cols; j++) {
             size_t x = (size_t)r * (size_t)R->cols + (size_t)j, y = (size_t)slot * (size_t)R->cols + (size_t)j;
-            ref[x] = R->ref[y] - (part ? part[x] : 0);
-            sa[x] = fmax(0, R->s_acc[y] - (pabs ? pabs[x] : 0));
+            ref[x] = R->ref[y] + sg * (part ? part[x] : 0);
+            sa[x] = fmax(0, R->s_acc[y] + sg * (pabs ? pabs[x] : 0));
             /* s_up: the terms' own rounding (fp32 products), also summed over the remaining terms */
-            if (su) su[x] = fmax(0, R->s_up[y] - (R->s_up[y] > 0 && pabs ? pabs[x] : 0));
+            if (su) su[x] = fmax(0, R->s_up[y] + sg * (R->s_up[y] > 0 && pabs ? pabs[x] : 0));
             if (ss) {
-                double v = R->s_sym[y] * R->s_sym[y] - (psq ? psq[x] : 0);
+                double v = R->s_sym[y] * R->s_sym[y] + sq * (psq ? psq[x] : 0);
                 ss[x] = v > 0 ? sqrt(v) : 0;
             }
         }
@@ -188,11 +192,37 @@ static double dropped_maxq(const parity_ref_output_t *R, const int64_t *rows, in
     return q;
 }
 
-/* Search the dropped tails [K - t, K) and leading blocks [0, t) of the output's K-term sums,
- * t = 1 .. K - 1, one term added at a time (each t costs n * cols), for the one whose reference
- * fits the kernel best (RMS of the error over the full sum|terms|; the smallest t among equals).
- * Sets the DROPPED_TERMS cause when it reproduces the rows within the faithful tolerance (max
- * err/tol <= 1) while the full reference does not. */
+/* The best fit so far: terms [from, to) dropped or counted twice, s its weighted sum of squares. */
+typedef struct {
+    int64_t from, to;
+    int twice;
+    double s;
+} terms_fit_t;
+
+static void terms_consider(terms_fit_t *b, const double *part, const double *acc, const double *w,
+                           size_t ne, int64_t from, int64_t to, int twice)
+{
+    double s = 0, sg = twice ? -1 : 1;
+    for (size_t x = 0; x < ne; x++) {
+        double e = (part[x] + sg * acc[x]) * w[x];
+        s += e * e;
+    }
+    if (s < b->s) {
+        b->s = s;
+        b->from = from;
+        b->to = to;
+        b->twice = twice;
+    }
+}
+
+/* Search the output's K-term sums for a block of terms dropped or counted twice: the tails
+ * [K - t, K) and leading blocks [0, t), t = 1 .. K - 1, one term added at a time (each t costs
+ * n * cols), and the overlap a last tile of W = 2, 4, 8, ... < K terms clamped to [K - W, K)
+ * without masking counts twice, [K - W, K - K mod W) (K not a multiple of W; each costs its
+ * length). Keeps the one whose reference fits the kernel best (RMS of the error over the full
+ * sum|terms|; the smallest block among equals, dropped before twice). Sets DROPPED_TERMS or
+ * DUPLICATED_TERMS when it reproduces the rows within the faithful tolerance (max err/tol <= 1)
+ * while the full reference does not. */
 void check_cause_dropped(const parity_case_t *c, int o, const int64_t *rows, int64_t n,
                          const double *vals, parity_dtype_t odt, parity_diagnosis_t *d)
 {
@@ -216,55 +246,57 @@ void check_cause_dropped(const parity_case_t *c, int o, const int64_t *rows, int
             part[x] = vals[x] - R->ref[y]; /* kernel - reference; + dropped part as t grows */
         }
     }
-    int64_t best_from = 0, best_to = 0;
-    double best = INFINITY;
-    for (int head = 0; head < 2; head++) {
-        double *acc = calloc(ne, sizeof(double));
-        if (!acc) break;
+    terms_fit_t best = {0, 0, 0, INFINITY};
+    double *acc = malloc(ne * sizeof(double));
+    for (int head = 0; head < 2 && acc; head++) {
+        memset(acc, 0, ne * sizeof(double));
         for (int64_t t = 1; t < K; t++) {
             int64_t term = head ? t - 1 : K - t;
-            if (op->terms_ref(c, o, term, term + 1, rows, n, acc, pabs, psq) != PARITY_OK) {
-                t = K;
-                break;
-            }
-            double s = 0;
-            for (size_t x = 0; x < ne; x++) {
-                double e = (part[x] + acc[x]) * res0[x];
-                s += e * e;
-            }
-            if (s < best) {
-                best = s;
-                best_from = head ? 0 : K - t;
-                best_to = head ? t : K;
-            }
+            if (op->terms_ref(c, o, term, term + 1, rows, n, acc, pabs, psq) != PARITY_OK) break;
+            for (int twice = 0; twice < 2; twice++)
+                terms_consider(&best, part, acc, res0, ne, head ? 0 : K - t, head ? t : K, twice);
         }
-        free(acc);
-        memset(pabs, 0, ne * sizeof(double));
-        memset(psq, 0, ne * sizeof(double));
     }
-    if (best_to > best_from) {
-        double q_full = dropped_maxq(R, rows, n, vals, odt, NULL, NULL, NULL, K, NULL), q_drop = NAN;
-        int64_t within = 0;
+    for (int64_t W = 2; W < K && acc; W *= 2) {
+        if (K % W == 0) continue;
+        memset(acc, 0, ne * sizeof(double));
+        if (op->terms_ref(c, o, K - W, K - K % W, rows, n, acc, pabs, psq) != PARITY_OK) break;
+        terms_consider(&best, part, acc, res0, ne, K - W, K - K % W, 1);
+    }
+    free(acc);
+    memset(pabs, 0, ne * sizeof(double));
+    memset(psq, 0, ne * sizeof(double));
+    if (best.to > best.from) {
+        int64_t t = best.to - best.from, within = 0;
+        double q_full = dropped_maxq(R, rows, n, vals, odt, NULL, NULL, NULL, 0, K, NULL), q_drop = NAN;
         memset(part, 0, ne * sizeof(double));
-        if (q_full > 1 &&
-            op->terms_ref(c, o, best_from, best_to, rows, n, part, pabs, psq) == PARITY_OK)
-            q_drop = dropped_maxq(R, rows, n, vals, odt, part, pabs, psq, K - (best_to - best_from), &within);
+        if (q_full > 1 && op->terms_ref(c, o, best.from, best.to, rows, n, part, pabs, psq) == PARITY_OK)
+            q_drop = dropped_maxq(R, rows, n, vals, odt, part, pabs, psq, best.twice,
+                                  best.twice ? K + t : K - t, &within);
         if (q_full > 1 && q_drop <= 1) {
-            int64_t t = best_to - best_from;
-            d->cause = PARITY_CAUSE_DROPPED_TERMS;
-            d->drop_from = best_from;
-            d->drop_to = best_to;
+            d->cause = best.twice ? PARITY_CAUSE_DUPLICATED_TERMS : PARITY_CAUSE_DROPPED_TERMS;
+            d->drop_from = best.from;
+            d->drop_to = best.to;
             d->drop_of = K;
             d->drop_q = q_drop;
             d->drop_q_full = q_full;
             d->has_match = 1;
             d->match = (double)within / (double)ne;
-            snprintf(d->detail, sizeof d->detail,
-                     "the %s %lld of the %lld terms of each %s sum dropped (terms [%lld, %lld)): on "
-                     "the %lld sampled rows max err/tol %.3g against the reference without them, "
-                     "%.3g with all",
-                     best_from ? "last" : "first", (long long)t, (long long)K, R->name,
-                     (long long)best_from, (long long)best_to, (long long)n, q_drop, q_full);
+            if (best.twice)
+                snprintf(d->detail, sizeof d->detail,
+                         "terms [%lld, %lld) of the %lld terms of each %s sum counted twice%s: on "
+                         "the %lld sampled rows max err/tol %.3g against the reference with them "
+                         "twice, %.3g with each once",
+                         (long long)best.from, (long long)best.to, (long long)K, R->name,
+                         best.to < K ? " (a last tile clamped to end at K, its overlap unmasked)" : "",
+                         (long long)n, q_drop, q_full);
+            else
+                snprintf(d->detail, sizeof d->detail,
+                         "the %s %lld of the %lld terms of each %s sum dropped (terms [%lld, %lld)): on "
+                         "the %lld sampled rows max err/tol %.3g against the reference without them, "
+                         "%.3g with all",
+                         best.from ? "last" : "first", (long long)t, (long long)K, R->name,
+                         (long long)best.from, (long long)best.to, (long long)n, q_drop, q_full);
         }
     }
     free(buf);
