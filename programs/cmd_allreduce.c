@@ -125,7 +125,7 @@ static parity_reduce_dtype_t coarser(parity_reduce_dtype_t a, parity_reduce_dtyp
 
 static int write_json(const char *cmd, cJSON *root, const char *path)
 {
-    if (cli_json_write(path, root) != 0)
+    if (parity_json_write(path, root) != 0)
         return cli_input_error(cmd, "%s: cannot write the JSON report", path);
     return 0;
 }

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "check_mpi.h"
-#include "check_report.h"
+#include "parity/report.h"
 #include "cli.h"
 #include "parity/kernel.h"
 #include "parity/op.h"
@@ -222,11 +222,11 @@ int parity_cmd_check(int argc, char **argv)
     if (st != PARITY_OK) {
         rc = cli_input_error("check", "%s", diag.msg[0] ? diag.msg : parity_status_str(st));
     } else {
-        check_report_ctx_t ctx = {"check", opts.seed, opts.quick, opts.baselines, NULL, NULL, seed_fresh};
-        if (lead) check_report_text(stdout, op, res, kl.n, &ctx);
+        parity_report_opts_t ctx = {"check", opts.seed, opts.quick, opts.baselines, NULL, NULL, seed_fresh};
+        if (lead) parity_report_text(stdout, op, res, kl.n, &ctx);
         for (int k = 0; k < kl.n; k++)
             if (res[k].verdict != PARITY_VERDICT_FAITHFUL) rc = PARITY_EXIT_VERDICT;
-        if (lead && json && check_report_json(json, op, res, kl.n, &ctx) != 0)
+        if (lead && json && parity_report_json_write(json, op, res, kl.n, &ctx) != 0)
             rc = cli_input_error("check", "%s: cannot write the JSON report", json);
     }
     parity_check_results_free(res, kl.n);

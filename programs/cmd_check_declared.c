@@ -68,7 +68,7 @@ static cJSON *diag_json(const parity_custom_result_t *r)
     cJSON *dg = cJSON_CreateObject();
     cJSON_AddStringToObject(dg, "workload", r->workload);
     cJSON_AddStringToObject(dg, "output", d->output);
-    cJSON_AddItemToObject(dg, "effective_bits", cli_json_num(d->eff_bits));
+    cJSON_AddItemToObject(dg, "effective_bits", parity_json_num(d->eff_bits));
     cJSON_AddStringToObject(dg, "closest", parity_emu_names[d->closest]);
     cJSON_AddBoolToObject(dg, "beyond_8bit", d->beyond);
     cJSON_AddBoolToObject(dg, "unresolvable", d->masked);
@@ -79,7 +79,7 @@ static cJSON *diag_json(const parity_custom_result_t *r)
     return dg;
 }
 
-/* The diagnosis line, worded as check_report.c's for a built-in op. */
+/* The diagnosis line, worded as src/verify/report.c's for a built-in op. */
 static void print_diag(const parity_custom_result_t *r)
 {
     const parity_diagnosis_t *d = &r->diag;
@@ -120,7 +120,7 @@ static cJSON *result_json(const parity_custom_result_t *r)
     cJSON_AddStringToObject(o, "name", r->workload);
     cJSON_AddStringToObject(o, "verdict", parity_verdict_name(r->verdict));
     cJSON_AddBoolToObject(o, "production", r->production);
-    cJSON_AddItemToObject(o, "max_err_over_tol", cli_json_num(r->max_err_over_tol));
+    cJSON_AddItemToObject(o, "max_err_over_tol", parity_json_num(r->max_err_over_tol));
     cJSON_AddNumberToObject(o, "rows_failed", (double)r->rows_failed);
     cJSON_AddNumberToObject(o, "rows_judged", (double)r->rows_judged);
     cJSON *w = cJSON_AddObjectToObject(o, "worst");
@@ -128,9 +128,9 @@ static cJSON *result_json(const parity_custom_result_t *r)
         cJSON_AddStringToObject(w, "output", r->worst_output);
         cJSON *ix = cJSON_AddArrayToObject(w, "index");
         for (int t = 0; t < r->worst_ndim; t++) cJSON_AddItemToArray(ix, cJSON_CreateNumber((double)r->worst_index[t]));
-        cJSON_AddItemToObject(w, "got", cli_json_num(r->got));
-        cJSON_AddItemToObject(w, "ref", cli_json_num(r->ref));
-        cJSON_AddItemToObject(w, "tol", cli_json_num(r->tol));
+        cJSON_AddItemToObject(w, "got", parity_json_num(r->got));
+        cJSON_AddItemToObject(w, "ref", parity_json_num(r->ref));
+        cJSON_AddItemToObject(w, "tol", parity_json_num(r->tol));
     }
     cJSON_AddStringToObject(o, "tolerance", r->tolerance);
     cJSON_AddStringToObject(o, "detail", r->detail);
@@ -151,15 +151,15 @@ static cJSON *baselines_json(const parity_custom_baselines_t *bl)
             continue;
         }
         cJSON_AddBoolToObject(x, "caught", bl->r[q].caught);
-        cJSON_AddItemToObject(x, "pass_fraction", cli_json_num(bl->r[q].pass_fraction));
-        cJSON_AddItemToObject(x, "margin", cli_json_num(bl->r[q].margin));
+        cJSON_AddItemToObject(x, "pass_fraction", parity_json_num(bl->r[q].pass_fraction));
+        cJSON_AddItemToObject(x, "margin", parity_json_num(bl->r[q].margin));
         cJSON_AddStringToObject(x, "rule", parity_baseline_rule(q));
         cJSON_AddStringToObject(x, "detail", bl->r[q].detail);
     }
     return b;
 }
 
-/* The detection matrix, as check_report.c prints it for a built-in op (without its "expected"
+/* The detection matrix, as src/verify/report.c prints it for a built-in op (without its "expected"
  * column: a declared op's kernels carry no catalog expectation), n/a where a rule cannot apply. */
 static void print_matrix(const parity_kernel_list_t *kl, const parity_verdict_t *v,
                          const parity_custom_baselines_t *bl, int n)
@@ -357,7 +357,7 @@ int parity_cmd_check_declared(int argc, char **argv)
     free(ks);
     if (!rc) {
         printf("summary: %d of %d kernels faithful\n", n_ok, kl.n);
-        if (json && cli_json_write(json, root) != 0) rc = cli_input_error("check", "cannot write %s", json);
+        if (json && parity_json_write(json, root) != 0) rc = cli_input_error("check", "cannot write %s", json);
         else if (n_ok < kl.n) rc = 1;
     }
     cJSON_Delete(root);

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "check_report.h"
+#include "parity/report.h"
 #include "cli.h"
 #include "parity/fileflow.h"
 
@@ -91,10 +91,10 @@ int parity_cmd_compare(int argc, char **argv)
     if (st != PARITY_OK) {
         rc = cli_input_error("compare", "%s", parity_status_str(st));
     } else {
-        check_report_ctx_t ctx = {"compare", c->seed, 0, 0, pos[1], NULL, 0};
-        check_report_text(stdout, op, &res, 1, &ctx);
+        parity_report_opts_t ctx = {"compare", c->seed, 0, 0, pos[1], NULL, 0};
+        parity_report_text(stdout, op, &res, 1, &ctx);
         rc = res.verdict == PARITY_VERDICT_FAITHFUL ? PARITY_EXIT_OK : PARITY_EXIT_VERDICT;
-        if (json && check_report_json(json, op, &res, 1, &ctx) != 0)
+        if (json && parity_report_json_write(json, op, &res, 1, &ctx) != 0)
             rc = cli_input_error("compare", "%s: cannot write the JSON report", json);
     }
     free(res.wl);

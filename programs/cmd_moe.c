@@ -71,7 +71,7 @@ void parity_help_moe(FILE *out)
 
 static int write_json(const char *cmd, cJSON *root, const char *path)
 {
-    if (cli_json_write(path, root) != 0)
+    if (parity_json_write(path, root) != 0)
         return cli_input_error(cmd, "%s: cannot write the JSON report", path);
     return 0;
 }
@@ -82,10 +82,10 @@ static cJSON *config_json(cJSON *root, const parity_moe_config_t *c)
     cJSON_AddNumberToObject(root, "experts", (double)c->e);
     cJSON_AddNumberToObject(root, "topk", (double)c->k);
     cJSON_AddNumberToObject(root, "hidden", (double)c->d);
-    cJSON_AddItemToObject(root, "sigma", cli_json_num(c->sigma));
-    cJSON_AddItemToObject(root, "ties", cli_json_num(c->ties));
+    cJSON_AddItemToObject(root, "sigma", parity_json_num(c->sigma));
+    cJSON_AddItemToObject(root, "ties", parity_json_num(c->ties));
     cJSON_AddNumberToObject(root, "outliers", c->outliers);
-    cJSON_AddItemToObject(root, "outlier_factor", cli_json_num(c->outlier_factor));
+    cJSON_AddItemToObject(root, "outlier_factor", parity_json_num(c->outlier_factor));
     cJSON_AddNumberToObject(root, "seed", (double)c->seed);
     return root;
 }
@@ -140,9 +140,9 @@ static void print_drift_row(const char *label, const parity_reduce_drift_t *d, d
 
 static cJSON *pair_json(cJSON *o, const pair_t *r)
 {
-    cJSON_AddItemToObject(o, "topk_set_differ_a_vs_b", cli_json_num(r->set_ab));
-    cJSON_AddItemToObject(o, "topk_set_differ_a_vs_exact", cli_json_num(r->set_ae));
-    cJSON_AddItemToObject(o, "topk_set_differ_b_vs_exact", cli_json_num(r->set_be));
+    cJSON_AddItemToObject(o, "topk_set_differ_a_vs_b", parity_json_num(r->set_ab));
+    cJSON_AddItemToObject(o, "topk_set_differ_a_vs_exact", parity_json_num(r->set_ae));
+    cJSON_AddItemToObject(o, "topk_set_differ_b_vs_exact", parity_json_num(r->set_be));
     cJSON_AddItemToObject(o, "a_vs_b", cli_drift_json(&r->ab));
     cJSON_AddItemToObject(o, "a_vs_exact", cli_drift_json(&r->ae));
     cJSON_AddItemToObject(o, "b_vs_exact", cli_drift_json(&r->be));
@@ -238,9 +238,9 @@ static int cmd_pair(const char *cmd, const parity_moe_config_t *c, const parity_
         cJSON *pa = cJSON_AddArrayToObject(root, "perturb");
         for (int i = 0; i < neps; i++) {
             cJSON *o = cJSON_CreateObject();
-            cJSON_AddItemToObject(o, "eps", cli_json_num(eps[i]));
-            cJSON_AddItemToObject(o, "flip_a", cli_json_num(fa[i]));
-            cJSON_AddItemToObject(o, "flip_b", cli_json_num(fb[i]));
+            cJSON_AddItemToObject(o, "eps", parity_json_num(eps[i]));
+            cJSON_AddItemToObject(o, "flip_a", parity_json_num(fa[i]));
+            cJSON_AddItemToObject(o, "flip_b", parity_json_num(fb[i]));
             cJSON_AddItemToArray(pa, o);
         }
         int w = write_json(cmd, root, json);
@@ -332,9 +332,9 @@ static int cmd_table(const char *cmd, const parity_moe_config_t *c, const double
             printf("| %g | %.3g | %.4f | %.4f |\n", eps[i], c->sigma > 0 ? eps[i] / c->sigma : 0,
                    f32, f16);
             cJSON *o = cJSON_CreateObject();
-            cJSON_AddItemToObject(o, "eps", cli_json_num(eps[i]));
-            cJSON_AddItemToObject(o, "flip_softmax_fp32", cli_json_num(f32));
-            cJSON_AddItemToObject(o, "flip_softmax_bf16", cli_json_num(f16));
+            cJSON_AddItemToObject(o, "eps", parity_json_num(eps[i]));
+            cJSON_AddItemToObject(o, "flip_softmax_fp32", parity_json_num(f32));
+            cJSON_AddItemToObject(o, "flip_softmax_bf16", parity_json_num(f16));
             cJSON_AddItemToArray(jp, o);
         }
     }

@@ -134,7 +134,7 @@ static cJSON *cell_json(const parity_power_cell_t *c)
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "acc_seq_bits", c->acc_seq_bits);
     cJSON_AddNumberToObject(o, "acc_pair_bits", c->acc_pair_bits);
-    cJSON_AddItemToObject(o, "drop_rate", cli_json_num(c->drop_rate));
+    cJSON_AddItemToObject(o, "drop_rate", parity_json_num(c->drop_rate));
     cJSON_AddNumberToObject(o, "tail", c->tail);
     cJSON_AddNumberToObject(o, "inputs_tf32", c->inputs_tf32);
     cJSON_AddNumberToObject(o, "inputs_bf16", c->inputs_bf16);
@@ -265,7 +265,7 @@ int parity_cmd_power(int argc, char **argv)
         char *text = cJSON_Print(root);
         if (text) printf("%s\n", text);
         free(text);
-    } else if (rc == PARITY_EXIT_OK && json && cli_json_write(json, root) != 0) {
+    } else if (rc == PARITY_EXIT_OK && json && parity_json_write(json, root) != 0) {
         rc = cli_input_error("power", "%s: cannot write the JSON", json);
     }
     cJSON_Delete(root);

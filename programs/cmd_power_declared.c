@@ -113,7 +113,7 @@ int parity_cmd_power_declared(int argc, char **argv)
             cJSON_AddStringToObject(o, "workload", r->workload);
             if (r->applies) {
                 cJSON_AddBoolToObject(o, "caught", r->caught);
-                cJSON_AddItemToObject(o, "err_over_tol", cli_json_num(r->err_over_tol));
+                cJSON_AddItemToObject(o, "err_over_tol", parity_json_num(r->err_over_tol));
                 cJSON_AddNullToObject(o, "why_not");
             } else {
                 cJSON_AddNullToObject(o, "caught");
@@ -123,7 +123,7 @@ int parity_cmd_power_declared(int argc, char **argv)
             cJSON_AddItemToArray(ja, o);
             if (r->applies && strcmp(r->mutant, "control") == 0 && r->err_over_tol > 1) rc = 1; /* a false alarm */
         }
-        if (json && cli_json_write(json, root) != 0) rc = cli_input_error("power", "cannot write %s", json);
+        if (json && parity_json_write(json, root) != 0) rc = cli_input_error("power", "cannot write %s", json);
         cJSON_Delete(root);
     }
     free(rows);

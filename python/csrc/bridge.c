@@ -1,7 +1,8 @@
 /* The C side of the Python package (python/parity/_lib.py loads it with ctypes): cases built by
  * name, their tensors' addresses for zero-copy views, output buffers with guard regions, one
  * judgement per workload through the very code `parity compare` uses (floor, tolerance,
- * diagnosis), the CLI's own text and JSON reports, number formats and logprob comparison.
+ * diagnosis), the library's text and JSON reports (include/parity/report.h, the CLI's bytes),
+ * declared ops (parity.Op: python/parity/_declared.py), number formats and logprob comparison.
  * Flat functions over opaque handles and plain C types, so ctypes needs no struct layouts.
  * Deliberately not here: calling the user's Python function (python/parity/_harness.py does,
  * in the caller's process or a spawned worker) and anything about frameworks or devices. */
@@ -12,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check_report.h"
+#include "parity/report.h"
 #include "parity/baseline.h"
 #include "parity/custom_op.h"
 #include "parity/format.h"
@@ -694,32 +695,33 @@ EXPORT const char *parity_py_check_worst_workload(const py_check_t *p)
 
 EXPORT const char *parity_py_verdict_name(int v) { return parity_verdict_name((parity_verdict_t)v); }
 
-static check_report_ctx_t report_ctx(const py_check_t *p, const char *reproduce)
+static parity_report_opts_t report_ctx(const py_check_t *p, const char *reproduce)
 {
-    check_report_ctx_t ctx = {"check", p->seed, p->quick, p->baselines, NULL, NULL, 0};
+    parity_report_opts_t ctx = {"check", p->seed, p->quick, p->baselines, NULL, NULL, 0};
     ctx.reproduce = reproduce && reproduce[0] ? reproduce : NULL;
     return ctx;
 }
 
-/* The CLI's text report (malloc'd; free with parity_py_free). reproduce: the line printed after
- * "reproduce:" (NULL: the CLI's own). */
+/* The text report (the library's renderer, the CLI's bytes; malloc'd; free with parity_py_free).
+ * reproduce: the line printed after "reproduce:" (NULL: the CLI's own). */
 EXPORT char *parity_py_check_text(const py_check_t *p, const char *reproduce)
 {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     if (!f) return NULL;
-    check_report_ctx_t ctx = report_ctx(p, reproduce);
-    check_report_text(f, p->op, &p->res, 1, &ctx);
+    parity_report_opts_t ctx = report_ctx(p, reproduce);
+    parity_report_text(f, p->op, &p->res, 1, &ctx);
     fclose(f);
     return buf;
 }
 
-/* The CLI's JSON report (docs/check-json.md) written to path. 0 or -1. */
-EXPORT int parity_py_check_json(const py_check_t *p, const char *path, const char *reproduce)
+/* The JSON report (docs/check-json.md), the bytes `parity check --json` writes (malloc'd; free
+ * with parity_py_free); NULL without memory. */
+EXPORT char *parity_py_check_json(const py_check_t *p, const char *reproduce)
 {
-    check_report_ctx_t ctx = report_ctx(p, reproduce);
-    return check_report_json(path, p->op, &p->res, 1, &ctx);
+    parity_report_opts_t ctx = report_ctx(p, reproduce);
+    return parity_report_json(p->op, &p->res, 1, &ctx);
 }
 
 /* ---- number formats ------------------------------------------------------------------------ */

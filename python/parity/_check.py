@@ -5,8 +5,6 @@ ValueError, never silently dropped."""
 from __future__ import annotations
 
 import ctypes
-import os
-import tempfile
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -107,18 +105,9 @@ class _Judge:
         worst = lib.parity_py_check_worst_workload(self.h).decode()
         rep = reproduce_of(worst)
         text = take_str(lib.parity_py_check_text(self.h, b(rep)))
-        fd, path = tempfile.mkstemp(prefix="parity-", suffix=".json")
-        os.close(fd)
-        try:
-            if lib.parity_py_check_json(self.h, b(path), b(rep)) != 0:
-                raise OSError("parity: cannot write the JSON report to %s" % path)
-            with open(path) as f:
-                js = f.read()
-        finally:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+        js = take_str(lib.parity_py_check_json(self.h, b(rep)))
+        if js is None:
+            raise MemoryError("parity: the C library could not render the JSON report")
         if declared_baselines is not None:
             import json
             from . import _custom_baselines

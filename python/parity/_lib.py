@@ -81,7 +81,7 @@ _SIGS: Dict[str, Tuple[Any, List[Any]]] = {
     "parity_py_check_worst_workload": (_S, [_P]),
     "parity_py_verdict_name": (_S, [_c.c_int]),
     "parity_py_check_text": (_P, [_P, _S]),
-    "parity_py_check_json": (_c.c_int, [_P, _S, _S]),
+    "parity_py_check_json": (_P, [_P, _S]),
     "parity_py_round": (_c.c_int, [_S, _c.c_int, _c.c_uint64, _c.c_int, _P, _c.c_size_t, _P, _P,
                                    _c.c_char_p, _c.c_size_t]),
     "parity_py_lp_compare": (_c.c_int, [_P, _c.c_size_t, _S, _P, _c.c_size_t, _S, _P, _c.c_size_t, _S,

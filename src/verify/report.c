@@ -1,8 +1,10 @@
-/* Reports of a check run: a human text summary on stdout and a stable JSON schema
- * (docs/check-json.md: keys are never renamed, only added). The JSON holds no timings, so the
- * same seed and inputs give a byte-identical file. */
-#include "check_report.h"
-#include "json_out.h"
+/* Reports of a check run (include/parity/report.h): a human text summary and a stable JSON
+ * schema (docs/check-json.md: keys are never renamed, only added), one renderer for the CLI's
+ * `parity check` / `parity compare` and the Python package's parity.check / parity.compare, of
+ * built-in and declared ops alike. The JSON holds no timings, so the same seed and inputs give a
+ * byte-identical file. */
+#include "parity/report.h"
+#include "src/core/json_util.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -57,7 +59,7 @@ static void fmt_q(char *b, size_t n, double q)
 }
 
 static void reproducer(char *b, size_t n, const parity_op_t *op, const parity_kernel_result_t *kr,
-                       const parity_wl_result_t *w, const check_report_ctx_t *ctx)
+                       const parity_wl_result_t *w, const parity_report_opts_t *ctx)
 {
     if (ctx->reproduce) {
         snprintf(b, n, "%s", ctx->reproduce);
@@ -71,8 +73,8 @@ static void reproducer(char *b, size_t n, const parity_op_t *op, const parity_ke
              kr->kr->label, w->workload, (unsigned long long)ctx->seed);
 }
 
-void check_report_text(FILE *out, const parity_op_t *op, const parity_kernel_result_t *res, int n,
-                       const check_report_ctx_t *ctx)
+void parity_report_text(FILE *out, const parity_op_t *op, const parity_kernel_result_t *res, int n,
+                       const parity_report_opts_t *ctx)
 {
     fprintf(out, "parity %s %s  (seed %llu%s%s)\n", ctx->command, op->name, (unsigned long long)ctx->seed,
             ctx->seed_fresh ? " drawn by --seed fresh; --seed with it reproduces this run" : "",
@@ -224,10 +226,10 @@ static void json_parameter(cJSON *dg, const parity_diagnosis_t *d)
 {
     cJSON *p = cJSON_AddObjectToObject(dg, "parameter");
     cJSON_AddStringToObject(p, "name", d->param_name);
-    cJSON_AddItemToObject(p, "fitted", cli_json_num(d->param_fitted));
-    cJSON_AddItemToObject(p, "op", cli_json_num(d->param_op));
-    cJSON_AddItemToObject(p, "err_tol_fitted", cli_json_num(d->param_q_fitted));
-    cJSON_AddItemToObject(p, "err_tol_op", cli_json_num(d->param_q_op));
+    cJSON_AddItemToObject(p, "fitted", parity_json_num(d->param_fitted));
+    cJSON_AddItemToObject(p, "op", parity_json_num(d->param_op));
+    cJSON_AddItemToObject(p, "err_tol_fitted", parity_json_num(d->param_q_fitted));
+    cJSON_AddItemToObject(p, "err_tol_op", parity_json_num(d->param_q_op));
 }
 
 /* diagnosis.variant of the INTERMEDIATE_ROUNDING, IGNORED_INPUT and FLUSH_TO_ZERO causes: the
@@ -238,8 +240,8 @@ static void json_variant(cJSON *dg, const parity_diagnosis_t *d)
     cJSON *p = cJSON_AddObjectToObject(dg, "variant");
     cJSON_AddStringToObject(p, "what", d->var_what);
     if (d->var_format[0]) cJSON_AddStringToObject(p, "format", d->var_format);
-    cJSON_AddItemToObject(p, "err_tol_variant", cli_json_num(d->var_q));
-    cJSON_AddItemToObject(p, "err_tol_op", cli_json_num(d->var_q_full));
+    cJSON_AddItemToObject(p, "err_tol_variant", parity_json_num(d->var_q));
+    cJSON_AddItemToObject(p, "err_tol_op", parity_json_num(d->var_q_full));
 }
 
 static void json_dropped(cJSON *dg, const parity_diagnosis_t *d);
@@ -249,7 +251,7 @@ static void json_cause(cJSON *dg, const parity_diagnosis_t *d)
 {
     cJSON_AddStringToObject(dg, "cause", parity_cause_names[d->cause]);
     cJSON_AddStringToObject(dg, "detail", d->detail);
-    if (d->has_match) cJSON_AddItemToObject(dg, "match", cli_json_num(d->match));
+    if (d->has_match) cJSON_AddItemToObject(dg, "match", parity_json_num(d->match));
     if (d->cause == PARITY_CAUSE_PARAMETER) json_parameter(dg, d);
     if (d->cause == PARITY_CAUSE_DROPPED_TERMS || d->cause == PARITY_CAUSE_DUPLICATED_TERMS)
         json_dropped(dg, d);
@@ -268,12 +270,12 @@ static void json_dropped(cJSON *dg, const parity_diagnosis_t *d)
     cJSON_AddNumberToObject(p, "from", (double)d->drop_from);
     cJSON_AddNumberToObject(p, "to", (double)d->drop_to);
     cJSON_AddNumberToObject(p, "of", (double)d->drop_of);
-    cJSON_AddItemToObject(p, twice ? "err_tol_duplicated" : "err_tol_dropped", cli_json_num(d->drop_q));
-    cJSON_AddItemToObject(p, "err_tol_full", cli_json_num(d->drop_q_full));
+    cJSON_AddItemToObject(p, twice ? "err_tol_duplicated" : "err_tol_dropped", parity_json_num(d->drop_q));
+    cJSON_AddItemToObject(p, "err_tol_full", parity_json_num(d->drop_q_full));
 }
 
-int check_report_json(const char *path, const parity_op_t *op, const parity_kernel_result_t *res,
-                      int n, const check_report_ctx_t *ctx)
+static cJSON *report_json(const parity_op_t *op, const parity_kernel_result_t *res, int n,
+                          const parity_report_opts_t *ctx)
 {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "schema", "parity.check/1");
@@ -305,10 +307,10 @@ int check_report_json(const char *path, const parity_op_t *op, const parity_kern
             cJSON_AddStringToObject(x, "name", w->workload);
             cJSON_AddStringToObject(x, "verdict", parity_verdict_name(w->verdict));
             cJSON_AddStringToObject(x, "detail", w->detail);
-            cJSON_AddItemToObject(x, "max_err_over_tol", cli_json_num(w->max_q));
-            cJSON_AddItemToObject(x, "max_err_over_worst_case_bound", cli_json_num(w->max_qd));
-            cJSON_AddItemToObject(x, "noise_floor", cli_json_num(w->floor_q));
-            cJSON_AddItemToObject(x, "lambda", cli_json_num(w->lambda));
+            cJSON_AddItemToObject(x, "max_err_over_tol", parity_json_num(w->max_q));
+            cJSON_AddItemToObject(x, "max_err_over_worst_case_bound", parity_json_num(w->max_qd));
+            cJSON_AddItemToObject(x, "noise_floor", parity_json_num(w->floor_q));
+            cJSON_AddItemToObject(x, "lambda", parity_json_num(w->lambda));
             /* Which bound judged it: "symmetric" where the symmetric reduction class's tolerance
              * was the smaller on some element (docs/error-model.md), else "general". */
             cJSON_AddStringToObject(x, "tolerance_class",
@@ -320,7 +322,7 @@ int check_report_json(const char *path, const parity_op_t *op, const parity_kern
             cJSON_AddNumberToObject(x, "rows_failed", (double)w->rows_failed);
             cJSON_AddNumberToObject(x, "nan_count", (double)w->nan_count);
             cJSON_AddNumberToObject(x, "max_hits", (double)w->max_hits);
-            cJSON_AddItemToObject(x, "hit_error_correlation", cli_json_num(w->hit_corr));
+            cJSON_AddItemToObject(x, "hit_error_correlation", parity_json_num(w->hit_corr));
             cJSON *wo = cJSON_AddObjectToObject(x, "worst");
             cJSON_AddStringToObject(wo, "output", w->worst.output);
             cJSON_AddNumberToObject(wo, "row", (double)w->worst.row_key);
@@ -329,10 +331,10 @@ int check_report_json(const char *path, const parity_op_t *op, const parity_kern
             if (tok[0]) cJSON_AddStringToObject(wo, "token_text", tok);
             cJSON_AddNumberToObject(wo, "terms", (double)w->worst.k);
             cJSON_AddNumberToObject(wo, "col", (double)w->worst.col);
-            cJSON_AddItemToObject(wo, "got", cli_json_num(w->worst.got));
-            cJSON_AddItemToObject(wo, "ref", cli_json_num(w->worst.ref));
-            cJSON_AddItemToObject(wo, "abs_err", cli_json_num(w->worst.err));
-            cJSON_AddItemToObject(wo, "tol", cli_json_num(w->worst.tol));
+            cJSON_AddItemToObject(wo, "got", parity_json_num(w->worst.got));
+            cJSON_AddItemToObject(wo, "ref", parity_json_num(w->worst.ref));
+            cJSON_AddItemToObject(wo, "abs_err", parity_json_num(w->worst.err));
+            cJSON_AddItemToObject(wo, "tol", parity_json_num(w->worst.tol));
             cJSON *wr = cJSON_AddArrayToObject(x, "worst_rows");
             for (int q = 0; q < w->n_worst_rows; q++) {
                 const parity_worst_t *e = &w->worst_rows[q];
@@ -345,37 +347,37 @@ int check_report_json(const char *path, const parity_op_t *op, const parity_kern
                 if (tq[0]) cJSON_AddStringToObject(o2, "token_text", tq);
                 cJSON_AddNumberToObject(o2, "terms", (double)e->k);
                 cJSON_AddNumberToObject(o2, "col", (double)e->col);
-                cJSON_AddItemToObject(o2, "err_over_tol", cli_json_num(e->q));
-                cJSON_AddItemToObject(o2, "abs_err", cli_json_num(e->err));
+                cJSON_AddItemToObject(o2, "err_over_tol", parity_json_num(e->q));
+                cJSON_AddItemToObject(o2, "abs_err", parity_json_num(e->err));
             }
             if (w->diag.available) {
                 cJSON *d = cJSON_AddObjectToObject(x, "diagnosis");
                 cJSON_AddStringToObject(d, "output", w->diag.output);
-                cJSON_AddItemToObject(d, "effective_bits", cli_json_num(w->diag.eff_bits));
+                cJSON_AddItemToObject(d, "effective_bits", parity_json_num(w->diag.eff_bits));
                 cJSON_AddStringToObject(d, "closest", parity_emu_names[w->diag.closest]);
                 cJSON_AddBoolToObject(d, "beyond_8bit", w->diag.beyond);
                 cJSON_AddBoolToObject(d, "unresolvable", w->diag.masked);
                 cJSON_AddBoolToObject(d, "zero_written", w->diag.zero_written);
                 if (w->verdict == PARITY_VERDICT_UNFAITHFUL && w->diag.cause != PARITY_CAUSE_NONE)
                     json_cause(d, &w->diag);
-                cJSON_AddItemToObject(d, "candidate_rel_err", cli_json_num(w->diag.cand_err));
+                cJSON_AddItemToObject(d, "candidate_rel_err", parity_json_num(w->diag.cand_err));
                 cJSON *e = cJSON_AddObjectToObject(d, "emulation_rel_err");
                 for (int q = 0; q < PARITY_N_EMU; q++)
-                    cJSON_AddItemToObject(e, parity_emu_names[q], cli_json_num(w->diag.emu_err[q]));
+                    cJSON_AddItemToObject(e, parity_emu_names[q], parity_json_num(w->diag.emu_err[q]));
             }
         }
         if (kr->diag_wl >= 0) {
             const parity_diagnosis_t *d = &kr->wl[kr->diag_wl].diag;
             cJSON *dg = cJSON_AddObjectToObject(o, "diagnosis");
             cJSON_AddStringToObject(dg, "workload", kr->wl[kr->diag_wl].workload);
-            cJSON_AddItemToObject(dg, "effective_bits", cli_json_num(d->eff_bits));
+            cJSON_AddItemToObject(dg, "effective_bits", parity_json_num(d->eff_bits));
             cJSON_AddStringToObject(dg, "closest", parity_emu_names[d->closest]);
             cJSON_AddBoolToObject(dg, "beyond_8bit", d->beyond);
             cJSON_AddBoolToObject(dg, "unresolvable", d->masked);
             cJSON_AddBoolToObject(dg, "zero_written", d->zero_written);
             if (kr->wl[kr->diag_wl].verdict == PARITY_VERDICT_UNFAITHFUL && d->cause != PARITY_CAUSE_NONE)
                 json_cause(dg, d);
-            cJSON_AddItemToObject(dg, "hit_error_correlation", cli_json_num(kr->wl[kr->diag_wl].hit_corr));
+            cJSON_AddItemToObject(dg, "hit_error_correlation", parity_json_num(kr->wl[kr->diag_wl].hit_corr));
         }
         if (ctx->baselines) {
             cJSON *b = cJSON_AddObjectToObject(o, "baselines");
@@ -383,13 +385,38 @@ int check_report_json(const char *path, const parity_op_t *op, const parity_kern
                 if (!kr->base[q].ran) continue;
                 cJSON *x = cJSON_AddObjectToObject(b, kr->base[q].name);
                 cJSON_AddBoolToObject(x, "caught", kr->base[q].caught);
-                cJSON_AddItemToObject(x, "pass_fraction", cli_json_num(kr->base[q].pass_fraction));
-                cJSON_AddItemToObject(x, "margin", cli_json_num(kr->base[q].margin));
+                cJSON_AddItemToObject(x, "pass_fraction", parity_json_num(kr->base[q].pass_fraction));
+                cJSON_AddItemToObject(x, "margin", parity_json_num(kr->base[q].margin));
                 cJSON_AddStringToObject(x, "rule", kr->base[q].rule);
             }
         }
     }
-    int rc = cli_json_write(path, root);
+    return root;
+}
+
+int parity_report_json_write(const char *path, const parity_op_t *op, const parity_kernel_result_t *res, int n,
+                             const parity_report_opts_t *ctx)
+{
+    cJSON *root = report_json(op, res, n, ctx);
+    int rc = root ? parity_json_write(path, root) : -1;
     cJSON_Delete(root);
     return rc;
+}
+
+char *parity_report_json(const parity_op_t *op, const parity_kernel_result_t *res, int n,
+                         const parity_report_opts_t *ctx)
+{
+    cJSON *root = report_json(op, res, n, ctx);
+    char *text = root ? cJSON_Print(root) : NULL;
+    cJSON_Delete(root);
+    if (!text) return NULL;
+    size_t len = strlen(text); /* as the file: the printed tree and a newline */
+    char *out = realloc(text, len + 2);
+    if (!out) {
+        free(text);
+        return NULL;
+    }
+    out[len] = '\n';
+    out[len + 1] = 0;
+    return out;
 }
