@@ -20,6 +20,7 @@ typedef struct {
     const double *vals; /* the kernel's values on the rows, n * cols */
     parity_dtype_t odt;
     parity_ref_output_t R2; /* the rows' reference with the parameter at the value evaluated */
+    int64_t within;         /* with maxq: the elements within the tolerance (err/tol <= 1) */
 } refit_t;
 
 /* RMS of (kernel - reference) / s_acc over the rows with the parameter at v; with maxq, also the
@@ -57,9 +58,17 @@ static double refit_eval(refit_t *f, double v, int scale_fit, double *maxq)
     }
     if (maxq) {
         double *tp = parity_judge_tolerances(R, f->odt, PARITY_DT_F32);
+        double *rq = malloc((size_t)(R->rows ? R->rows : 1) * sizeof *rq);
         parity_abi_tensor_t view;
         check_view_f64(&view, f->vals, R->rows, R->cols);
-        *maxq = tp ? parity_judge_max_q(R, &view, tp) : NAN;
+        f->within = 0;
+        *maxq = NAN;
+        if (tp && rq) {
+            parity_judge_row_q(R, &view, tp, rq, &f->within);
+            *maxq = 0;
+            for (int64_t r = 0; r < R->rows; r++) *maxq = rq[r] > *maxq || isnan(rq[r]) ? rq[r] : *maxq;
+        }
+        free(rq);
         free(tp);
     }
     return m ? sqrt(s / (double)m) : 0;
@@ -132,6 +141,7 @@ void check_cause_parameter(const parity_case_t *c, int o, const int64_t *rows, i
     double fitted = p0 * pow(10, tf), q_fit = NAN, q_op = NAN, q_scale = NAN;
     refit_eval(&f, p0, 0, &q_op);
     refit_eval(&f, fitted, 0, &q_fit);
+    int64_t within = f.within;
     /* Where one common factor on the op's reference reproduces the rows as well (rows of nearly
      * the same mean square, where any bug that scales r reads as some eps: eps outside the sqrt
      * on odd-d4097), the rows do not single out the parameter: no claim. */
@@ -143,6 +153,8 @@ void check_cause_parameter(const parity_case_t *c, int o, const int64_t *rows, i
         d->param_op = p0;
         d->param_q_fitted = q_fit;
         d->param_q_op = q_op;
+        d->has_match = 1;
+        d->match = (double)within / (double)ne;
         snprintf(d->detail, sizeof d->detail,
                  "%s \xe2\x89\x88 %.2g reproduces the outputs (the op's %s is %.2g): on the %lld "
                  "sampled rows max err/tol %.3g against the reference recomputed with it, %.3g "
