@@ -795,12 +795,10 @@ class Unsupported(Exception):
 
 class _Recorder:
     """The candidate as parity calls it (keyword torch tensors in parity's dtype): inputs cast to
-    the problem's declared dtypes, the solution called in the benchmark's convention, and every
-    call's inputs and outputs kept for the benchmark's own rule."""
+    the problem's declared dtypes, the solution called in the benchmark's convention."""
 
     def __init__(self, problem: Problem, call: Callable[[Dict[str, Any]], List[Any]], label: str) -> None:
         self.problem, self._call, self.label = problem, call, label
-        self.calls: List[Tuple[Dict[str, Any], List[Any]]] = []
         self.__name__ = label
         self.__qualname__ = label
         self.__module__ = "problem"
@@ -808,10 +806,7 @@ class _Recorder:
 
     def __call__(self, **kw: Any) -> Any:
         args = self.problem._torch_args(kw, "native")
-        outs = self._call(args)
-        self.calls.append(({k: (v.clone() if hasattr(v, "clone") else v) for k, v in args.items()},
-                           [o.detach().clone() if hasattr(o, "detach") else o for o in outs]))
-        return tuple(outs)
+        return tuple(self._call(args))
 
 
 def _axis_sizes(problem: Problem, args: Dict[str, Any]) -> Dict[str, int]:
@@ -976,21 +971,25 @@ def rule_check(rule: Dict[str, Any], out: Any, ref: Any) -> Tuple[bool, str]:
     return ok, "max |x-y| %.3g" % float(torch.nan_to_num(err, nan=math.inf).max())
 
 
-def apply_rule(problem: Problem, rec: _Recorder) -> Dict[str, Any]:
-    """The benchmark's rule on every distinct call parity made (decoy and judged inputs), the
-    solution's outputs against the reference run natively on the same inputs."""
-    torch = _torch()
-    seen: List[Any] = []
+def apply_rule(problem: Problem, call: Callable[[Dict[str, Any]], List[Any]], workloads: Sequence[str],
+               seed: int) -> Dict[str, Any]:
+    """The benchmark's rule on the inputs parity judged: for each workload, its inputs
+    regenerated (parity.inputs, the same seed and dtype), the solution called once more and the
+    reference run natively on them."""
+    import parity
     results = []
-    for args, outs in rec.calls:
-        key = [args[k] for k in problem.order if problem.inputs[k]["shape"] is not None]
-        if any(all(a.shape == b.shape and torch.equal(a, b) for a, b in zip(key, s)) for s in seen):
-            continue  # the rerun: same inputs, same rule
-        seen.append(key)
+    for w in workloads:
+        args = problem._torch_args(dict(parity.inputs(problem.op, w, seed=seed, dtype=problem.dtype,
+                                                      like="torch").items()), "native")
+        try:
+            outs = call(args)
+        except Exception as e:  # parity's verdict already says how it failed
+            results.append({"workload": w, "output": "", "pass": False, "detail": "%s: %s" % (type(e).__name__, e)})
+            continue
         refs = problem.native(args)
         for o, x, y in zip(problem.outputs, outs, refs):
             ok, det = rule_check(problem.rule, x, y)
-            results.append({"output": o, "shape": list(_t32(y).shape), "pass": ok, "detail": det})
+            results.append({"workload": w, "output": o, "shape": list(_t32(y).shape), "pass": ok, "detail": det})
     verdict = "pass" if results and all(r["pass"] for r in results) else ("fail" if results else "not-run")
     return {"name": problem.rule["name"], "verdict": verdict, "rule": rule_text(problem.rule), "calls": results}
 
@@ -1054,7 +1053,7 @@ def judge(problem: Problem, solution: Optional[str] = None, *, contract: Optiona
     rec = _Recorder(problem, call, label)
     wl = workloads if workloads is not None else ("quick" if quick else None)
     report = parity.check(problem.op, rec, workloads=wl, seed=seed, dtype=problem.dtype, like="torch")
-    rule = apply_rule(problem, rec)
+    rule = apply_rule(problem, call, [w.name for w in report.workloads], seed)
     return Judgement(problem, report, rule, label, seconds=time.perf_counter() - t0)
 
 
