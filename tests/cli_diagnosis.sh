@@ -71,6 +71,11 @@ rounded cross_entropy small-v@256x1x1000 "$PL:sum_bf16"
 rounded cross_entropy small-v@256x1x1000 "$PL:sum_bf16_out"
 rounded log_softmax text@64x1x50257 builtin:sum_rounded_bf16
 rounded cross_entropy small-v@256x1x1000 builtin:sum_rounded_bf16
+# attention_fwd's scores rounded to bf16 (eager attention with bf16 QK^T), named on O or LSE.
+cause attention_fwd long-causal@256x32x1 builtin:scores_bf16 intermediate-rounding
+grep -q "cause: intermediate-rounding .* the scores scale\*(q.k) rounded to bf16 reproduces" "$tmp/out" && ok ||
+  bad "attention_fwd scores_bf16: text does not name the scores rounded to bf16"
+cause attention_fwd long-causal@256x32x1 builtin:l_bf16 accumulator
 # A sum accumulated in bf16 (many roundings, not one) is not one rounded intermediate. Its match
 # is against the bf16 sequential emulation, the kernel's own order: every element.
 cause log_softmax text@64x1x50257 builtin:bf16_sum accumulator

@@ -301,6 +301,10 @@ static void cause_intermediate_rounding(void **state)
     assert_int_equal(d.cause, PARITY_CAUSE_INTERMEDIATE_ROUNDING);
     d = diagnosis("log_softmax", "small-v@256x1x1000", "bf16_sum");
     assert_int_equal(d.cause, PARITY_CAUSE_ACCUMULATOR);
+    d = diagnosis("attention_fwd", "long-causal@256x32x1", "scores_bf16");
+    assert_int_equal(d.cause, PARITY_CAUSE_INTERMEDIATE_ROUNDING);
+    assert_string_equal(d.var_what, "the scores scale*(q.k)");
+    assert_true(d.has_match && d.match == 1);
 }
 
 /* The ignored-input cause (issue #36): RMSNorm forward and backward kernels that never apply

@@ -113,6 +113,15 @@ void parity_ref_attention_row(const double *q, const double *K, const double *V,
                               int64_t dh, double scale, double softcap, double *o, double *lse,
                               double *o_sacc, double *o_sup, double *lse_sup, double *work)
 {
+    parity_ref_attention_row_scores(q, K, V, k, dh, scale, softcap, NULL, o, lse, o_sacc, o_sup,
+                                    lse_sup, work);
+}
+
+void parity_ref_attention_row_scores(const double *q, const double *K, const double *V, int64_t k,
+                                     int64_t dh, double scale, double softcap, const double *given,
+                                     double *o, double *lse, double *o_sacc, double *o_sup,
+                                     double *lse_sup, double *work)
+{
     /* work: 5k doubles: t (scores after softcap), a (score conditions), logp then p, rest, n. */
     double *t = work, *a = work + k, *lp = work + 2 * k, *rest = work + 3 * k, *n = work + 4 * k;
     for (int64_t j = 0; j < k; j++) {
@@ -122,7 +131,7 @@ void parity_ref_attention_row(const double *q, const double *K, const double *V,
             s += q[c] * kj[c];
             sa += fabs(q[c] * kj[c]);
         }
-        s *= scale;
+        s = given ? given[j] : s * scale;
         a[j] = fabs(scale) * sa;
         t[j] = softcap > 0 ? softcap * tanh(s / softcap) : s;
         /* The part of the first-order coefficient of u in e_j's relative error that does not
@@ -465,6 +474,65 @@ static parity_status_t att_emulate(const parity_case_t *c, int out, const parity
     return st;
 }
 
+/* The op's variants (op.h variant_ref): 0, the scores scale·(q·k) rounded to fmt (nearest), each
+ * formed in fp32 as the catalog kernels form it (emu_dot, times the fp32 scale), the rest exact:
+ * O (out 0) and LSE (out 1) of the rows with their error-model data as att_build forms them. A
+ * kernel whose fp32 score differs (another dot order) can round a score near a boundary the
+ * other way: that row then does not fit (docs/error-model.md, "Cause"). */
+static parity_status_t att_variant_ref(const parity_case_t *c, int out, int which,
+                                       const parity_format_t *fmt, int dir, const int64_t *rows,
+                                       int64_t n_rows, double *ref, double *s_acc, double *s_up)
+{
+    (void)dir;
+    if ((out != 0 && out != 1) || which != 0 || !fmt) return PARITY_E_UNSUPPORTED;
+    const parity_abi_tensor_t *Q = &c->inputs[0]->view, *K = &c->inputs[1]->view,
+                              *V = &c->inputs[2]->view;
+    int64_t T = Q->shape[1], dh = Q->shape[2];
+    float scale = (float)c->attr_values[0];
+    double cap = c->attr_values[1];
+    int causal = c->attr_values[2] != 0;
+    float *qf = malloc((size_t)(dh * (T + 1)) * sizeof *qf);
+    double *d = malloc((size_t)(2 * T * dh + 2 * dh + 7 * T + dh) * sizeof *d);
+    if (!qf || !d) {
+        free(qf);
+        free(d);
+        return PARITY_E_NOMEM;
+    }
+    float *kf = qf + dh;
+    double *kd = d, *vd = kd + T * dh, *qd = vd + T * dh, *s = qd + dh, *work = s + T, *o = work + 5 * T,
+           *sa = o + dh, *su = sa + dh;
+    for (int64_t q = 0; q < n_rows; q++) {
+        int64_t r = rows[q], h = r / T, i = r % T, k = causal ? i + 1 : T;
+        parity_row_to_f32(Q, r, qf);
+        for (int64_t ch = 0; ch < dh; ch++) qd[ch] = qf[ch];
+        for (int64_t j = 0; j < k; j++) {
+            parity_row_to_f32(K, h * T + j, kf + j * dh);
+            for (int64_t ch = 0; ch < dh; ch++) {
+                kd[j * dh + ch] = kf[j * dh + ch];
+                vd[j * dh + ch] = parity_tensor_get(V, (h * T + j) * dh + ch);
+            }
+            s[j] = parity_variant_round(fmt, (double)(emu_dot(qf, kf + j * dh, dh) * scale), 0);
+        }
+        double lse, lse_sup;
+        parity_ref_attention_row_scores(qd, kd, vd, k, dh, c->attr_values[0], cap, s, o, &lse, sa,
+                                        su, &lse_sup, work);
+        if (out == 1) {
+            ref[q] = lse;
+            s_acc[q] = 1.0;
+            if (s_up) s_up[q] = lse_sup;
+            continue;
+        }
+        for (int64_t ch = 0; ch < dh; ch++) {
+            ref[q * dh + ch] = o[ch];
+            s_acc[q * dh + ch] = sa[ch];
+            if (s_up) s_up[q * dh + ch] = su[ch];
+        }
+    }
+    free(qf);
+    free(d);
+    return PARITY_OK;
+}
+
 #define NORMAL PARITY_VALS_NORMAL
 #define OUTCH PARITY_VALS_OUTLIER
 #define RAND PARITY_VALS_UNIFORM01
@@ -512,4 +580,6 @@ const parity_op_t parity_op_attention_fwd = {
     .build = att_build,
     .emulate = att_emulate,
     .free_priv = NULL,
+    .variants = {{PARITY_VARIANT_ROUNDED, "the scores scale*(q.k)", 0}},
+    .variant_ref = att_variant_ref,
 };

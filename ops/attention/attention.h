@@ -18,5 +18,11 @@ parity_status_t parity_attention_gen(const parity_workload_t *wl, uint64_t seed,
 void parity_ref_attention_row(const double *q, const double *K, const double *V, int64_t k,
                               int64_t dh, double scale, double softcap, double *o, double *lse,
                               double *o_sacc, double *o_sup, double *lse_sup, double *work);
+/* The same with the scores scale·(q·k) given (k values, before the softcap; NULL: computed in
+ * fp64): the reference of a kernel whose scores are those (the diagnosis's variants, op.h). */
+void parity_ref_attention_row_scores(const double *q, const double *K, const double *V, int64_t k,
+                                     int64_t dh, double scale, double softcap, const double *given,
+                                     double *o, double *lse, double *o_sacc, double *o_sup,
+                                     double *lse_sup, double *work);
 
 #endif

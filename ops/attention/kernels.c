@@ -26,6 +26,8 @@ typedef struct {
     int p_bf16;       /* FA2/FA3 with bf16 inputs: P~ rounded to bf16 for the P~V product only */
     int l_bf16;       /* mutant: the running row sum l kept in a bf16 register */
     int acc_bf16;     /* mutant: the output accumulator kept in bf16 (a half-precision O tile) */
+    int s_bf16;       /* mutant: the scores scale·(q·k) rounded to bf16 (eager attention with
+                         bf16 QK^T scores), everything after in fp32 */
 } cfg_t;
 
 typedef struct {
@@ -58,6 +60,7 @@ HOT static float dot(const float *a, const float *b, int64_t n)
 HOT static float score(const att_t *g, const float *q, const float *kj)
 {
     float s = dot(q, kj, g->dh) * g->scale;
+    if (g->cfg.s_bf16) s = parity_round_bf16(s);
     if (g->cfg.scale_twice) s *= g->scale;
     if (g->softcap > 0 && !g->cfg.no_softcap) s = g->softcap * tanhf(s / g->softcap);
     if (g->cfg.exp2_domain) s *= 1.44269504088896340736f; /* log2(e) */
@@ -167,15 +170,16 @@ static int attention(const parity_abi_call_t *call, cfg_t cfg)
     return rc;
 }
 
-static int att_two_pass(const parity_abi_call_t *c) { return attention(c, (cfg_t){0, 0, 0, 0, 0, 0, 0, 0}); }
-static int att_online(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 0, 0, 0, 0, 0, 0}); }
-static int att_online_exp2(const parity_abi_call_t *c) { return attention(c, (cfg_t){128, 1, 0, 0, 0, 0, 0, 0}); }
-static int att_skip_rescale(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 1, 0, 0, 0, 0, 0}); }
-static int att_scale_twice(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 0, 1, 0, 0, 0, 0}); }
-static int att_no_softcap(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 0, 0, 1, 0, 0, 0}); }
-static int att_p_bf16(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 0, 0, 0, 1, 0, 0}); }
-static int att_l_bf16(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 0, 0, 0, 0, 1, 0}); }
-static int att_acc_bf16(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 0, 0, 0, 0, 0, 1}); }
+static int att_two_pass(const parity_abi_call_t *c) { return attention(c, (cfg_t){0, 0, 0, 0, 0, 0, 0, 0, 0}); }
+static int att_online(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 0, 0, 0, 0, 0, 0, 0}); }
+static int att_online_exp2(const parity_abi_call_t *c) { return attention(c, (cfg_t){128, 1, 0, 0, 0, 0, 0, 0, 0}); }
+static int att_skip_rescale(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 1, 0, 0, 0, 0, 0, 0}); }
+static int att_scale_twice(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 0, 1, 0, 0, 0, 0, 0}); }
+static int att_no_softcap(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 0, 0, 1, 0, 0, 0, 0}); }
+static int att_p_bf16(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 0, 0, 0, 1, 0, 0, 0}); }
+static int att_l_bf16(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 0, 0, 0, 0, 1, 0, 0}); }
+static int att_acc_bf16(const parity_abi_call_t *c) { return attention(c, (cfg_t){64, 0, 0, 0, 0, 0, 0, 1, 0}); }
+static int att_s_bf16(const parity_abi_call_t *c) { return attention(c, (cfg_t){0, 0, 0, 0, 0, 0, 0, 0, 1}); }
 
 /* ---- backward ------------------------------------------------------------------------------
  * Per head: D_i = dO_i . O_i; for each attended pair P = exp(t - LSE_i), dP = dO_i . v_j,
@@ -316,6 +320,7 @@ const parity_abi_kernel_t parity_catalog_attention[] = {
     K("p_bf16", "online, P~ rounded to bf16 for the P~V product, fp32 row sum (FA2/FA3 with bf16 inputs; within the bf16 contract)", BF, F32, att_p_bf16, "faithful"),
     K("l_bf16", "online, the running row sum l kept in bf16 (a half-precision softmax denominator)", BF, F32, att_l_bf16, "unfaithful"),
     K("acc_bf16", "online, the output accumulator rescaled and accumulated in bf16 (a half-precision O tile)", BF, F32, att_acc_bf16, "unfaithful"),
+    K("scores_bf16", "two-pass, the scores scale*(q.k) rounded to bf16 before the softmax (eager attention computing QK^T in bf16)", BF, F32, att_s_bf16, "unfaithful"),
 };
 const int parity_catalog_attention_count =
     (int)(sizeof parity_catalog_attention / sizeof parity_catalog_attention[0]);
