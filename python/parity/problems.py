@@ -489,6 +489,13 @@ def _load_definition(def_path: str, folder: str, fmt: str) -> Problem:
         if os.path.isfile(cand):
             wl_path = cand
     wls = _read_workloads(wl_path) if wl_path else []
+    p.own_lines = wls  # type: ignore[attr-defined]
+    p.own_root = os.path.dirname(wl_path) if wl_path else folder  # type: ignore[attr-defined]
+    p.axes_spec = axes  # type: ignore[attr-defined]
+    entry = d.get("custom_inputs_entrypoint")
+    p.custom_entry = ns.get(entry) if entry else None  # type: ignore[attr-defined]
+    if entry and not callable(p.custom_entry):  # type: ignore[attr-defined]
+        raise ProblemFileError(def_path, "custom_inputs_entrypoint", "the reference defines no function %s" % entry)
     env: Dict[str, int] = {}
     var_values: Dict[str, List[int]] = {}
     for a, spec in axes.items():
@@ -562,9 +569,11 @@ def _load_definition(def_path: str, folder: str, fmt: str) -> Problem:
                                        "{\"type\": \"scalar\", \"value\": ...})" % k)
             p.scalars[k] = val
     if any(((w.get("inputs") or {}).get(k) or {}).get("type") == "custom" for w in wls for k in p.inputs):
-        p.notes.append("the workloads' custom inputs are not generated: parity's own inputs from the roles are")
+        p.notes.append("custom inputs (custom_inputs_entrypoint) are drawn for the problem's own workloads only "
+                       "(not with --quick); parity's workloads draw from the roles")
     if any(((w.get("inputs") or {}).get(k) or {}).get("type") == "safetensors" for w in wls for k in p.inputs):
-        p.notes.append("the workloads' safetensors inputs are not loaded yet: parity's own inputs from the roles are")
+        p.notes.append("safetensors inputs are loaded for the problem's own workloads only (not with --quick); "
+                       "parity's workloads draw from the roles")
     text = " ".join(str(d.get(x, "")) for x in ("name", "op_type", "description", "type"))
     for k, s in p.inputs.items():
         if s["shape"] is None:
@@ -972,15 +981,18 @@ def rule_check(rule: Dict[str, Any], out: Any, ref: Any) -> Tuple[bool, str]:
 
 
 def apply_rule(problem: Problem, call: Callable[[Dict[str, Any]], List[Any]], workloads: Sequence[str],
-               seed: int) -> Dict[str, Any]:
+               seed: int, given: Optional[Dict[str, Dict[str, Any]]] = None) -> Dict[str, Any]:
     """The benchmark's rule on the inputs parity judged: for each workload, its inputs
     regenerated (parity.inputs, the same seed and dtype), the solution called once more and the
     reference run natively on them."""
     import parity
     results = []
     for w in workloads:
-        args = problem._torch_args(dict(parity.inputs(problem.op, w, seed=seed, dtype=problem.dtype,
-                                                      like="torch").items()), "native")
+        if given and w in given:  # the problem's own workload: the inputs it was given
+            args = problem._torch_args(given[w], "native")
+        else:
+            args = problem._torch_args(dict(parity.inputs(problem.op, w, seed=seed, dtype=problem.dtype,
+                                                          like="torch").items()), "native")
         try:
             outs = call(args)
         except Exception as e:  # parity's verdict already says how it failed
@@ -1036,10 +1048,126 @@ class Judgement:
         return "\n".join(lines) + "\n"
 
 
+_ST_DTYPES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32", "F64": "float64", "I64": "int64",
+              "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool"}
+
+
+def _read_safetensors(path: str, key: str, where: str) -> Any:
+    """One tensor of a .safetensors file (an 8-byte little-endian header length, a JSON header
+    {key: {dtype, shape, data_offsets}}, the data), as a torch tensor."""
+    torch = _torch()
+    try:
+        with open(path, "rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            head = json.loads(f.read(n))
+            if key not in head:
+                raise ProblemFileError(where, "tensor_key", "%s holds no tensor %r" % (path, key))
+            meta = head[key]
+            a, b = meta["data_offsets"]
+            f.seek(8 + n + a)
+            raw = f.read(b - a)
+    except OSError as e:
+        raise ProblemFileError(where, "path", "cannot read %s: %s" % (path, e.strerror)) from e
+    dt = _ST_DTYPES.get(meta["dtype"])
+    if dt is None:
+        raise ProblemFileError(where, "dtype", "%s: safetensors dtype %s not supported" % (path, meta["dtype"]))
+    t = torch.frombuffer(bytearray(raw), dtype=_tdtype(dt)) if raw else torch.empty(0, dtype=_tdtype(dt))
+    return t.reshape(meta["shape"]).clone()
+
+
+def own_workloads(problem: Problem, seed: int = 1, limit: int = 6,
+                  max_elems: int = 1 << 22) -> Tuple[List[Dict[str, Any]], Dict[str, Dict[str, Any]], List[str]]:
+    """The problem's own workload lines as given workloads for parity.check: their axes, their
+    inputs (`random`: torch.randn / randint in the declared dtypes, seeded; `scalar`; `safetensors`
+    loaded; `custom`: the definition's custom_inputs_entrypoint), at most `limit` lines whose
+    largest tensor holds at most max_elems elements, those whose scalars are the op's (an op has
+    one set of attributes). Returns (given workloads, {name: torch inputs}, notes)."""
+    torch = _torch()
+    lines = getattr(problem, "own_lines", [])
+    out: List[Dict[str, Any]] = []
+    args_of: Dict[str, Dict[str, Any]] = {}
+    notes: List[str] = []
+    skipped_big = skipped_scalar = 0
+    axes = getattr(problem, "axes_spec", {})
+    for i, w in enumerate(lines):
+        if len(out) >= limit:
+            break
+        sizes = {a: s[0] for a, s in problem.shapes.items() if a in problem.fixed}
+        sizes.update({a: int(v) for a, v in w["axes"].items()})
+        for a, spec in axes.items():
+            if isinstance(spec, dict) and spec.get("type") == "expr":
+                sizes[a] = _eval_expr(spec["expression"], sizes, problem.path, a)
+        ins = w.get("inputs") or {}
+        scal = {k: v.get("value") for k, v in ins.items() if isinstance(v, dict) and v.get("type") == "scalar"}
+        if any(problem.scalars.get(k) != v for k, v in scal.items() if k in problem.scalars):
+            skipped_scalar += 1
+            continue
+        try:
+            big = max(int(np.prod([sizes[a] for a in s["shape"]])) for s in
+                      list(problem.inputs.values()) + list(problem.outputs.values()) if s["shape"] is not None)
+        except KeyError as e:
+            raise ProblemFileError(problem.path, "workload line %d: axes" % (i + 1), "no size for axis %s" % e) from e
+        if big > max_elems:
+            skipped_big += 1
+            continue
+        gen = torch.Generator().manual_seed(int(seed) * 1000003 + i)
+        args: Dict[str, Any] = {}
+        custom = [k for k, v in ins.items() if isinstance(v, dict) and v.get("type") == "custom"]
+        if custom:
+            entry = getattr(problem, "custom_entry", None)
+            if entry is None:
+                raise ProblemFileError(problem.path, "custom_inputs_entrypoint",
+                                       "workload line %d has custom inputs and the definition names no entry point" % (i + 1))
+            torch.manual_seed(int(seed) * 1000003 + i)
+            made = entry(dict(sizes, **problem.scalars), torch.device("cpu"))
+            args.update({k: v for k, v in made.items() if k in problem.inputs})
+        for k, s in problem.inputs.items():
+            if s["shape"] is None or k in args:
+                continue
+            shape = [sizes[a] for a in s["shape"]]
+            kind = (ins.get(k) or {}).get("type", "random")
+            if kind == "safetensors":
+                rel = ins[k].get("path", "")
+                cands = [rel] if os.path.isabs(rel) else [os.path.join(problem.own_root, rel),  # type: ignore[attr-defined]
+                                                          os.path.join(os.path.dirname(problem.path), rel)]
+                path = next((c for c in cands if os.path.isfile(c)), cands[0])
+                t = _read_safetensors(path, ins[k].get("tensor_key", k), problem.path)
+                args[k] = t.to(_tdtype(s["dtype"]))
+            elif s["dtype"] in _FLOAT_NAMES:
+                args[k] = torch.randn(shape, generator=gen).to(_tdtype(s["dtype"]))
+            else:
+                role, vocab = problem.roles.get(k, ("", None))
+                hi = sizes.get(vocab, 2) if vocab else 2
+                args[k] = torch.randint(0, hi, shape, generator=gen).to(_tdtype(s["dtype"]))
+        name = "wl-%d" % (i + 1)
+        given: Dict[str, Any] = {}
+        for k, t in args.items():
+            if problem._is_float(k):
+                if problem.dtype == "bf16":
+                    given[k] = t.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16).copy()
+                else:
+                    given[k] = t.to(torch.float16 if problem.dtype == "f16" else torch.float32).numpy().copy()
+            else:
+                given[k] = t.to(torch.int64).numpy().copy()
+        out.append({"name": name, "inputs": given, "attrs": dict(problem.scalars)})
+        args_of[name] = dict(args, **problem.scalars)
+    if out:
+        notes.append("the problem's own workloads judged too: %s (its axes and inputs, float inputs given in %s)"
+                     % (", ".join(x["name"] for x in out), problem.dtype))
+    if skipped_big:
+        notes.append("%d own workload line(s) over %d elements per tensor not judged" % (skipped_big, max_elems))
+    if skipped_scalar:
+        notes.append("%d own workload line(s) with other scalar values not judged (one op, one set of scalars)"
+                     % skipped_scalar)
+    return out, args_of, notes
+
+
 def judge(problem: Problem, solution: Optional[str] = None, *, contract: Optional[str] = None, seed: int = 1,
-          quick: bool = False, workloads: Any = None) -> Judgement:
+          quick: bool = False, workloads: Any = None, own: bool = True) -> Judgement:
     """parity.check of the solution (None: the problem's reference run natively) on the problem's
-    op under `contract` (default: the problem's), with the benchmark's own rule beside it."""
+    op under `contract` (default: the problem's), with the benchmark's own rule beside it. Unless
+    quick (or workloads= is given, or own=False), the problem's own workload lines are judged
+    too (own_workloads)."""
     import parity
     if contract and contract != problem.contract:
         problem = problem.with_contract(contract)
@@ -1052,8 +1180,15 @@ def judge(problem: Problem, solution: Optional[str] = None, *, contract: Optiona
                          solution or "", verdict="unsupported", reason=str(e))
     rec = _Recorder(problem, call, label)
     wl = workloads if workloads is not None else ("quick" if quick else None)
+    given: Dict[str, Dict[str, Any]] = {}
+    if own and workloads is None and not quick:
+        dicts, given, notes = own_workloads(problem, seed)
+        if dicts:
+            problem = copy.copy(problem)
+            problem.notes = problem.notes + notes
+            wl = problem.op.workload_names(None) + dicts
     report = parity.check(problem.op, rec, workloads=wl, seed=seed, dtype=problem.dtype, like="torch")
-    rule = apply_rule(problem, call, [w.name for w in report.workloads], seed)
+    rule = apply_rule(problem, call, [w.name for w in report.workloads], seed, given)
     return Judgement(problem, report, rule, label, seconds=time.perf_counter() - t0)
 
 

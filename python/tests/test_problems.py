@@ -335,3 +335,59 @@ def test_roles_sidecar(tmp_path):
     (d / "parity_roles.json").write_text(json.dumps({"roles": {"nope": "gradient"}}))
     with pytest.raises(problems.ProblemFileError, match="parity_roles.json"):
         problems.load(str(d))
+
+
+# -- the problem's own workloads ---------------------------------------------------------------------
+def test_own_workloads_judged_unless_quick():
+    p = problems.load(os.path.join(P, "sol_rmsnorm"))
+    j = problems.judge(p, _sol("sol_rmsnorm", "faithful"))
+    names = [w.name for w in j.report.workloads]
+    assert names[-3:] == ["wl-1", "wl-2", "wl-3"] and "production" in names, names
+    assert j.verdict == "faithful" and j.rule["verdict"] == "pass"
+    assert {c["workload"] for c in j.rule["calls"]} >= {"wl-1", "wl-2", "wl-3"}
+    assert any("own workloads judged" in n for n in j.problem.notes)
+    q = problems.judge(p, _sol("sol_rmsnorm", "faithful"), quick=True)
+    assert not any(w.name.startswith("wl-") for w in q.report.workloads)
+
+
+def test_custom_inputs_two_outputs_one_op():
+    """A linear backward (dx = dy w, dw = dy^T x: each output linear in a different pair) is one
+    declared op; the workloads' custom inputs come from the definition's custom_inputs_entrypoint."""
+    d = os.path.join(P, "sol_linear_bwd")
+    j = problems.judge(problems.load(d, "math"), _sol("sol_linear_bwd", "faithful"))
+    assert j.verdict == "faithful" and [w.name for w in j.report.workloads][-2:] == ["wl-1", "wl-2"]
+    bad = problems.judge(problems.load(d), _sol("sol_linear_bwd", "bf16_dw"))
+    assert bad.verdict == "unfaithful" and all(w.err_over_tol > 100 for w in bad.report.workloads)
+
+
+def _write_safetensors(path, tensors):
+    head, blobs, off = {}, [], 0
+    for k, t in tensors.items():
+        raw = t.contiguous().view(torch.int16).numpy().tobytes() if t.dtype == torch.bfloat16 else t.numpy().tobytes()
+        head[k] = {"dtype": {torch.bfloat16: "BF16", torch.float32: "F32"}[t.dtype], "shape": list(t.shape),
+                   "data_offsets": [off, off + len(raw)]}
+        blobs.append(raw)
+        off += len(raw)
+    h = json.dumps(head).encode()
+    with open(path, "wb") as f:
+        f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
+
+
+def test_safetensors_inputs(tmp_path):
+    import shutil
+    d = tmp_path / "p"
+    shutil.copytree(os.path.join(P, "sol_rmsnorm"), str(d))
+    g = torch.Generator().manual_seed(3)
+    x = (torch.randn(12, 256, generator=g) * 1e-3).bfloat16()  # small rows: eps matters
+    w = (1 + 0.1 * torch.randn(256, generator=g)).bfloat16()
+    _write_safetensors(str(d / "inputs.safetensors"), {"x": x, "weight": w})
+    (d / "workload.jsonl").write_text(json.dumps({"uuid": "st", "axes": {"batch": 12}, "inputs": {
+        "x": {"type": "safetensors", "path": "inputs.safetensors", "tensor_key": "x"},
+        "weight": {"type": "safetensors", "path": "inputs.safetensors", "tensor_key": "weight"},
+        "eps": {"type": "scalar", "value": 1e-5}}}) + "\n")
+    p = problems.load(str(d))
+    dicts, args, _ = problems.own_workloads(p)
+    assert torch.equal(args["wl-1"]["x"], x) and torch.equal(args["wl-1"]["weight"], w)
+    j = problems.judge(p, _sol("sol_rmsnorm", "wrong_eps"))
+    by = {w.name: w for w in j.report.workloads}
+    assert not by["wl-1"].ok and by["wl-1"].err_over_tol > 10, by["wl-1"]
