@@ -158,6 +158,46 @@ def _track_casts() -> Any:
     return Track()
 
 
+class _NoAutocast:
+    """What torch.autocast becomes while the reference runs promoted: autocast lowers precision
+    below the torch function level (its casts are not calls the promotion mode sees), so inside
+    the oracle it does nothing."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __enter__(self) -> "_NoAutocast":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+    def __call__(self, fn: Any) -> Any:  # used as a decorator
+        return fn
+
+
+def _disable_autocast() -> List[Tuple[Any, str, Any]]:
+    torch = _torch()
+    saved: List[Tuple[Any, str, Any]] = []
+    for mod, name in ((torch, "autocast"), (getattr(torch, "cpu", None), None), (getattr(torch, "cuda", None), None)):
+        if mod is None:
+            continue
+        if name is not None:
+            saved.append((mod, name, getattr(mod, name, None)))
+            setattr(mod, name, _NoAutocast)
+            continue
+        amp = getattr(mod, "amp", None)
+        if amp is not None and hasattr(amp, "autocast"):
+            saved.append((amp, "autocast", amp.autocast))
+            setattr(amp, "autocast", _NoAutocast)
+    return saved
+
+
+def _restore(saved: List[Tuple[Any, str, Any]]) -> None:
+    for mod, name, v in reversed(saved):
+        setattr(mod, name, v)
+
+
 class _Run:
     """Runs a PyTorch callable in one of three modes: 'f64' (every float promoted to float64),
     'f32' (every float promoted to float32) or 'native' (as written)."""
@@ -178,11 +218,13 @@ class _Run:
         target = torch.float64 if mode == "f64" else torch.float32
         old = torch.get_default_dtype()
         torch.set_default_dtype(target)
+        saved = _disable_autocast()
         try:
             with torch.no_grad(), _promote_mode(target):
                 return self.fn(*args, **kwargs)
         finally:
             torch.set_default_dtype(old)
+            _restore(saved)
 
 
 def _tdtype(name: str) -> Any:

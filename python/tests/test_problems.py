@@ -391,3 +391,27 @@ def test_safetensors_inputs(tmp_path):
     j = problems.judge(p, _sol("sol_rmsnorm", "wrong_eps"))
     by = {w.name: w for w in j.report.workloads}
     assert not by["wl-1"].ok and by["wl-1"].err_over_tol > 10, by["wl-1"]
+
+
+def test_autocast_inside_a_reference_is_promoted_away(tmp_path):
+    """A reference that runs its GEMM under autocast(bfloat16): the oracle ignores autocast (fp64
+    throughout), `math` runs it in fp32, `reference` keeps the bf16 GEMM of autocast."""
+    d = {"name": "autocast_gemm_test", "axes": {"M": {"type": "var"}, "K": {"type": "const", "value": 128},
+                                                "N": {"type": "const", "value": 32}},
+         "inputs": {"a": {"shape": ["M", "K"], "dtype": "float32"}, "b": {"shape": ["K", "N"], "dtype": "float32"}},
+         "outputs": {"c": {"shape": ["M", "N"], "dtype": "float32"}},
+         "reference": ("import torch\n\ndef run(a, b):\n    with torch.autocast('cpu', dtype=torch.bfloat16):\n"
+                       "        c = a @ b\n    return c.float()\n")}
+    (tmp_path / "definition.json").write_text(json.dumps(d))
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((16, 128)).astype(np.float32)
+    b = rng.standard_normal((128, 32)).astype(np.float32)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    p = problems.load(str(tmp_path), "math")
+    assert np.max(np.abs(p.op.reference(a=a.astype(np.float64), b=b.astype(np.float64))[0] - exact)) < 1e-9
+    assert np.max(np.abs(p.op.reference(a=a, b=b)[0] - exact)) < 1e-3
+    native = problems.load(str(tmp_path), "reference").op.reference(a=a, b=b)[0]
+    assert np.max(np.abs(native - exact)) > 1e-2  # bf16 autocast kept under `reference`
+    j = problems.judge(problems.load(str(tmp_path), "math"), None, quick=True)
+    assert j.verdict == "unfaithful"  # the reference itself breaks `math`
+    assert problems.judge(problems.load(str(tmp_path), "reference"), None, quick=True).verdict == "faithful"
