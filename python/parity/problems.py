@@ -712,8 +712,14 @@ def _kb_scale(ns: Dict[str, Any], path: str, cap: int) -> str:
     return ", ".join("%s %d -> %d" % (n, orig[n], ns[n]) for n in names if ns[n] != orig[n])
 
 
-def _load_kernelbench(path: str, seed: int = 42, max_elems: int = 1 << 20) -> Problem:
+_KB_PRECISION = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
+def _load_kernelbench(path: str, seed: int = 42, max_elems: int = 1 << 20, precision: str = "fp32") -> Problem:
     torch = _torch()
+    if precision not in _KB_PRECISION:
+        raise ValueError("precision %r: expected fp32, fp16 or bf16 (KernelBench's)" % (precision,))
+    prec = _KB_PRECISION[precision]
     with open(path) as f:
         src = f.read()
     ns = _exec_source(src, os.path.basename(path), path)
@@ -755,8 +761,8 @@ def _load_kernelbench(path: str, seed: int = 42, max_elems: int = 1 << 20) -> Pr
                 dims[a] = int(s)
                 shp.append(a)
             dt = str(x.dtype).replace("torch.", "")
-            p.inputs[n] = {"dtype": dt if dt in _FLOAT_NAMES else ("int64" if dt in _INT_NAMES else dt),
-                           "shape": shp}
+            p.inputs[n] = {"dtype": prec if dt in _FLOAT_NAMES else ("int64" if dt in _INT_NAMES else dt),
+                           "shape": shp}  # KernelBench casts every float input to its precision
             if dt not in _FLOAT_NAMES and dt not in _INT_NAMES:
                 raise ProblemFileError(path, "get_inputs", "input %s has dtype %s (not supported)" % (n, dt))
         else:
@@ -776,8 +782,8 @@ def _load_kernelbench(path: str, seed: int = 42, max_elems: int = 1 << 20) -> Pr
                 ax = "out%d_%d" % (i, j)
                 dims[ax] = int(s)
             shp.append(ax)
-        p.outputs["output" if len(outs) == 1 else "output%d" % i] = {"dtype": str(o.dtype).replace("torch.", ""),
-                                                                     "shape": shp}
+        p.outputs["output" if len(outs) == 1 else "output%d" % i] = {
+            "dtype": prec if precision != "fp32" else str(o.dtype).replace("torch.", ""), "shape": shp}
     p.shapes = {a: [v] for a, v in dims.items()}
     p.fixed = list(dims)  # the model's parameters fix every size
     text = p.name + " " + (ns["Model"].__doc__ or "")
@@ -794,23 +800,29 @@ def _load_kernelbench(path: str, seed: int = 42, max_elems: int = 1 << 20) -> Pr
             continue
         role, vocab, why = _infer_role(k, s, {}, text, src, p.inputs)
         p.roles[k], p.role_why[k] = (role, vocab), why
-    p.dtype = "f32"
+    p.dtype = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}[precision]
     m64 = copy.deepcopy(model).to(torch.float64)
-    p._kb = {"ns": ns, "seed": seed, "init": init, "models": {"f64": m64, "f32": model, "native": model, "native-unrounded": model},
+    native = model if precision == "fp32" else copy.deepcopy(model).to(_tdtype(prec))
+    p._kb = {"ns": ns, "seed": seed, "init": init, "precision": precision,
+             "models": {"f64": m64, "f32": model, "native": native, "native-unrounded": native},
              "src": src}
     p.reference = _Run(lambda m, *a: m(*a))
-    p.rule = dict(name="kernelbench", atol=1e-4, rtol=1e-4, precision="fp32")
+    tol = 1e-4 if precision == "fp32" else 1e-2  # KernelBench's tolerance per precision
+    p.rule = dict(name="kernelbench", atol=tol, rtol=tol, precision=precision)
     return p
 
 
 # -- load -------------------------------------------------------------------------------------------
-def load(path: str, contract: Optional[str] = None, *, seed: int = 42, max_elems: int = 1 << 20) -> Problem:
+def load(path: str, contract: Optional[str] = None, *, seed: int = 42, max_elems: int = 1 << 20,
+         precision: str = "fp32") -> Problem:
     """A benchmark problem as a parity.Op: a SOL-ExecBench/FlashInfer-Bench problem folder (or its
     definition JSON) or a KernelBench problem .py file. contract: "math" or "reference" (default:
     "reference", the problem's own: the roundings its reference performs are allowed). seed: the
     KernelBench model's initialisation seed (KernelBench's own default, 42). max_elems: a
     KernelBench problem whose inputs and parameters hold more elements is scaled down (its
-    module-level size constants halved; said in the notes)."""
+    module-level size constants halved; said in the notes). precision: a KernelBench problem's
+    precision (fp32, fp16, bf16: its inputs and both models cast to it, its tolerance 1e-4 for
+    fp32, 1e-2 otherwise)."""
     _torch()
     contract = contract or "reference"
     if contract not in CONTRACTS:
@@ -833,7 +845,7 @@ def load(path: str, contract: Optional[str] = None, *, seed: int = 42, max_elems
     elif path.endswith(".py"):
         if not os.path.isfile(path):
             raise ProblemFileError(path, "file", "no such file")
-        p = _load_kernelbench(path, seed, max_elems)
+        p = _load_kernelbench(path, seed, max_elems, precision)
     else:
         raise ProblemFileError(path, "path", "expected a problem folder, a definition .json or a KernelBench .py")
     return p.with_contract(contract)
@@ -889,6 +901,8 @@ def load_solution(problem: Problem, path: Optional[str]) -> Tuple[Callable[[Dict
         init = list(kb["ns"]["get_init_inputs"]())
         torch.manual_seed(kb["seed"])
         mnew = ns["ModelNew"](*init)
+        if kb["precision"] != "fp32":
+            mnew = mnew.to(dtype=_tdtype(_KB_PRECISION[kb["precision"]]))
 
         def call_kb(args: Dict[str, Any]) -> List[Any]:
             with torch.no_grad():
@@ -1236,6 +1250,7 @@ def judge(problem: Problem, solution: Optional[str] = None, *, contract: Optiona
 
 # -- CLI --------------------------------------------------------------------------------------------
 _USAGE = """usage: parity problem PATH [--solution FILE] [--contract math|reference] [--json FILE] [--seed N] [--quick]
+                      [--solution-name NAME] [--precision fp32|fp16|bf16]
 
 Judge a benchmark problem as it is: PATH is a SOL-ExecBench / FlashInfer-Bench problem folder
 (definition.json, optional workload.jsonl and reference.py) or definition JSON, or a KernelBench
@@ -1244,6 +1259,8 @@ point "file.py::fn", destination-passing or value-returning; a KernelBench file 
 without --solution the problem's reference itself, run in its own dtypes, is judged.
 --contract: math (fp32 internals, one rounding per output) or reference (default: the roundings
 the reference performs are allowed). The benchmark's own rule is reported beside the verdict.
+--precision: a KernelBench problem's precision (its inputs and models cast to it; tolerance 1e-4 for
+fp32, 1e-2 otherwise, as KernelBench's). Without --quick the problem's own workloads are judged too.
 PATH may also be a folder of problem folders / KernelBench files: each is judged (its solution,
 with --solution-name NAME, the file of that name inside each problem folder).
 exit codes: 0 faithful, 1 not faithful (or unsupported), 2 usage, 3 bad problem or solution file.
@@ -1280,6 +1297,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--json")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--precision", choices=tuple(_KB_PRECISION), default="fp32")
     ap.add_argument("-h", "--help", action="store_true")
     a = ap.parse_args(list(sys.argv[1:] if argv is None else argv))
     if a.help:
@@ -1315,7 +1333,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             cand = os.path.join(item, a.solution_name)
             sol = cand if os.path.isfile(cand) else None
         try:
-            p = load(item, a.contract)
+            p = load(item, a.contract, precision=a.precision)
             j = judge(p, sol, seed=a.seed, quick=a.quick)
         except ProblemError as e:
             sys.stderr.write("parity problem: %s\n" % e)

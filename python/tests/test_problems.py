@@ -415,3 +415,16 @@ def test_autocast_inside_a_reference_is_promoted_away(tmp_path):
     j = problems.judge(problems.load(str(tmp_path), "math"), None, quick=True)
     assert j.verdict == "unfaithful"  # the reference itself breaks `math`
     assert problems.judge(problems.load(str(tmp_path), "reference"), None, quick=True).verdict == "faithful"
+
+
+def test_kernelbench_precision_bf16():
+    """KernelBench's precision option: inputs and models cast to bf16, its 1e-2 tolerance. The bf16
+    model keeps its own contract and breaks `math` (its softmax computes in bf16)."""
+    f = os.path.join(KB, "softmax.py")
+    p = problems.load(f, "math", precision="bf16")
+    assert p.dtype == "bf16" and p.inputs["x"]["dtype"] == "bfloat16" and p.outputs["output"]["dtype"] == "bfloat16"
+    assert p.rule["atol"] == p.rule["rtol"] == 1e-2 and "bf16" in problems.rule_text(p.rule)
+    assert problems.judge(p, os.path.join(KB, "softmax_new_faithful.py"), quick=True).verdict == "unfaithful"
+    r = problems.load(f, "reference", precision="bf16")
+    assert problems.judge(r, None, quick=True).verdict == "faithful"
+    assert problems.judge(r, os.path.join(KB, "softmax_new_tail.py"), quick=True).verdict == "unfaithful"
