@@ -28,6 +28,7 @@ void parity_help_problem(FILE *out)
     fprintf(out,
             "usage: parity problem PATH [--solution FILE] [--contract math|reference] [--json FILE]\n"
             "                           [--seed N] [--quick] [--solution-name NAME]\n"
+            "                           [--precision fp32|fp16|bf16]\n"
             "\n"
             "Judge a benchmark problem as it is. PATH: a SOL-ExecBench / FlashInfer-Bench problem\n"
             "folder (definition.json, optional workload.jsonl and reference.py) or definition JSON,\n"
@@ -43,6 +44,8 @@ void parity_help_problem(FILE *out)
             "the roundings the reference itself performs are allowed). The benchmark's own rule\n"
             "(SOL-ExecBench, FlashInfer-Bench or KernelBench) is reported beside the verdict;\n"
             "--json writes verdict, contract, benchmark_rule {name, verdict} and parity's report.\n"
+            "Without --quick the problem's own workload lines are judged too (their axes, random,\n"
+            "scalar, safetensors and custom inputs). --precision: a KernelBench problem's precision.\n"
             "\n"
             "Runs the Python package: $PARITY_PYTHON, else the source tree's .venv/bin/python, else\n"
             "/usr/bin/python3, else python3 on PATH; it needs numpy and torch.\n"
