@@ -1071,6 +1071,7 @@ class Judgement:
         self.problem, self.report, self.rule, self.solution = problem, report, rule, solution
         self.verdict = verdict or report.verdict
         self.reason, self.seconds = reason, seconds
+        self.reproduce = ""  # the parity problem command that judges the same (set by judge())
 
     @property
     def ok(self) -> bool:
@@ -1089,6 +1090,8 @@ class Judgement:
             "solution": self.solution, "seconds": round(self.seconds, 3)}
         if self.reason:
             d["reason"] = self.reason
+        if self.reproduce:
+            d["reproduce"] = self.reproduce
         if self.report is not None:
             d["parity"] = json.loads(self.report.to_json())
         return d
@@ -1101,6 +1104,8 @@ class Judgement:
         lines.append("parity verdict (contract %s): %s%s" % (self.problem.contract, self.verdict,
                                                             " -- " + self.reason if self.reason else ""))
         lines.append("benchmark rule (%s): %s" % (self.rule.get("rule", self.rule["name"]), self.rule["verdict"]))
+        if self.reproduce:
+            lines.append("reproduce: %s" % self.reproduce)
         return "\n".join(lines) + "\n"
 
 
@@ -1245,7 +1250,26 @@ def judge(problem: Problem, solution: Optional[str] = None, *, contract: Optiona
             wl = problem.op.workload_names(None) + dicts
     report = parity.check(problem.op, rec, workloads=wl, seed=seed, dtype=problem.dtype, like="torch")
     rule = apply_rule(problem, call, [w.name for w in report.workloads], seed, given)
-    return Judgement(problem, report, rule, label, seconds=time.perf_counter() - t0)
+    j = Judgement(problem, report, rule, label, seconds=time.perf_counter() - t0)
+    j.reproduce = _reproduce(problem, solution, seed, quick and workloads is None)
+    return j
+
+
+def _reproduce(problem: Problem, solution: Optional[str], seed: int, quick: bool) -> str:
+    import shlex
+    path = problem.path
+    if problem.format == "sol" and os.path.basename(path) == "definition.json":
+        path = os.path.dirname(path)
+    cmd = ["parity", "problem", path]
+    if solution:
+        cmd += ["--solution", solution]
+    cmd += ["--contract", problem.contract, "--seed", str(seed)]
+    prec = problem._kb.get("precision") if problem._kb else None
+    if prec and prec != "fp32":
+        cmd += ["--precision", prec]
+    if quick:
+        cmd.append("--quick")
+    return " ".join(shlex.quote(c) for c in cmd)
 
 
 # -- CLI --------------------------------------------------------------------------------------------
