@@ -858,7 +858,11 @@ class Unsupported(Exception):
 
 class _Recorder:
     """The candidate as parity calls it (keyword torch tensors in parity's dtype): inputs cast to
-    the problem's declared dtypes, the solution called in the benchmark's convention."""
+    the problem's declared dtypes, the solution called in the benchmark's convention. It also
+    keeps, per workload (told apart by parity.check's progress lines), the last call's inputs and
+    outputs and whether that call's inputs repeat the call before it: the harness's last call of
+    a workload is the judged one, made on the same inputs as its probe run just before (one call
+    alone on a production workload); the benchmark's rule then needs no second run."""
 
     def __init__(self, problem: Problem, call: Callable[[Dict[str, Any]], List[Any]], label: str) -> None:
         self.problem, self._call, self.label = problem, call, label
@@ -866,10 +870,35 @@ class _Recorder:
         self.__qualname__ = label
         self.__module__ = "problem"
         self.__doc__ = label
+        self.group = -1
+        self.last: Dict[int, Tuple[Dict[str, Any], List[Any], bool, int]] = {}
+
+    def progress(self, msg: str) -> None:
+        m = re.match(r"\s*\[(\d+)/\d+\]", msg)
+        if m:
+            self.group = int(m.group(1)) - 1
 
     def __call__(self, **kw: Any) -> Any:
+        torch = _torch()
         args = self.problem._torch_args(kw, "native")
-        return tuple(self._call(args))
+        outs = list(self._call(args))
+        prev = self.last.get(self.group)
+        same = prev is not None and all(
+            (isinstance(v, torch.Tensor) and isinstance(prev[0].get(k), torch.Tensor) and v.shape == prev[0][k].shape
+             and torch.equal(v, prev[0][k])) or (not isinstance(v, torch.Tensor) and v == prev[0].get(k))
+            for k, v in args.items())
+        keep = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in args.items()}
+        self.last[self.group] = (keep, [o.detach().clone() if isinstance(o, torch.Tensor) else o for o in outs],
+                                 bool(same), (prev[3] if prev else 0) + 1)
+        return tuple(outs)
+
+    def judged(self, i: int) -> Optional[Tuple[Dict[str, Any], List[Any]]]:
+        """The judged call of the i-th workload, when it can be told: its inputs repeat the probe
+        run's, or it was the workload's only call."""
+        g = self.last.get(i)
+        if g is None or not (g[2] or g[3] == 1):
+            return None
+        return g[0], g[1]
 
 
 def _axis_sizes(problem: Problem, args: Dict[str, Any]) -> Dict[str, int]:
@@ -1037,23 +1066,30 @@ def rule_check(rule: Dict[str, Any], out: Any, ref: Any) -> Tuple[bool, str]:
 
 
 def apply_rule(problem: Problem, call: Callable[[Dict[str, Any]], List[Any]], workloads: Sequence[str],
-               seed: int, given: Optional[Dict[str, Dict[str, Any]]] = None) -> Dict[str, Any]:
-    """The benchmark's rule on the inputs parity judged: for each workload, its inputs
-    regenerated (parity.inputs, the same seed and dtype), the solution called once more and the
-    reference run natively on them."""
+               seed: int, given: Optional[Dict[str, Dict[str, Any]]] = None,
+               rec: Optional[_Recorder] = None) -> Dict[str, Any]:
+    """The benchmark's rule on the inputs parity judged, the solution's outputs against the
+    reference run natively on them: the judged call's inputs and outputs as the recorder kept
+    them, else the inputs regenerated (parity.inputs, the same seed and dtype; a given workload's
+    own inputs) and the solution called once more."""
     import parity
     results = []
-    for w in workloads:
-        if given and w in given:  # the problem's own workload: the inputs it was given
-            args = problem._torch_args(given[w], "native")
+    for i, w in enumerate(workloads):
+        kept = rec.judged(i) if rec is not None else None
+        if kept is not None:
+            args, outs = kept
         else:
-            args = problem._torch_args(dict(parity.inputs(problem.op, w, seed=seed, dtype=problem.dtype,
-                                                          like="torch").items()), "native")
-        try:
-            outs = call(args)
-        except Exception as e:  # parity's verdict already says how it failed
-            results.append({"workload": w, "output": "", "pass": False, "detail": "%s: %s" % (type(e).__name__, e)})
-            continue
+            if given and w in given:  # the problem's own workload: the inputs it was given
+                args = problem._torch_args(given[w], "native")
+            else:
+                args = problem._torch_args(dict(parity.inputs(problem.op, w, seed=seed, dtype=problem.dtype,
+                                                              like="torch").items()), "native")
+            try:
+                outs = call(args)
+            except Exception as e:  # parity's verdict already says how it failed
+                results.append({"workload": w, "output": "", "pass": False,
+                                "detail": "%s: %s" % (type(e).__name__, e)})
+                continue
         refs = problem.native(args)
         for o, x, y in zip(problem.outputs, outs, refs):
             ok, det = rule_check(problem.rule, x, y)
@@ -1248,8 +1284,9 @@ def judge(problem: Problem, solution: Optional[str] = None, *, contract: Optiona
             problem = copy.copy(problem)
             problem.notes = problem.notes + notes
             wl = problem.op.workload_names(None) + dicts
-    report = parity.check(problem.op, rec, workloads=wl, seed=seed, dtype=problem.dtype, like="torch")
-    rule = apply_rule(problem, call, [w.name for w in report.workloads], seed, given)
+    report = parity.check(problem.op, rec, workloads=wl, seed=seed, dtype=problem.dtype, like="torch",
+                          progress=rec.progress)
+    rule = apply_rule(problem, call, [w.name for w in report.workloads], seed, given, rec)
     j = Judgement(problem, report, rule, label, seconds=time.perf_counter() - t0)
     j.reproduce = _reproduce(problem, solution, seed, quick and workloads is None)
     return j

@@ -429,3 +429,18 @@ def test_kernelbench_precision_bf16():
     r = problems.load(f, "reference", precision="bf16")
     assert problems.judge(r, None, quick=True).verdict == "faithful"
     assert problems.judge(r, os.path.join(KB, "softmax_new_tail.py"), quick=True).verdict == "unfaithful"
+
+
+def test_rule_runs_on_the_judged_inputs():
+    """The benchmark's rule uses the judged call as the recorder kept it (the harness's last call
+    of a workload, on the inputs of its probe run): the same inputs parity.inputs regenerates."""
+    import parity
+    p = problems.load(os.path.join(P, "sol_rmsnorm"))
+    call, label = problems.load_solution(p, _sol("sol_rmsnorm", "faithful"))
+    rec = problems._Recorder(p, call, label)
+    r = parity.check(p.op, rec, workloads=None, seed=3, dtype=p.dtype, like="torch", progress=rec.progress)
+    for i, w in enumerate(r.workloads):
+        kept = rec.judged(i)
+        assert kept is not None, w.name
+        again = p._torch_args(dict(parity.inputs(p.op, w.name, seed=3, dtype=p.dtype, like="torch").items()), "native")
+        assert all(torch.equal(kept[0][k], again[k]) for k in ("x", "weight")), w.name
