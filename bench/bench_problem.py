@@ -8,9 +8,9 @@ out, a gamma, eps 1e-5; batch from --rows) with a faithful PyTorch solution.
 
 Timed, best of --reps, in one process:
 - parity: parity.problems.judge(problem, solution, quick=True): parity.check on the quick
-  workloads (each: the fp64 oracle, the reference's contract evaluation, the tolerance, a decoy
-  call, the judged call and a rerun of the solution) plus the benchmark's own rule on the same
-  calls (the reference run natively once more per distinct call).
+  workloads (each: the inputs, the fp64 oracle, the reference's contract evaluation, the
+  tolerance, the harness's decoy and probe calls and the judged call of the solution) plus the
+  benchmark's own rule on the judged call (the reference run natively once more per workload).
 - parity.check alone (the same, without the benchmark's rule beside it).
 - the benchmark's own check, re-implemented here on the same shapes as parity's workloads: per
   workload, inputs drawn in the declared dtypes (torch.randn), the reference run natively, the
