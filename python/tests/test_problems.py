@@ -444,3 +444,17 @@ def test_rule_runs_on_the_judged_inputs():
         assert kept is not None, w.name
         again = p._torch_args(dict(parity.inputs(p.op, w.name, seed=3, dtype=p.dtype, like="torch").items()), "native")
         assert all(torch.equal(kept[0][k], again[k]) for k in ("x", "weight")), w.name
+
+
+def test_cli_folder_with_solution_name(tmp_path):
+    import shutil
+    for name in ("sol_gemm", "sol_rmsnorm"):
+        shutil.copytree(os.path.join(P, name), str(tmp_path / name))
+    out = str(tmp_path / "all.json")
+    r = _cli(str(tmp_path), "--solution-name", "solution_faithful.json", "--quick", "--json", out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    d = json.load(open(out))
+    assert [x["verdict"] for x in d["problems"]] == ["faithful", "faithful"]
+    assert sorted(x["solution"].split(" (")[0] for x in d["problems"]) == ["gemm_fp32_acc", "rmsnorm_fp32_dps"]
+    r = _cli(str(tmp_path), "--solution-name", "solution_ktail.json", "--quick")  # only sol_gemm has one
+    assert r.returncode == 1 and "summary" in r.stdout
