@@ -266,7 +266,20 @@ class Problem:
             f64 = bool(fl) and fl[0] == np.float64
             mode = "f64" if f64 else ("f32" if contract == "math" else "native-unrounded")
             args = self._torch_args(kw, mode)
-            outs = self._run_reference(mode, args)
+            try:
+                outs = self._run_reference(mode, args)
+            except ProblemError:
+                raise
+            except Exception as e:  # name what failed: an op with no fp64 path, a reference bug
+                what = {"f64": "with every float promoted to float64 (the oracle)",
+                        "f32": "with every float promoted to float32 (the math contract's evaluation)"}.get(
+                            mode, "in its own dtypes (the reference contract's evaluation)")
+                hint = ""
+                m = re.search(r"\"(\w+)\" not implemented for '(\w+)'", str(e))
+                if m:
+                    hint = ": torch has no %s path for %s on this device" % (m.group(2), m.group(1))
+                raise ProblemError("%s: the reference raises when run %s%s (%s: %s)" % (
+                    self.path, what, hint, type(e).__name__, e)) from e
             want = np.float64 if f64 else np.float32
             return tuple(_to_numpy(o, want) for o in outs)
         reference.__name__ = "%s_reference_%s" % (self.name, contract)
@@ -929,7 +942,11 @@ def load_solution(problem: Problem, path: Optional[str]) -> Tuple[Callable[[Dict
         torch.manual_seed(kb["seed"])
         init = list(kb["ns"]["get_init_inputs"]())
         torch.manual_seed(kb["seed"])
-        mnew = ns["ModelNew"](*init)
+        try:
+            mnew = ns["ModelNew"](*init)
+        except Exception as e:
+            raise ProblemFileError(path, "ModelNew", "building it with the problem's init inputs raises %s: %s"
+                                   % (type(e).__name__, e)) from e
         if kb["precision"] != "fp32":
             mnew = mnew.to(dtype=_tdtype(_KB_PRECISION[kb["precision"]]))
 

@@ -458,3 +458,15 @@ def test_cli_folder_with_solution_name(tmp_path):
     assert sorted(x["solution"].split(" (")[0] for x in d["problems"]) == ["gemm_fp32_acc", "rmsnorm_fp32_dps"]
     r = _cli(str(tmp_path), "--solution-name", "solution_ktail.json", "--quick")  # only sol_gemm has one
     assert r.returncode == 1 and "summary" in r.stdout
+
+
+def test_reference_that_raises_is_a_bad_problem(tmp_path):
+    d = {"name": "raises_test", "axes": {"N": {"type": "var"}},
+         "inputs": {"x": {"shape": ["N"], "dtype": "float32"}}, "outputs": {"y": {"shape": ["N"], "dtype": "float32"}},
+         "reference": "import torch\ndef run(x):\n    if x.dtype == torch.float64:\n"
+                      "        raise RuntimeError('\"my_op\" not implemented for \\'Double\\'')\n    return x * 2\n"}
+    (tmp_path / "definition.json").write_text(json.dumps(d))
+    with pytest.raises(problems.ProblemError, match="no Double path for my_op"):
+        problems.judge(problems.load(str(tmp_path)), None, quick=True)
+    r = _cli(str(tmp_path), "--quick")
+    assert r.returncode == 3 and "the oracle" in r.stderr and "Traceback" not in r.stderr
