@@ -136,6 +136,18 @@ grep -q "cause: flush-to-zero .* subnormal inputs of A and B flushed to zero rep
 grep -Eq '"match":[[:space:]]*1[,}[:space:]]' "$tmp/c.json" && ok || bad "gemm daz: JSON match not 1"
 cause gemm subnormal "$PARITY_BUILD/tests/plugins/libparity_range.so:ftz" unknown
 
+# diagnosis.match counts the elements outside the faithful tolerance that the cause reproduces:
+# a word that happens to fit the error's size but not its elements has a low match (issue #36:
+# no wrong word with match >= 0.9). The MoE router's bf16 softmax reads "accumulator" on
+# subnormal, no accumulator reproduces its departing elements.
+"$P" check moe_router_combine --kernel builtin:bf16_softmax --workload subnormal -q --no-floor --json "$tmp/m.json" >/dev/null 2>&1
+"${PARITY_PYTHON:-python3}" - "$tmp/m.json" <<'PYEOF' && ok || bad "bf16_softmax on subnormal: an accumulator word with match >= 0.9"
+import json, sys
+d = json.load(open(sys.argv[1]))["kernels"][0]["workloads"][0].get("diagnosis", {})
+print("bf16_softmax on subnormal: cause %s, match %s" % (d.get("cause"), d.get("match")))
+sys.exit(0 if d.get("cause") != "accumulator" or d.get("match", 0) < 0.9 else 1)
+PYEOF
+
 # Faithful kernels get no cause, even when diagnosed.
 "$P" check log_softmax --kernel builtin:fp32 --workload small-v@256x1x1000 -q --no-floor --diagnose \
   --json "$tmp/f.json" >"$tmp/out" 2>&1

@@ -79,9 +79,10 @@ typedef struct {
      * those causes. */
     char var_what[64], var_format[8];
     double var_q, var_q_full;
-    /* The fraction of the sampled rows' elements the named cause's emulation or reference
-     * reproduces within the faithful tolerance (err/tol <= 1 against it), has_match 1; 0 where
-     * no cause was named or it has no elementwise emulation (unknown). */
+    /* Of the sampled rows' elements outside the faithful tolerance of the op's reference (err/tol
+     * > 1), the fraction the named cause's emulation or reference reproduces within it (err/tol
+     * <= 1 against that), has_match 1; 0 where no cause was named or it has no elementwise
+     * emulation (unknown). */
     int has_match;
     double match;
 } parity_diagnosis_t;

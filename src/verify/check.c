@@ -541,14 +541,16 @@ static void diagnose(case_slot_t *cs, const parity_kernel_ref_t *kr, parity_tens
     /* After the accumulator rule and over it: a dropped tail is never called accumulator. */
     if (res->verdict == PARITY_VERDICT_UNFAITHFUL && !d->zero_written && d->cause != PARITY_CAUSE_PARAMETER)
         check_cause_dropped(c, o, cs->rows[o], n, vals, odt, d);
-    /* The accumulator's match: the elements within the faithful tolerance of the closest
-     * emulation (another summation order than the kernel's reproduces its error's size, rarely
-     * its bits: a low match here is no evidence against the cause). */
+    /* The accumulator's match (check_match): of the sampled elements outside the faithful
+     * tolerance, those within it of the closest emulation (another summation order than the
+     * kernel's reproduces its error's size, rarely its bits: a low match here is no evidence
+     * against the cause). within: the sampled elements within it of the emulation, all or not. */
     int64_t within = 0;
     if (res->verdict == PARITY_VERDICT_UNFAITHFUL && d->cause == PARITY_CAUSE_ACCUMULATOR && cs->emu[o][d->closest] &&
         !isnan(check_fit_q(R, cs->rows[o], n, vals, odt, cs->emu[o][d->closest], NULL, NULL, NULL, &within))) {
-        d->has_match = 1;
-        d->match = (double)within / (double)(n * R->cols);
+        check_rows_ref_t fe = {cs->emu[o][d->closest], NULL, NULL, NULL, 0, NULL};
+        d->match = check_match(R, cs->rows[o], n, vals, odt, &fe);
+        d->has_match = !isnan(d->match);
     }
     /* The op's variants, over the accumulator word too, except where the accumulator emulation
      * reproduces every sampled element (a narrow accumulator of a sum with one or two sizeable

@@ -198,7 +198,7 @@ static double dropped_maxq(const parity_ref_output_t *R, const int64_t *rows, in
             }
         }
     }
-    check_rows_ref_t f = {ref, sa, su, ss, kk};
+    check_rows_ref_t f = {ref, sa, su, ss, kk, NULL};
     double q = check_fit_q_ex(R, rows, n, vals, odt, &f, NULL, within);
     free(b);
     return q;

@@ -113,11 +113,18 @@ void check_cause_variants(const parity_case_t *c, int o, const int64_t *rows, in
 /* view: a 2-D f64 tensor view of vals (n x cols, row-major), as the judge reads outputs. */
 void check_view_f64(parity_abi_tensor_t *view, const double *vals, int64_t n, int64_t cols);
 /* A reference for given rows (each array n * cols; NULL: the output's own for those rows) and the
- * terms k of every element (0: the output's own). */
+ * terms k of every element (0: the output's own); elem_q (n * cols, or NULL) receives each
+ * element's err/tol (then check_fit_q_ex's row_q is not used). */
 typedef struct {
     const double *ref, *s_acc, *s_up, *s_sym;
     int64_t k;
+    double *elem_q;
 } check_rows_ref_t;
+/* diagnosis.match (verify.h): of the sampled elements outside the faithful tolerance of the
+ * output's reference (err/tol > 1), the fraction within the tolerance of the cause's reference or
+ * emulation f (err/tol <= 1 against it). NaN: none outside, or no memory. */
+double check_match(const parity_ref_output_t *R, const int64_t *rows, int64_t n, const double *vals,
+                   parity_dtype_t odt, const check_rows_ref_t *f);
 /* check_fit_q with s_sym and k too. */
 double check_fit_q_ex(const parity_ref_output_t *R, const int64_t *rows, int64_t n, const double *vals,
                       parity_dtype_t odt, const check_rows_ref_t *f, double *row_q, int64_t *within);

@@ -41,21 +41,46 @@ double check_fit_q(const parity_ref_output_t *R, const int64_t *rows, int64_t n,
                    parity_dtype_t odt, const double *ref, const double *s_acc, const double *s_up,
                    double *row_q, int64_t *within)
 {
-    check_rows_ref_t f = {ref, s_acc, s_up, NULL, 0};
+    check_rows_ref_t f = {ref, s_acc, s_up, NULL, 0, NULL};
     return check_fit_q_ex(R, rows, n, vals, odt, &f, row_q, within);
+}
+
+double check_match(const parity_ref_output_t *R, const int64_t *rows, int64_t n, const double *vals,
+                   parity_dtype_t odt, const check_rows_ref_t *f)
+{
+    size_t ne = (size_t)n * (size_t)R->cols;
+    double *q0 = malloc((ne ? ne : 1) * sizeof *q0), *q1 = malloc((ne ? ne : 1) * sizeof *q1), m = NAN;
+    check_rows_ref_t f0 = {NULL, NULL, NULL, NULL, 0, q0}, f1 = *f;
+    f1.elem_q = q1;
+    if (q0 && q1 && !isnan(check_fit_q_ex(R, rows, n, vals, odt, &f0, NULL, NULL)) &&
+        !isnan(check_fit_q_ex(R, rows, n, vals, odt, &f1, NULL, NULL))) {
+        int64_t dep = 0, rep = 0;
+        for (size_t x = 0; x < ne; x++)
+            if (q0[x] > 1) {
+                dep++;
+                rep += q1[x] <= 1;
+            }
+        m = dep ? (double)rep / (double)dep : NAN;
+    }
+    free(q0);
+    free(q1);
+    return m;
 }
 
 double check_fit_q_ex(const parity_ref_output_t *R, const int64_t *rows, int64_t n, const double *vals,
                       parity_dtype_t odt, const check_rows_ref_t *f, double *row_q, int64_t *within)
 {
     const double *ref = f->ref, *s_acc = f->s_acc, *s_up = f->s_up, *s_sym = f->s_sym;
+    /* elem_q: every element a row of its own (the tolerance is per element either way) */
+    int64_t nr = f->elem_q ? n * R->cols : n, nc = f->elem_q ? 1 : R->cols;
+    if (f->elem_q) row_q = f->elem_q;
     parity_ref_output_t R2;
     memset(&R2, 0, sizeof R2);
     R2.name = R->name;
     R2.row_kind = R->row_kind;
-    R2.rows = n;
-    R2.cols = R->cols;
-    R2.n_slots = n;
+    R2.rows = nr;
+    R2.cols = nc;
+    R2.n_slots = nr;
     R2.m_up = R->m_up;
     R2.u_op = R->u_op;
     R2.b_up = R->b_up;
@@ -67,17 +92,17 @@ double check_fit_q_ex(const parity_ref_output_t *R, const int64_t *rows, int64_t
     R2.s_sym = R->s_sym ? malloc(ne * sizeof(double)) : NULL;
     double *tol = R->tol ? malloc(ne * sizeof(double)) : NULL;
     R2.tol = tol;
-    R2.k = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
-    double *rq = row_q ? row_q : malloc((size_t)(n ? n : 1) * sizeof(double));
+    R2.k = malloc((size_t)(nr ? nr : 1) * sizeof(int64_t));
+    double *rq = row_q ? row_q : malloc((size_t)(nr ? nr : 1) * sizeof(double));
     double q = NAN;
     if (!R2.ref || !R2.s_acc || (R->s_up && !R2.s_up) || (R->s_op && !R2.s_op) ||
         (R->s_sym && !R2.s_sym) || (R->tol && !tol) || !R2.k || !rq)
         goto done;
     for (int64_t r = 0; r < n; r++) {
         int64_t slot = R->slot ? R->slot[rows[r]] : rows[r];
-        R2.k[r] = f->k > 0 ? f->k : R->k[slot];
         for (int64_t j = 0; j < R->cols; j++) {
             size_t x = (size_t)r * (size_t)R->cols + (size_t)j, y = (size_t)slot * (size_t)R->cols + (size_t)j;
+            R2.k[f->elem_q ? (int64_t)x : r] = f->k > 0 ? f->k : R->k[slot];
             R2.ref[x] = ref ? ref[x] : R->ref[y];
             R2.s_acc[x] = s_acc ? s_acc[x] : R->s_acc[y];
             if (R2.s_up) R2.s_up[x] = s_up ? s_up[x] : R->s_up[y];
@@ -89,11 +114,11 @@ double check_fit_q_ex(const parity_ref_output_t *R, const int64_t *rows, int64_t
     double *tp = parity_judge_tolerances(&R2, odt, PARITY_DT_F32);
     if (!tp) goto done;
     parity_abi_tensor_t view;
-    check_view_f64(&view, vals, n, R->cols);
+    check_view_f64(&view, vals, nr, nc);
     parity_judge_row_q(&R2, &view, tp, rq, within);
     free(tp);
     q = 0;
-    for (int64_t r = 0; r < n; r++) q = rq[r] > q || isnan(rq[r]) ? rq[r] : q;
+    for (int64_t r = 0; r < nr; r++) q = rq[r] > q || isnan(rq[r]) ? rq[r] : q;
 done:
     free(R2.ref);
     free(R2.s_acc);
