@@ -23,8 +23,6 @@ typedef struct {
     void parity_help_##name(FILE *out);
 #include "commands.def"
 #undef PARITY_COMMAND
-/* `parity check --op-plugin`: declared ops (programs/cmd_check_declared.c). */
-int parity_cmd_check_declared(int argc, char **argv);
 /* `parity power --op-plugin`: the power self-test of a declared op (programs/cmd_power_declared.c). */
 int parity_cmd_power_declared(int argc, char **argv);
 

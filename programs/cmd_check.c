@@ -10,6 +10,7 @@
 #include "check_mpi.h"
 #include "parity/report.h"
 #include "cli.h"
+#include "parity/custom_op.h"
 #include "parity/kernel.h"
 #include "parity/op.h"
 #include "parity/verify.h"
@@ -76,11 +77,35 @@ static int check_cores(void)
     return c < 1 ? 1 : c > 256 ? 256 : (int)c;
 }
 
+/* --op-plugin FILE.so: the op `name` the plugin declares (NULL: its only one) as the engine's op
+ * (src/custom/custom_engine.c), judged like a built-in op but for the noise floor (a declared op
+ * has no catalog: its floor is in its tolerances). Without --kernel, the plugin's own kernels of
+ * the op; a bare NAME is one of them. 0, or the exit code of the error. */
+static int declared_op(const char *plugin, const char *name, parity_custom_op_t **out, parity_check_opts_t *opts,
+                       const char **kspecs, int *nk, char (*specbuf)[4200])
+{
+    parity_diag_t diag = {{0}};
+    parity_status_t st = parity_custom_op_load(plugin, name, out, &diag);
+    if (st) return st == PARITY_E_NOTFOUND ? cli_usage_error("check", NULL, "%s", diag.msg)
+                                           : cli_input_error("check", "%s", diag.msg);
+    if (opts->shape_n) {
+        parity_custom_op_free(*out);
+        return cli_usage_error("check", "--workload NAME (parity ops lists a declared op's workloads only in "
+                               "its report)", "--shape does not apply to a declared op: its sizes are declared");
+    }
+    opts->noise_floor = 0;
+    if (*nk == 0) kspecs[(*nk)++] = plugin;
+    for (int i = 0; i < *nk; i++)
+        if (!strchr(kspecs[i], '/') && !strstr(kspecs[i], ".so") && !strchr(kspecs[i], ':')) {
+            snprintf(specbuf[i], 4200, "%s:%s", plugin, kspecs[i]);
+            kspecs[i] = specbuf[i];
+        }
+    return 0;
+}
+
 int parity_cmd_check(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) /* an op a plugin declares: programs/cmd_check_declared.c */
-        if (strcmp(argv[i], "--op-plugin") == 0) return parity_cmd_check_declared(argc, argv);
-    const char *op_name = NULL, *json = NULL;
+    const char *op_name = NULL, *json = NULL, *op_plugin = NULL;
     const char *kspecs[64];
     int nk = 0, quiet = 0, seed_fresh = 0, jobs_given = 0;
     parity_check_opts_t opts;
@@ -98,7 +123,10 @@ int parity_cmd_check(int argc, char **argv)
         if (!val) return cli_usage_error("check", NULL, "%s needs a value", a);              \
         i++;                                                                                \
     } while (0)
-        if (strcmp(a, "--kernel") == 0 || strcmp(a, "-k") == 0) {
+        if (strcmp(a, "--op-plugin") == 0) {
+            NEED_VAL();
+            op_plugin = val;
+        } else if (strcmp(a, "--kernel") == 0 || strcmp(a, "-k") == 0) {
             NEED_VAL();
             if (nk == 64) return cli_usage_error("check", NULL, "at most 64 --kernel options");
             kspecs[nk++] = val;
@@ -168,13 +196,23 @@ int parity_cmd_check(int argc, char **argv)
             return cli_usage_error("check", NULL, "unexpected argument '%s' (one OP per run)", a);
         }
     }
-    if (!op_name)
+    if (!op_name && !op_plugin)
         return cli_usage_error("check", "parity check embedding_rmsnorm_bwd --kernel builtin:all",
                                "which op? (list them: parity ops)");
     if (cache_dir && no_cache)
         return cli_usage_error("check", NULL, "--cache and --no-cache contradict each other");
-    const parity_op_t *op = parity_op_find(op_name);
-    if (!op) return cli_usage_error("check", "parity ops", "no op '%s'", op_name);
+    parity_custom_op_t *cop = NULL; /* an op a plugin declares (op_abi.h, docs/custom-ops.md) */
+    char specbuf[64][4200];
+    const parity_op_t *op;
+    if (op_plugin) {
+        int rc = declared_op(op_plugin, op_name, &cop, &opts, kspecs, &nk, specbuf);
+        if (rc) return rc;
+        op = parity_custom_op_desc(cop);
+        no_cache = 1; /* its reference lives in the plugin, which may change under the same name */
+    } else {
+        op = parity_op_find(op_name);
+        if (!op) return cli_usage_error("check", "parity ops", "no op '%s'", op_name);
+    }
     if (nk == 0)
         return cli_usage_error("check", "--kernel builtin:all", "no --kernel given");
     if (opts.workload) {
@@ -191,6 +229,7 @@ int parity_cmd_check(int argc, char **argv)
              * that cannot be loaded or offers nothing for the op is an input error. */
             const char *colon = strrchr(kspecs[i], ':'), *slash = strrchr(kspecs[i], '/');
             int named = colon && (!slash || colon > slash);
+            parity_custom_op_free(cop);
             if (st == PARITY_E_NOTFOUND && named)
                 return cli_usage_error("check",
                                        strncmp(kspecs[i], "builtin:", 8) == 0
@@ -208,6 +247,7 @@ int parity_cmd_check(int argc, char **argv)
     int mpi = check_mpi_begin(&exec);
     if (mpi < 0) {
         parity_kernel_list_free(&kl);
+        parity_custom_op_free(cop);
         return cli_input_error("check", "MPI could not be initialised");
     }
     /* Default: one worker per core on one process, as torch uses every core; under MPI one per
@@ -222,7 +262,7 @@ int parity_cmd_check(int argc, char **argv)
     if (st != PARITY_OK) {
         rc = cli_input_error("check", "%s", diag.msg[0] ? diag.msg : parity_status_str(st));
     } else {
-        parity_report_opts_t ctx = {"check", opts.seed, opts.quick, opts.baselines, NULL, NULL, seed_fresh};
+        parity_report_opts_t ctx = {"check", opts.seed, opts.quick, opts.baselines, NULL, NULL, seed_fresh, op_plugin};
         if (lead) parity_report_text(stdout, op, res, kl.n, &ctx);
         for (int k = 0; k < kl.n; k++)
             if (res[k].verdict != PARITY_VERDICT_FAITHFUL) rc = PARITY_EXIT_VERDICT;
@@ -231,6 +271,7 @@ int parity_cmd_check(int argc, char **argv)
     }
     parity_check_results_free(res, kl.n);
     parity_kernel_list_free(&kl);
+    parity_custom_op_free(cop);
     if (mpi) check_mpi_end(&rc);
     return rc;
 }

@@ -91,7 +91,7 @@ int parity_cmd_compare(int argc, char **argv)
     if (st != PARITY_OK) {
         rc = cli_input_error("compare", "%s", parity_status_str(st));
     } else {
-        parity_report_opts_t ctx = {"compare", c->seed, 0, 0, pos[1], NULL, 0};
+        parity_report_opts_t ctx = {"compare", c->seed, 0, 0, pos[1], NULL, 0, NULL};
         parity_report_text(stdout, op, &res, 1, &ctx);
         rc = res.verdict == PARITY_VERDICT_FAITHFUL ? PARITY_EXIT_OK : PARITY_EXIT_VERDICT;
         if (json && parity_report_json_write(json, op, &res, 1, &ctx) != 0)

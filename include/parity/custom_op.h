@@ -1,12 +1,13 @@
-/* Declared ops in C: loading an op a plugin declares through op_abi.h, building its workloads
- * from the inputs' roles, deriving per-element tolerances from the declaration (the built-in
- * error model for a multilinear reduction, otherwise the empirical floor) and judging a kernel
- * by the check engine of the built-in ops (verify.h: the declared op becomes an op descriptor,
- * so its kernels get the same isolation, probes, judge and diagnosis). The same specification as
- * the Python package's parity.Op (docs/custom-ops.md); `parity check --op-plugin FILE.so` is its
- * CLI. Also the baselines matrix (other verifiers' rules, baseline.h) for declared ops.
- * Deliberately not here: the report's layout (programs/cmd_check_declared.c), the catalog noise
- * floor (a declared op has no catalog). */
+/* Declared ops in C: loading an op a plugin declares through op_abi.h (or declaring one from
+ * memory: the Python package's parity.Op), building its workloads from the inputs' roles,
+ * deriving per-element tolerances from the declaration (the built-in error model for a
+ * multilinear reduction, otherwise the empirical floor). The declared op is an op descriptor of
+ * the check engine (parity_custom_op_desc): its kernels are checked by parity_check_run like a
+ * built-in op's -- the same isolation, probes, judge, diagnosis, baselines and report
+ * (include/parity/report.h); `parity check --op-plugin FILE.so` is its CLI. The same specification
+ * as the Python package's parity.Op (docs/custom-ops.md).
+ * Deliberately not here: running and judging kernels (src/verify), the catalog noise floor (a
+ * declared op has no catalog). */
 #ifndef PARITY_CUSTOM_OP_H
 #define PARITY_CUSTOM_OP_H
 
@@ -96,55 +97,15 @@ char *parity_custom_op_json(const parity_custom_op_t *op);
 int parity_custom_op_reference(const parity_custom_op_t *op, const int64_t *sizes, int dtype, const void *const *inputs,
                                void *const *outputs);
 
-/* One workload's judgement of one kernel. */
-typedef struct {
-    char workload[32];
-    int production;
-    parity_verdict_t verdict;
-    double max_err_over_tol; /* over every output element; 0 when not judged */
-    int64_t rows_failed, rows_judged;
-    /* the worst element */
-    char worst_output[64];
-    int64_t worst_index[PARITY_ABI_MAX_DIMS];
-    int worst_ndim;
-    double got, ref, tol;
-    char tolerance[96]; /* which model, per output: "y: empirical-floor F=2" */
-    char detail[256];   /* crash signal, modified input, ... */
-    double seconds;     /* the judged call */
-    /* Unfaithful on a non-production workload: which emulated accumulator the error resembles
-     * (verify.h's parity_diagnosis_t, docs/custom-ops.md "Diagnosis"), when the worst output has a
-     * multilinear reduction; otherwise diag.available is 0 and no_diag says why. */
-    parity_diagnosis_t diag;
-    char no_diag[128];
-} parity_custom_result_t;
-
+/* The power self-test's options (parity_custom_power). */
 typedef struct {
     uint64_t seed;   /* every random choice flows from it (default 1) */
     int quick;       /* skip production-sized workloads */
-    double timeout;  /* seconds per child run (default 120) */
+    double timeout;  /* unused (the power self-test runs no kernel); kept for the layout */
     const char *workload; /* one workload by name, or NULL for all */
 } parity_custom_opts_t;
 
 void parity_custom_opts_default(parity_custom_opts_t *o);
-
-/* Judge kernel k (in_dtype/out_dtype: F32, BF16 or F16) as an implementation of op on the
- * workloads opts selects: for each, inputs from the roles, the fp64 reference, the tolerances,
- * then the check engine's runs, as for a built-in op (docs/check-json.md): the judged call alone
- * in a child with a parent-side deadline (SIGKILL at opts->timeout: "timeout"), outputs
- * NaN-prefilled between 4 KiB guards, inputs verified by digest; on non-production workloads a
- * second child with a decoy call into the judged buffers and a call on them holding other
- * contents before the judged call, compared bit for bit ("stale-cache", "nondeterministic"),
- * and the calls at shape neighbours in one child. results: caller-owned,
- * PARITY_CUSTOM_MAX_WORKLOADS entries;
- * *n_results is set. Returns PARITY_OK (verdicts are in results, whatever they are);
- * PARITY_E_INVALID (unknown workload, a dtype the harness does not build),
- * PARITY_E_FORMAT (the declaration fails on a workload: reference error or NaN, a multilinear
- * claim that does not hold, no fp32 evaluation where the floor needs one; more than
- * PARITY_OP_MAX_ARGS inputs or outputs or 4 attributes, which the engine's case does not hold),
- * PARITY_E_NOMEM. */
-parity_status_t parity_custom_check(const parity_custom_op_t *op, const parity_abi_kernel_t *k,
-                                    const parity_custom_opts_t *opts, parity_custom_result_t *results,
-                                    int *n_results, parity_diag_t *diag);
 
 /* The empirical floor for one output viewed as rows x cols (docs/custom-ops.md):
  * ref the fp64 reference, got the contract (fp32) evaluation, k the declared reduction length
@@ -184,47 +145,14 @@ parity_status_t parity_custom_baseline_judge(int b, const char *op_name, int in_
 /* Rule b on the outputs of a declared op's case pc built at the rule's own workload (the op
  * descriptor's "baseline:NAME" workload, parity_custom_op_desc, with parity_custom_baseline_seed):
  * outs[o] the kernel's output o in out_dtype[o]; the reference, K and sum |terms| are the case's,
- * the plain implementation (flash-attn) its reference evaluated in fp32. What
- * parity_custom_baselines applies after its run, and the Python package after running a
- * function. PARITY_E_INVALID (not a declared op's case, b out of range), PARITY_E_NOMEM. */
+ * the plain implementation (flash-attn) its reference evaluated in fp32. The descriptor's
+ * baseline_judge (op.h): what the check engine applies after a kernel's plain run, and the Python
+ * package after running a function. PARITY_E_INVALID (not a declared op's case, b out of range), PARITY_E_NOMEM. */
 parity_status_t parity_custom_baseline_case(int b, const parity_case_t *pc, const int *out_dtype,
                                             const void *const *outs, parity_baseline_result_t *br);
 
 /* Rule b's fixed seed (baseline.c's: SOL-ExecBench 200, KernelBench 42, the others 0). */
 uint64_t parity_custom_baseline_seed(int b);
-
-typedef struct {
-    int applies[PARITY_N_BASELINES];        /* 0: n/a, why[b] says why */
-    char why[PARITY_N_BASELINES][200];
-    parity_baseline_result_t r[PARITY_N_BASELINES]; /* where it applies */
-} parity_custom_baselines_t;
-
-/* Every rule on kernel k of op (see above): opts->timeout per run; opts->seed is not used (each
- * rule has its fixed seed). A rule whose inputs the reference is not defined on (NaN) is n/a
- * with the reason; a kernel that does not run to outputs (crash, timeout, ...) is caught, as in
- * `parity check --baselines`. PARITY_OK, PARITY_E_NOMEM, or a declaration error (diag). */
-parity_status_t parity_custom_baselines(const parity_custom_op_t *op, const parity_abi_kernel_t *k,
-                                        const parity_custom_opts_t *opts, parity_custom_baselines_t *out,
-                                        parity_diag_t *diag);
-
-/* ---- several kernels, in parallel (`parity check --op-plugin ... --jobs N`) ------------------ */
-typedef struct {
-    parity_status_t st; /* PARITY_OK, or what parity_custom_check / _baselines returned */
-    char msg[1024];     /* its diag message */
-    int n_results;
-    parity_custom_result_t results[PARITY_CUSTOM_MAX_WORKLOADS];
-    parity_custom_baselines_t baselines; /* when asked for */
-} parity_custom_kernel_report_t;
-
-/* parity_custom_check of each of the n kernels k[0..n) (and parity_custom_baselines when
- * baselines != 0), the units -- one per (kernel, workload) and one per kernel's baselines --
- * shared among `jobs` forked worker processes (jobs <= 1: all in this process). Each unit is a
- * pure function of (op, kernel, workload, seed), so out[0..n) (caller-owned) holds what the
- * serial calls give, whatever jobs is (the seconds fields aside). PARITY_OK once every unit ran
- * (per-kernel errors are in out[i].st); PARITY_E_NOMEM; PARITY_E_IO when a worker died. */
-parity_status_t parity_custom_check_many(const parity_custom_op_t *op, const parity_abi_kernel_t *const *k, int n,
-                                         const parity_custom_opts_t *opts, int baselines, int jobs,
-                                         parity_custom_kernel_report_t *out, parity_diag_t *diag);
 
 /* ---- the power self-test (docs/custom-ops.md, "The power self-test") -----------------------
  * Generic mutants built from the op's own reference, judged with the tolerance parity derived,
@@ -250,7 +178,8 @@ typedef struct {
 /* Every mutant on every workload opts selects (opts->quick, opts->workload, opts->seed), inputs
  * in dtype (F32, BF16 or F16), rows[0..cap) written in (workload, mutant) order, *n_rows set.
  * PARITY_OK; PARITY_E_INVALID (a dtype, cap too small, an unknown workload); PARITY_E_FORMAT (the
- * declaration fails on a workload, as parity_custom_check); PARITY_E_NOMEM. */
+ * declaration fails on a workload: a reference error or NaN, a multilinear claim that does not
+ * hold, no fp32 evaluation where the floor needs one); PARITY_E_NOMEM. */
 parity_status_t parity_custom_power(const parity_custom_op_t *op, int dtype, const parity_custom_opts_t *opts,
                                     parity_custom_power_row_t *rows, int cap, int *n_rows, parity_diag_t *diag);
 

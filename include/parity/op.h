@@ -102,6 +102,8 @@ typedef struct {
     parity_workload_t *owned_wl; /* a workload the case owns (freed with it), or NULL */
 } parity_case_t;
 
+struct parity_baseline_result; /* verify.h parity_baseline_result_t */
+
 typedef struct parity_op {
     const char *name;
     const char *summary;
@@ -169,6 +171,17 @@ typedef struct parity_op {
     /* A declared op (custom_op.h: a plugin's, or a parity.Op through the Python package) rather
      * than a built-in one: the reports add "custom_op": true. */
     int declared;
+    /* Why an unfaithful kernel of this op gets no diagnosis (a declared op without a multilinear
+     * reduction: no terms to emulate); the reports say it. NULL: every one is diagnosed. */
+    const char *no_diagnosis;
+    /* Declared ops: the baseline rules' own workloads and judgement (src/custom/custom_baseline.c;
+     * NULL for the built-in ops, whose are baseline.c's). baseline_workload gives rule b's
+     * workload and fixed seed, or PARITY_E_NOTFOUND with why[0..cap) saying why the rule does
+     * not apply to the op (hipDNN's needs a multilinear reduction). */
+    parity_status_t (*baseline_workload)(const struct parity_op *op, int b, const parity_workload_t **wl,
+                                         uint64_t *seed, char *why, size_t cap);
+    parity_status_t (*baseline_judge)(int b, const parity_case_t *c, parity_tensor_t *const *outs,
+                                      struct parity_baseline_result *br); /* verify.h */
 } parity_op_t;
 
 typedef enum {

@@ -26,6 +26,7 @@ typedef struct {
     const char *reproduce;   /* when set, the reproducer line verbatim (the Python package's
                                 parity.check(...) call); NULL: the CLI's command line */
     int seed_fresh;          /* the seed was drawn by --seed fresh: the text report says so */
+    const char *op_plugin;   /* a declared op's plugin (--op-plugin): the reproducer names it */
 } parity_report_opts_t;
 
 /* The text report of n kernels' results res[0..n) on op, to out. */

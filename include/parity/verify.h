@@ -125,7 +125,7 @@ typedef struct {
 
 /* The baseline rules (include/parity/baseline.h, docs/baselines.md). */
 #define PARITY_N_BASELINES 7
-typedef struct {
+typedef struct parity_baseline_result {
     const char *name; /* "sol-execbench", "kernelbench", "assert_close", "flash-attn", "ck",
                          "hipdnn", "flashinfer" */
     const char *rule;

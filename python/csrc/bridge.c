@@ -697,7 +697,7 @@ EXPORT const char *parity_py_verdict_name(int v) { return parity_verdict_name((p
 
 static parity_report_opts_t report_ctx(const py_check_t *p, const char *reproduce)
 {
-    parity_report_opts_t ctx = {"check", p->seed, p->quick, p->baselines, NULL, NULL, 0};
+    parity_report_opts_t ctx = {"check", p->seed, p->quick, p->baselines, NULL, NULL, 0, NULL};
     ctx.reproduce = reproduce && reproduce[0] ? reproduce : NULL;
     return ctx;
 }

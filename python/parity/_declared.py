@@ -52,15 +52,15 @@ def _is_float(dt: "np.dtype[Any]") -> bool:
 
 def declaration(op: "Op") -> Dict[str, Any]:
     """The op_abi.h declaration of op, as the bridge's JSON."""
-    attrs = {k: float(v) for k, v in op.attrs.items()
-             if isinstance(v, (bool, int, float, np.integer, np.floating))}
+    # The attributes stay Python's (the reference and the function get them as given); the C
+    # side, which holds 4 numbers, needs none of them: no C kernel runs a parity.Op.
     return {"name": op.name, "description": op.description, "multilinear": bool(op.multilinear),
             "dims": [{"name": d, "sizes": list(s), "fixed": d in op.fixed} for d, s in op.shapes.items()],
             "inputs": [{"name": k, "role": ROLE_CODE[x.role], "dims": list(x.shape), "vocab": x.vocab}
                        for k, x in op.inputs.items()],
             "outputs": [{"name": o, "dims": list(s), "reduced": list(op.reductions.get(o, []))}
                         for o, s in op.outputs.items()],
-            "attrs": attrs}
+            "attrs": {}}
 
 
 def _view(addr: int, n: int, dt: Any) -> Any:

@@ -46,16 +46,6 @@ static parity_custom_op_t *op_of(const parity_op_t *d)
 
 const custom_case_t *custom_case_of(const parity_case_t *c) { return &((const desc_priv_t *)c->priv)->cc; }
 
-void custom_engine_opts(const parity_custom_opts_t *o, parity_check_opts_t *co)
-{
-    parity_check_opts_default(co);
-    co->seed = o->seed;
-    co->quick = o->quick;
-    co->timeout_s = o->timeout;
-    co->n_threads = 1;
-    co->noise_floor = 0; /* a declared op has no catalog: its floor is in its tolerances */
-}
-
 /* The declared workload a preset (or a shape neighbour derived from one: "base@31x0x0", whose n
  * is the size of nbr_dim) stands for, into *out. 0: none of that name. */
 static int find_workload(const parity_custom_op_t *op, const parity_workload_t *wl, custom_workload_t *out)
@@ -240,9 +230,45 @@ static parity_status_t emulate(const parity_case_t *c, int o, const parity_forma
     return parity_format_sum_fast_cols(acc, p->terms, k, n, order, dst) ? PARITY_E_NOMEM : PARITY_OK;
 }
 
+/* The baseline rules of a declared op (op.h baseline_workload / baseline_judge): each rule's own
+ * inputs at the base sizes (the bl_presets), the rules that do not apply said so, the judgement
+ * parity_custom_baseline_case's. */
+static parity_status_t bl_workload(const parity_op_t *d, int b, const parity_workload_t **wl, uint64_t *seed,
+                                   char *why, size_t cap)
+{
+    const parity_custom_op_t *op = op_of(d);
+    int reduced[PARITY_CUSTOM_MAX_ARGS];
+    char w[200];
+    for (int o = 0; o < op->n_out; o++) reduced[o] = op->n_red[o] > 0;
+    if (b < 0 || b >= PARITY_N_BASELINES) return PARITY_E_INVALID;
+    if (!parity_custom_baseline_applies(b, op->n_out, reduced, op->multilinear, w, sizeof w)) {
+        if (why && cap) snprintf(why, cap, "%s", w);
+        return PARITY_E_NOTFOUND;
+    }
+    *wl = &op->bl_presets[b];
+    if (seed) *seed = parity_custom_baseline_seed(b);
+    return PARITY_OK;
+}
+
+static parity_status_t bl_judge(int b, const parity_case_t *c, parity_tensor_t *const *outs,
+                                parity_baseline_result_t *br)
+{
+    int odt[PARITY_OP_MAX_ARGS];
+    const void *ou[PARITY_OP_MAX_ARGS];
+    for (int o = 0; o < c->n_outputs && o < PARITY_OP_MAX_ARGS; o++) {
+        odt[o] = outs[o]->view.dtype;
+        ou[o] = outs[o]->view.data;
+    }
+    return parity_custom_baseline_case(b, c, odt, ou, br);
+}
+
 parity_status_t custom_desc_init(parity_custom_op_t *op, parity_diag_t *diag)
 {
     const parity_abi_op_decl_t *d = op->d;
+    if (op->n_in > PARITY_OP_MAX_ARGS || op->n_out > PARITY_OP_MAX_ARGS || d->n_attrs > 4)
+        return parity_diag_set(diag, PARITY_E_FORMAT, "op %s: the check engine takes at most %d inputs, %d "
+                               "outputs and 4 attributes (it declares %d, %d and %d)", d->name, PARITY_OP_MAX_ARGS,
+                               PARITY_OP_MAX_ARGS, op->n_in, op->n_out, d->n_attrs);
     parity_op_t *x = &op->desc;
     memset(x, 0, sizeof *x);
     x->name = d->name;
@@ -256,6 +282,13 @@ parity_status_t custom_desc_init(parity_custom_op_t *op, parity_diag_t *diag)
     for (int o = 0; o < op->n_out && o < PARITY_OP_MAX_ARGS; o++) x->output_names[o] = op->out[o].name;
     x->faithful_accumulator = "fp32";
     x->declared = 1;
+    int any_red = 0;
+    for (int o = 0; o < op->n_out; o++) any_red |= op->n_red[o] > 0;
+    x->no_diagnosis = !any_red ? "no reduction declared"
+                    : !op->multilinear ? "the declared reduction is not multilinear (no terms to emulate)"
+                                       : NULL;
+    x->baseline_workload = bl_workload;
+    x->baseline_judge = bl_judge;
     snprintf(op->error_model, sizeof op->error_model, "declared op: %s",
              op->multilinear ? "the error model of its multilinear reductions, the empirical floor elsewhere"
                              : "the empirical floor (docs/custom-ops.md)");
@@ -290,111 +323,5 @@ parity_status_t custom_desc_init(parity_custom_op_t *op, parity_diag_t *diag)
         p->n = op->bl_wl[b].size[op->nbr_dim];
         p->production = 1;
     }
-    (void)diag;
-    return PARITY_OK;
-}
-
-/* Why an unfaithful workload has no diagnosis (the engine's diagnose() says nothing then). */
-static void no_diag_reason(const parity_custom_op_t *op, const parity_custom_result_t *r, char *buf, size_t cap)
-{
-    int o = 0;
-    for (int i = 0; i < op->n_out; i++)
-        if (strcmp(op->out[i].name, r->worst_output) == 0) o = i;
-    if (op->n_red[o] == 0) snprintf(buf, cap, "no reduction declared");
-    else if (!op->multilinear)
-        snprintf(buf, cap, "the declared reduction is not multilinear: its terms are not the reference on slices");
-    else if (!isfinite(r->max_err_over_tol)) snprintf(buf, cap, "non-finite outputs: nothing to compare");
-    else snprintf(buf, cap, "the reduction is too long to emulate here");
-}
-
-/* The engine's result of one workload as the declared report gives it. */
-static void to_custom_result(const parity_custom_op_t *op, const custom_workload_t *wl, int dtype,
-                             const parity_wl_result_t *w, parity_custom_result_t *r)
-{
-    memset(r, 0, sizeof *r);
-    snprintf(r->workload, sizeof r->workload, "%s", wl->name);
-    r->production = wl->production;
-    r->verdict = w->verdict;
-    r->max_err_over_tol = w->max_q;
-    r->rows_failed = w->rows_failed;
-    r->rows_judged = w->rows_judged;
-    snprintf(r->detail, sizeof r->detail, "%s", w->detail);
-    r->seconds = w->seconds;
-    size_t tl = 0;
-    for (int o = 0; o < op->n_out; o++) {
-        char model[64];
-        custom_model_text(op, wl, dtype, o, model, sizeof model);
-        tl += (size_t)snprintf(r->tolerance + tl, tl < sizeof r->tolerance ? sizeof r->tolerance - tl : 0,
-                               "%s%s: %s", o ? ", " : "", op->out[o].name, model);
-        if (tl >= sizeof r->tolerance) tl = sizeof r->tolerance - 1;
-    }
-    if (w->rows_judged && w->worst.output[0]) {
-        int o = 0;
-        for (int i = 0; i < op->n_out; i++)
-            if (strcmp(op->out[i].name, w->worst.output) == 0) o = i;
-        snprintf(r->worst_output, sizeof r->worst_output, "%s", w->worst.output);
-        const custom_arg_t *a = &op->out[o];
-        r->worst_ndim = a->ndim;
-        int64_t rem = w->worst.row; /* rows: every axis but the last; the column: the last */
-        if (a->ndim > 0) r->worst_index[a->ndim - 1] = w->worst.col;
-        for (int t = a->ndim - 2; t >= 0; t--) {
-            int64_t s = wl->size[a->dim[t]];
-            r->worst_index[t] = rem % s;
-            rem /= s;
-        }
-        r->got = w->worst.got;
-        r->ref = w->worst.ref;
-        r->tol = w->worst.tol;
-    }
-    r->diag = w->diag;
-    if (r->verdict == PARITY_VERDICT_UNFAITHFUL && !r->production && !r->diag.available)
-        no_diag_reason(op, r, r->no_diag, sizeof r->no_diag);
-}
-
-parity_status_t custom_engine_ready(const parity_custom_op_t *op, const parity_abi_kernel_t *k,
-                                    parity_diag_t *diag)
-{
-    if (op->n_in > PARITY_OP_MAX_ARGS || op->n_out > PARITY_OP_MAX_ARGS || op->d->n_attrs > 4)
-        return parity_diag_set(diag, PARITY_E_FORMAT, "op %s: the check engine takes at most %d inputs, %d "
-                               "outputs and 4 attributes", op->d->name, PARITY_OP_MAX_ARGS, PARITY_OP_MAX_ARGS);
-    int idt = k->in_dtype, odt = k->out_dtype;
-    if (idt != PARITY_DT_F32 && idt != PARITY_DT_BF16 && idt != PARITY_DT_F16)
-        return parity_diag_set(diag, PARITY_E_INVALID, "kernel %s: in_dtype %d: declared ops take f32, bf16 or "
-                               "f16 float inputs", k->name, idt);
-    if (odt != PARITY_DT_F32 && odt != PARITY_DT_BF16 && odt != PARITY_DT_F16)
-        return parity_diag_set(diag, PARITY_E_INVALID, "kernel %s: out_dtype %d: declared ops take f32, bf16 or "
-                               "f16 outputs", k->name, odt);
-    return PARITY_OK;
-}
-
-parity_status_t parity_custom_check(const parity_custom_op_t *op, const parity_abi_kernel_t *k,
-                                    const parity_custom_opts_t *opts, parity_custom_result_t *results,
-                                    int *n_results, parity_diag_t *diag)
-{
-    *n_results = 0;
-    parity_status_t st = custom_engine_ready(op, k, diag);
-    if (st != PARITY_OK) return st;
-    parity_check_opts_t co;
-    custom_engine_opts(opts, &co);
-    parity_kernel_ref_t kr;
-    memset(&kr, 0, sizeof kr);
-    kr.k = k;
-    snprintf(kr.label, sizeof kr.label, "%s", k->name ? k->name : "?");
-    check_worker_t *w = check_worker_new();
-    if (!w) return PARITY_E_NOMEM;
-    int found = 0;
-    for (int i = 0; i < op->n_wl && st == PARITY_OK; i++) {
-        const custom_workload_t *wl = &op->wl[i];
-        if (opts->workload ? strcmp(opts->workload, wl->name) != 0 : (opts->quick && wl->production)) continue;
-        found = 1;
-        parity_wl_result_t wr;
-        st = check_unit_kernel(w, &op->desc, &op->presets[i], &co, &kr, 0, &wr, diag);
-        if (st == PARITY_OK) to_custom_result(op, wl, k->in_dtype, &wr, &results[(*n_results)++]);
-    }
-    check_worker_free(w);
-    if (st != PARITY_OK) return st;
-    if (!found)
-        return parity_diag_set(diag, PARITY_E_INVALID, "op %s has no workload %s", op->d->name,
-                               opts->workload ? opts->workload : "(all production, and --quick)");
     return PARITY_OK;
 }

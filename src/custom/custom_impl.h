@@ -119,13 +119,8 @@ int custom_for_each_term(const custom_case_t *c, int o, int (*fn)(void *ctx, int
  * mutants): the largest err/tol over every output element. */
 parity_status_t custom_desc_init(parity_custom_op_t *op, parity_diag_t *diag);
 double custom_judge_max_q(const custom_case_t *c, const float *const *outputs);
-/* The check engine's options for a declared op's (seed, timeout): one thread per kernel call. */
-void custom_engine_opts(const parity_custom_opts_t *o, parity_check_opts_t *co);
 /* The declared case the engine built (parity_case_t.priv): its custom_case_t. */
 const custom_case_t *custom_case_of(const parity_case_t *c);
-/* PARITY_OK when kernel k of op can go through the engine (counts, dtypes), else why not. */
-parity_status_t custom_engine_ready(const parity_custom_op_t *op, const parity_abi_kernel_t *k,
-                                    parity_diag_t *diag);
 
 /* custom_baseline.c: the value variant (CV_BL_*) of baseline rule b's inputs. */
 int custom_baseline_variant(int b);

@@ -90,6 +90,7 @@ parity_status_t parity_baseline_workload(const parity_op_t *op, int b, const par
                                          uint64_t *seed)
 {
     if (!op || b < 0 || b >= PARITY_N_BASELINES || !wl) return PARITY_E_INVALID;
+    if (op->baseline_workload) return op->baseline_workload(op, b, wl, seed, NULL, 0); /* a declared op's */
     if (!op->baseline_workloads) return PARITY_E_NOTFOUND;
     if (seed) *seed = SEEDS[b];
     if (b < 3) {
@@ -217,6 +218,7 @@ parity_status_t parity_baseline_judge(int b, const parity_case_t *c, parity_tens
     if (!c || !outs || !br || b < 0 || b >= PARITY_N_BASELINES) return PARITY_E_INVALID;
     for (int i = 0; i < c->n_outputs; i++)
         if (!outs[i]) return PARITY_E_INVALID;
+    if (c->op->baseline_judge) return c->op->baseline_judge(b, c, outs, br); /* a declared op's */
     memset(br, 0, sizeof *br);
     br->name = NAMES[b];
     br->rule = RULES[b];

@@ -711,9 +711,16 @@ parity_status_t check_unit_baseline(check_worker_t *w, const parity_op_t *op, in
     case_slot_t *cs;
     const parity_workload_t *bw;
     uint64_t bseed;
-    parity_status_t st = parity_baseline_workload(op, b, &bw, &bseed);
+    parity_status_t st = op->baseline_workload ? op->baseline_workload(op, b, &bw, &bseed, br->detail, sizeof br->detail)
+                                               : parity_baseline_workload(op, b, &bw, &bseed);
+    if (st == PARITY_E_NOTFOUND && op->baseline_workload) return PARITY_OK; /* n/a here: detail says why */
     if (st != PARITY_OK) return st;
     st = worker_case(w, op, bw, bseed, (parity_dtype_t)kr->k->in_dtype, &cs, diag);
+    if (st == PARITY_E_FORMAT && op->declared) { /* the reference is not defined on the rule's inputs */
+        snprintf(br->detail, sizeof br->detail, "%.159s", diag && diag->msg[0] ? diag->msg : "the reference fails");
+        if (diag) diag->msg[0] = 0;
+        return PARITY_OK;
+    }
     if (st != PARITY_OK) return st;
     run_baseline(b, kr, cs, opts, br);
     progress(opts, "  [baseline %s] %-40s %s", parity_baseline_name(b), kr->label, br->caught ? "caught" : "pass");

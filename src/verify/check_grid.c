@@ -377,7 +377,7 @@ parity_status_t parity_check_run_ex(const parity_op_t *op, const parity_kernel_l
         for (int k = 0; k < n_k; k++) units[n_units++] = (unit_t){UNIT_KERNEL, w, k, 0};
     }
     free(order);
-    if (opts->baselines && op->baseline_workloads)
+    if (opts->baselines && (op->baseline_workloads || op->baseline_workload))
         for (int b = 0; b < PARITY_N_BASELINES; b++)
             for (int k = 0; k < n_k; k++) units[n_units++] = (unit_t){UNIT_BASELINE, 0, k, b};
     int n_mine = 0;

@@ -69,6 +69,14 @@ static void reproducer(char *b, size_t n, const parity_op_t *op, const parity_ke
         snprintf(b, n, "parity compare %s %s %s", op->name, ctx->inputs_path, kr->kr->label);
         return;
     }
+    if (ctx->op_plugin) { /* a kernel of the op plugin itself: its NAME suffices */
+        const char *kn = kr->kr->label;
+        size_t pl = strlen(ctx->op_plugin);
+        if (strncmp(kn, ctx->op_plugin, pl) == 0 && kn[pl] == ':') kn += pl + 1;
+        snprintf(b, n, "parity %s %s --op-plugin %s --kernel %s --workload %s --seed %llu", ctx->command, op->name,
+                 ctx->op_plugin, kn, w->workload, (unsigned long long)ctx->seed);
+        return;
+    }
     snprintf(b, n, "parity %s %s --kernel %s --workload %s --seed %llu", ctx->command, op->name,
              kr->kr->label, w->workload, (unsigned long long)ctx->seed);
 }
@@ -81,8 +89,12 @@ void parity_report_text(FILE *out, const parity_op_t *op, const parity_kernel_re
             ctx->quick ? ", --quick: production-sized workloads skipped" : "");
     fprintf(out, "error model: %s; faithful accumulator %s.\n", op->error_model,
             op->faithful_accumulator);
-    fprintf(out, "err/tol: worst |error| over its tolerance (> 1 fails); floor: the same for the\n"
-                 "faithful catalog variants on that workload.\n\n");
+    if (op->declared) /* no catalog: its floor is in its tolerances (docs/custom-ops.md) */
+        fprintf(out, "err/tol: worst |error| over its tolerance (> 1 fails); a declared op has no catalog of\n"
+                     "faithful variants, so no floor: its tolerance is derived from the declaration.\n\n");
+    else
+        fprintf(out, "err/tol: worst |error| over its tolerance (> 1 fails); floor: the same for the\n"
+                     "faithful catalog variants on that workload.\n\n");
     for (int k = 0; k < n; k++) {
         const parity_kernel_result_t *kr = &res[k];
         const parity_wl_result_t *w = &kr->wl[kr->worst_wl];
@@ -135,6 +147,8 @@ void parity_report_text(FILE *out, const parity_op_t *op, const parity_kernel_re
                 fprintf(out, " (%s)", q);
             fprintf(out, "%s", i + 1 < kr->n_wl ? "," : "\n");
         }
+        if (kr->diag_wl < 0 && kr->verdict == PARITY_VERDICT_UNFAITHFUL && op->no_diagnosis)
+            fprintf(out, "  no diagnosis: %s\n", op->no_diagnosis);
         if (kr->diag_wl >= 0) {
             const parity_wl_result_t *dw = &kr->wl[kr->diag_wl];
             const parity_diagnosis_t *d = &dw->diag;
@@ -198,12 +212,17 @@ void parity_report_text(FILE *out, const parity_op_t *op, const parity_kernel_re
             fprintf(out, "%-*s %-10s %-10s", w, kr->kr->label, expected_of(kr),
                     kr->verdict == PARITY_VERDICT_FAITHFUL ? "pass" : "CAUGHT");
             for (int b = 0; b < PARITY_N_BASELINES; b++)
-                fprintf(out, " %-*s", bw[b], !kr->base[b].ran ? "-" : kr->base[b].caught ? "CAUGHT" : "pass");
+                fprintf(out, " %-*s", bw[b], !kr->base[b].ran ? (kr->base[b].detail[0] ? "n/a" : "-")
+                                                 : kr->base[b].caught ? "CAUGHT" : "pass");
             fputc('\n', out);
         }
         fprintf(out, "\nbaseline rules:\n");
+        for (int b = 0; b < PARITY_N_BASELINES; b++) /* a rule that does not apply (a declared op's): why */
+            if (res[0].base[b].name && (res[0].base[b].ran || !res[0].base[b].detail[0]))
+                fprintf(out, "  %-14s %s\n", res[0].base[b].name, res[0].base[b].rule);
         for (int b = 0; b < PARITY_N_BASELINES; b++)
-            if (res[0].base[b].name) fprintf(out, "  %-14s %s\n", res[0].base[b].name, res[0].base[b].rule);
+            if (res[0].base[b].name && !res[0].base[b].ran && res[0].base[b].detail[0])
+                fprintf(out, "  %-14s n/a: %s\n", res[0].base[b].name, res[0].base[b].detail);
         fputc('\n', out);
     }
     int bad = 0, unexpected = 0, unsupported = 0;
@@ -366,6 +385,8 @@ static cJSON *report_json(const parity_op_t *op, const parity_kernel_result_t *r
                     cJSON_AddItemToObject(e, parity_emu_names[q], parity_json_num(w->diag.emu_err[q]));
             }
         }
+        if (kr->diag_wl < 0 && kr->verdict == PARITY_VERDICT_UNFAITHFUL && op->no_diagnosis)
+            cJSON_AddStringToObject(o, "no_diagnosis", op->no_diagnosis);
         if (kr->diag_wl >= 0) {
             const parity_diagnosis_t *d = &kr->wl[kr->diag_wl].diag;
             cJSON *dg = cJSON_AddObjectToObject(o, "diagnosis");
@@ -382,8 +403,16 @@ static cJSON *report_json(const parity_op_t *op, const parity_kernel_result_t *r
         if (ctx->baselines) {
             cJSON *b = cJSON_AddObjectToObject(o, "baselines");
             for (int q = 0; q < PARITY_N_BASELINES; q++) {
+                if (!kr->base[q].ran && op->declared && kr->base[q].name && kr->base[q].detail[0]) {
+                    cJSON *x = cJSON_AddObjectToObject(b, kr->base[q].name); /* n/a, and why */
+                    cJSON_AddBoolToObject(x, "applies", 0);
+                    cJSON_AddNullToObject(x, "caught");
+                    cJSON_AddStringToObject(x, "why", kr->base[q].detail);
+                    continue;
+                }
                 if (!kr->base[q].ran) continue;
                 cJSON *x = cJSON_AddObjectToObject(b, kr->base[q].name);
+                if (op->declared) cJSON_AddBoolToObject(x, "applies", 1); /* built-in reports as they were */
                 cJSON_AddBoolToObject(x, "caught", kr->base[q].caught);
                 cJSON_AddItemToObject(x, "pass_fraction", parity_json_num(kr->base[q].pass_fraction));
                 cJSON_AddItemToObject(x, "margin", parity_json_num(kr->base[q].margin));
