@@ -43,6 +43,11 @@ parity_status_t parity_custom_op_load(const char *path, const char *name, parity
                                       parity_diag_t *diag);
 void parity_custom_op_free(parity_custom_op_t *op); /* NULL is fine */
 
+/* The name of role r (op_abi.h parity_role_t: "token_ids", "activation", ...), "?" past the last:
+ * the Python package reads the roles in order until "?", so a role added here needs no change
+ * there. */
+const char *parity_custom_role_name(int r);
+
 /* A reference with a context pointer: what a host language's declared op gives (the Python
  * package's parity.Op, whose reference is a Python function called through the bridge). Called
  * as decl->reference would be, with the same call and the same return codes. */

@@ -694,6 +694,9 @@ EXPORT const char *parity_py_check_worst_workload(const py_check_t *p)
 }
 
 EXPORT const char *parity_py_verdict_name(int v) { return parity_verdict_name((parity_verdict_t)v); }
+/* The C enums by name, "?" past the last (python/parity/_lib.py reads them in order). */
+EXPORT const char *parity_py_dtype_name(int v) { return parity_dtype_name((parity_dtype_t)v); }
+EXPORT const char *parity_py_role_name(int v) { return parity_custom_role_name(v); }
 
 static parity_report_opts_t report_ctx(const py_check_t *p, const char *reproduce)
 {

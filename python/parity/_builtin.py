@@ -9,9 +9,9 @@ from typing import Any, Callable
 import numpy as np
 
 from . import _case
-from ._lib import b, lib
+from ._lib import DTYPE_CODE, b, lib
 
-_DT = {"f64": 0, "f32": 1, "bf16": 2, "f16": 3, "i32": 4, "i64": 5, "u8": 6, "e4m3fn": 7, "e5m2": 8}
+_DT = DTYPE_CODE  # kernel_abi.h parity_dtype_t, from the C library
 _NP = {np.dtype(np.float64): 0, np.dtype(np.float32): 1, np.dtype(np.float16): 3,
        np.dtype(np.int32): 4, np.dtype(np.int64): 5, np.dtype(np.uint8): 6}
 

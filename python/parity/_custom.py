@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 import numpy as np
 
 from ._errors import ProblemError
+from ._lib import ROLES as _ROLES
 
 Sizes = Dict[str, int]
 
@@ -24,7 +25,7 @@ class _ProblemTypeError(ProblemError, TypeError):
     the TypeError it was before parity.ProblemError existed."""
 Workload = Tuple[str, Sizes, bool, str]
 
-ROLES = ("token_ids", "activation", "gradient", "weight", "norm_weight", "logits", "mask")
+ROLES = tuple(_ROLES)  # op_abi.h parity_role_t, in its order, from the C library
 
 
 class Input:

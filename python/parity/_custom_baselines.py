@@ -16,12 +16,12 @@ from __future__ import annotations
 import ctypes
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
-from ._lib import lib
+from ._lib import DTYPE_CODE, lib
 
 if TYPE_CHECKING:
     from ._custom import Op
 
-_DT = {"f64": 0, "f32": 1, "bf16": 2, "f16": 3}
+_DT = {n: c for n, c in DTYPE_CODE.items() if n in ("f64", "f32", "bf16", "f16")}  # the rules' output dtypes
 _C = ctypes
 _VP = _C.c_void_p
 

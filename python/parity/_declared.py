@@ -18,15 +18,13 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional
 import numpy as np
 
 from ._errors import ProblemError
-from ._lib import b, errbuf, lib
+from ._lib import DTYPE_CODE, ROLES, b, errbuf, lib
 
 if TYPE_CHECKING:
     from ._custom import Op
 
-# op_abi.h parity_role_t, in its order.
-ROLE_CODE = {r: i for i, r in enumerate(("token_ids", "activation", "gradient", "weight", "norm_weight",
-                                         "logits", "mask"))}
-_F64, _F32 = 0, 1  # kernel_abi.h parity_dtype_t
+ROLE_CODE = {r: i for i, r in enumerate(ROLES)}  # op_abi.h parity_role_t, from the C library
+_F64, _F32 = DTYPE_CODE["f64"], DTYPE_CODE["f32"]  # kernel_abi.h parity_dtype_t
 REF_OK, REF_UNSUPPORTED, REF_ERROR = 0, 1, 2
 
 _REF_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.POINTER(ctypes.c_int64),

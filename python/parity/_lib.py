@@ -80,6 +80,8 @@ _SIGS: Dict[str, Tuple[Any, List[Any]]] = {
     "parity_py_check_finish": (_c.c_int, [_P]),
     "parity_py_check_worst_workload": (_S, [_P]),
     "parity_py_verdict_name": (_S, [_c.c_int]),
+    "parity_py_dtype_name": (_S, [_c.c_int]),
+    "parity_py_role_name": (_S, [_c.c_int]),
     "parity_py_check_text": (_P, [_P, _S]),
     "parity_py_check_json": (_P, [_P, _S]),
     "parity_py_round": (_c.c_int, [_S, _c.c_int, _c.c_uint64, _c.c_int, _P, _c.c_size_t, _P, _P,
@@ -104,10 +106,17 @@ for _n, (_res, _args) in _SIGS.items():
     _f.restype = _res
     _f.argtypes = _args
 
-# The C library's verdict names in enum order, as many as it has: parity_verdict_name answers "?"
-# past the last one (src/verify/verify.c), so a verdict added in C needs no change here.
-VERDICTS: List[str] = list(itertools.takewhile(lambda s: s != "?", (lib.parity_py_verdict_name(i).decode()
-                                                         for i in itertools.count())))
+def _enum(name_of: Any) -> List[str]:
+    """A C enum's names in enum order, as many as it has: its name function answers "?" past the
+    last one, so a value added in C needs no change here (never a literal range)."""
+    return list(itertools.takewhile(lambda s: s != "?", (name_of(i).decode() for i in itertools.count())))
+
+
+# The verdicts (src/verify/verify.c), the element types (kernel_abi.h parity_dtype_t) and the
+# roles of declared ops' inputs (op_abi.h parity_role_t), by their C codes.
+VERDICTS: List[str] = _enum(lib.parity_py_verdict_name)
+DTYPE_CODE: Dict[str, int] = {n: i for i, n in enumerate(_enum(lib.parity_py_dtype_name))}
+ROLES: List[str] = _enum(lib.parity_py_role_name)
 
 
 def b(s: Union[str, bytes, None]) -> Optional[bytes]:

@@ -30,6 +30,13 @@ size_t custom_dtype_size(int dtype)
 
 int custom_is_float_role(int role) { return role != PARITY_ROLE_TOKEN_IDS; }
 
+const char *parity_custom_role_name(int role)
+{
+    static const char *const names[] = {"token_ids", "activation", "gradient", "weight", "norm_weight", "logits",
+                                        "mask"};
+    return role >= 0 && role < (int)(sizeof names / sizeof names[0]) ? names[role] : "?";
+}
+
 int64_t custom_numel(const parity_custom_op_t *op, const custom_arg_t *a, const int64_t *size)
 {
     (void)op;

@@ -205,21 +205,10 @@ parity_verdict_t parity_run_isolated_step(const parity_abi_kernel_t *k, const pa
     double t0 = parity_now();
     fflush(NULL);
     pid_t pid = fork();
-    if (pid < 0) { /* cannot isolate: run in-process rather than give up */
-        if (decoy) (void)k->run(decoy);
-        int sc = step ? step(step_ctx, k, call) : 0;
-        int rc = sc ? PARITY_KERNEL_OK : k->run(call);
+    if (pid < 0) { /* cannot isolate: a status, never an unisolated run (issue #35) */
         *seconds = parity_now() - t0;
-        if (sc) return parity_child_status_verdict(sc, call, detail, detail_len);
-        if (rc == PARITY_KERNEL_UNSUPPORTED) {
-            snprintf(detail, detail_len, "kernel declined this shape/dtype");
-            return PARITY_VERDICT_UNSUPPORTED;
-        }
-        if (rc != PARITY_KERNEL_OK) {
-            snprintf(detail, detail_len, "kernel returned error %d", rc);
-            return PARITY_VERDICT_CRASHED;
-        }
-        return PARITY_VERDICT_FAITHFUL;
+        snprintf(detail, detail_len, "not run: parity could not fork to isolate the kernel (%s)", strerror(errno));
+        return PARITY_VERDICT_CRASHED;
     }
     if (pid == 0) {
         /* The decoy call runs first in the same process, on different inputs of the same shape:
