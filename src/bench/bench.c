@@ -134,6 +134,47 @@ static int64_t default_scrub(void)
     return b;
 }
 
+/* The timed runs, in the isolated child (a step of parity_run_isolated_step): warm-up + runs
+ * calls, each on inputs with the first float element flipped in sign (a kernel cannot reuse the
+ * last call's result), NaN-prefilled outputs and a scrubbed cache, times and the first
+ * mismatches into the shared mapping, the done flag last. */
+typedef struct {
+    const parity_time_opts_t *o;
+    const bench_expect_t *e;
+    double *shm;
+    bench_mismatch_t *sm;
+    int runs, warm;
+    int64_t sb;
+} bench_step_t;
+
+static int bench_step(void *vctx, const parity_abi_kernel_t *k, const parity_abi_call_t *call)
+{
+    const bench_step_t *x = vctx;
+    const bench_expect_t *e = x->e;
+    unsigned char *buf = x->sb > 0 ? malloc((size_t)x->sb) : NULL;
+    for (int r = 0; r < x->warm + x->runs; r++) {
+        bench_flip_first_float(call);
+        /* NaN before every call, so that one which writes nothing returns NaN, not the last
+         * call's outputs; before the scrub, so the outputs start in DRAM as they did. */
+        if (e)
+            for (int i = 0; i < e->c->n_outputs; i++) parity_tensor_fill_nan(e->outs[i]);
+        scrub(buf, x->sb > 0 ? x->sb : 0, r);
+        double a = now_s();
+        int rc = k->run(call);
+        double b = now_s();
+        if (rc != PARITY_KERNEL_OK) return rc == PARITY_KERNEL_UNSUPPORTED ? 64 : 65;
+        if (r >= x->warm) x->shm[r - x->warm] = b - a;
+        bench_mismatch_t mm; /* outside the timed region */
+        if (e && x->sm[1].run < 0 && bench_expect_check(e, r, &mm)) {
+            if (x->sm[0].run < 0) x->sm[0] = mm;
+            if (mm.judged) x->sm[1] = mm;
+        }
+    }
+    if ((x->warm + x->runs) % 2) bench_flip_first_float(call); /* the case's inputs again */
+    x->shm[x->runs] = 1.0; /* done */
+    return PARITY_CHILD_STEP_DONE;
+}
+
 parity_verdict_t parity_bench_time_kernel(const parity_abi_kernel_t *k, const parity_abi_call_t *call,
                                           const parity_time_opts_t *o, double *times,
                                           char *detail, size_t detail_len)
@@ -171,75 +212,27 @@ parity_verdict_t bench_time_kernel_judged(const parity_abi_kernel_t *k, const pa
      * runs (--runs 5) left them flipped, and every kernel timed after was judged on inputs
      * that were not the reference's: "unfaithful", err/tol 1e5. */
     uint64_t in_digest = first_float_digest(call);
-    fflush(NULL);
-    double t0 = now_s();
-    pid_t pid = fork();
-    if (pid < 0) {
-        munmap(shm, shm_len);
-        snprintf(detail, detail_len, "cannot fork: %s", strerror(errno));
-        return PARITY_VERDICT_CRASHED;
-    }
-    if (pid == 0) {
-        unsigned char *buf = sb > 0 ? malloc((size_t)sb) : NULL;
-        for (int r = 0; r < warm + runs; r++) {
-            bench_flip_first_float(call);
-            /* NaN before every call, so that one which writes nothing returns NaN, not the last
-             * call's outputs; before the scrub, so the outputs start in DRAM as they did. */
-            if (e)
-                for (int i = 0; i < e->c->n_outputs; i++) parity_tensor_fill_nan(e->outs[i]);
-            scrub(buf, sb > 0 ? sb : 0, r);
-            double a = now_s();
-            int rc = k->run(call);
-            double b = now_s();
-            if (rc != PARITY_KERNEL_OK) _exit(rc == PARITY_KERNEL_UNSUPPORTED ? 64 : 65);
-            if (r >= warm) shm[r - warm] = b - a;
-            bench_mismatch_t mm; /* outside the timed region */
-            if (e && sm[1].run < 0 && bench_expect_check(e, r, &mm)) {
-                if (sm[0].run < 0) sm[0] = mm;
-                if (mm.judged) sm[1] = mm;
-            }
-        }
-        if ((warm + runs) % 2) bench_flip_first_float(call); /* the case's inputs again */
-        shm[runs] = 1.0; /* done */
-        _exit(0);
-    }
-    int status = 0, fd = parity_child_fd(pid);
-    long sleep_us = 500;
-    parity_verdict_t v = PARITY_VERDICT_FAITHFUL;
-    int w = parity_child_wait(pid, fd, &status, o->timeout_s - (now_s() - t0), &sleep_us);
-    if (fd >= 0) close(fd);
-    if (w == 0) {
-        kill(pid, SIGKILL);
-        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-    }
+    /* The timed runs are one step of the check engine's isolated run (verify.c: the fork, the
+     * parent-side deadline and kill, the exit-status verdicts), the whole of the child's work. */
+    bench_step_t ctx = {o, e, shm, sm, runs, warm, sb};
+    double secs = 0;
+    parity_verdict_t v = parity_run_isolated_step(k, NULL, bench_step, &ctx, call, o->timeout_s, detail, detail_len,
+                                                  &secs);
     int inputs_changed = 0;
     if (first_float_digest(call) != in_digest) {
         bench_flip_first_float(call);
         inputs_changed = first_float_digest(call) != in_digest;
         if (inputs_changed) bench_flip_first_float(call); /* not a leftover flip: as the kernel left it */
     }
-    if (w == 0) {
+    if (v == PARITY_VERDICT_TIMEOUT) {
         snprintf(detail, detail_len, "timing not done after %.0f s (killed)", o->timeout_s);
-        munmap(shm, shm_len);
-        return PARITY_VERDICT_TIMEOUT;
-    }
-    if (inputs_changed) {
+    } else if (inputs_changed) {
         snprintf(detail, detail_len, "the kernel changed its inputs during the timed runs");
-        munmap(shm, shm_len);
-        return PARITY_VERDICT_MODIFIED_INPUTS;
-    }
-    if (WIFSIGNALED(status)) {
-        int sig = WTERMSIG(status);
-        snprintf(detail, detail_len, "killed by signal %d (%s) while timing", sig, strsignal(sig));
+        v = PARITY_VERDICT_MODIFIED_INPUTS;
+    } else if (v == PARITY_VERDICT_FAITHFUL && shm[runs] != 1.0) {
+        snprintf(detail, detail_len, "kernel failed while timing (the timed runs did not finish)");
         v = PARITY_VERDICT_CRASHED;
-    } else if (WIFEXITED(status) && WEXITSTATUS(status) == 64) {
-        snprintf(detail, detail_len, "kernel declined this shape/dtype");
-        v = PARITY_VERDICT_UNSUPPORTED;
-    } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || shm[runs] != 1.0) {
-        snprintf(detail, detail_len, "kernel failed while timing (exit status %d)",
-                 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-        v = PARITY_VERDICT_CRASHED;
-    } else {
+    } else if (v == PARITY_VERDICT_FAITHFUL) { /* "ran": the times, and the first mismatches */
         memcpy(times, shm, sizeof(double) * (size_t)runs);
         m[0] = sm[0];
         m[1] = sm[1];

@@ -217,7 +217,7 @@ parity_verdict_t parity_run_isolated_step(const parity_abi_kernel_t *k, const pa
         populate_call(call);
         if (decoy) (void)k->run(decoy);
         int sc = step ? step(step_ctx, k, call) : 0;
-        if (sc) _exit(sc);
+        if (sc) _exit(sc == PARITY_CHILD_STEP_DONE ? 0 : sc);
         int rc = k->run(call);
         _exit(rc == PARITY_KERNEL_OK ? 0 : rc == PARITY_KERNEL_UNSUPPORTED ? 64 : 65);
     }

@@ -28,9 +28,12 @@ parity_verdict_t parity_run_isolated(const parity_abi_kernel_t *k, const parity_
  * each (advisory), as a child does before its kernel runs. */
 void parity_populate_call(const parity_abi_call_t *c);
 /* A step the child runs after the decoy and before the judged call (check_anticache.c: a call
- * on the judged buffers with other contents, the calls at smaller shape neighbours). Returns 0 to
- * go on to the judged call, else the child's exit status: 64 the kernel declined, 65 it returned
- * an error, PARITY_CHILD_STEP_MODIFIED + i it changed input i during the step. */
+ * on the judged buffers with other contents, the calls at smaller shape neighbours; bench.c: the
+ * timed runs, the child's whole work). Returns 0 to go on to the judged call,
+ * PARITY_CHILD_STEP_DONE to end the child there ("ran"), else the child's exit status: 64 the
+ * kernel declined, 65 it returned an error, PARITY_CHILD_STEP_MODIFIED + i it changed input i
+ * during the step. */
+#define PARITY_CHILD_STEP_DONE 1
 #define PARITY_CHILD_STEP_MODIFIED 66
 typedef int (*parity_child_step_fn)(void *ctx, const parity_abi_kernel_t *k,
                                     const parity_abi_call_t *call);
