@@ -55,8 +55,8 @@ typedef int (*parity_custom_ref_fn)(void *arg, const parity_abi_call_t *call);
 
 /* The declared op `decl` (caller-owned: it and every string and table it points to must outlive
  * the op) made into an op, validated as parity_custom_op_load validates a plugin's; `ref` (with
- * `arg`), when not NULL, is its reference in place of decl->reference. Its name must not be a
- * built-in op's. Free with parity_custom_op_free. PARITY_OK; PARITY_E_FORMAT (a malformed
+ * `arg`), when not NULL, is its reference in place of decl->reference (its name may be a built-in
+ * op's: the caller keeps the descriptor apart from the registry). Free with parity_custom_op_free. PARITY_OK; PARITY_E_FORMAT (a malformed
  * declaration: diag names the field); PARITY_E_INVALID; PARITY_E_NOMEM. */
 parity_status_t parity_custom_op_declare(const parity_abi_op_decl_t *decl, parity_custom_ref_fn ref, void *arg,
                                          parity_custom_op_t **out, parity_diag_t *diag);

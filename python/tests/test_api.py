@@ -270,3 +270,16 @@ def test_declared_op_failure_message():
         r.assert_ok()
     msg = str(ei.value)
     assert "Greatest error over tolerance" in msg and " at y[" in msg and "|err| nan" not in msg, msg
+
+
+def test_a_declared_op_may_take_a_builtin_ops_name():
+    """A parity.Op is known to the C library by a key of its own (python/parity/_declared.py),
+    so naming it like a built-in op ("gemm") neither collides with nor shadows the built-in."""
+    op = parity.Op("gemm", inputs={"A": parity.Input(("M", "K")), "B": parity.Input(("K", "N"), role="weight")},
+                   outputs={"C": ("M", "N")}, reference=lambda A, B: A @ B,
+                   shapes={"M": [8], "K": [64], "N": [4]}, reductions={"C": ["K"]})
+    r = parity.check(op, lambda A, B: (np.asarray(A, np.float64) @ np.asarray(B, np.float64)).astype(np.float32),
+                     workloads=["base"], like="numpy", dtype="f32")
+    import json
+    assert r.ok and r.op == "gemm" and json.loads(r.to_json())["custom_op"] is True, str(r)
+    assert "llm-fwd" in [w["name"] for w in parity.op_info("gemm")["workloads"]]  # the built-in is untouched

@@ -251,9 +251,6 @@ parity_status_t parity_custom_op_declare(const parity_abi_op_decl_t *decl, parit
     *out = NULL;
     if (!decl || (!ref && !decl->reference))
         return parity_diag_set(diag, PARITY_E_INVALID, "declared op: no declaration, or no reference");
-    if (decl->name && parity_op_find(decl->name))
-        return parity_diag_set(diag, PARITY_E_FORMAT, "op %s: the name of a built-in op (parity ops lists them): "
-                               "name the declared op differently", decl->name);
     parity_custom_op_t *op = calloc(1, sizeof *op);
     if (!op) return PARITY_E_NOMEM;
     op->d = decl;
