@@ -12,12 +12,12 @@ if ! "$PY" -c 'import numpy, torch' 2>/dev/null; then
   exit 77
 fi
 export PARITY_PYTHON="$PY"
+. "$(dirname "$0")/lib_cli.sh" # tmp, fail, bad; preload_sanitizers
+# The Python that parity problem starts imports this build's bridge (beside the binary): in a
+# sanitizer build it needs the sanitizer runtimes first in the process, as every Python test.
+preload_sanitizers "$(dirname "$PARITY")/python/libparity_python.so"
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 P="$SRC/python/tests/problems"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
 expect() {  # expect RC ARGS...: run parity problem ARGS, check the exit code
   local want=$1; shift
   "$PARITY" problem "$@" >"$tmp/out" 2>"$tmp/err"
@@ -65,4 +65,4 @@ PARITY_PYTHON="$tmp/nosite" expect 2 "$P/sol_gemm"
 grep -q "torch" "$tmp/err" || bad "no torch: the message does not say so ($(cat "$tmp/err"))"
 
 [ $fail = 0 ] && echo "cli_problem: ok"
-exit $fail
+exit $((fail > 0))

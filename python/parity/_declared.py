@@ -1,8 +1,8 @@
 """A parity.Op made into a C declared op (include/parity/custom_op.h parity_custom_op_declare,
 through python/csrc/bridge.c parity_py_decl_new), so that its cases, judgement, diagnosis and
 reports are the C engine's -- the code that judges the built-in ops (issue #35). What stays in
-Python: the reference, called back from C (its arrays built over the C buffers' copies), and the
-attribute values as the user gave them (C keeps numbers only).
+Python: the reference, called back from C (on copies of the C buffers), and the attribute values
+as the user gave them (the C side holds none of them).
 
 The declared op is registered in the bridge under a key of its own ("NAME#declN"): every
 function of the package that takes a built-in op's name takes that key too (python/parity/
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 import numpy as np
 
+from ._custom import _is_float
 from ._errors import ProblemError
 from ._lib import DTYPE_CODE, ROLES, b, errbuf, lib
 
@@ -41,11 +42,6 @@ for _n, (_r, _a) in _SIGS.items():
     _f.restype, _f.argtypes = _r, _a
 
 _BY_KEY: "weakref.WeakValueDictionary[str, Decl]" = weakref.WeakValueDictionary()
-
-
-def _is_float(dt: "np.dtype[Any]") -> bool:
-    """numpy's floats and ml_dtypes' (bfloat16, float8_*: kind 'V', named as floats)."""
-    return dt.kind == "f" or (dt.kind == "V" and ("float" in dt.name))
 
 
 def declaration(op: "Op") -> Dict[str, Any]:
