@@ -134,7 +134,7 @@ def run(op: "Op", fn: Any, *, dtype: str, like: str, device: Any, isolate: bool 
 
 def matrix_text(rows: Sequence[Tuple[str, str, Dict[str, Any]]]) -> str:
     """The detection matrix for [(kernel label, parity verdict, baselines dict)], in the layout
-    of `parity check --baselines` (programs/cmd_check_declared.c prints the same for a C op)."""
+    of `parity check --baselines` (src/verify/report.c prints the same for a C-declared op)."""
     w = max([28] + [len(r[0]) for r in rows])
     bw = [max(6, len(n)) for n in RULES]
     lines = ["detection matrix (CAUGHT = the verifier rejects the kernel; for a faithful kernel that is a false "

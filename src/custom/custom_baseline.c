@@ -5,7 +5,7 @@
  * declared op is judged by exactly the rules the built-in ops are; what is declared-op specific
  * is each rule's input scheme (values at the op's base sizes), K, sum |terms|, the plain
  * low-precision implementation, and which rules cannot apply.
- * Deliberately not here: the report (programs/cmd_check_declared.c), parity's own judgement. */
+ * Deliberately not here: the report (src/verify/report.c), parity's own judgement. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

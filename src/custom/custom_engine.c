@@ -10,7 +10,7 @@
  * descriptor's emulate). What stays declared-op specific: building the case from the roles
  * (custom_op.c), the reference and the floor (custom_tol.c), and which dimension the shape
  * neighbours move.
- * Deliberately not here: the report's layout (programs/cmd_check_declared.c). */
+ * Deliberately not here: the report's layout (src/verify/report.c). */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
