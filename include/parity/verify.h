@@ -89,11 +89,12 @@ typedef struct {
 typedef enum { PARITY_CAUSE_NONE = 0, PARITY_CAUSE_ACCUMULATOR, PARITY_CAUSE_UNKNOWN,
                PARITY_CAUSE_PARAMETER, PARITY_CAUSE_DROPPED_TERMS,
                PARITY_CAUSE_INTERMEDIATE_ROUNDING, PARITY_CAUSE_IGNORED_INPUT,
-               PARITY_CAUSE_FLUSH_TO_ZERO, PARITY_CAUSE_DUPLICATED_TERMS } parity_cause_t;
-#define PARITY_N_CAUSES 9
+               PARITY_CAUSE_FLUSH_TO_ZERO, PARITY_CAUSE_DUPLICATED_TERMS, PARITY_CAUSE_TIE,
+               PARITY_CAUSE_STRUCTURAL } parity_cause_t;
+#define PARITY_N_CAUSES 11
 extern const char *const parity_cause_names[PARITY_N_CAUSES]; /* "", "accumulator", "unknown",
     "parameter", "dropped-terms", "intermediate-rounding", "ignored-input", "flush-to-zero",
-    "duplicated-terms" */
+    "duplicated-terms", "tie", "structural" */
 extern const char *const parity_emu_names[PARITY_N_EMU];
 extern const int parity_emu_bits[PARITY_N_EMU];
 

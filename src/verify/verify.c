@@ -27,7 +27,7 @@ const char *const parity_emu_names[PARITY_N_EMU] = {
 const int parity_emu_bits[PARITY_N_EMU] = {8, 8, 11, 11, 24, 24};
 const char *const parity_cause_names[PARITY_N_CAUSES] = {
     "", "accumulator", "unknown", "parameter", "dropped-terms", "intermediate-rounding",
-    "ignored-input", "flush-to-zero", "duplicated-terms"};
+    "ignored-input", "flush-to-zero", "duplicated-terms", "tie", "structural"};
 
 /* The failure probability we accept for a faithful kernel on one output of one workload. */
 #define PARITY_ALPHA 1e-6
