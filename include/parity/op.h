@@ -189,7 +189,9 @@ typedef enum {
     PARITY_VARIANT_IGNORED,     /* cause ignored-input */
     PARITY_VARIANT_FLUSHED,     /* cause flush-to-zero */
     PARITY_VARIANT_TIE,         /* cause tie: top-k / argmax ties at the boundary broken another way */
-    PARITY_VARIANT_STRUCTURAL   /* cause structural: a wrong index or selection (id + 1, a mask) */
+    PARITY_VARIANT_STRUCTURAL,  /* cause structural: a wrong index or selection (id + 1, a mask) */
+    PARITY_VARIANT_PARAMETER    /* cause parameter, a discrete one: a switch of the op set the other
+                                   way (renormalise the top-k weights or not) */
 } parity_variant_kind_t;
 
 /* x rounded to format f (bf16, fp16) as variant_ref's dir says: 0 nearest-even, -1 the largest
