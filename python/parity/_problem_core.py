@@ -1,0 +1,148 @@
+"""parity.problems: the Problem a benchmark's files become (issue #37; docs/problems.md): its
+inputs, roles, sizes and reference as a parity.Op judged under a contract."""
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from ._custom import Input, Op
+from ._errors import ProblemError
+from ._problem_oracle import CONTRACTS, _FLOAT_NAMES, _outputs_list, _Run, _tdtype, _to_numpy, _torch
+
+# -- the problem -------------------------------------------------------------------------------------
+class Problem:
+    """A benchmark problem read by load(): name, format ("sol", "flashinfer", "kernelbench"), path,
+    contract, op (the parity.Op judged under that contract), roles {input: (role, vocab or None)},
+    dtype (parity's input dtype), rule (the benchmark's own correctness rule), notes."""
+
+    def __init__(self) -> None:
+        self.name = ""
+        self.format = ""
+        self.path = ""
+        self.contract = "reference"
+        self.inputs: Dict[str, Dict[str, Any]] = {}   # name -> {dtype, shape (axes) or None (scalar)}
+        self.outputs: Dict[str, Dict[str, Any]] = {}
+        self.order: List[str] = []                     # call order of the reference (inputs, scalars)
+        self.scalars: Dict[str, Any] = {}              # scalar inputs -> value (parity attrs)
+        self.roles: Dict[str, Tuple[str, Optional[str]]] = {}
+        self.role_why: Dict[str, str] = {}
+        self.shapes: Dict[str, List[int]] = {}
+        self.fixed: List[str] = []
+        self.dtype = "f32"
+        self.rule: Dict[str, Any] = {}
+        self.notes: List[str] = []
+        self.reference: Optional[_Run] = None
+        self.op: Op = None  # type: ignore[assignment]
+        self._kb: Dict[str, Any] = {}
+
+    # the reference as parity.Op calls it: numpy arrays in (float64: the oracle; float32: the
+    # contract evaluation), numpy arrays out in the same dtype
+    def _oracle(self, contract: str) -> Callable[..., Any]:
+        def reference(**kw: Any) -> Any:
+            fl = [np.asarray(kw[k]).dtype for k in self.inputs if k in kw and self._is_float(k)]
+            f64 = bool(fl) and fl[0] == np.float64
+            mode = "f64" if f64 else ("f32" if contract == "math" else "native-unrounded")
+            args = self._torch_args(kw, mode)
+            try:
+                outs = self._run_reference(mode, args)
+            except ProblemError:
+                raise
+            except Exception as e:  # name what failed: an op with no fp64 path, a reference bug
+                what = {"f64": "with every float promoted to float64 (the oracle)",
+                        "f32": "with every float promoted to float32 (the math contract's evaluation)"}.get(
+                            mode, "in its own dtypes (the reference contract's evaluation)")
+                hint = ""
+                m = re.search(r"\"(\w+)\" not implemented for '(\w+)'", str(e))
+                if m:
+                    hint = ": torch has no %s path for %s on this device" % (m.group(2), m.group(1))
+                raise ProblemError("%s: the reference raises when run %s%s (%s: %s)" % (
+                    self.path, what, hint, type(e).__name__, e)) from e
+            want = np.float64 if f64 else np.float32
+            return tuple(_to_numpy(o, want) for o in outs)
+        reference.__name__ = "%s_reference_%s" % (self.name, contract)
+        return reference
+
+    def _is_float(self, k: str) -> bool:
+        return self.inputs[k]["dtype"] in _FLOAT_NAMES
+
+    def _torch_args(self, kw: Dict[str, Any], mode: str) -> Dict[str, Any]:
+        """parity's arrays or tensors -> torch tensors in the problem's declared dtypes (values
+        rounded to the declared dtype: the kernel gets exactly these), then promoted for the
+        oracle modes."""
+        torch = _torch()
+        out: Dict[str, Any] = {}
+        for k, spec in self.inputs.items():
+            if spec["shape"] is None:
+                out[k] = kw.get(k, self.scalars.get(k))
+                continue
+            v = kw[k]
+            t = v if isinstance(v, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(v))
+            t = t.detach().cpu().to(_tdtype(spec["dtype"]))
+            if self._is_float(k) and mode in ("f64", "f32"):
+                t = t.to(torch.float64 if mode == "f64" else torch.float32)
+            out[k] = t
+        return out
+
+    def _run_reference(self, mode: str, args: Dict[str, Any]) -> List[Any]:
+        assert self.reference is not None
+        if self.format == "kernelbench":
+            model = self._kb["models"][mode]
+            res = self.reference(mode, model, *[args[k] for k in self.order])
+        else:
+            res = self.reference(mode, *[args[k] for k in self.order])
+        return _outputs_list(res, list(self.outputs), self.path)
+
+    def native(self, kw: Dict[str, Any]) -> List[Any]:
+        """The reference in its own dtypes on the inputs a kernel gets (torch tensors)."""
+        return self._run_reference("native", self._torch_args(kw, "native"))
+
+    def _build_op(self, contract: str) -> Op:
+        if contract not in CONTRACTS:
+            raise ValueError("contract %r: expected math or reference" % (contract,))
+        ins = {k: Input(tuple(self.inputs[k]["shape"]), role=r, **({"vocab": v} if v else {}))
+               for k, (r, v) in self.roles.items()}
+        outs = {o: tuple(s["shape"] or ()) for o, s in self.outputs.items()}
+        red: Dict[str, List[str]] = {}
+        for o, shp in outs.items():  # axes the inputs carry and the output does not: summed into it
+            ds = sorted(set(d for k in ins for d in ins[k].shape if self._is_float(k)) - set(shp))
+            if ds:
+                red[o] = ds
+        import parity
+        name = self.name
+        try:
+            builtin = set(parity.ops())
+        except Exception:  # pragma: no cover
+            builtin = set()
+        if name in builtin:  # a declared op may not take a built-in op's name
+            name = name + "_problem"
+        return Op(name, inputs=ins, outputs=outs, reference=self._oracle(contract), shapes=self.shapes,
+                  attrs=dict(self.scalars), reductions=red or None, multilinear=False, fixed=self.fixed)
+
+    def with_contract(self, contract: str) -> "Problem":
+        p = copy.copy(self)
+        p.contract = contract
+        p.op = self._build_op(contract)
+        return p
+
+    def describe(self) -> str:
+        lines = ["problem %s (%s: %s)" % (self.name, self.format, self.path),
+                 "  contract: %s" % self.contract]
+        for k, spec in self.inputs.items():
+            if spec["shape"] is None:
+                lines.append("  input %-18s scalar = %r" % (k, self.scalars.get(k)))
+                continue
+            role, vocab = self.roles[k]
+            lines.append("  input %-18s %-9s [%s]  role %s%s  (%s)" % (
+                k, spec["dtype"], ", ".join(spec["shape"]), role, " over %s" % vocab if vocab else "",
+                self.role_why.get(k, "")))
+        for o, spec in self.outputs.items():
+            lines.append("  output %-17s %-9s [%s]" % (o, spec["dtype"], ", ".join(spec["shape"] or [])))
+        lines.append("  sizes: %s" % ", ".join("%s=%s" % (d, "/".join(str(x) for x in s))
+                                               for d, s in self.shapes.items()))
+        for n in self.notes:
+            lines.append("  note: %s" % n)
+        return "\n".join(lines)
+

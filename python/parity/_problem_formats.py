@@ -1,0 +1,490 @@
+"""parity.problems: reading the benchmarks' files (issue #37; docs/problems.md) -- SOL-ExecBench
+and FlashInfer-Bench definitions and workloads, KernelBench problem files -- with the inputs'
+roles inferred from the definition (and a parity_roles.json sidecar), and load()."""
+from __future__ import annotations
+
+import ast
+import copy
+import json
+import os
+import re
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from ._errors import ProblemError
+from ._problem_core import Problem
+from ._problem_oracle import (CONTRACTS, _FLOAT_NAMES, _INT_NAMES, _PARITY_DTYPE, _UNSUPPORTED_DTYPES,
+                              ProblemFileError, _Run, _tdtype, _torch)
+
+
+# -- role inference ----------------------------------------------------------------------------------
+def _infer_role(name: str, spec: Dict[str, Any], axes: Dict[str, Any], problem_text: str,
+                reference_src: str, inputs: Dict[str, Dict[str, Any]]) -> Tuple[str, Optional[str], str]:
+    low = name.lower()
+    if spec["dtype"] not in _FLOAT_NAMES:
+        # integer input: token ids bounded by an axis (an axis named like a vocabulary, or the
+        # first axis of the tensor the reference indexes with it)
+        for d in axes:
+            if re.search(r"vocab|num_embeddings|num_tokens_total|^v$", d.lower()) and d not in (spec["shape"] or []):
+                return "token_ids", d, "integer, bounded by vocabulary axis %s" % d
+        m = re.search(r"(\w+)\s*\[\s*%s\b" % re.escape(name), reference_src) or \
+            re.search(r"(?:index_select|embedding)\s*\(\s*(\w+)\s*,\s*(?:0\s*,\s*)?%s\b" % re.escape(name), reference_src) \
+            or re.search(r"embedding\s*\(\s*%s\s*,\s*(\w+)" % re.escape(name), reference_src)
+        if m and m.group(1) in inputs and inputs[m.group(1)]["shape"]:
+            d = inputs[m.group(1)]["shape"][0]
+            return "token_ids", d, "integer, indexes %s whose first axis is %s" % (m.group(1), d)
+        raise ProblemError("integer input %s: parity cannot tell which axis bounds its values (no vocabulary "
+                           "axis, and the reference does not index a tensor with it); integer inputs other "
+                           "than ids are not supported yet" % name)
+    shape = spec["shape"] or []
+    is_norm = "norm" in problem_text.lower()
+    if "norm_weight" in low or "gamma" in low or (is_norm and len(shape) == 1 and
+                                                  ("weight" in low or low in ("w", "g", "scale"))):
+        return "norm_weight", None, "a norm's gamma: 1 + 0.1 N(0,1), never all ones"
+    if re.search(r"grad", low):
+        return "gradient", None, "name says gradient"
+    if len(shape) >= 2 and re.search(r"(^|_)(w|weight|weights|proj|kernel)($|_)|_weight$|^w_", low):
+        return "weight", None, "a 2-D weight: 0.02 N(0,1)"
+    if re.search(r"logit", low):
+        return "logits", None, "name says logits"
+    return "activation", None, "N(0,1), outlier channels in outlier-ch"
+
+
+# -- SOL-ExecBench / FlashInfer-Bench ----------------------------------------------------------------
+def _read_json(path: str) -> Any:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except OSError as e:
+        raise ProblemFileError(path, "file", "cannot read: %s" % e.strerror) from e
+    except json.JSONDecodeError as e:
+        raise ProblemFileError(path, "JSON", "not valid JSON: %s" % e) from e
+
+
+def _read_workloads(path: str) -> List[Dict[str, Any]]:
+    out = []
+    with open(path) as f:
+        for i, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                w = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ProblemFileError(path, "line %d" % i, "not valid JSON: %s" % e) from e
+            if isinstance(w, dict) and isinstance(w.get("workload"), dict):  # a FlashInfer trace line
+                w = w["workload"]
+            if not isinstance(w, dict) or not isinstance(w.get("axes"), dict):
+                raise ProblemFileError(path, "line %d: axes" % i, "a workload needs an axes object")
+            out.append(w)
+    return out
+
+
+def _exec_source(src: str, label: str, path: str) -> Dict[str, Any]:
+    ns: Dict[str, Any] = {"__name__": "parity_problem_" + re.sub(r"\W", "_", label)}
+    try:
+        code = compile(src, path, "exec")
+        exec(code, ns)  # noqa: S102 - the benchmark's reference is PyTorch source by definition
+    except SyntaxError as e:
+        raise ProblemFileError(path, "reference", "does not compile: %s" % e) from e
+    except Exception as e:
+        raise ProblemFileError(path, "reference", "raises on import: %s: %s" % (type(e).__name__, e)) from e
+    return ns
+
+
+def _eval_expr(expr: str, env: Dict[str, int], path: str, axis: str) -> int:
+    try:
+        tree = ast.parse(expr, mode="eval")
+    except SyntaxError as e:
+        raise ProblemFileError(path, "axes.%s.expression" % axis, "cannot parse %r" % expr) from e
+    ok = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Name, ast.Load, ast.Constant, ast.Add, ast.Sub, ast.Mult,
+          ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.USub, ast.UAdd)
+    for n in ast.walk(tree):
+        if not isinstance(n, ok):
+            raise ProblemFileError(path, "axes.%s.expression" % axis, "%r: only + - * / // %% ** on axes" % expr)
+        if isinstance(n, ast.Name) and n.id not in env:
+            raise ProblemFileError(path, "axes.%s.expression" % axis, "%r names unknown axis %s" % (expr, n.id))
+    return int(eval(compile(tree, path, "eval"), {"__builtins__": {}}, dict(env)))  # noqa: S307 - checked above
+
+
+_MAX_ELEMS = 1 << 24  # the production workload's largest tensor (fp64 oracle on CPU)
+
+
+def _load_definition(def_path: str, folder: str, fmt: str) -> Problem:
+    d = _read_json(def_path)
+    if not isinstance(d, dict):
+        raise ProblemFileError(def_path, "top level", "expected a JSON object")
+    p = Problem()
+    p.format, p.path = fmt, def_path
+    for field in ("name", "axes", "inputs", "outputs"):
+        if field not in d:
+            raise ProblemFileError(def_path, field, "missing (a definition needs name, axes, inputs, outputs, reference)")
+    p.name = str(d["name"])
+    axes = d["axes"]
+    if not isinstance(axes, dict):
+        raise ProblemFileError(def_path, "axes", "expected an object {axis: {type: const|var|expr}}")
+    src = d.get("reference") or ""
+    if not src and os.path.isfile(os.path.join(folder, "reference.py")):
+        with open(os.path.join(folder, "reference.py")) as f:
+            src = f.read()
+    if not src:
+        raise ProblemFileError(def_path, "reference", "missing (inline, or reference.py beside the definition)")
+    for part in ("inputs", "outputs"):
+        if not isinstance(d[part], dict) or not d[part]:
+            raise ProblemFileError(def_path, part, "expected a non-empty object {name: {shape, dtype}}")
+        for k, s in d[part].items():
+            if not isinstance(s, dict) or "dtype" not in s or "shape" not in s:
+                raise ProblemFileError(def_path, "%s.%s" % (part, k), "needs shape (axis names or null) and dtype")
+            dt = s["dtype"]
+            if dt in _UNSUPPORTED_DTYPES:
+                raise ProblemFileError(def_path, "%s.%s.dtype" % (part, k),
+                                       "%s is not supported yet (torch here has no fp8/fp4 dtypes)" % dt)
+            if dt not in _FLOAT_NAMES and dt not in _INT_NAMES:
+                raise ProblemFileError(def_path, "%s.%s.dtype" % (part, k), "unknown dtype %r" % dt)
+            if s["shape"] is not None:
+                for a in s["shape"]:
+                    if a not in axes:
+                        raise ProblemFileError(def_path, "%s.%s.shape" % (part, k), "axis %r is not in axes" % a)
+            if part == "outputs" and dt not in _FLOAT_NAMES:
+                raise ProblemFileError(def_path, "outputs.%s.dtype" % k,
+                                       "%s: integer outputs (indices, top-k) are not judged yet" % dt)
+            if part == "outputs" and s["shape"] is None:
+                raise ProblemFileError(def_path, "outputs.%s.shape" % k, "scalar outputs are not judged yet")
+    p.inputs = {k: {"dtype": s["dtype"], "shape": s["shape"]} for k, s in d["inputs"].items()}
+    p.outputs = {k: {"dtype": s["dtype"], "shape": s["shape"]} for k, s in d["outputs"].items()}
+    p.order = list(p.inputs)
+    ns = _exec_source(src, p.name, def_path)
+    if not callable(ns.get("run")):
+        raise ProblemFileError(def_path, "reference", "defines no function run")
+    p.reference = _Run(ns["run"])
+
+    # workloads and sizes
+    wl_path = None
+    for cand in (os.path.join(folder, "workload.jsonl"), os.path.join(folder, "workloads.jsonl")):
+        if os.path.isfile(cand):
+            wl_path = cand
+    if wl_path is None and fmt == "flashinfer":  # definitions/<op_type>/<name>.json -> workloads/<op_type>/<name>.jsonl
+        root = os.path.dirname(os.path.dirname(folder))
+        cand = os.path.join(root, "workloads", os.path.basename(folder), p.name + ".jsonl")
+        if os.path.isfile(cand):
+            wl_path = cand
+    wls = _read_workloads(wl_path) if wl_path else []
+    p.own_lines = wls  # type: ignore[attr-defined]
+    p.own_root = os.path.dirname(wl_path) if wl_path else folder  # type: ignore[attr-defined]
+    p.axes_spec = axes  # type: ignore[attr-defined]
+    entry = d.get("custom_inputs_entrypoint")
+    p.custom_entry = ns.get(entry) if entry else None  # type: ignore[attr-defined]
+    if entry and not callable(p.custom_entry):  # type: ignore[attr-defined]
+        raise ProblemFileError(def_path, "custom_inputs_entrypoint", "the reference defines no function %s" % entry)
+    env: Dict[str, int] = {}
+    var_values: Dict[str, List[int]] = {}
+    for a, spec in axes.items():
+        t = spec.get("type") if isinstance(spec, dict) else None
+        if t == "const":
+            if not isinstance(spec.get("value"), int):
+                raise ProblemFileError(def_path, "axes.%s.value" % a, "a const axis needs an integer value")
+            env[a] = spec["value"]
+        elif t == "var":
+            vals = sorted(set(int(w["axes"][a]) for w in wls if a in w["axes"]))
+            var_values[a] = vals
+        elif t == "expr":
+            pass
+        else:
+            raise ProblemFileError(def_path, "axes.%s.type" % a, "expected const, var or expr, got %r" % (t,))
+
+    def elems(ax: Dict[str, int]) -> int:
+        return max([int(np.prod([ax.get(x, 1) for x in s["shape"] or []])) for s in
+                    list(p.inputs.values()) + list(p.outputs.values())] or [1])
+
+    base_w: Dict[str, int] = {}
+    prod_w: Dict[str, int] = {}
+    if wls:
+        full = []
+        for w in wls:
+            ax = dict(env)
+            ax.update({a: int(v) for a, v in w["axes"].items()})
+            full.append((elems(ax), ax, w))
+        full.sort(key=lambda t: t[0])
+        rows_ok = [t for t in full if all(t[1].get(a, 0) >= 8 or len(var_values[a]) == 1 for a in var_values)]
+        base_w = (rows_ok or full)[0][1]
+        fit = [t for t in full if t[0] <= _MAX_ELEMS]
+        prod_w = (fit or full[:1])[-1][1]
+        if fit and fit[-1] is not full[-1]:
+            p.notes.append("production sizes capped at %d elements per tensor (the largest workload has %d)"
+                           % (_MAX_ELEMS, full[-1][0]))
+        p.rule_tolerance = _pick_tolerance([t[2] for t in full], base_w)  # type: ignore[attr-defined]
+    else:
+        p.rule_tolerance = {}  # type: ignore[attr-defined]
+    for a in var_values:
+        b = base_w.get(a, 32)
+        pr = prod_w.get(a, b)
+        p.shapes[a] = [b] if pr == b else [b, pr]
+    for a, v in env.items():
+        p.shapes[a] = [v]
+        p.fixed.append(a)
+    for a, spec in axes.items():  # expr axes: from the base sizes, fixed (with what they depend on)
+        if isinstance(spec, dict) and spec.get("type") == "expr":
+            if "expression" not in spec:
+                raise ProblemFileError(def_path, "axes.%s.expression" % a, "an expr axis needs an expression")
+            base = {x: s[0] for x, s in p.shapes.items()}
+            p.shapes[a] = [_eval_expr(spec["expression"], base, def_path, a)]
+            for n in re.findall(r"[A-Za-z_]\w*", spec["expression"]):
+                if n in p.shapes:
+                    p.shapes[n] = p.shapes[n][:1]
+                    if n not in p.fixed:
+                        p.fixed.append(n)
+            p.fixed.append(a)
+    # scalars: the first workload's value (the base workload's when it gives one)
+    for k, s in p.inputs.items():
+        if s["shape"] is None:
+            val = None
+            for w in ([x for x in wls if x["axes"] == {a: base_w.get(a) for a in x["axes"]}] + wls):
+                spec = (w.get("inputs") or {}).get(k)
+                if isinstance(spec, dict) and spec.get("type") == "scalar":
+                    val = spec.get("value")
+                    break
+            if val is None:
+                raise ProblemFileError(wl_path or def_path, "inputs.%s" % k,
+                                       "scalar input %s has no value (a workload line gives it as "
+                                       "{\"type\": \"scalar\", \"value\": ...})" % k)
+            p.scalars[k] = val
+    if any(((w.get("inputs") or {}).get(k) or {}).get("type") == "custom" for w in wls for k in p.inputs):
+        p.notes.append("custom inputs (custom_inputs_entrypoint) are drawn for the problem's own workloads only "
+                       "(not with --quick); parity's workloads draw from the roles")
+    if any(((w.get("inputs") or {}).get(k) or {}).get("type") == "safetensors" for w in wls for k in p.inputs):
+        p.notes.append("safetensors inputs are loaded for the problem's own workloads only (not with --quick); "
+                       "parity's workloads draw from the roles")
+    text = " ".join(str(d.get(x, "")) for x in ("name", "op_type", "description", "type"))
+    for k, s in p.inputs.items():
+        if s["shape"] is None:
+            continue
+        role, vocab, why = _infer_role(k, s, axes, text, src, p.inputs)
+        p.roles[k], p.role_why[k] = (role, vocab), why
+    _apply_sidecar(p, folder)
+    fl = [s["dtype"] for k, s in p.inputs.items() if s["shape"] is not None and s["dtype"] in _FLOAT_NAMES]
+    p.dtype = _PARITY_DTYPE[fl[0]] if fl else "f32"
+    if fmt == "sol":
+        t = dict(max_atol=1e-2, max_rtol=1e-2, required_matched_ratio=0.99, max_error_cap=None,
+                 allow_negative_inf=False)
+        t.update(p.rule_tolerance)  # type: ignore[attr-defined]
+        p.rule = dict(name="sol-execbench", **t)
+    else:
+        ratio = 0.95 if d.get("op_type") == "moe" else 1.0
+        p.rule = dict(name="flashinfer-bench", atol=1e-2, rtol=1e-2, required_matched_ratio=ratio)
+    return p
+
+
+def _pick_tolerance(ws: List[Dict[str, Any]], base: Dict[str, int]) -> Dict[str, Any]:
+    for w in ws:
+        if isinstance(w.get("tolerance"), dict):
+            return {k: v for k, v in w["tolerance"].items()
+                    if k in ("max_atol", "max_rtol", "required_matched_ratio", "max_error_cap", "allow_negative_inf")}
+    return {}
+
+
+def _apply_sidecar(p: Problem, folder: str) -> None:
+    """parity_roles.json beside the problem: {"input": "role"} or {"input": {"role": r, "vocab": axis}}."""
+    path = os.path.join(folder, "parity_roles.json")
+    if not os.path.isfile(path):
+        return
+    d = _read_json(path)
+    roles = d.get("roles", d) if isinstance(d, dict) else None
+    if not isinstance(roles, dict):
+        raise ProblemFileError(path, "roles", "expected {input: role}")
+    for k, v in roles.items():
+        if k not in p.roles:
+            raise ProblemFileError(path, "roles.%s" % k, "not a tensor input of %s" % p.name)
+        r, voc = (v, None) if isinstance(v, str) else (v.get("role"), v.get("vocab"))
+        p.roles[k] = (r, voc)
+        p.role_why[k] = "set in parity_roles.json"
+
+
+# -- KernelBench ------------------------------------------------------------------------------------
+def _meta_numel(ns: Dict[str, Any]) -> int:
+    """The element count of get_inputs()'s tensors plus the Model's parameters, every tensor
+    factory run on the meta device (no memory, no compute): a KernelBench problem of billions of
+    elements is sized, not drawn."""
+    torch = _torch()
+    from torch.overrides import TorchFunctionMode
+    factories = {torch.randn, torch.rand, torch.randint, torch.zeros, torch.ones, torch.empty, torch.full,
+                 torch.arange, torch.randperm, torch.normal}
+
+    class Meta(TorchFunctionMode):  # type: ignore[misc]
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = dict(kwargs or {})
+            if func in factories:
+                kwargs["device"] = "meta"
+            return func(*args, **kwargs)
+
+    with Meta():
+        xs = ns["get_inputs"]()
+        n = sum(int(x.numel()) for x in xs if isinstance(x, torch.Tensor))
+        try:
+            model = ns["Model"](*ns["get_init_inputs"]())
+            n += sum(int(q.numel()) for q in model.parameters())
+        except Exception:  # a Model the meta device cannot build: its inputs alone
+            pass
+    return n
+
+
+def _kb_scale(ns: Dict[str, Any], path: str, cap: int) -> str:
+    """Halve the largest module-level integer constant get_inputs() or get_init_inputs() use until
+    the inputs and the Model's parameters hold at most cap elements in all (KernelBench sizes its problems for a GPU; the fp64 oracle runs on
+    the CPU). The constants are shared with get_init_inputs() and the Model, so the shapes stay
+    consistent. Returns what was changed ("" when nothing)."""
+    names = sorted(set(n for f in ("get_inputs", "get_init_inputs") for n in getattr(ns[f], "__code__").co_names
+                       if isinstance(ns.get(n), int) and not isinstance(ns.get(n), bool)))
+    orig = {n: ns[n] for n in names}
+    try:
+        total = _meta_numel(ns)
+    except Exception:  # a get_inputs the meta device cannot run: drawn as written
+        return ""
+    steps = 0
+    while total > cap and steps < 200:
+        big = max(names, key=lambda n: ns[n], default=None)
+        if big is None or ns[big] <= 1:
+            break
+        ns[big] = (ns[big] + 1) // 2
+        total = _meta_numel(ns)
+        steps += 1
+    return ", ".join("%s %d -> %d" % (n, orig[n], ns[n]) for n in names if ns[n] != orig[n])
+
+
+_KB_PRECISION = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
+def _load_kernelbench(path: str, seed: int = 42, max_elems: int = 1 << 20, precision: str = "fp32") -> Problem:
+    torch = _torch()
+    if precision not in _KB_PRECISION:
+        raise ValueError("precision %r: expected fp32, fp16 or bf16 (KernelBench's)" % (precision,))
+    prec = _KB_PRECISION[precision]
+    with open(path) as f:
+        src = f.read()
+    ns = _exec_source(src, os.path.basename(path), path)
+    for field in ("Model", "get_inputs", "get_init_inputs"):
+        if field not in ns:
+            raise ProblemFileError(path, field, "missing (a KernelBench problem defines class Model, "
+                                                "get_inputs() and get_init_inputs())")
+    p = Problem()
+    p.format, p.path = "kernelbench", path
+    p.name = re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
+    scaled = _kb_scale(ns, path, max_elems)
+    if scaled:
+        p.notes.append("scaled shapes (inputs and parameters over %d elements; the fp64 oracle runs on the "
+                       "CPU): %s" % (max_elems, scaled))
+    try:
+        torch.manual_seed(seed)
+        init = list(ns["get_init_inputs"]())
+        torch.manual_seed(seed)
+        model = ns["Model"](*init)
+        torch.manual_seed(seed)
+        xs = list(ns["get_inputs"]())
+    except Exception as e:
+        raise ProblemFileError(path, "Model", "building the model or its inputs raises %s: %s" % (type(e).__name__, e)) from e
+    import inspect
+    try:
+        params = [q for q in inspect.signature(model.forward).parameters.values()
+                  if q.kind in (q.POSITIONAL_ONLY, q.POSITIONAL_OR_KEYWORD)]
+        names = [q.name for q in params][:len(xs)]
+    except (TypeError, ValueError):
+        names = []
+    while len(names) < len(xs):
+        names.append("x%d" % len(names))
+    dims: Dict[str, int] = {}
+    for n, x in zip(names, xs):
+        if isinstance(x, torch.Tensor):
+            shp = []
+            for j, s in enumerate(x.shape):
+                a = "%s_%d" % (n, j)
+                dims[a] = int(s)
+                shp.append(a)
+            dt = str(x.dtype).replace("torch.", "")
+            p.inputs[n] = {"dtype": prec if dt in _FLOAT_NAMES else ("int64" if dt in _INT_NAMES else dt),
+                           "shape": shp}  # KernelBench casts every float input to its precision
+            if dt not in _FLOAT_NAMES and dt not in _INT_NAMES:
+                raise ProblemFileError(path, "get_inputs", "input %s has dtype %s (not supported)" % (n, dt))
+        else:
+            p.inputs[n] = {"dtype": "float64", "shape": None}
+            p.scalars[n] = x
+    p.order = names
+    with torch.no_grad():
+        ref = model(*xs)
+    outs = list(ref) if isinstance(ref, (tuple, list)) else [ref]
+    for i, o in enumerate(outs):
+        if not isinstance(o, torch.Tensor) or not o.is_floating_point():
+            raise ProblemFileError(path, "Model.forward", "output %d is not a floating tensor (not judged yet)" % i)
+        shp = []
+        for j, s in enumerate(o.shape):
+            ax = next((k for k, v in dims.items() if v == int(s)), None)
+            if ax is None:
+                ax = "out%d_%d" % (i, j)
+                dims[ax] = int(s)
+            shp.append(ax)
+        p.outputs["output" if len(outs) == 1 else "output%d" % i] = {
+            "dtype": prec if precision != "fp32" else str(o.dtype).replace("torch.", ""), "shape": shp}
+    p.shapes = {a: [v] for a, v in dims.items()}
+    p.fixed = list(dims)  # the model's parameters fix every size
+    text = p.name + " " + (ns["Model"].__doc__ or "")
+    for k, s in p.inputs.items():
+        if s["shape"] is None:
+            continue
+        if s["dtype"] not in _FLOAT_NAMES:  # integer inputs: the smallest axis that bounds the values seen
+            hi = int(xs[names.index(k)].max()) + 1
+            cand = sorted((v, a) for a, v in dims.items() if v >= hi and a not in s["shape"])
+            if not cand:
+                raise ProblemFileError(path, "get_inputs", "integer input %s: no axis bounds its values" % k)
+            p.roles[k], p.role_why[k] = ("token_ids", cand[0][1]), "integer, values < %d (axis %s)" % (
+                cand[0][0], cand[0][1])
+            continue
+        role, vocab, why = _infer_role(k, s, {}, text, src, p.inputs)
+        p.roles[k], p.role_why[k] = (role, vocab), why
+    p.dtype = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}[precision]
+    m64 = copy.deepcopy(model).to(torch.float64)
+    native = model if precision == "fp32" else copy.deepcopy(model).to(_tdtype(prec))
+    p._kb = {"ns": ns, "seed": seed, "init": init, "precision": precision,
+             "models": {"f64": m64, "f32": model, "native": native, "native-unrounded": native},
+             "src": src}
+    p.reference = _Run(lambda m, *a: m(*a))
+    tol = 1e-4 if precision == "fp32" else 1e-2  # KernelBench's tolerance per precision
+    p.rule = dict(name="kernelbench", atol=tol, rtol=tol, precision=precision)
+    return p
+
+
+# -- load -------------------------------------------------------------------------------------------
+def load(path: str, contract: Optional[str] = None, *, seed: int = 42, max_elems: int = 1 << 20,
+         precision: str = "fp32") -> Problem:
+    """A benchmark problem as a parity.Op: a SOL-ExecBench/FlashInfer-Bench problem folder (or its
+    definition JSON) or a KernelBench problem .py file. contract: "math" or "reference" (default:
+    "reference", the problem's own: the roundings its reference performs are allowed). seed: the
+    KernelBench model's initialisation seed (KernelBench's own default, 42). max_elems: a
+    KernelBench problem whose inputs and parameters hold more elements is scaled down (its
+    module-level size constants halved; said in the notes). precision: a KernelBench problem's
+    precision (fp32, fp16, bf16: its inputs and both models cast to it, its tolerance 1e-4 for
+    fp32, 1e-2 otherwise)."""
+    _torch()
+    contract = contract or "reference"
+    if contract not in CONTRACTS:
+        raise ValueError("contract %r: expected math or reference" % (contract,))
+    if os.path.isdir(path):
+        dp = os.path.join(path, "definition.json")
+        if not os.path.isfile(dp):
+            raise ProblemFileError(path, "definition.json", "a problem folder holds definition.json (and "
+                                                           "optionally workload.jsonl, reference.py)")
+        fmt = "sol"
+        wl = os.path.join(path, "workload.jsonl")
+        if os.path.isfile(wl):
+            with open(wl) as f:
+                first = f.readline()
+            if '"workload"' in first and '"definition"' in first:
+                fmt = "flashinfer"
+        p = _load_definition(dp, path, fmt)
+    elif path.endswith(".json"):
+        p = _load_definition(path, os.path.dirname(os.path.abspath(path)), "flashinfer")
+    elif path.endswith(".py"):
+        if not os.path.isfile(path):
+            raise ProblemFileError(path, "file", "no such file")
+        p = _load_kernelbench(path, seed, max_elems, precision)
+    else:
+        raise ProblemFileError(path, "path", "expected a problem folder, a definition .json or a KernelBench .py")
+    return p.with_contract(contract)
+

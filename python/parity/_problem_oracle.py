@@ -1,0 +1,218 @@
+"""parity.problems, the base (issue #37; docs/problems.md): the errors, the dtype tables and the
+fp64 oracle -- a PyTorch reference run with every floating dtype promoted (a torch function mode),
+or natively with an output's own final narrowing cast undone (the reference contract)."""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Tuple
+
+import numpy as np
+
+from ._errors import ProblemError
+
+CONTRACTS = ("math", "reference")
+
+_FLOAT_NAMES = {"float64": "float64", "float32": "float32", "float16": "float16", "bfloat16": "bfloat16"}
+_INT_NAMES = {"int64", "int32", "int16", "int8", "uint8", "bool"}
+_UNSUPPORTED_DTYPES = {"float8_e4m3fn", "float8_e5m2", "float4_e2m1", "float4_e2m1fn_x2"}
+_PARITY_DTYPE = {"float32": "f32", "bfloat16": "bf16", "float16": "f16", "float64": "f32"}
+# Languages whose entry point is a Python function (SOL's python languages, FlashInfer's python/triton).
+_PY_LANGS = {"python", "pytorch", "triton", "cute_dsl", "cutile", "cudnn_frontend", "tilelang"}
+_CPU_LANGS = {"python", "pytorch"}
+
+
+class ProblemFileError(ProblemError):
+    """A problem or solution file parity cannot read: names the file and the field (exit 3)."""
+
+    def __init__(self, path: str, field: str, message: str) -> None:
+        self.path, self.field = path, field
+        super().__init__("%s: %s: %s" % (path, field, message))
+
+
+class RefusedReference(ProblemError):
+    """A reference parity refuses to promote to fp64 (a view(dtype) bit trick, ...)."""
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError as e:  # pragma: no cover - the CLI checks first
+        raise ProblemError("parity.problems needs torch (the references are PyTorch): %s" % e) from e
+    return torch
+
+
+# -- the fp64 oracle: every floating dtype promoted ------------------------------------------------
+def _promote_mode(target: Any) -> Any:
+    """A torch function mode under which every floating dtype named in a call (x.to(bf16),
+    dtype=torch.float16, x.float(), x.half(), ...) becomes `target`; view(dtype) is refused."""
+    torch = _torch()
+    from torch.overrides import TorchFunctionMode
+
+    floating = {torch.float16, torch.bfloat16, torch.float32, torch.float64}
+    T = torch.Tensor
+    casts = {T.float, T.half, T.double, T.bfloat16}
+    views = {T.view, getattr(T, "view_as", None)}
+
+    def swap(v: Any) -> Any:
+        if isinstance(v, torch.dtype) and v in floating:
+            return target
+        if isinstance(v, str) and v in ("torch.BFloat16Tensor", "torch.HalfTensor", "torch.FloatTensor",
+                                        "torch.DoubleTensor"):
+            return target
+        return v
+
+    class Promote(TorchFunctionMode):  # type: ignore[misc]
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            if func in views and (any(isinstance(a, torch.dtype) for a in args[1:]) or "dtype" in kwargs):
+                raise RefusedReference("the reference reinterprets bits with view(dtype): a bit trick has no "
+                                       "fp64 counterpart, so parity cannot make an oracle of it (write the "
+                                       "reference with arithmetic, or judge the op declared by hand)")
+            if func in casts:
+                return args[0].to(target)
+            if getattr(func, "__name__", "") == "type" and args and isinstance(args[0], torch.Tensor) and \
+                    len(args) > 1:
+                args = (args[0],) + tuple(swap(a) for a in args[1:])
+                return func(*args, **kwargs)
+            args = tuple(swap(a) for a in args)
+            kwargs = {k: swap(v) for k, v in kwargs.items()}
+            return func(*args, **kwargs)
+
+    return Promote()
+
+
+def _track_casts() -> Any:
+    """A torch function mode that runs everything as written and remembers, for every cast to a
+    narrower floating dtype, the value before it; undo(result) replaces an output that is the
+    result of such a cast by the value before it. parity's judge allows one rounding to the
+    output's dtype itself, so the reference contract's floor must not count it a second time."""
+    torch = _torch()
+    from torch.overrides import TorchFunctionMode
+    T = torch.Tensor
+    casts = {T.to, T.type, T.float, T.half, T.bfloat16, T.double}
+
+    class Track(TorchFunctionMode):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.before: Dict[int, Tuple[Any, Any]] = {}
+
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            res = func(*args, **(kwargs or {}))
+            if func in casts and args and isinstance(args[0], torch.Tensor) and isinstance(res, torch.Tensor) \
+                    and res is not args[0] and res.is_floating_point() and args[0].is_floating_point() \
+                    and res.element_size() < args[0].element_size():
+                self.before[id(res)] = (res, args[0])
+            return res
+
+        def undo(self, res: Any) -> Any:
+            def one(t: Any) -> Any:
+                while isinstance(t, torch.Tensor) and id(t) in self.before and self.before[id(t)][0] is t:
+                    t = self.before[id(t)][1]
+                return t
+            if isinstance(res, dict):
+                return {k: one(v) for k, v in res.items()}
+            if isinstance(res, (tuple, list)):
+                return type(res)(one(v) for v in res)
+            return one(res)
+
+    return Track()
+
+
+class _NoAutocast:
+    """What torch.autocast becomes while the reference runs promoted: autocast lowers precision
+    below the torch function level (its casts are not calls the promotion mode sees), so inside
+    the oracle it does nothing."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __enter__(self) -> "_NoAutocast":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+    def __call__(self, fn: Any) -> Any:  # used as a decorator
+        return fn
+
+
+def _disable_autocast() -> List[Tuple[Any, str, Any]]:
+    torch = _torch()
+    saved: List[Tuple[Any, str, Any]] = []
+    for mod, name in ((torch, "autocast"), (getattr(torch, "cpu", None), None), (getattr(torch, "cuda", None), None)):
+        if mod is None:
+            continue
+        if name is not None:
+            saved.append((mod, name, getattr(mod, name, None)))
+            setattr(mod, name, _NoAutocast)
+            continue
+        amp = getattr(mod, "amp", None)
+        if amp is not None and hasattr(amp, "autocast"):
+            saved.append((amp, "autocast", amp.autocast))
+            setattr(amp, "autocast", _NoAutocast)
+    return saved
+
+
+def _restore(saved: List[Tuple[Any, str, Any]]) -> None:
+    for mod, name, v in reversed(saved):
+        setattr(mod, name, v)
+
+
+class _Run:
+    """Runs a PyTorch callable in one of three modes: 'f64' (every float promoted to float64),
+    'f32' (every float promoted to float32) or 'native' (as written)."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+
+    def __call__(self, mode: str, *args: Any, **kwargs: Any) -> Any:
+        torch = _torch()
+        if mode == "native":
+            with torch.no_grad():
+                return self.fn(*args, **kwargs)
+        if mode == "native-unrounded":  # native, but an output's own final cast to a narrower dtype undone
+            mode_ = _track_casts()
+            with torch.no_grad(), mode_:
+                res = self.fn(*args, **kwargs)
+            return mode_.undo(res)
+        target = torch.float64 if mode == "f64" else torch.float32
+        old = torch.get_default_dtype()
+        torch.set_default_dtype(target)
+        saved = _disable_autocast()
+        try:
+            with torch.no_grad(), _promote_mode(target):
+                return self.fn(*args, **kwargs)
+        finally:
+            torch.set_default_dtype(old)
+            _restore(saved)
+
+
+def _tdtype(name: str) -> Any:
+    torch = _torch()
+    return getattr(torch, "bool" if name == "bool" else name)
+
+
+def _to_numpy(t: Any, want: Any) -> Any:
+    torch = _torch()
+    if isinstance(t, torch.Tensor):
+        t = t.detach().cpu()
+        if t.is_floating_point():
+            t = t.to(torch.float64 if want == np.float64 else torch.float32)
+        return t.numpy().astype(want, copy=False)
+    return np.asarray(t, dtype=want)
+
+
+def _outputs_list(res: Any, names: List[str], path: str) -> List[Any]:
+    if isinstance(res, dict):
+        missing = [n for n in names if n not in res]
+        if missing:
+            raise ProblemError("%s: the reference returns no %s" % (path, ", ".join(missing)))
+        return [res[n] for n in names]
+    if isinstance(res, (tuple, list)):
+        if len(res) != len(names):
+            raise ProblemError("%s: the reference returns %d outputs, the definition declares %d (%s)" % (
+                path, len(res), len(names), ", ".join(names)))
+        return list(res)
+    if len(names) != 1:
+        raise ProblemError("%s: the reference returns one output, the definition declares %d" % (path, len(names)))
+    return [res]
+

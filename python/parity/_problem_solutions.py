@@ -1,0 +1,290 @@
+"""parity.problems: the benchmark's solution formats called as the benchmark calls them (issue
+#37; docs/problems.md), the recorder that keeps each workload's judged call, and the problem's
+own workload lines made into given workloads."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import sys
+import tempfile
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from ._problem_core import Problem
+from ._problem_formats import _KB_PRECISION, _eval_expr, _exec_source, _read_json
+from ._problem_oracle import (_CPU_LANGS, _FLOAT_NAMES, _PY_LANGS, ProblemFileError, _outputs_list, _tdtype,
+                              _torch)
+
+
+# -- solutions --------------------------------------------------------------------------------------
+class Unsupported(Exception):
+    """A solution that cannot run here (Triton/CUDA without a GPU, a C++ build)."""
+
+
+class _Recorder:
+    """The candidate as parity calls it (keyword torch tensors in parity's dtype): inputs cast to
+    the problem's declared dtypes, the solution called in the benchmark's convention. It also
+    keeps, per workload (told apart by parity.check's progress lines), the last call's inputs and
+    outputs and whether that call's inputs repeat the call before it: the harness's last call of
+    a workload is the judged one, made on the same inputs as its probe run just before (one call
+    alone on a production workload); the benchmark's rule then needs no second run."""
+
+    def __init__(self, problem: Problem, call: Callable[[Dict[str, Any]], List[Any]], label: str) -> None:
+        self.problem, self._call, self.label = problem, call, label
+        self.__name__ = label
+        self.__qualname__ = label
+        self.__module__ = "problem"
+        self.__doc__ = label
+        self.group = -1
+        self.last: Dict[int, Tuple[Dict[str, Any], List[Any], bool, int]] = {}
+
+    def progress(self, msg: str) -> None:
+        m = re.match(r"\s*\[(\d+)/\d+\]", msg)
+        if m:
+            self.group = int(m.group(1)) - 1
+
+    def __call__(self, **kw: Any) -> Any:
+        torch = _torch()
+        args = self.problem._torch_args(kw, "native")
+        outs = list(self._call(args))
+        prev = self.last.get(self.group)
+        same = prev is not None and all(
+            (isinstance(v, torch.Tensor) and isinstance(prev[0].get(k), torch.Tensor) and v.shape == prev[0][k].shape
+             and torch.equal(v, prev[0][k])) or (not isinstance(v, torch.Tensor) and v == prev[0].get(k))
+            for k, v in args.items())
+        keep = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in args.items()}
+        self.last[self.group] = (keep, [o.detach().clone() if isinstance(o, torch.Tensor) else o for o in outs],
+                                 bool(same), (prev[3] if prev else 0) + 1)
+        return tuple(outs)
+
+    def judged(self, i: int) -> Optional[Tuple[Dict[str, Any], List[Any]]]:
+        """The judged call of the i-th workload, when it can be told: its inputs repeat the probe
+        run's, or it was the workload's only call."""
+        g = self.last.get(i)
+        if g is None or not (g[2] or g[3] == 1):
+            return None
+        return g[0], g[1]
+
+
+def _axis_sizes(problem: Problem, args: Dict[str, Any]) -> Dict[str, int]:
+    sz = {a: s[0] for a, s in problem.shapes.items()}
+    for k, spec in problem.inputs.items():
+        if spec["shape"] is not None:
+            for a, n in zip(spec["shape"], args[k].shape):
+                sz[a] = int(n)
+    return sz
+
+
+def load_solution(problem: Problem, path: Optional[str]) -> Tuple[Callable[[Dict[str, Any]], List[Any]], str]:
+    """(call(args) -> outputs, label) for the solution at path (None: the problem's own reference,
+    run natively). Raises Unsupported with the reason when it cannot run here."""
+    torch = _torch()
+    if path is None:
+        return (lambda args: problem.native(args)), "reference (native dtypes)"
+    if problem.format == "kernelbench":
+        with open(path) as f:
+            src = f.read()
+        if ("load_inline" in src or "triton" in src or ".cuda" in src) and not torch.cuda.is_available():
+            raise Unsupported("the solution builds or launches GPU code (load_inline/Triton/CUDA) and no "
+                              "CUDA device is available here")
+        ns = _exec_source(src, "solution_" + os.path.basename(path), path)
+        if "ModelNew" not in ns:
+            raise ProblemFileError(path, "ModelNew", "a KernelBench solution defines class ModelNew")
+        kb = problem._kb
+        torch.manual_seed(kb["seed"])
+        init = list(kb["ns"]["get_init_inputs"]())
+        torch.manual_seed(kb["seed"])
+        try:
+            mnew = ns["ModelNew"](*init)
+        except Exception as e:
+            raise ProblemFileError(path, "ModelNew", "building it with the problem's init inputs raises %s: %s"
+                                   % (type(e).__name__, e)) from e
+        if kb["precision"] != "fp32":
+            mnew = mnew.to(dtype=_tdtype(_KB_PRECISION[kb["precision"]]))
+
+        def call_kb(args: Dict[str, Any]) -> List[Any]:
+            with torch.no_grad():
+                res = mnew(*[args[k] for k in problem.order])
+            return _outputs_list(res, list(problem.outputs), path)
+        return call_kb, "ModelNew (%s)" % os.path.basename(path)
+    d = _read_json(path)
+    spec = d.get("spec") if isinstance(d, dict) else None
+    if not isinstance(spec, dict):
+        raise ProblemFileError(path, "spec", "a solution needs a spec object")
+    langs = spec.get("languages") or ([spec["language"]] if spec.get("language") else [])
+    if not langs:
+        raise ProblemFileError(path, "spec.languages", "missing (SOL: spec.languages, FlashInfer: spec.language)")
+    langs = [str(x).lower() for x in langs]
+    ep = spec.get("entry_point")
+    if not isinstance(ep, str) or ep.count("::") != 1:
+        raise ProblemFileError(path, "spec.entry_point", "expected \"file.py::function\", got %r" % (ep,))
+    if any(x not in _PY_LANGS for x in langs):
+        raise Unsupported("language %s: building C++/CUDA solutions is not implemented (only Python entry "
+                          "points run)" % ", ".join(langs))
+    if any(x not in _CPU_LANGS for x in langs) and not torch.cuda.is_available():
+        raise Unsupported("language %s needs a CUDA device and none is available here" % ", ".join(langs))
+    if any(x not in _CPU_LANGS for x in langs):
+        raise Unsupported("language %s: GPU solutions are not run by this slice yet" % ", ".join(langs))
+    sources = d.get("sources")
+    if not isinstance(sources, list) or not sources:
+        raise ProblemFileError(path, "sources", "expected a list of {path, content}")
+    tmp = tempfile.mkdtemp(prefix="parity_solution_")
+    for i, s in enumerate(sources):
+        if not isinstance(s, dict) or not isinstance(s.get("path"), str) or not isinstance(s.get("content"), str):
+            raise ProblemFileError(path, "sources[%d]" % i, "expected {path, content}")
+        rel = os.path.normpath(s["path"])
+        if os.path.isabs(rel) or rel.startswith(".."):
+            raise ProblemFileError(path, "sources[%d].path" % i, "%r leaves the solution's folder" % s["path"])
+        full = os.path.join(tmp, rel)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        with open(full, "w") as f:
+            f.write(s["content"])
+    file, fn_name = ep.split("::")
+    full = os.path.join(tmp, os.path.normpath(file))
+    if not os.path.isfile(full):
+        raise ProblemFileError(path, "spec.entry_point", "file %s is not among the sources" % file)
+    sys.path.insert(0, tmp)
+    try:
+        mspec = importlib.util.spec_from_file_location("parity_solution_%d" % abs(hash(full)), full)
+        mod = importlib.util.module_from_spec(mspec)  # type: ignore[arg-type]
+        mspec.loader.exec_module(mod)  # type: ignore[union-attr]
+    except Exception as e:
+        raise ProblemFileError(path, "sources", "%s raises on import: %s: %s" % (file, type(e).__name__, e)) from e
+    finally:
+        sys.path.remove(tmp)
+    fn = getattr(mod, fn_name, None)
+    if not callable(fn):
+        raise ProblemFileError(path, "spec.entry_point", "%s defines no function %s" % (file, fn_name))
+    dps = bool(spec.get("destination_passing_style", True))
+    names = list(problem.outputs)
+
+    def call_sol(args: Dict[str, Any]) -> List[Any]:
+        pos = [args[k] for k in problem.order]
+        with torch.no_grad():
+            if dps:
+                sz = _axis_sizes(problem, args)
+                outs = [torch.empty([sz[a] for a in problem.outputs[o]["shape"]],
+                                    dtype=_tdtype(problem.outputs[o]["dtype"])) for o in names]
+                fn(*pos, *outs)
+                return outs
+            return _outputs_list(fn(*pos), names, path)
+    return call_sol, "%s (%s, %s)" % (d.get("name", os.path.basename(path)), ep,
+                                      "destination-passing" if dps else "value-returning")
+
+
+_ST_DTYPES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32", "F64": "float64", "I64": "int64",
+              "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool"}
+
+
+def _read_safetensors(path: str, key: str, where: str) -> Any:
+    """One tensor of a .safetensors file (an 8-byte little-endian header length, a JSON header
+    {key: {dtype, shape, data_offsets}}, the data), as a torch tensor."""
+    torch = _torch()
+    try:
+        with open(path, "rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            head = json.loads(f.read(n))
+            if key not in head:
+                raise ProblemFileError(where, "tensor_key", "%s holds no tensor %r" % (path, key))
+            meta = head[key]
+            a, b = meta["data_offsets"]
+            f.seek(8 + n + a)
+            raw = f.read(b - a)
+    except OSError as e:
+        raise ProblemFileError(where, "path", "cannot read %s: %s" % (path, e.strerror)) from e
+    dt = _ST_DTYPES.get(meta["dtype"])
+    if dt is None:
+        raise ProblemFileError(where, "dtype", "%s: safetensors dtype %s not supported" % (path, meta["dtype"]))
+    t = torch.frombuffer(bytearray(raw), dtype=_tdtype(dt)) if raw else torch.empty(0, dtype=_tdtype(dt))
+    return t.reshape(meta["shape"]).clone()
+
+
+def own_workloads(problem: Problem, seed: int = 1, limit: int = 6,
+                  max_elems: int = 1 << 22) -> Tuple[List[Dict[str, Any]], Dict[str, Dict[str, Any]], List[str]]:
+    """The problem's own workload lines as given workloads for parity.check: their axes, their
+    inputs (`random`: torch.randn / randint in the declared dtypes, seeded; `scalar`; `safetensors`
+    loaded; `custom`: the definition's custom_inputs_entrypoint), at most `limit` lines whose
+    largest tensor holds at most max_elems elements, those whose scalars are the op's (an op has
+    one set of attributes). Returns (given workloads, {name: torch inputs}, notes)."""
+    torch = _torch()
+    lines = getattr(problem, "own_lines", [])
+    out: List[Dict[str, Any]] = []
+    args_of: Dict[str, Dict[str, Any]] = {}
+    notes: List[str] = []
+    skipped_big = skipped_scalar = 0
+    axes = getattr(problem, "axes_spec", {})
+    for i, w in enumerate(lines):
+        if len(out) >= limit:
+            break
+        sizes = {a: s[0] for a, s in problem.shapes.items() if a in problem.fixed}
+        sizes.update({a: int(v) for a, v in w["axes"].items()})
+        for a, spec in axes.items():
+            if isinstance(spec, dict) and spec.get("type") == "expr":
+                sizes[a] = _eval_expr(spec["expression"], sizes, problem.path, a)
+        ins = w.get("inputs") or {}
+        scal = {k: v.get("value") for k, v in ins.items() if isinstance(v, dict) and v.get("type") == "scalar"}
+        if any(problem.scalars.get(k) != v for k, v in scal.items() if k in problem.scalars):
+            skipped_scalar += 1
+            continue
+        try:
+            big = max(int(np.prod([sizes[a] for a in s["shape"]])) for s in
+                      list(problem.inputs.values()) + list(problem.outputs.values()) if s["shape"] is not None)
+        except KeyError as e:
+            raise ProblemFileError(problem.path, "workload line %d: axes" % (i + 1), "no size for axis %s" % e) from e
+        if big > max_elems:
+            skipped_big += 1
+            continue
+        gen = torch.Generator().manual_seed(int(seed) * 1000003 + i)
+        args: Dict[str, Any] = {}
+        custom = [k for k, v in ins.items() if isinstance(v, dict) and v.get("type") == "custom"]
+        if custom:
+            entry = getattr(problem, "custom_entry", None)
+            if entry is None:
+                raise ProblemFileError(problem.path, "custom_inputs_entrypoint",
+                                       "workload line %d has custom inputs and the definition names no entry point" % (i + 1))
+            torch.manual_seed(int(seed) * 1000003 + i)
+            made = entry(dict(sizes, **problem.scalars), torch.device("cpu"))
+            args.update({k: v for k, v in made.items() if k in problem.inputs})
+        for k, s in problem.inputs.items():
+            if s["shape"] is None or k in args:
+                continue
+            shape = [sizes[a] for a in s["shape"]]
+            kind = (ins.get(k) or {}).get("type", "random")
+            if kind == "safetensors":
+                rel = ins[k].get("path", "")
+                cands = [rel] if os.path.isabs(rel) else [os.path.join(problem.own_root, rel),  # type: ignore[attr-defined]
+                                                          os.path.join(os.path.dirname(problem.path), rel)]
+                path = next((c for c in cands if os.path.isfile(c)), cands[0])
+                t = _read_safetensors(path, ins[k].get("tensor_key", k), problem.path)
+                args[k] = t.to(_tdtype(s["dtype"]))
+            elif s["dtype"] in _FLOAT_NAMES:
+                args[k] = torch.randn(shape, generator=gen).to(_tdtype(s["dtype"]))
+            else:
+                role, vocab = problem.roles.get(k, ("", None))
+                hi = sizes.get(vocab, 2) if vocab else 2
+                args[k] = torch.randint(0, hi, shape, generator=gen).to(_tdtype(s["dtype"]))
+        name = "wl-%d" % (i + 1)
+        given: Dict[str, Any] = {}
+        for k, t in args.items():
+            if problem._is_float(k):
+                if problem.dtype == "bf16":
+                    given[k] = t.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16).copy()
+                else:
+                    given[k] = t.to(torch.float16 if problem.dtype == "f16" else torch.float32).numpy().copy()
+            else:
+                given[k] = t.to(torch.int64).numpy().copy()
+        out.append({"name": name, "inputs": given, "attrs": dict(problem.scalars)})
+        args_of[name] = dict(args, **problem.scalars)
+    if out:
+        notes.append("the problem's own workloads judged too: %s (its axes and inputs, float inputs given in %s)"
+                     % (", ".join(x["name"] for x in out), problem.dtype))
+    if skipped_big:
+        notes.append("%d own workload line(s) over %d elements per tensor not judged" % (skipped_big, max_elems))
+    if skipped_scalar:
+        notes.append("%d own workload line(s) with other scalar values not judged (one op, one set of scalars)"
+                     % skipped_scalar)
+    return out, args_of, notes
+
