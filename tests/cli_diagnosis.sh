@@ -81,7 +81,11 @@ cause attention_fwd long-causal@256x32x1 builtin:l_bf16 accumulator
 cause log_softmax text@64x1x50257 builtin:bf16_sum accumulator
 grep -Eq '"match":[[:space:]]*(1|0\.9[0-9]*)[,}[:space:]]' "$tmp/c.json" && ok || bad "bf16_sum: JSON match below 0.9"
 grep -q "intermediate-rounding" "$tmp/out" "$tmp/c.json" && bad "bf16_sum: intermediate-rounding" || ok
-cause rmsnorm_fwd unit@256x512x1 "$PL:div_d_minus_1" unknown
+# sum(x^2)/(D-1): the mean's divisor refit (an integer parameter of RMSNorm) reads D - 1 = 255.
+cause rmsnorm_fwd unit@256x256x1 "$PL:div_d_minus_1" parameter
+grep -q "cause: parameter .* divisor ≈ 255 reproduces the outputs (the op's divisor is 256)" "$tmp/out" && ok ||
+  bad "div_d_minus_1: text does not name divisor 255 against the op's 256"
+grep -Eq '"name":[[:space:]]*"divisor"' "$tmp/c.json" && ok || bad "div_d_minus_1: JSON parameter name"
 grep -q "effective accumulator" "$tmp/out" && bad "div_d_minus_1: accumulator wording" || ok
 cause log_softmax small-v@256x1x1000 builtin:bf16_sum accumulator
 cause rmsnorm_fwd unit@256x512x1 builtin:bf16_sumsq accumulator

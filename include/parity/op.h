@@ -128,15 +128,27 @@ typedef struct parity_op {
                                parity_sum_order_t order, const int64_t *rows, int64_t n_rows,
                                double *dst);
     void (*free_priv)(parity_case_t *c);
-    /* A scalar parameter of the op the diagnosis may refit (issue #36, cause "parameter";
-     * docs/error-model.md "Cause"), or param_name NULL: none. param_value is the op's value
-     * (RMSNorm's eps, 1e-5). param_ref recomputes the fp64 reference of rows[0..n_rows) of
-     * output `out` with the parameter set to `value`, as build does: ref, s_acc and s_up (each
-     * n_rows * cols doubles, s_up may be NULL) as build forms them for those rows. */
-    const char *param_name;
-    double param_value;
-    parity_status_t (*param_ref)(const parity_case_t *c, int out, double value, const int64_t *rows,
-                                 int64_t n_rows, double *ref, double *s_acc, double *s_up);
+    /* The op's named scalar parameters the diagnosis may refit (issue #36, cause "parameter";
+     * docs/error-model.md "Cause"): params[] ends at the first entry whose name is NULL (none:
+     * params[0].name NULL). value is the op's value (RMSNorm's eps, 1e-5) unless param_value is
+     * set, which gives it per case (attention's scale 1/sqrt(Dh), RMSNorm's divisor D); a value
+     * of 0 or less there means the parameter is off in that case (no softcap) and it is not
+     * refit. flags: PARITY_PARAM_*. param_ref recomputes the fp64 reference of rows[0..n_rows)
+     * of output `out` with parameter `which` set to `value` (INFINITY: "none", for
+     * PARITY_PARAM_NONE), the others at the op's, as build does: ref, s_acc and s_up (each
+     * n_rows * cols doubles, s_up may be NULL) as build forms them for those rows;
+     * PARITY_E_UNSUPPORTED: that parameter does not enter that output (or the op cannot
+     * recompute it on rows). */
+#define PARITY_OP_MAX_PARAMS 4
+    struct {
+        const char *name; /* "eps", "scale", "softcap", "divisor" (at most 15 characters) */
+        double value;
+        int flags;
+    } params[PARITY_OP_MAX_PARAMS];
+    double (*param_value)(const parity_case_t *c, int which);
+    parity_status_t (*param_ref)(const parity_case_t *c, int out, int which, double value,
+                                 const int64_t *rows, int64_t n_rows, double *ref, double *s_acc,
+                                 double *s_up);
     /* The terms of an output's reduction, for the diagnosis's dropped-terms cause (issue #36,
      * docs/error-model.md "Cause"), or NULL: none. Adds to sum, abs_sum and sq_sum (each n_rows *
      * cols doubles, sq_sum may be NULL) the fp64 sum of terms [from, to) of output `out`'s
@@ -193,6 +205,14 @@ typedef enum {
     PARITY_VARIANT_PARAMETER    /* cause parameter, a discrete one: a switch of the op set the other
                                    way (renormalise the top-k weights or not) */
 } parity_variant_kind_t;
+
+/* Flags of an op's parameter (parity_op_t params[].flags). */
+#define PARITY_PARAM_NONE 1    /* "none" (param_ref's value INFINITY) is a candidate: a softcap
+                                  not applied */
+#define PARITY_PARAM_INTEGER 2 /* an integer (a divisor): the fit must resolve integers, and the
+                                  fitted value is reported rounded to one */
+#define PARITY_PARAM_FACTOR 4  /* the parameter only scales the output (dK's final scale): its
+                                  fit is a whole-output factor, said so in the detail */
 
 /* x rounded to format f (bf16, fp16) as variant_ref's dir says: 0 nearest-even, -1 the largest
  * value of f at most x, +1 the smallest at least x (x itself where f holds it). */

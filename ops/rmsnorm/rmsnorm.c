@@ -100,9 +100,9 @@ static parity_status_t rfwd_build(const parity_op_t *op, const parity_workload_t
     return PARITY_OK;
 }
 
-/* The reference of rows[0..n_rows) with eps = value, as rfwd_build forms it, with gamma or, for
- * ones, as if gamma were all ones. */
-static parity_status_t rfwd_rows_ref(const parity_case_t *c, int out, double value, int ones,
+/* The reference of rows[0..n_rows) with eps and the mean's divisor div (the op's: PARITY_RMS_EPS
+ * and D), as rfwd_build forms it, with gamma or, for ones, as if gamma were all ones. */
+static parity_status_t rfwd_rows_ref(const parity_case_t *c, int out, double eps, double div, int ones,
                                      const int64_t *rows, int64_t n_rows, double *ref, double *s_acc,
                                      double *s_up)
 {
@@ -119,7 +119,7 @@ static parity_status_t rfwd_rows_ref(const parity_case_t *c, int out, double val
             x[k] = parity_tensor_get(&c->inputs[0]->view, rows[q] * d + k);
             ss += x[k] * x[k];
         }
-        double r = 1.0 / sqrt(ss / (double)d + value);
+        double r = 1.0 / sqrt(ss / div + eps);
         for (int64_t j = 0; j < d; j++) {
             double y = x[j] * r * g[j];
             ref[q * d + j] = y;
@@ -131,11 +131,23 @@ static parity_status_t rfwd_rows_ref(const parity_case_t *c, int out, double val
     return PARITY_OK;
 }
 
-/* The diagnosis's parameter refit (op.h param_ref): eps = value. */
-static parity_status_t rfwd_param_ref(const parity_case_t *c, int out, double value, const int64_t *rows,
-                                      int64_t n_rows, double *ref, double *s_acc, double *s_up)
+/* The family's parameters (op.h params, param_value): 0 eps, 1 the mean's divisor (D: a kernel
+ * with sum(x^2)/(D-1) has D - 1). x is input 0 of the forward, 1 of the backward. */
+#define RMS_PARAMS {{"eps", PARITY_RMS_EPS, 0}, {"divisor", 0, PARITY_PARAM_INTEGER}}
+static double rms_param_value(const parity_case_t *c, int which)
 {
-    return rfwd_rows_ref(c, out, value, 0, rows, n_rows, ref, s_acc, s_up);
+    const parity_abi_tensor_t *x = &c->inputs[c->n_inputs == 2 ? 0 : 1]->view;
+    return which == 0 ? PARITY_RMS_EPS : (double)x->shape[1];
+}
+
+/* The diagnosis's parameter refit (op.h param_ref): eps or the divisor = value. */
+static parity_status_t rfwd_param_ref(const parity_case_t *c, int out, int which, double value,
+                                      const int64_t *rows, int64_t n_rows, double *ref, double *s_acc,
+                                      double *s_up)
+{
+    double d = (double)c->inputs[0]->view.shape[1];
+    return rfwd_rows_ref(c, out, which == 0 ? value : PARITY_RMS_EPS, which == 1 ? value : d, 0, rows,
+                         n_rows, ref, s_acc, s_up);
 }
 
 /* The op's variants (op.h variant_ref): 0, gamma ignored (as if all ones). */
@@ -146,7 +158,8 @@ static parity_status_t rfwd_variant_ref(const parity_case_t *c, int out, int whi
     (void)fmt;
     (void)dir;
     if (which != 0) return PARITY_E_UNSUPPORTED;
-    return rfwd_rows_ref(c, out, PARITY_RMS_EPS, 1, rows, n_rows, ref, s_acc, s_up);
+    return rfwd_rows_ref(c, out, PARITY_RMS_EPS, (double)c->inputs[0]->view.shape[1], 1, rows, n_rows,
+                         ref, s_acc, s_up);
 }
 
 /* ---- emulation for the diagnosis ------------------------------------------------------------
@@ -226,8 +239,8 @@ const parity_op_t parity_op_rmsnorm_fwd = {
     .build = rfwd_build,
     .emulate = rfwd_emulate,
     .free_priv = NULL,
-    .param_name = "eps",
-    .param_value = PARITY_RMS_EPS,
+    .params = RMS_PARAMS,
+    .param_value = rms_param_value,
     .param_ref = rfwd_param_ref,
     .variants = {{PARITY_VARIANT_IGNORED, "gamma (y computed as if it were all ones)", 0}},
     .variant_ref = rfwd_variant_ref,
@@ -341,18 +354,20 @@ void parity_rms_bwd_rows4_f32(const float *const x[4], const float *const dy[4],
 /* ---- rmsnorm_bwd ---- */
 
 /* Row dx's reference and error-model data (ref, s_acc, s_up: d doubles each, s_up may be NULL)
- * from the row's x, dy, gamma and sum of squares ss; returns r = 1/sqrt(ss/D + eps). */
+ * from the row's x, dy, gamma and sum of squares ss, with eps and the mean's divisor div (the
+ * op's: PARITY_RMS_EPS and D; a kernel dividing by div divides both means by it); returns
+ * r = 1/sqrt(ss/div + eps). */
 static double rbwd_dx_row(const double *x, const double *dy, const double *g, int64_t d, double ss,
-                          double *ref, double *sa, double *su)
+                          double eps, double div, double *ref, double *sa, double *su)
 {
-    double r = 1.0 / sqrt(ss / (double)d + PARITY_RMS_EPS), cc = 0, ca = 0;
+    double r = 1.0 / sqrt(ss / div + eps), cc = 0, ca = 0;
     for (int64_t k = 0; k < d; k++) {
         double t = g[k] * dy[k] * x[k] * r;
         cc += t;
         ca += fabs(t);
     }
-    cc /= (double)d;
-    ca /= (double)d;
+    cc /= div;
+    ca /= div;
     for (int64_t j = 0; j < d; j++) {
         double xh = x[j] * r, dx = r * (g[j] * dy[j] - xh * cc);
         ref[j] = dx;
@@ -362,19 +377,19 @@ static double rbwd_dx_row(const double *x, const double *dy, const double *g, in
     return r;
 }
 
-/* The op's variants (op.h variant_ref): 0, gamma ignored in dx (as if all ones). */
-static parity_status_t rbwd_variant_ref(const parity_case_t *c, int out, int which,
-                                        const parity_format_t *fmt, int dir, const int64_t *rows,
-                                        int64_t n_rows, double *ref, double *s_acc, double *s_up)
+/* dx's reference of rows[0..n_rows) with eps and the divisor div, with gamma or, for ones, as if
+ * it were all ones. dgamma (a sum over every row) is not recomputed on rows. */
+static parity_status_t rbwd_rows_ref(const parity_case_t *c, int out, double eps, double div, int ones,
+                                     const int64_t *rows, int64_t n_rows, double *ref, double *s_acc,
+                                     double *s_up)
 {
-    (void)fmt;
-    (void)dir;
-    if (out != 0 || which != 0) return PARITY_E_UNSUPPORTED;
+    if (out != 0) return PARITY_E_UNSUPPORTED;
     int64_t d = c->inputs[1]->view.shape[1];
     double *x = malloc((size_t)d * 3 * sizeof *x);
     if (!x) return PARITY_E_NOMEM;
     double *dy = x + d, *g = x + 2 * d;
-    for (int64_t j = 0; j < d; j++) g[j] = 1.0;
+    parity_tensor_to_f64(&c->inputs[2]->view, g);
+    for (int64_t j = 0; ones && j < d; j++) g[j] = 1.0;
     for (int64_t q = 0; q < n_rows; q++) {
         double ss = 0;
         for (int64_t k = 0; k < d; k++) {
@@ -382,10 +397,32 @@ static parity_status_t rbwd_variant_ref(const parity_case_t *c, int out, int whi
             dy[k] = parity_tensor_get(&c->inputs[0]->view, rows[q] * d + k);
             ss += x[k] * x[k];
         }
-        rbwd_dx_row(x, dy, g, d, ss, ref + q * d, s_acc + q * d, s_up ? s_up + q * d : NULL);
+        rbwd_dx_row(x, dy, g, d, ss, eps, div, ref + q * d, s_acc + q * d, s_up ? s_up + q * d : NULL);
     }
     free(x);
     return PARITY_OK;
+}
+
+/* The op's variants (op.h variant_ref): 0, gamma ignored in dx (as if all ones). */
+static parity_status_t rbwd_variant_ref(const parity_case_t *c, int out, int which,
+                                        const parity_format_t *fmt, int dir, const int64_t *rows,
+                                        int64_t n_rows, double *ref, double *s_acc, double *s_up)
+{
+    (void)fmt;
+    (void)dir;
+    if (which != 0) return PARITY_E_UNSUPPORTED;
+    return rbwd_rows_ref(c, out, PARITY_RMS_EPS, (double)c->inputs[1]->view.shape[1], 1, rows, n_rows,
+                         ref, s_acc, s_up);
+}
+
+/* The diagnosis's parameter refit (op.h param_ref) on dx: eps or the divisor = value. */
+static parity_status_t rbwd_param_ref(const parity_case_t *c, int out, int which, double value,
+                                      const int64_t *rows, int64_t n_rows, double *ref, double *s_acc,
+                                      double *s_up)
+{
+    double d = (double)c->inputs[1]->view.shape[1];
+    return rbwd_rows_ref(c, out, which == 0 ? value : PARITY_RMS_EPS, which == 1 ? value : d, 0, rows,
+                         n_rows, ref, s_acc, s_up);
 }
 
 static parity_status_t rbwd_build(const parity_op_t *op, const parity_workload_t *wl,
@@ -436,7 +473,8 @@ static parity_status_t rbwd_build(const parity_op_t *op, const parity_workload_t
             dy[k] = parity_tensor_get(&c->inputs[0]->view, i * d + k);
             ss += x[k] * x[k];
         }
-        double r = rbwd_dx_row(x, dy, g, d, ss, R->ref + i * d, R->s_acc + i * d, R->s_up + i * d);
+        double r = rbwd_dx_row(x, dy, g, d, ss, PARITY_RMS_EPS, (double)d, R->ref + i * d, R->s_acc + i * d,
+                               R->s_up + i * d);
         R->k[i] = 1;
         for (int64_t j = 0; j < d; j++) {
             double xh = x[j] * r;
@@ -516,6 +554,9 @@ const parity_op_t parity_op_rmsnorm_bwd = {
     .build = rbwd_build,
     .emulate = rbwd_emulate,
     .free_priv = NULL,
+    .params = RMS_PARAMS,
+    .param_value = rms_param_value,
+    .param_ref = rbwd_param_ref,
     .variants = {{PARITY_VARIANT_IGNORED, "gamma (dx computed as if it were all ones)", 0}},
     .variant_ref = rbwd_variant_ref,
 };

@@ -11,161 +11,231 @@
 #include "src/verify/check_impl.h"
 #include "src/verify/verify_impl.h"
 
-/* ---- the parameter refit (op.h param_ref; docs/error-model.md "Cause") ---- */
+/* ---- the parameter refit (op.h params, param_ref; docs/error-model.md "Cause") ---- */
 
 typedef struct {
     const parity_case_t *c;
-    int o;
+    int o, which;
     const int64_t *rows;
+    int64_t n;
     const double *vals; /* the kernel's values on the rows, n * cols */
     parity_dtype_t odt;
-    parity_ref_output_t R2; /* the rows' reference with the parameter at the value evaluated */
-    int64_t within;         /* with maxq: the elements within the tolerance (err/tol <= 1) */
+    double *ref, *sa, *su; /* n * cols each (su NULL without s_up): the last reference evaluated */
 } refit_t;
 
-/* RMS of (kernel - reference) / s_acc over the rows with the parameter at v; with maxq, also the
- * rows' max err/tol exactly as the judge forms it for a reference with that parameter. scale:
- * with scale_fit, the reference is first multiplied by the one factor that fits the kernel best
- * (least squares in the same weights), the whole output scaled instead of the parameter changed.
- * NaN: the op could not recompute, or no memory. */
-static double refit_eval(refit_t *f, double v, int scale_fit, double *maxq)
+/* The reference of the rows with the parameter at v into f->ref/sa/su, and the RMS of (kernel -
+ * reference) / s_acc over them; NaN: the op could not recompute (or does not for this output). */
+static double refit_rms(refit_t *f, double v)
 {
-    parity_ref_output_t *R = &f->R2;
-    if (f->c->op->param_ref(f->c, f->o, v, f->rows, R->rows, R->ref, R->s_acc, R->s_up) != PARITY_OK)
+    const parity_ref_output_t *R = &f->c->ref[f->o];
+    if (f->c->op->param_ref(f->c, f->o, f->which, v, f->rows, f->n, f->ref, f->sa, f->su) != PARITY_OK)
         return NAN;
     double s = 0;
-    int64_t m = 0, ne = R->rows * R->cols;
-    if (scale_fit) {
-        double num = 0, den = 0;
-        for (int64_t i = 0; i < ne; i++) {
-            if (!(R->s_acc[i] > 0)) continue;
-            double w = 1.0 / (R->s_acc[i] * R->s_acc[i]);
-            num += w * f->vals[i] * R->ref[i];
-            den += w * R->ref[i] * R->ref[i];
-        }
-        double sc = den > 0 ? num / den : 1;
-        for (int64_t i = 0; i < ne; i++) {
-            R->ref[i] *= sc;
-            R->s_acc[i] *= fabs(sc);
-            if (R->s_up) R->s_up[i] *= fabs(sc);
-        }
-    }
+    int64_t m = 0, ne = f->n * R->cols;
     for (int64_t i = 0; i < ne; i++) {
-        if (!(R->s_acc[i] > 0)) continue;
-        double e = (f->vals[i] - R->ref[i]) / R->s_acc[i];
+        if (!(f->sa[i] > 0)) continue;
+        double e = (f->vals[i] - f->ref[i]) / f->sa[i];
         s += e * e;
         m++;
     }
-    if (maxq) {
-        double *tp = parity_judge_tolerances(R, f->odt, PARITY_DT_F32);
-        double *rq = malloc((size_t)(R->rows ? R->rows : 1) * sizeof *rq);
-        parity_abi_tensor_t view;
-        check_view_f64(&view, f->vals, R->rows, R->cols);
-        f->within = 0;
-        *maxq = NAN;
-        if (tp && rq) {
-            parity_judge_row_q(R, &view, tp, rq, &f->within);
-            *maxq = 0;
-            for (int64_t r = 0; r < R->rows; r++) *maxq = rq[r] > *maxq || isnan(rq[r]) ? rq[r] : *maxq;
-        }
-        free(rq);
-        free(tp);
-    }
-    return m ? sqrt(s / (double)m) : 0;
+    return m ? sqrt(s / (double)m) : (ne ? 0 : NAN);
 }
 
-/* Fit the op's parameter to the kernel's values on the diagnosis rows: a log-scale grid over
- * three decades either side of the op's value, then golden-section search around the grid's
- * best, minimizing refit_eval's RMS. Sets the PARAMETER cause when the fitted value reproduces
- * the rows within the faithful tolerance (max err/tol <= 1), the op's value does not, and no
- * single factor on the op's reference does either. */
+/* The rows' max err/tol, as the judge forms it, against the reference with the parameter at v
+ * (within: the elements within the tolerance, may be NULL). */
+static double refit_q(refit_t *f, double v, int64_t *within)
+{
+    if (isnan(refit_rms(f, v))) return NAN;
+    return check_fit_q(&f->c->ref[f->o], f->rows, f->n, f->vals, f->odt, f->ref, f->sa, f->su, NULL,
+                       within);
+}
+
+/* The nuisance fit: the op's reference (parameter at p0) times one factor a, plus b times the
+ * parameter's first-order direction at p0 (the reference's change per relative change of the
+ * parameter), a and b by least squares in the weights 1/s_acc^2 (b = 0: the factor alone).
+ * Returns the rows' max err/tol against that; NaN on failure. Where it reproduces the rows, they
+ * say only that the output moved as a small change of the parameter would move it, a statement
+ * every bug of the same first-order shape shares (eps outside the sqrt on rows of nearly equal
+ * mean squares), or that it is scaled as a whole: the parameter is not singled out. */
+#define REFIT_DIR_STEP 1e-3
+static double nuisance_q(refit_t *f, double p0, int with_dir)
+{
+    const parity_ref_output_t *R = &f->c->ref[f->o];
+    size_t ne = (size_t)f->n * (size_t)R->cols;
+    double *b = malloc(ne * 4 * sizeof(double)), q = NAN;
+    if (!b) return NAN;
+    double *r0 = b, *s0 = b + ne, *u0 = b + 2 * ne, *g = b + 3 * ne;
+    if (isnan(refit_rms(f, p0))) goto done;
+    memcpy(r0, f->ref, ne * sizeof(double));
+    memcpy(s0, f->sa, ne * sizeof(double));
+    if (f->su) memcpy(u0, f->su, ne * sizeof(double));
+    memset(g, 0, ne * sizeof(double));
+    if (with_dir) {
+        if (isnan(refit_rms(f, p0 * (1 + REFIT_DIR_STEP)))) goto done;
+        for (size_t i = 0; i < ne; i++) g[i] = (f->ref[i] - r0[i]) / REFIT_DIR_STEP;
+    }
+    double aa = 0, ab = 0, bb = 0, ya = 0, yb = 0;
+    for (size_t i = 0; i < ne; i++) {
+        if (!(s0[i] > 0)) continue;
+        double w = 1.0 / (s0[i] * s0[i]);
+        aa += w * r0[i] * r0[i];
+        ab += w * r0[i] * g[i];
+        bb += w * g[i] * g[i];
+        ya += w * f->vals[i] * r0[i];
+        yb += w * f->vals[i] * g[i];
+    }
+    double det = aa * bb - ab * ab, ca = aa > 0 ? ya / aa : 1, cb = 0;
+    if (with_dir && bb > 0 && det > 1e-12 * aa * bb) {
+        ca = (ya * bb - yb * ab) / det;
+        cb = (aa * yb - ab * ya) / det;
+    }
+    for (size_t i = 0; i < ne; i++) {
+        f->ref[i] = ca * r0[i] + cb * g[i];
+        f->sa[i] = fabs(ca) * s0[i];
+        if (f->su) f->su[i] = fabs(ca) * u0[i];
+    }
+    q = check_fit_q(R, f->rows, f->n, f->vals, f->odt, f->ref, f->sa, f->su, NULL, NULL);
+done:
+    free(b);
+    return q;
+}
+
+/* One parameter's fit: a log-scale grid over three decades either side of the op's value p0
+ * (and "none" where the parameter allows it), then golden-section search around the grid's best,
+ * minimizing refit_rms. fitted: INFINITY for none. */
 #define REFIT_DECADES 3.0
 #define REFIT_STEP 0.125
-void check_cause_parameter(const parity_case_t *c, int o, const int64_t *rows, int64_t n,
-                           const double *vals, parity_dtype_t odt, parity_diagnosis_t *d)
+static double refit_search(refit_t *f, double p0, int none_ok, double *best_rms)
 {
-    const parity_op_t *op = c->op;
-    const parity_ref_output_t *R = &c->ref[o];
-    if (!op->param_name || !op->param_ref || !(op->param_value > 0) || n <= 0) return;
-    refit_t f;
-    memset(&f, 0, sizeof f);
-    f.c = c;
-    f.o = o;
-    f.rows = rows;
-    f.vals = vals;
-    f.odt = odt;
-    f.R2.name = R->name;
-    f.R2.row_kind = R->row_kind;
-    f.R2.rows = n;
-    f.R2.cols = R->cols;
-    f.R2.n_slots = n;
-    f.R2.m_up = R->m_up;
-    size_t ne = (size_t)n * (size_t)R->cols;
-    f.R2.ref = malloc(ne * sizeof(double));
-    f.R2.s_acc = malloc(ne * sizeof(double));
-    f.R2.s_up = R->s_up ? malloc(ne * sizeof(double)) : NULL;
-    f.R2.k = malloc((size_t)n * sizeof(int64_t));
-    if (!f.R2.ref || !f.R2.s_acc || (R->s_up && !f.R2.s_up) || !f.R2.k) goto done;
-    for (int64_t q = 0; q < n; q++) f.R2.k[q] = R->k[R->slot ? R->slot[rows[q]] : rows[q]];
-    double p0 = op->param_value, best_t = 0, best = INFINITY;
+    double best_t = 0, best = INFINITY;
     for (double t = -REFIT_DECADES; t <= REFIT_DECADES + 1e-9; t += REFIT_STEP) {
-        double e = refit_eval(&f, p0 * pow(10, t), 0, NULL);
+        double e = refit_rms(f, p0 * pow(10, t));
         if (e < best) {
             best = e;
             best_t = t;
         }
     }
-    if (!isfinite(best)) goto done;
-    /* Golden-section search on [best_t - step, best_t + step] (log10 of value / op's). */
+    *best_rms = best;
+    if (!isfinite(best)) return NAN;
     const double gr = 0.6180339887498949;
     double a = best_t - REFIT_STEP, b = best_t + REFIT_STEP;
     double x1 = b - gr * (b - a), x2 = a + gr * (b - a);
-    double f1 = refit_eval(&f, p0 * pow(10, x1), 0, NULL), f2 = refit_eval(&f, p0 * pow(10, x2), 0, NULL);
+    double f1 = refit_rms(f, p0 * pow(10, x1)), f2 = refit_rms(f, p0 * pow(10, x2));
     for (int it = 0; it < 40; it++) {
         if (f1 < f2) {
             b = x2;
             x2 = x1;
             f2 = f1;
             x1 = b - gr * (b - a);
-            f1 = refit_eval(&f, p0 * pow(10, x1), 0, NULL);
+            f1 = refit_rms(f, p0 * pow(10, x1));
         } else {
             a = x1;
             x1 = x2;
             f1 = f2;
             x2 = a + gr * (b - a);
-            f2 = refit_eval(&f, p0 * pow(10, x2), 0, NULL);
+            f2 = refit_rms(f, p0 * pow(10, x2));
         }
     }
-    double tf = 0.5 * (a + b);
-    if (!(fmin(f1, f2) <= best)) tf = best_t;
-    double fitted = p0 * pow(10, tf), q_fit = NAN, q_op = NAN, q_scale = NAN;
-    refit_eval(&f, p0, 0, &q_op);
-    refit_eval(&f, fitted, 0, &q_fit);
-    int64_t within = f.within;
-    /* Where one common factor on the op's reference reproduces the rows as well (rows of nearly
-     * the same mean square, where any bug that scales r reads as some eps: eps outside the sqrt
-     * on odd-d4097), the rows do not single out the parameter: no claim. */
-    if (q_fit <= 1 && q_op > 1) refit_eval(&f, p0, 1, &q_scale);
-    if (q_fit <= 1 && q_op > 1 && !(q_scale <= 1)) {
-        d->cause = PARITY_CAUSE_PARAMETER;
-        snprintf(d->param_name, sizeof d->param_name, "%s", op->param_name);
-        d->param_fitted = fitted;
-        d->param_op = p0;
-        d->param_q_fitted = q_fit;
-        d->param_q_op = q_op;
-        d->has_match = 1;
-        d->match = (double)within / (double)ne;
-        snprintf(d->detail, sizeof d->detail,
-                 "%s \xe2\x89\x88 %.2g reproduces the outputs (the op's %s is %.2g): on the %lld "
-                 "sampled rows max err/tol %.3g against the reference recomputed with it, %.3g "
-                 "with the op's",
-                 op->param_name, fitted, op->param_name, p0, (long long)n, q_fit, q_op);
+    double tf = 0.5 * (a + b), fitted = p0 * pow(10, tf);
+    if (fmin(f1, f2) <= best)
+        *best_rms = fmin(f1, f2);
+    else
+        fitted = p0 * pow(10, best_t);
+    if (none_ok) {
+        double e = refit_rms(f, INFINITY);
+        if (e < *best_rms) {
+            *best_rms = e;
+            fitted = INFINITY;
+        }
     }
-done:
-    free(f.R2.ref);
-    free(f.R2.s_acc);
-    free(f.R2.s_up);
-    free(f.R2.k);
+    return fitted;
+}
+
+/* The integer resolution of a PARITY_PARAM_INTEGER fit: the nearest integer reproduces the rows
+ * and values REFIT_INT_RES either side of it do not, so the rows pin the parameter to that
+ * integer (a bug that scales the output by an arbitrary factor lands that close to an integer
+ * with odds of about 2 REFIT_INT_RES). */
+#define REFIT_INT_RES 0.1
+/* How much more closely (max err/tol) the fitted parameter must reproduce the rows than the
+ * nuisance fit where both are within the tolerance: a residual the nuisance leaves at twice the
+ * fitted parameter's (which sits at the kernel's own rounding noise) is systematic, one at about
+ * the same size is noise the rows cannot attribute. */
+#define REFIT_MARGIN 2.0
+
+/* Fit each parameter the op declares to the kernel's values on the diagnosis rows and name the
+ * best-fitting one (least RMS) among those whose fit singles it out: the kernel within the
+ * faithful tolerance of the reference recomputed with the fitted value (max err/tol <= 1) and
+ * not of the op's; not within it of the nuisance fit either (nuisance_q: the op's reference
+ * times one factor plus the parameter's first-order direction), except for an integer
+ * parameter, which must be resolved to an integer instead, and a parameter that is itself a
+ * factor on the output (PARITY_PARAM_FACTOR), named as one. */
+void check_cause_parameter(const parity_case_t *c, int o, const int64_t *rows, int64_t n,
+                           const double *vals, parity_dtype_t odt, parity_diagnosis_t *d)
+{
+    const parity_op_t *op = c->op;
+    const parity_ref_output_t *R = &c->ref[o];
+    if (!op->param_ref || !op->params[0].name || n <= 0) return;
+    size_t ne = (size_t)n * (size_t)R->cols;
+    double *buf = malloc(ne * 3 * sizeof(double));
+    if (!buf) return;
+    refit_t f = {c, o, 0, rows, n, vals, odt, buf, buf + ne, R->s_up ? buf + 2 * ne : NULL};
+    int best_i = -1;
+    double best_rms = INFINITY, best_fit = NAN, best_p0 = NAN, best_qf = NAN, best_qo = NAN;
+    int64_t best_within = 0;
+    for (int i = 0; i < PARITY_OP_MAX_PARAMS && op->params[i].name; i++) {
+        int fl = op->params[i].flags;
+        double p0 = op->param_value ? op->param_value(c, i) : op->params[i].value, rms = NAN;
+        if (!(p0 > 0) || !isfinite(p0)) continue;
+        f.which = i;
+        double fitted = refit_search(&f, p0, (fl & PARITY_PARAM_NONE) != 0, &rms);
+        if (isnan(fitted) || !(rms < best_rms)) continue;
+        if (fl & PARITY_PARAM_INTEGER) fitted = nearbyint(fitted);
+        int64_t within = 0;
+        double q_op = refit_q(&f, p0, NULL), q_fit = refit_q(&f, fitted, &within);
+        if (!(q_fit <= 1) || !(q_op > 1) || fitted == p0) continue;
+        if (fl & PARITY_PARAM_INTEGER) {
+            if (refit_q(&f, fitted - REFIT_INT_RES, NULL) <= 1 || refit_q(&f, fitted + REFIT_INT_RES, NULL) <= 1)
+                continue;
+        } else if (!(fl & PARITY_PARAM_FACTOR)) {
+            double nq = fmin(nuisance_q(&f, p0, 0), nuisance_q(&f, p0, 1));
+            if (!(nq > 1 || nq >= REFIT_MARGIN * q_fit)) continue;
+        }
+        best_i = i;
+        best_rms = rms;
+        best_fit = fitted;
+        best_p0 = p0;
+        best_qf = q_fit;
+        best_qo = q_op;
+        best_within = within;
+    }
+    free(buf);
+    if (best_i < 0) return;
+    const char *nm = op->params[best_i].name;
+    int fl = op->params[best_i].flags;
+    d->cause = PARITY_CAUSE_PARAMETER;
+    snprintf(d->param_name, sizeof d->param_name, "%s", nm);
+    d->param_fitted = best_fit;
+    d->param_op = best_p0;
+    d->param_q_fitted = best_qf;
+    d->param_q_op = best_qo;
+    d->has_match = 1;
+    d->match = (double)best_within / (double)ne;
+    char fit[64], extra[96] = "";
+    if (isinf(best_fit))
+        snprintf(fit, sizeof fit, "%s none (not applied)", nm);
+    else if (fl & PARITY_PARAM_INTEGER)
+        snprintf(fit, sizeof fit, "%s \xe2\x89\x88 %.0f", nm, best_fit);
+    else
+        snprintf(fit, sizeof fit, "%s \xe2\x89\x88 %.3g", nm, best_fit);
+    if (fl & PARITY_PARAM_FACTOR)
+        snprintf(extra, sizeof extra, ", a whole-output factor of %.4g on %s", best_fit / best_p0, R->name);
+    else if (fl & PARITY_PARAM_INTEGER)
+        snprintf(extra, sizeof extra, ", resolved to the integer (%.0f \xc2\xb1 %.1f do not)", best_fit,
+                 REFIT_INT_RES);
+    snprintf(d->detail, sizeof d->detail,
+             "%s reproduces the outputs (the op's %s is %.6g)%s: on the %lld sampled rows max err/tol "
+             "%.3g against the reference recomputed with it, %.3g with the op's",
+             fit, nm, best_p0, extra, (long long)n, best_qf, best_qo);
 }
 
 /* ---- dropped terms (op.h terms_ref; docs/error-model.md "Cause") ---- */
