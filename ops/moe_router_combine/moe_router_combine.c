@@ -132,6 +132,12 @@ void parity_ref_mrc_row(const double *x, const double *y, int64_t e, int64_t d, 
                         int32_t *sel, double *w, double *gates, double *out, double *cond)
 {
     ref_topk(x, e, k, sel);
+    parity_ref_mrc_row_sel(x, y, e, d, k, renorm, sel, w, gates, out, cond);
+}
+
+void parity_ref_mrc_row_sel(const double *x, const double *y, int64_t e, int64_t d, int k, int renorm,
+                            const int32_t *sel, double *w, double *gates, double *out, double *cond)
+{
     double m = -INFINITY;
     for (int64_t j = 0; j < e; j++) m = x[j] > m ? x[j] : m;
     /* The normaliser: over all E experts, or over the k selected ones when renormalised (then
@@ -265,33 +271,40 @@ static void build_rows(void *p, int64_t b, int64_t end, int thread)
             y[q] = load(Y, i * e * d + q);
         }
         parity_ref_mrc_row(x, y, e, d, k, g->pp->renorm, sel, w, G->ref + i * e, outr, cond);
-        /* gates: k = the normaliser's terms, s_acc = w (its relative error scales w), s_up =
-         * w*A; zero with zero data elsewhere (an unselected gate must be exactly 0). out: the
-         * normaliser's and the combine's accumulations (2 Σ|t|, k = max of both term counts),
-         * each term's own error |t|(A + 1). */
         int64_t nk = g->pp->renorm ? k : e;
         G->k[i] = nk;
         O->k[i] = nk;
-        double *gsa = G->s_acc + i * e, *gsu = G->s_up + i * e;
-        for (int64_t j = 0; j < e; j++) gsa[j] = gsu[j] = 0;
-        for (int64_t col = 0; col < d; col++) {
-            double sa = 0, su = 0;
-            for (int q = 0; q < k; q++) {
-                double t = fabs(w[q] * y[(int64_t)sel[q] * d + col]);
-                sa += t;
-                su += t * (cond[q] + 1.0);
-            }
-            O->ref[i * d + col] = outr[col];
-            O->s_acc[i * d + col] = 2.0 * sa;
-            O->s_up[i * d + col] = su;
-        }
-        for (int q = 0; q < k; q++) {
-            gsa[sel[q]] = w[q];
-            gsu[sel[q]] = w[q] * cond[q];
-        }
+        parity_mrc_row_data(y, e, d, k, sel, w, cond, outr, O->ref + i * d, O->s_acc + i * d,
+                            O->s_up + i * d, G->s_acc + i * e, G->s_up + i * e);
     }
     free(x);
     free(sel);
+}
+
+/* gates: k = the normaliser's terms, s_acc = w (its relative error scales w), s_up = w*A; zero
+ * with zero data elsewhere (an unselected gate must be exactly 0). out: the normaliser's and the
+ * combine's accumulations (2 Σ|t|, k = max of both term counts), each term's own error
+ * |t|(A + 1). */
+void parity_mrc_row_data(const double *y, int64_t e, int64_t d, int k, const int32_t *sel,
+                         const double *w, const double *cond, const double *outr, double *o_ref,
+                         double *o_sa, double *o_su, double *g_sa, double *g_su)
+{
+    for (int64_t j = 0; j < e; j++) g_sa[j] = g_su[j] = 0;
+    for (int64_t col = 0; col < d; col++) {
+        double sa = 0, su = 0;
+        for (int q = 0; q < k; q++) {
+            double t = fabs(w[q] * y[(int64_t)sel[q] * d + col]);
+            sa += t;
+            su += t * (cond[q] + 1.0);
+        }
+        o_ref[col] = outr[col];
+        o_sa[col] = 2.0 * sa;
+        o_su[col] = su;
+    }
+    for (int q = 0; q < k; q++) {
+        g_sa[sel[q]] = w[q];
+        g_su[sel[q]] = w[q] * cond[q];
+    }
 }
 
 static void mrc_free_priv(parity_case_t *c)
@@ -470,4 +483,11 @@ const parity_op_t parity_op_moe_router_combine = {
     .build = mrc_build,
     .emulate = mrc_emulate,
     .free_priv = mrc_free_priv,
+    /* The diagnosis's variants (variants.c): another tie rule, the renorm switch flipped, the
+     * probabilities rounded (docs/error-model.md "Cause"). */
+    .variants = {{PARITY_VARIANT_TIE, "top-k ties at the k-th expert broken toward the higher expert id", 0},
+                 {PARITY_VARIANT_PARAMETER, "renorm (the top-k weights divided by their sum)", 0},
+                 {PARITY_VARIANT_ROUNDED, "the router probabilities (the selection made on them, "
+                                          "renormalised weights and their sum too)", 0}},
+    .variant_ref = parity_mrc_variant_ref,
 };

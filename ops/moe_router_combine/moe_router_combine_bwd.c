@@ -80,6 +80,93 @@ void parity_ref_mrc_bwd_row(const double *x, const double *y, const double *dout
 
 /* ---- building a case ------------------------------------------------------------------------ */
 
+/* One token's reference and error-model data: d_expert_out's e x d block (de_*) and d_logits'
+ * e values (dl_*), as build forms them for selection rule (lower id), renorm, and -- dense, a
+ * diagnosis variant -- the unselected experts' d_expert_out given p_j dout (the full softmax's
+ * probability, as a backward that multiplies by the unmasked probabilities). sc: scratch of
+ * 6 e + d (1 + k) + k doubles, sel: k. */
+static void bwd_token(const double *x, const double *y, const double *dout, int64_t e, int64_t d,
+                      int k, int renorm, int dense, double *sc, int32_t *sel, double *de_ref,
+                      double *de_sa, double *de_su, double *dl_ref, double *dl_sa, double *dl_su)
+{
+    double *q = sc, *gg = q + e, *dlog = gg + e, *A = dlog + e, *a = A + e, *pf = a + e,
+           *dexp = pf + e, *w = dexp + (int64_t)k * d;
+    parity_ref_mrc_bwd_row(x, y, dout, e, d, k, renorm, sel, w, q, gg, dlog, dexp);
+    /* The forward's per-weight condition A_j (in units of u·w_j), for every expert of the
+     * normaliser's set: the forward's formula, whose data only the selected get from
+     * parity_ref_mrc_row; computed here for all (docs, "Backward", d_logits). */
+    double m = -INFINITY;
+    for (int64_t j = 0; j < e; j++) m = x[j] > m ? x[j] : m;
+    double s = 0, sd = 0, sf = 0, sdf = 0;
+    for (int64_t j = 0; j < e; j++) {
+        int in = !renorm;
+        for (int r = 0; r < k && !in; r++) in = sel[r] == (int32_t)j;
+        double ej = exp(x[j] - m);
+        sf += ej;
+        sdf += ej * (m - x[j]);
+        if (!in) continue;
+        s += ej;
+        sd += ej * (m - x[j]);
+    }
+    double base = sd / s + 2.0 * log(s) + 12.0, base_f = sdf / sf + 2.0 * log(sf) + 12.0;
+    for (int64_t j = 0; j < e; j++) {
+        A[j] = (m - x[j]) + base;
+        pf[j] = exp(x[j] - m) / sf;
+    }
+    int64_t nn = renorm ? k : e; /* the normaliser's terms */
+    /* d_expert_out: one weight times one dout element. The weight carries the forward's
+     * gate error γ̃_{n−1}·w + u·w·A; the product one rounding. k = n, s_acc = |w dout|,
+     * s_up = |w dout|(A + 1). Unselected rows: ref 0, no terms (must be exactly 0). The dense
+     * variant's unselected rows: p_j dout, whose normaliser has E terms (s_acc scaled from the
+     * row's n - 1 to E - 1, first order) and whose A is the full softmax's. */
+    for (int64_t j = 0; j < e; j++) {
+        int selj = 0;
+        for (int r = 0; r < k; r++) selj |= sel[r] == (int32_t)j;
+        double Af = (m - x[j]) + base_f, sce = nn > 1 ? (double)(e - 1) / (double)(nn - 1) : 1.0;
+        for (int64_t c = 0; c < d; c++) {
+            double v = dense && !selj ? pf[j] * dout[c] : 0;
+            de_ref[j * d + c] = v;
+            de_sa[j * d + c] = fabs(v) * sce;
+            de_su[j * d + c] = fabs(v) * (Af + 1.0);
+        }
+    }
+    /* d_logits: the D-term dots a_f = Σ|dout·y_f|, G's k terms |q_f g_f|, and the weights'
+     * errors (docs, "Backward"). K = max(D, n, k): one γ̃ covers the three accumulations. */
+    double sq_a = 0, sq_g = 0, sq_ga = 0;
+    for (int r = 0; r < k; r++) {
+        int64_t j = sel[r];
+        const double *yr = y + j * d;
+        double aj = 0;
+        for (int64_t c = 0; c < d; c++) aj += fabs(dout[c] * yr[c]);
+        a[r] = aj;
+        sq_a += q[j] * aj;
+        sq_g += q[j] * fabs(gg[j]);
+        sq_ga += q[j] * fabs(gg[j]) * A[j];
+        for (int64_t c = 0; c < d; c++) {
+            double t = fabs(w[r] * dout[c]);
+            de_ref[j * d + c] = dexp[(int64_t)r * d + c];
+            de_sa[j * d + c] = t;
+            de_su[j * d + c] = t * (A[j] + 1.0);
+        }
+    }
+    double G = 0;
+    for (int r = 0; r < k; r++) G += w[r] * gg[sel[r]];
+    for (int64_t j = 0; j < e; j++) {
+        double *ra = dl_sa + j, *ru = dl_su + j;
+        dl_ref[j] = dlog[j];
+        if (q[j] == 0) { /* outside the normaliser's set (renorm, unselected): exactly 0 */
+            *ra = *ru = 0;
+            continue;
+        }
+        double aj = 0;
+        for (int r = 0; r < k; r++)
+            if (sel[r] == (int32_t)j) aj = a[r];
+        double diff = fabs(gg[j] - G);
+        *ra = q[j] * (diff + aj + sq_a + 2.0 * sq_g);
+        *ru = q[j] * (diff * (A[j] + 1.0) + aj + sq_a + sq_g + sq_ga) + fabs(dlog[j]);
+    }
+}
+
 typedef struct {
     parity_case_t *c;
     int k, renorm;
@@ -93,8 +180,7 @@ static void build_rows(void *p, int64_t b, int64_t end, int thread)
     bwd_ctx_t *g = p;
     int64_t e = g->e, d = g->d;
     int k = g->k;
-    double *x = malloc(((size_t)e * (6 + (size_t)d) + (size_t)d * (1 + (size_t)k) + 2 * (size_t)k) *
-                       sizeof *x);
+    double *x = malloc(((size_t)e * (7 + (size_t)d) + (size_t)d * (2 + (size_t)k) + (size_t)k) * sizeof *x);
     int32_t *sel = malloc((size_t)k * sizeof *sel);
     if (!x || !sel) {
         free(x);
@@ -102,81 +188,76 @@ static void build_rows(void *p, int64_t b, int64_t end, int thread)
         g->failed = 1;
         return;
     }
-    double *y = x + e, *q = y + e * d, *gg = q + e, *dlog = gg + e, *A = dlog + e, *a = A + e,
-           *dout = a + e, *dexp = dout + d, *w = dexp + (int64_t)k * d;
+    double *y = x + e, *dout = y + e * d, *sc = dout + d;
     const parity_abi_tensor_t *X = &g->c->inputs[0]->view, *Y = &g->c->inputs[1]->view,
                               *DO = &g->c->inputs[2]->view;
     parity_ref_output_t *DE = &g->c->ref[0], *DL = &g->c->ref[1];
+    int64_t nn = g->renorm ? k : e;
     for (int64_t i = b; i < end; i++) {
         for (int64_t j = 0; j < e; j++) x[j] = parity_tensor_get(X, i * e + j);
         for (int64_t j = 0; j < e * d; j++) y[j] = parity_tensor_get(Y, i * e * d + j);
         for (int64_t c = 0; c < d; c++) dout[c] = parity_tensor_get(DO, i * d + c);
-        parity_ref_mrc_bwd_row(x, y, dout, e, d, k, g->renorm, sel, w, q, gg, dlog, dexp);
-        /* The forward's per-weight condition A_j (in units of u·w_j), for every expert of the
-         * normaliser's set: the forward's formula, whose data only the selected get from
-         * parity_ref_mrc_row; computed here for all (docs, "Backward", d_logits). */
-        double m = -INFINITY;
-        for (int64_t j = 0; j < e; j++) m = x[j] > m ? x[j] : m;
-        double s = 0, sd = 0;
-        for (int64_t j = 0; j < e; j++) {
-            int in = !g->renorm;
-            for (int r = 0; r < k && !in; r++) in = sel[r] == (int32_t)j;
-            if (!in) continue;
-            double ej = exp(x[j] - m);
-            s += ej;
-            sd += ej * (m - x[j]);
-        }
-        double base = sd / s + 2.0 * log(s) + 12.0;
-        for (int64_t j = 0; j < e; j++) A[j] = (m - x[j]) + base;
-        int64_t nn = g->renorm ? k : e; /* the normaliser's terms */
-        /* d_expert_out: one weight times one dout element. The weight carries the forward's
-         * gate error γ̃_{n−1}·w + u·w·A; the product one rounding. k = n, s_acc = |w dout|,
-         * s_up = |w dout|(A + 1). Unselected rows: ref 0, no terms (must be exactly 0). */
-        for (int64_t j = 0; j < e; j++) {
-            int64_t row = i * e + j;
-            DE->k[row] = nn;
-            for (int64_t c = 0; c < d; c++) DE->ref[row * d + c] = DE->s_acc[row * d + c] = DE->s_up[row * d + c] = 0;
-        }
-        /* d_logits: the D-term dots a_f = Σ|dout·y_f|, G's k terms |q_f g_f|, and the weights'
-         * errors (docs, "Backward"). K = max(D, n, k): one γ̃ covers the three accumulations. */
-        double sq_a = 0, sq_g = 0, sq_ga = 0;
-        for (int r = 0; r < k; r++) {
-            int64_t j = sel[r];
-            const double *yr = y + j * d;
-            double aj = 0;
-            for (int64_t c = 0; c < d; c++) aj += fabs(dout[c] * yr[c]);
-            a[r] = aj;
-            sq_a += q[j] * aj;
-            sq_g += q[j] * fabs(gg[j]);
-            sq_ga += q[j] * fabs(gg[j]) * A[j];
-            int64_t row = i * e + j;
-            for (int64_t c = 0; c < d; c++) {
-                double t = fabs(w[r] * dout[c]);
-                DE->ref[row * d + c] = dexp[(int64_t)r * d + c];
-                DE->s_acc[row * d + c] = t;
-                DE->s_up[row * d + c] = t * (A[j] + 1.0);
-            }
-        }
+        for (int64_t j = 0; j < e; j++) DE->k[i * e + j] = nn;
         DL->k[i] = nn > d ? nn : d;
-        double G = 0;
-        for (int r = 0; r < k; r++) G += w[r] * gg[sel[r]];
-        for (int64_t j = 0; j < e; j++) {
-            double *ra = DL->s_acc + i * e + j, *ru = DL->s_up + i * e + j;
-            DL->ref[i * e + j] = dlog[j];
-            if (q[j] == 0) { /* outside the normaliser's set (renorm, unselected): exactly 0 */
-                *ra = *ru = 0;
-                continue;
-            }
-            double aj = 0;
-            for (int r = 0; r < k; r++)
-                if (sel[r] == (int32_t)j) aj = a[r];
-            double diff = fabs(gg[j] - G);
-            *ra = q[j] * (diff + aj + sq_a + 2.0 * sq_g);
-            *ru = q[j] * (diff * (A[j] + 1.0) + aj + sq_a + sq_g + sq_ga) + fabs(dlog[j]);
+        bwd_token(x, y, dout, e, d, k, g->renorm, 0, sc, sel, DE->ref + i * e * d, DE->s_acc + i * e * d,
+                  DE->s_up + i * e * d, DL->ref + i * e, DL->s_acc + i * e, DL->s_up + i * e);
+    }
+    free(x);
+    free(sel);
+}
+
+/* The diagnosis's variants (op.h variant_ref; docs/error-model.md "Cause"): 0 the unselected
+ * experts' d_expert_out given p_j dout (structural: the gradient reaches experts the top-k did
+ * not select), 1 the renorm switch set the other way (parameter). Rows of d_expert_out are
+ * (token, expert) pairs, of d_logits tokens. */
+static parity_status_t mrb_variant_ref(const parity_case_t *c, int out, int which,
+                                       const parity_format_t *fmt, int dir, const int64_t *rows,
+                                       int64_t n_rows, double *ref, double *s_acc, double *s_up)
+{
+    (void)fmt;
+    (void)dir;
+    if (which < 0 || which > 1 || out < 0 || out > 1 || (which == 0 && out != 0)) return PARITY_E_UNSUPPORTED;
+    const parity_abi_tensor_t *X = &c->inputs[0]->view, *Y = &c->inputs[1]->view,
+                              *DO = &c->inputs[2]->view;
+    int64_t e = X->shape[1], d = Y->shape[2];
+    int k = (int)c->attr_values[0], renorm = c->attr_values[1] != 0, rn = which == 1 ? !renorm : renorm;
+    /* The flipped switch changes the normaliser's term count: s_acc rescaled from the op's
+     * n - 1 to the variant's (first order in gamma_{n-1}). */
+    int64_t nn = renorm ? k : e, nv = rn ? k : e, kn = nn > d ? nn : d, kv = nv > d ? nv : d;
+    double sde = nn > 1 ? (double)(nv > 1 ? nv - 1 : 1) / (double)(nn - 1) : 1.0;
+    double sdl = kn > 1 ? (double)(kv > 1 ? kv - 1 : 1) / (double)(kn - 1) : 1.0;
+    size_t blk = (size_t)e * (size_t)d;
+    double *x = malloc(((size_t)e * (10 + (size_t)d) + 3 * blk + (size_t)d * (2 + (size_t)k) + (size_t)k) *
+                       sizeof *x);
+    int32_t *sel = malloc((size_t)k * sizeof *sel);
+    if (!x || !sel) {
+        free(x);
+        free(sel);
+        return PARITY_E_NOMEM;
+    }
+    double *y = x + e, *dout = y + blk, *dr = dout + d, *da = dr + blk, *du = da + blk, *lr = du + blk,
+           *la = lr + e, *lu = la + e, *sc = lu + e;
+    int64_t last = -1;
+    for (int64_t r = 0; r < n_rows; r++) {
+        int64_t i = out == 0 ? rows[r] / e : rows[r];
+        if (i != last) {
+            last = i;
+            for (int64_t j = 0; j < e; j++) x[j] = parity_tensor_get(X, i * e + j);
+            for (int64_t j = 0; j < e * d; j++) y[j] = parity_tensor_get(Y, i * e * d + j);
+            for (int64_t col = 0; col < d; col++) dout[col] = parity_tensor_get(DO, i * d + col);
+            bwd_token(x, y, dout, e, d, k, rn, which == 0, sc, sel, dr, da, du, lr, la, lu);
+        }
+        int64_t cols = out == 0 ? d : e, off = out == 0 ? (rows[r] % e) * d : 0;
+        const double *sr = out == 0 ? dr : lr, *ss = out == 0 ? da : la, *su = out == 0 ? du : lu;
+        for (int64_t j = 0; j < cols; j++) {
+            ref[r * cols + j] = sr[off + j];
+            s_acc[r * cols + j] = ss[off + j] * (out == 0 ? sde : sdl);
+            if (s_up) s_up[r * cols + j] = su[off + j];
         }
     }
     free(x);
     free(sel);
+    return PARITY_OK;
 }
 
 static parity_status_t mrb_build(const parity_op_t *op, const parity_workload_t *wl, uint64_t seed,
@@ -359,4 +440,8 @@ const parity_op_t parity_op_moe_router_combine_bwd = {
     .baseline_workloads = MRB_BASELINES,
     .build = mrb_build,
     .emulate = mrb_emulate,
+    .variants = {{PARITY_VARIANT_STRUCTURAL, "d_expert_out of the experts the top-k did not select "
+                                             "given p dout (the selection's mask not applied)", 0},
+                 {PARITY_VARIANT_PARAMETER, "renorm (the top-k weights divided by their sum)", 0}},
+    .variant_ref = mrb_variant_ref,
 };

@@ -555,10 +555,12 @@ static void diagnose(case_slot_t *cs, const parity_kernel_ref_t *kr, parity_tens
     /* The op's variants, over the accumulator word too, except where the accumulator emulation
      * reproduces every sampled element (a narrow accumulator of a sum with one or two sizeable
      * terms, x64's exps, is one rounding of that sum: the data cannot tell them apart). */
-    if (res->verdict == PARITY_VERDICT_UNFAITHFUL && !d->zero_written && d->cause != PARITY_CAUSE_PARAMETER &&
+    /* A structural error (zero_written) too: a variant that selects otherwise (a tie rule, a
+     * mask) reproduces the elements it wrote, or names nothing. */
+    if (res->verdict == PARITY_VERDICT_UNFAITHFUL && d->cause != PARITY_CAUSE_PARAMETER &&
         d->cause != PARITY_CAUSE_DROPPED_TERMS && d->cause != PARITY_CAUSE_DUPLICATED_TERMS &&
         !(d->cause == PARITY_CAUSE_ACCUMULATOR && d->has_match && within == n * R->cols))
-        check_cause_variants(c, o, cs->rows[o], n, vals, odt, d);
+        check_cause_variants_at(c, o, cs->rows[o], n, vals, odt, &outs[o]->view, w->row, d);
     free(vals);
 }
 

@@ -110,6 +110,11 @@ void check_cause_dropped(const parity_case_t *c, int o, const int64_t *rows, int
  * tolerance while the op's reference does not. Leaves d as it is otherwise. */
 void check_cause_variants(const parity_case_t *c, int o, const int64_t *rows, int64_t n,
                           const double *vals, parity_dtype_t odt, parity_diagnosis_t *d);
+/* check_cause_variants, with the worst element's row worst_row of output tensor out added to
+ * the rows where none of them is outside the faithful tolerance (a tie decided on a few rows). */
+void check_cause_variants_at(const parity_case_t *c, int o, const int64_t *rows, int64_t n,
+                             const double *vals, parity_dtype_t odt, const parity_abi_tensor_t *out,
+                             int64_t worst_row, parity_diagnosis_t *d);
 /* view: a 2-D f64 tensor view of vals (n x cols, row-major), as the judge reads outputs. */
 void check_view_f64(parity_abi_tensor_t *view, const double *vals, int64_t n, int64_t cols);
 /* A reference for given rows (each array n * cols; NULL: the output's own for those rows) and the

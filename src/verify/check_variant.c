@@ -1,7 +1,9 @@
 /* check_variant: the diagnosis's causes found by recomputing the op's fp64 reference with one of
  * the variants its descriptor declares (op.h variants, variant_ref; docs/error-model.md "Cause"):
  * an intermediate rounded to bf16 or fp16 (intermediate-rounding), an input ignored
- * (ignored-input), subnormal inputs flushed to zero (flush-to-zero). A variant is named when the
+ * (ignored-input), subnormal inputs flushed to zero (flush-to-zero), ties at a top-k boundary
+ * broken by another rule, row by row (tie), a wrong index or selection (structural), a switch of
+ * the op set the other way (parameter). A variant is named when the
  * kernel is within the faithful tolerance of its reference on every sampled element while it is
  * not of the op's; and the elementwise match of whichever cause was named. Called from check.c's
  * diagnose after the accumulator rule and the other fits. */
@@ -133,8 +135,12 @@ done:
 
 /* One variant's reference on the rows, in ref/sa/su (n * cols each; su may be NULL). For a
  * per-row intermediate, each row takes whichever neighbour (below or above its exact value) fits
- * the kernel better there. Returns the max err/tol against it and the elements within (NaN: the
- * op does not apply it to this output, or no memory). */
+ * the kernel better there; for a tie rule (PARITY_VARIANT_TIE: dir -1 the op's rule, +1 the
+ * other), whichever rule fits the row better (a kernel whose ties fall either way, row by row).
+ * pick (n, or NULL), for those two-way variants: 1 where the row's two references differ and
+ * the +1 one was taken, 0 where they differ and the -1 one was, -1 where they are the same.
+ * Returns the max err/tol against it and the elements within (NaN: the op does not apply it to
+ * this output, or no memory). */
 typedef struct {
     const parity_case_t *c;
     int o;
@@ -145,11 +151,12 @@ typedef struct {
 } fit_t;
 
 static double variant_fit(const fit_t *f, int v, const parity_format_t *fmt, double *ref, double *sa,
-                          double *su, int64_t *within)
+                          double *su, int64_t *within, int *pick)
 {
     const parity_op_t *op = f->c->op;
     const parity_ref_output_t *R = &f->c->ref[f->o];
-    int two = op->variants[v].kind == PARITY_VARIANT_ROUNDED && op->variants[v].per_row;
+    int kind = op->variants[v].kind;
+    int two = (kind == PARITY_VARIANT_ROUNDED && op->variants[v].per_row) || kind == PARITY_VARIANT_TIE;
     if (op->variant_ref(f->c, f->o, v, fmt, two ? -1 : 0, f->rows, f->n, ref, sa, su) != PARITY_OK)
         return NAN;
     if (!two) return check_fit_q(R, f->rows, f->n, f->vals, f->odt, ref, sa, su, NULL, within);
@@ -161,17 +168,72 @@ static double variant_fit(const fit_t *f, int v, const parity_format_t *fmt, dou
     if (op->variant_ref(f->c, f->o, v, fmt, 1, f->rows, f->n, ref2, sa2, su2) == PARITY_OK &&
         !isnan(check_fit_q(R, f->rows, f->n, f->vals, f->odt, ref, sa, su, q1, NULL)) &&
         !isnan(check_fit_q(R, f->rows, f->n, f->vals, f->odt, ref2, sa2, su2, q2, NULL))) {
+        /* A row decides (pick 0 or 1) where its two references are not within the faithful
+         * tolerance of each other: the +1 one judged against the -1 one. */
+        double *qd = pick ? malloc((size_t)f->n * sizeof *qd) : NULL;
+        if (qd && isnan(check_fit_q(R, f->rows, f->n, ref2, f->odt, ref, sa, su, qd, NULL))) {
+            free(qd);
+            qd = NULL;
+        }
         for (int64_t r = 0; r < f->n; r++) {
-            if (!(q2[r] < q1[r])) continue;
             size_t x = (size_t)r * (size_t)R->cols;
+            if (pick) pick[r] = qd && qd[r] > 1 ? q2[r] < q1[r] : -1;
+            if (!(q2[r] < q1[r])) continue;
             memcpy(ref + x, ref2 + x, rb);
             memcpy(sa + x, sa2 + x, rb);
             if (su) memcpy(su + x, su2 + x, rb);
         }
+        free(qd);
         q = check_fit_q(R, f->rows, f->n, f->vals, f->odt, ref, sa, su, NULL, within);
     }
     free(b);
     return q;
+}
+
+/* The detail of a TIE cause: the sampled rows whose tie decided (the two rules' references not
+ * within the faithful tolerance of each other there), which rule each took, at most a dozen row
+ * numbers (a row sampled twice counted once). */
+static void tie_detail(const parity_op_t *op, int v, const int64_t *rows, int64_t n, const int *pick,
+                       char *dst, size_t cap)
+{
+    int64_t other = 0, own = 0, uniq = 0;
+    char list[96] = "";
+    size_t len = 0;
+    for (int64_t r = 0; r < n; r++) {
+        int dup = 0;
+        for (int64_t s = 0; s < r && !dup; s++) dup = rows[s] == rows[r];
+        if (dup) continue;
+        uniq++;
+        if (pick[r] < 0) continue;
+        other += pick[r] == 1;
+        own += pick[r] == 0;
+        if (other + own <= 12 && len < sizeof list)
+            len += (size_t)snprintf(list + len, sizeof list - len, "%s%lld%s", len ? ", " : "",
+                                    (long long)rows[r], pick[r] ? "" : " (the op's)");
+    }
+    if (other + own > 12 && len < sizeof list) snprintf(list + len, sizeof list - len, ", ...");
+    if (own)
+        snprintf(dst, cap,
+                 "%s on %lld of the %lld sampled rows whose tie there decides, the op's rule on the "
+                 "other %lld (either way, row by row: rows %s)",
+                 op->variants[v].what, (long long)other, (long long)(other + own), (long long)own, list);
+    else
+        snprintf(dst, cap, "%s: %lld of the %lld sampled rows ha%s a tie there that decides (row%s %s)",
+                 op->variants[v].what, (long long)other, (long long)uniq, other > 1 ? "ve" : "s",
+                 other > 1 ? "s" : "", list);
+}
+
+/* A discrete PARAMETER variant names a switch of the op: its name is the what's first word, and
+ * where the case has an attribute of that name with the value 0 or 1, the other value is the
+ * one the kernel used. *attr: that attribute's index, or -1. */
+static int switch_attr(const parity_case_t *c, const char *what)
+{
+    size_t l = strcspn(what, " (:,");
+    for (int a = 0; a < c->n_attrs && a < 4; a++)
+        if (c->attr_names[a] && strlen(c->attr_names[a]) == l && !strncmp(c->attr_names[a], what, l) &&
+            (c->attr_values[a] == 0 || c->attr_values[a] == 1))
+            return a;
+    return -1;
 }
 
 void check_cause_variants(const parity_case_t *c, int o, const int64_t *rows, int64_t n,
@@ -197,7 +259,7 @@ void check_cause_variants(const parity_case_t *c, int o, const int64_t *rows, in
             if (rounded && parity_format_get(FMTS[fi], &fmt, NULL) != PARITY_OK) continue;
             int64_t within = 0;
             double q = variant_fit(&f, v, rounded ? &fmt : NULL, b, b + ne, R->s_up ? b + 2 * ne : NULL,
-                                   &within);
+                                   &within, NULL);
             if (q < best) {
                 best = q;
                 best_v = v;
@@ -206,21 +268,74 @@ void check_cause_variants(const parity_case_t *c, int o, const int64_t *rows, in
             }
         }
     }
+    int kind = best_v >= 0 ? op->variants[best_v].kind : 0;
+    int *pick = kind == PARITY_VARIANT_TIE && best <= 1 ? malloc((size_t)n * sizeof *pick) : NULL;
+    if (pick && isnan(variant_fit(&f, best_v, NULL, b, b + ne, R->s_up ? b + 2 * ne : NULL, NULL, pick))) {
+        free(pick);
+        pick = NULL;
+    }
     free(b);
-    if (!(best <= 1)) return;
-    int kind = op->variants[best_v].kind;
-    d->cause = kind == PARITY_VARIANT_ROUNDED  ? PARITY_CAUSE_INTERMEDIATE_ROUNDING
-               : kind == PARITY_VARIANT_IGNORED ? PARITY_CAUSE_IGNORED_INPUT
-                                                : PARITY_CAUSE_FLUSH_TO_ZERO;
+    if (!(best <= 1) || (kind == PARITY_VARIANT_TIE && !pick)) return;
+    d->cause = kind == PARITY_VARIANT_ROUNDED      ? PARITY_CAUSE_INTERMEDIATE_ROUNDING
+               : kind == PARITY_VARIANT_IGNORED    ? PARITY_CAUSE_IGNORED_INPUT
+               : kind == PARITY_VARIANT_FLUSHED    ? PARITY_CAUSE_FLUSH_TO_ZERO
+               : kind == PARITY_VARIANT_TIE        ? PARITY_CAUSE_TIE
+               : kind == PARITY_VARIANT_STRUCTURAL ? PARITY_CAUSE_STRUCTURAL
+                                                   : PARITY_CAUSE_PARAMETER;
     snprintf(d->var_what, sizeof d->var_what, "%s", op->variants[best_v].what);
     snprintf(d->var_format, sizeof d->var_format, "%s", best_f >= 0 ? FMTS[best_f] : "");
     d->var_q = best;
     d->var_q_full = q_full;
     d->has_match = 1;
     d->match = (double)best_within / (double)ne;
-    snprintf(d->detail, sizeof d->detail,
-             "%s%s%s reproduces the outputs: on the %lld sampled rows max err/tol %.3g against "
-             "the reference recomputed so, %.3g against the op's",
-             op->variants[best_v].what, best_f >= 0 ? " rounded to " : "",
-             best_f >= 0 ? FMTS[best_f] : "", (long long)n, best, q_full);
+    char what[200];
+    int a = kind == PARITY_VARIANT_PARAMETER ? switch_attr(c, op->variants[best_v].what) : -1;
+    if (pick) tie_detail(op, best_v, rows, n, pick, what, sizeof what);
+    else if (a >= 0)
+        snprintf(what, sizeof what, "%s set the other way (%s = %g; the op's is %g)",
+                 op->variants[best_v].what, c->attr_names[a], 1 - c->attr_values[a], c->attr_values[a]);
+    else
+        snprintf(what, sizeof what, "%s%s%s", op->variants[best_v].what, best_f >= 0 ? " rounded to " : "",
+                 best_f >= 0 ? FMTS[best_f] : "");
+    free(pick);
+    if (kind == PARITY_VARIANT_PARAMETER) { /* diagnosis.parameter: the switch's two values */
+        snprintf(d->param_name, sizeof d->param_name, "%s", a >= 0 ? c->attr_names[a] : "");
+        d->param_fitted = a >= 0 ? 1 - c->attr_values[a] : NAN;
+        d->param_op = a >= 0 ? c->attr_values[a] : NAN;
+        d->param_q_fitted = best;
+        d->param_q_op = q_full;
+    }
+    if (snprintf(d->detail, sizeof d->detail,
+                 "%s reproduces the outputs: on the %lld sampled rows max err/tol %.3g against "
+                 "the reference recomputed so, %.3g against the op's",
+                 what, (long long)n, best, q_full) >= (int)sizeof d->detail)
+        d->detail[sizeof d->detail - 2] = '.'; /* cut short: say so */
+}
+
+void check_cause_variants_at(const parity_case_t *c, int o, const int64_t *rows, int64_t n,
+                             const double *vals, parity_dtype_t odt, const parity_abi_tensor_t *out,
+                             int64_t worst_row, parity_diagnosis_t *d)
+{
+    const parity_ref_output_t *R = &c->ref[o];
+    int have = worst_row < 0 || worst_row >= R->rows || (R->slot && R->slot[worst_row] < 0);
+    for (int64_t r = 0; r < n && !have; r++) have = rows[r] == worst_row;
+    if (have || !c->op->variant_ref ||
+        check_fit_q(R, rows, n, vals, odt, NULL, NULL, NULL, NULL, NULL) > 1) {
+        check_cause_variants(c, o, rows, n, vals, odt, d);
+        return;
+    }
+    /* The sampled rows are all within tolerance (a tie on a few rows of many): the worst
+     * element's row joins them, so that what the judge saw is what the variants must explain. */
+    int64_t *rows2 = malloc((size_t)(n + 1) * sizeof *rows2);
+    double *vals2 = malloc((size_t)(n + 1) * (size_t)R->cols * sizeof *vals2);
+    if (rows2 && vals2) {
+        memcpy(rows2, rows, (size_t)n * sizeof *rows2);
+        memcpy(vals2, vals, (size_t)n * (size_t)R->cols * sizeof *vals2);
+        rows2[n] = worst_row;
+        for (int64_t j = 0; j < R->cols; j++)
+            vals2[(size_t)n * (size_t)R->cols + (size_t)j] = parity_tensor_get(out, worst_row * R->cols + j);
+        check_cause_variants(c, o, rows2, n + 1, vals2, odt, d);
+    }
+    free(rows2);
+    free(vals2);
 }
