@@ -76,6 +76,50 @@ const parity_op_t *parity_custom_op_desc(const parity_custom_op_t *op);
 parity_status_t parity_custom_op_given(parity_custom_op_t *op, const char *name, const int64_t *sizes,
                                        const void *const *inputs, parity_diag_t *diag);
 
+/* ---- the cause classifier's hooks (docs/custom-ops.md, "Causes"; docs/error-model.md "Cause") --
+ * A declared op names its refittable parameters and its intermediates once, and the diagnosis's
+ * classifier (src/verify/check_cause.c, check_variant.c) re-runs its reference under a trial: one
+ * parameter at another value (cause "parameter", the value fitted), or one intermediate rounded
+ * to bf16 or fp16 (cause "intermediate-rounding"). */
+#define PARITY_CUSTOM_MAX_PARAMS 4
+
+/* What the reference is being re-run under. param (NULL: none) at value: a C reference reads it
+ * as the call's attribute of that name, whose value the engine sets; intermediate (NULL: none)
+ * rounded to format ("bf16", "fp16") as dir says (0 nearest-even, -1 the format's neighbour
+ * below, +1 above: op.h parity_variant_round). used: set to 1 by whatever rounded the named
+ * intermediate (parity_custom_intermediate, or a host language's marker): a re-run that never
+ * met it tells the classifier the intermediate does not bear on that case. */
+typedef struct {
+    const char *param;
+    double value;
+    const char *intermediate;
+    const char *format;
+    int dir;
+    int used;
+} parity_custom_trial_t;
+
+/* The trial of the reference call in progress on this thread, or NULL (a plain call). For host
+ * languages' references (the Python bridge passes it to parity.Op's reference). */
+parity_custom_trial_t *parity_custom_trial(void);
+/* An intermediate value x named `name` of a reference: x itself, or x rounded as the current
+ * trial says when the trial rounds that intermediate (in fp64: the rounding of the exact value).
+ * For references called in-process (parity_custom_op_declare's ref): a plugin loaded from a
+ * shared object has no declaration field for intermediates in op_abi.h and cannot call into the
+ * host, so only its attributes are refitted. */
+double parity_custom_intermediate(const char *name, double x);
+/* The refittable parameters of op: n (at most PARITY_CUSTOM_MAX_PARAMS) names and values,
+ * copied; by default a declared op's attributes. For a host language whose attributes the C
+ * declaration does not carry (parity.Op's: its reference gets them, the trial's value when a
+ * trial sets one). PARITY_OK; PARITY_E_INVALID (n, a name empty or over 15 characters: op.h's
+ * limit for a parameter's name). */
+parity_status_t parity_custom_op_params(parity_custom_op_t *op, int n, const char *const *names,
+                                        const double *values, parity_diag_t *diag);
+/* The intermediates op's reference marks (parity_custom_intermediate, parity.intermediate): n
+ * (at most PARITY_OP_MAX_VARIANTS, op.h) names, copied; each becomes a ROUNDED variant of the
+ * descriptor. PARITY_OK; PARITY_E_INVALID (n, a name empty or over 31 characters). */
+parity_status_t parity_custom_op_intermediates(parity_custom_op_t *op, int n, const char *const *names,
+                                               parity_diag_t *diag);
+
 /* The workloads made from the roles (docs/custom-ops.md, "Workloads"): base, zipf and text (token
  * ids), outlier-ch (activations), odd, magnitude, production (when the largest sizes differ). */
 int parity_custom_op_workload_count(const parity_custom_op_t *op);

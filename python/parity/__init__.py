@@ -18,6 +18,7 @@ from ._capture import bisect, capture, read_capture
 from ._cases import ParityCase, cases
 from ._check import check, compare
 from ._custom import Input, Op
+from ._custom_cause import intermediate
 from ._custom_power import PowerTable, power
 from ._errors import KernelError, ProblemError, UnfaithfulError
 from ._formats import FORMATS, round, round_to  # round: deprecated alias of round_to
@@ -28,5 +29,5 @@ from ._values import SCHEMES, make_values
 __version__: str = _version()
 __all__ = ["check", "compare", "inputs", "Inputs", "ops", "op_info", "cases", "ParityCase", "round_to",
            "FORMATS", "make_values", "SCHEMES", "logprobs", "testing", "Report", "WorkloadResult",
-           "UnfaithfulError", "KernelError", "ProblemError", "VERDICTS", "Op", "Input", "power",
+           "UnfaithfulError", "KernelError", "ProblemError", "VERDICTS", "Op", "Input", "intermediate", "power",
            "PowerTable", "capture", "bisect", "read_capture", "__version__"]

@@ -56,13 +56,16 @@ class Op:
     attrs {name: value} passed to the reference and to the candidate; reductions {output: [dims]}
     the input dimensions summed into each output, or None; multilinear: whether the op is
     linear in each float input separately (default: True when reductions are declared) -- only
-    then the built-in error model applies (parity checks the declaration on every workload)."""
+    then the built-in error model applies (parity checks the declaration on every workload);
+    intermediates [names] the reference marks with parity.intermediate(name, x), which the
+    diagnosis may round to bf16 or fp16 to name a cause (float attrs are refit likewise)."""
 
     def __init__(self, name: str, *, inputs: Mapping[str, "Input"], outputs: Mapping[str, Sequence[str]],
                  reference: Callable[..., Any], shapes: Mapping[str, Union[int, Sequence[int]]],
                  attrs: Optional[Mapping[str, Any]] = None,
                  reductions: Optional[Mapping[str, Sequence[str]]] = None,
-                 multilinear: Optional[bool] = None, fixed: Iterable[str] = ()) -> None:
+                 multilinear: Optional[bool] = None, fixed: Iterable[str] = (),
+                 intermediates: Iterable[str] = ()) -> None:
         self.name = name
         self.description = ""
         self.inputs: Dict[str, Input] = dict(inputs)
@@ -75,6 +78,10 @@ class Op:
         self.reductions: Dict[str, List[str]] = {k: list(v) for k, v in (reductions or {}).items()}
         self.multilinear = bool(self.reductions) if multilinear is None else bool(multilinear)
         self.fixed = tuple(fixed)  # dims the "odd" workload leaves alone (an even head dim)
+        # what the reference marks with parity.intermediate (python/parity/_custom_cause.py)
+        self.intermediates: Tuple[str, ...] = tuple(intermediates)
+        if len(self.intermediates) > 4 or not all(isinstance(n, str) and 0 < len(n) < 32 for n in self.intermediates):
+            raise ProblemError("op %s: intermediates: at most 4 names of 1 to 31 characters" % name)
         for k, x in self.inputs.items():
             if not isinstance(x, Input):
                 raise _ProblemTypeError("input %s: expected parity.Input, got %r" % (k, x))

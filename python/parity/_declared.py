@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional
 import numpy as np
 
 from ._custom import _is_float
+from ._custom_cause import active, params_of, trial_of
 from ._errors import ProblemError
 from ._lib import DTYPE_CODE, ROLES, b, errbuf, lib
 
@@ -29,7 +30,8 @@ _F64, _F32 = DTYPE_CODE["f64"], DTYPE_CODE["f32"]  # kernel_abi.h parity_dtype_t
 REF_OK, REF_UNSUPPORTED, REF_ERROR = 0, 1, 2
 
 _REF_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.POINTER(ctypes.c_int64),
-                           ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p))
+                           ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p,
+                           ctypes.POINTER(ctypes.c_int32))
 _SIGS = {
     "parity_py_decl_new": (ctypes.c_void_p, [ctypes.c_char_p, _REF_FN, ctypes.c_char_p, ctypes.c_size_t]),
     "parity_py_decl_key": (ctypes.c_char_p, [ctypes.c_void_p]),
@@ -47,14 +49,17 @@ _BY_KEY: "weakref.WeakValueDictionary[str, Decl]" = weakref.WeakValueDictionary(
 def declaration(op: "Op") -> Dict[str, Any]:
     """The op_abi.h declaration of op, as the bridge's JSON."""
     # The attributes stay Python's (the reference and the function get them as given); the C
-    # side, which holds 4 numbers, needs none of them: no C kernel runs a parity.Op.
+    # side, which holds 4 numbers, needs none of them: no C kernel runs a parity.Op. It gets the
+    # float ones as the cause classifier's parameters, and the intermediates the reference marks
+    # (python/parity/_custom_cause.py).
     return {"name": op.name, "description": op.description, "multilinear": bool(op.multilinear),
             "dims": [{"name": d, "sizes": list(s), "fixed": d in op.fixed} for d, s in op.shapes.items()],
             "inputs": [{"name": k, "role": ROLE_CODE[x.role], "dims": list(x.shape), "vocab": x.vocab}
                        for k, x in op.inputs.items()],
             "outputs": [{"name": o, "dims": list(s), "reduced": list(op.reductions.get(o, []))}
                         for o, s in op.outputs.items()],
-            "attrs": {}}
+            "attrs": {}, "params": params_of(op.attrs),
+            "intermediates": list(getattr(op, "intermediates", ()))}
 
 
 def _view(addr: int, n: int, dt: Any) -> Any:
@@ -98,16 +103,24 @@ class Decl:
         if h:
             lib.parity_py_decl_free(h)
 
-    def _reference(self, dtype: int, shapes: Any, ins: Any, outs: Any) -> int:
-        """The C engine's call of the reference (never raises into C)."""
+    def _reference(self, dtype: int, shapes: Any, ins: Any, outs: Any, trial: Optional[bytes], used: Any) -> int:
+        """The C engine's call of the reference (never raises into C); trial: the cause
+        classifier's (_custom_cause.trial_of), used[0] set when the reference marked the
+        intermediate it rounds."""
         try:
-            return self._evaluate(dtype, shapes, ins, outs)
+            return self._evaluate(dtype, shapes, ins, outs, trial, used)
         except BaseException as e:  # noqa: B902 -- any failure of user code is reported, not raised through C
             self.error = e
             return REF_ERROR
 
-    def _evaluate(self, dtype: int, shapes: Any, ins: Any, outs: Any) -> int:
+    def _evaluate(self, dtype: int, shapes: Any, ins: Any, outs: Any, trial: Optional[bytes] = None,
+                  used: Any = None) -> int:
         op = self.op
+        t = trial_of(trial)
+        attrs = self.attrs
+        if t is not None and "param" in t:  # the classifier's refit: that attribute at the trial value
+            attrs = dict(attrs)
+            attrs[str(t["param"])] = float(t["value"])
         fdt = np.float64 if dtype == _F64 else np.float32
         arrays: Dict[str, Any] = {}
         off = 0
@@ -117,8 +130,10 @@ class Decl:
             dt = fdt if x.is_float else np.int64
             n = int(np.prod(shape, dtype=np.int64))
             arrays[k] = _view(ins[i], n, dt).reshape(shape).copy()
-        with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
-            res = op.reference(**arrays, **self.attrs)
+        with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"), active(t) as run:
+            res = op.reference(**arrays, **attrs)
+        if run.used and used:
+            used[0] = 1
         got = by_name(res, list(op.outputs), op.name)
         for o, (name, dims) in enumerate(op.outputs.items()):
             shape = tuple(int(shapes[off + d]) for d in range(len(dims)))

@@ -323,5 +323,13 @@ parity_status_t custom_desc_init(parity_custom_op_t *op, parity_diag_t *diag)
         p->n = op->bl_wl[b].size[op->nbr_dim];
         p->production = 1;
     }
+    /* The cause classifier's parameters (custom_cause.c): the declared attributes, until
+     * parity_custom_op_params names others (a host language's, which the declaration lacks). */
+    op->n_params = d->n_attrs < PARITY_CUSTOM_MAX_PARAMS ? d->n_attrs : PARITY_CUSTOM_MAX_PARAMS;
+    for (int a = 0; a < op->n_params; a++) {
+        snprintf(op->param_name[a], sizeof op->param_name[a], "%s", d->attr_names[a] ? d->attr_names[a] : "");
+        op->param_value[a] = d->attr_values[a];
+    }
+    custom_cause_init(op);
     return PARITY_OK;
 }

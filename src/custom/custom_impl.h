@@ -56,6 +56,15 @@ struct parity_custom_op {
     custom_workload_t given_wl;
     double *given[PARITY_CUSTOM_MAX_ARGS];
     int64_t *given_ids[PARITY_CUSTOM_MAX_ARGS];
+    /* The cause classifier's hooks (custom_cause.c; docs/custom-ops.md, "Causes"): the refittable
+     * parameters (a plugin's attributes, or parity_custom_op_params') and the intermediates a
+     * reference marks (parity_custom_op_intermediates), each a ROUNDED variant of the descriptor. */
+    int n_params;
+    char param_name[PARITY_CUSTOM_MAX_PARAMS][32];
+    double param_value[PARITY_CUSTOM_MAX_PARAMS];
+    int n_inter;
+    char inter_name[PARITY_OP_MAX_VARIANTS][32];
+    char inter_what[PARITY_OP_MAX_VARIANTS][64];
 };
 
 /* One workload's data: inputs (exact values and storage in the contract dtype), the fp64
@@ -121,6 +130,13 @@ parity_status_t custom_desc_init(parity_custom_op_t *op, parity_diag_t *diag);
 double custom_judge_max_q(const custom_case_t *c, const float *const *outputs);
 /* The declared case the engine built (parity_case_t.priv): its custom_case_t. */
 const custom_case_t *custom_case_of(const parity_case_t *c);
+
+/* custom_cause.c: the descriptor's param_* and variants (op.h) from op's parameters and
+ * intermediates (called by custom_desc_init and when they change); and the attribute values the
+ * reference is called with under the current trial (vals: op->d's, or buf with the trial's
+ * parameter set, buf holding d->n_attrs entries). */
+void custom_cause_init(parity_custom_op_t *op);
+const double *custom_trial_attrs(const parity_custom_op_t *op, double *buf);
 
 /* custom_baseline.c: the value variant (CV_BL_*) of baseline rule b's inputs. */
 int custom_baseline_variant(int b);

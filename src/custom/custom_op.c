@@ -658,7 +658,8 @@ int custom_call_reference(const parity_custom_op_t *op, parity_abi_tensor_t *in,
     call.outputs = ou;
     call.n_attrs = op->d->n_attrs;
     call.attr_names = op->d->attr_names;
-    call.attr_values = op->d->attr_values;
+    double attrs[PARITY_CUSTOM_MAX_PARAMS];
+    call.attr_values = op->d->n_attrs <= PARITY_CUSTOM_MAX_PARAMS ? custom_trial_attrs(op, attrs) : op->d->attr_values;
     call.seed = 1;
     call.n_threads = 1;
     return op->ref ? op->ref(op->ref_arg, &call) : op->d->reference(&call);

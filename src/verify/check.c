@@ -431,8 +431,8 @@ static void ensure_emulations(case_slot_t *cs, int o)
     cs->emu_done[o] = 1;
     const parity_case_t *c = cs->c;
     const parity_ref_output_t *R = &c->ref[o];
-    if (!c->op->emulate) return;
-    /* Rows: the N_DIAG_TOP with the most terms, plus N_DIAG_RANDOM others (seeded). */
+    /* Rows: the N_DIAG_TOP with the most terms, plus N_DIAG_RANDOM others (seeded); also without
+     * an emulation (check_cause_refits). */
     int64_t nz = 0;
     for (int64_t r = 0; r < R->rows; r++) nz += (R->slot ? R->slot[r] : r) >= 0;
     int64_t *pairs = malloc((size_t)(nz ? nz : 1) * 2 * sizeof *pairs);
@@ -462,7 +462,7 @@ static void ensure_emulations(case_slot_t *cs, int o)
     free(pairs);
     cs->rows[o] = rows;
     cs->n_rows[o] = n;
-    for (int e = 0; e < PARITY_N_EMU; e++) {
+    for (int e = 0; e < PARITY_N_EMU && c->op->emulate; e++) {
         parity_format_t f;
         parity_format_get(EMU_FMT_NAME(e), &f, NULL);
         double *dst = malloc((size_t)(n ? n : 1) * (size_t)R->cols * sizeof *dst);
@@ -506,7 +506,7 @@ static void diagnose(case_slot_t *cs, const parity_kernel_ref_t *kr, parity_tens
     for (int i = 0; i < c->n_outputs; i++)
         if (strcmp(c->op->output_names[i], res->worst.output) == 0) o = i;
     ensure_emulations(cs, o);
-    if (!cs->rows[o] || !cs->emu[o][0]) return;
+    if (!cs->rows[o]) return;
     const parity_ref_output_t *R = &c->ref[o];
     int64_t n = cs->n_rows[o];
     double *vals = malloc((size_t)(n ? n : 1) * (size_t)R->cols * sizeof *vals);
@@ -518,9 +518,11 @@ static void diagnose(case_slot_t *cs, const parity_kernel_ref_t *kr, parity_tens
     parity_diagnosis_t *d = &res->diag;
     /* The candidate's values are already in its dtype: rounding them again changes nothing. */
     d->cand_err = diag_error(R, cs->rows[o], n, vals, odt);
-    if (!isfinite(d->cand_err)) {
+    if (!isfinite(d->cand_err) || !cs->emu[o][0]) { /* NaN/inf outputs: nothing to compare */
+        if (isfinite(d->cand_err) && res->verdict == PARITY_VERDICT_UNFAITHFUL) /* no emulation */
+            check_cause_refits(c, o, cs->rows[o], n, vals, odt, d);
         free(vals);
-        return; /* NaN/inf outputs: nothing to compare */
+        return;
     }
     snprintf(d->output, sizeof d->output, "%s", R->name);
     for (int e = 0; e < PARITY_N_EMU; e++)

@@ -115,6 +115,12 @@ void check_cause_variants(const parity_case_t *c, int o, const int64_t *rows, in
 void check_cause_variants_at(const parity_case_t *c, int o, const int64_t *rows, int64_t n,
                              const double *vals, parity_dtype_t odt, const parity_abi_tensor_t *out,
                              int64_t worst_row, parity_diagnosis_t *d);
+/* The diagnosis of an output without an accumulator emulation (a declared op without a
+ * multilinear reduction; check_variant.c): the fits that recompute the op's reference only --
+ * parameter, dropped terms, variants, the first that names a cause -- and d->available only when
+ * one does (no accumulator figures: d->emu_err NaN). */
+void check_cause_refits(const parity_case_t *c, int o, const int64_t *rows, int64_t n,
+                        const double *vals, parity_dtype_t odt, parity_diagnosis_t *d);
 /* view: a 2-D f64 tensor view of vals (n x cols, row-major), as the judge reads outputs. */
 void check_view_f64(parity_abi_tensor_t *view, const double *vals, int64_t n, int64_t cols);
 /* A reference for given rows (each array n * cols; NULL: the output's own for those rows) and the

@@ -159,6 +159,9 @@ void parity_report_text(FILE *out, const parity_op_t *op, const parity_kernel_re
                              "that should stay 0 written or not zeroed), not accumulator "
                              "precision", dw->worst.got);
             else if (isinf(d->eff_bits)) fprintf(out, "exact on the sampled rows");
+            else if (isnan(d->emu_err[0]) && isnan(d->emu_err[4])) /* check.c: a cause, no emulation */
+                fprintf(out, "relative error %.3g (no accumulator emulation: %s)", d->cand_err,
+                        op->no_diagnosis ? op->no_diagnosis : "none for this output");
             else if (d->beyond)
                 fprintf(out, "error %.3g is beyond what 8-bit accumulation gives (%.3g): not an "
                              "accumulator-precision problem", d->cand_err, d->emu_err[0]);
@@ -392,7 +395,8 @@ static cJSON *report_json(const parity_op_t *op, const parity_kernel_result_t *r
             cJSON *dg = cJSON_AddObjectToObject(o, "diagnosis");
             cJSON_AddStringToObject(dg, "workload", kr->wl[kr->diag_wl].workload);
             cJSON_AddItemToObject(dg, "effective_bits", parity_json_num(d->eff_bits));
-            cJSON_AddStringToObject(dg, "closest", parity_emu_names[d->closest]);
+            if (isnan(d->emu_err[d->closest])) cJSON_AddNullToObject(dg, "closest"); /* no emulation */
+            else cJSON_AddStringToObject(dg, "closest", parity_emu_names[d->closest]);
             cJSON_AddBoolToObject(dg, "beyond_8bit", d->beyond);
             cJSON_AddBoolToObject(dg, "unresolvable", d->masked);
             cJSON_AddBoolToObject(dg, "zero_written", d->zero_written);
