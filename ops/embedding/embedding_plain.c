@@ -163,6 +163,31 @@ static parity_status_t efwd_build(const parity_op_t *op, const parity_workload_t
     return PARITY_OK;
 }
 
+/* The diagnosis's variants (op.h variant_ref; docs/error-model.md "Cause"): Y's rows gathered
+ * at id + 1 (which 0) or id - 1 (which 1), modulo V, as a gather with a wrong base offset
+ * reads them (structural); the reference data as build forms it for those rows. */
+static parity_status_t efwd_variant_ref(const parity_case_t *c, int out, int which,
+                                        const parity_format_t *fmt, int dir, const int64_t *rows,
+                                        int64_t n_rows, double *ref, double *s_acc, double *s_up)
+{
+    (void)fmt;
+    (void)dir;
+    (void)s_up;
+    if (out != 0 || which < 0 || which > 1) return PARITY_E_UNSUPPORTED;
+    const parity_abi_tensor_t *E = &c->inputs[0]->view;
+    const int32_t *ids = c->inputs[1]->view.data;
+    int64_t v = E->shape[0], d = E->shape[1], shift = which == 0 ? 1 : v - 1;
+    for (int64_t r = 0; r < n_rows; r++) {
+        int64_t id = ((int64_t)ids[rows[r]] + shift) % v;
+        for (int64_t j = 0; j < d; j++) {
+            double e = elem(E, id * d + j);
+            ref[r * d + j] = e;
+            s_acc[r * d + j] = fabs(e);
+        }
+    }
+    return PARITY_OK;
+}
+
 static const parity_workload_t EFWD_PRESETS[] = {
     {"uniform", "uniform ids, unit normal E", 4096, 512, 4096, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
     {"text", "tinyshakespeare GPT-2 ids, embedding-scale E with 4 outlier channels", 8192, 256, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_OUTLIER, 0.02, PARITY_GAMMA_ONES, 4, 100, 0, ""},
@@ -197,4 +222,7 @@ const parity_op_t parity_op_embedding_fwd = {
     .build = efwd_build,
     .emulate = NULL,
     .free_priv = NULL,
+    .variants = {{PARITY_VARIANT_STRUCTURAL, "rows gathered at id + 1 (a wrong base offset)", 0},
+                 {PARITY_VARIANT_STRUCTURAL, "rows gathered at id - 1 (a wrong base offset)", 0}},
+    .variant_ref = efwd_variant_ref,
 };
