@@ -64,7 +64,9 @@ class _Handle:
 
 class CReference:
     """reference(**inputs, **attrs) calling the plugin's reference (see the module's docstring);
-    the attributes are ignored: the C reference takes the declared values itself."""
+    the attributes are ignored: the C reference takes the declared values itself (and, when the
+    cause classifier refits one, the trial value, which the C library passes on to it:
+    src/custom/custom_cause.c)."""
 
     runs_in_c = True  # _custom_power.py: no bf16 evaluation, the fp32 one rounded instead
 

@@ -4,11 +4,13 @@ parity.intermediate are rounded (cause "intermediate-rounding") by the C library
 the one the built-in ops get, re-running the op's own reference under each trial."""
 import json
 import math
+import os
 
 import numpy as np
 import pytest
 
 import parity
+from conftest import cli
 
 
 def _rmsnorm(x, gamma, eps):
@@ -57,6 +59,28 @@ def test_eps_mismatch_is_fitted():
     assert "cause: parameter \u2014 eps \u2248 %.2g" % cand_eps in str(r), str(r)
     # no accumulator figures for an op without an emulation
     assert d["closest"] is None and "no accumulator emulation" in str(r)
+
+
+def test_a_c_plugins_attribute_is_refit():
+    # a C-declared op (op_abi.h): its attribute eps is its parameter, the trial value reaching the
+    # C reference as the call's attribute (src/custom/custom_cause.c custom_trial_attrs)
+    exe = cli()
+    so = os.path.join(os.path.dirname(exe), "tests", "plugins", "libparity_declared_hostile.so") if exe else ""
+    if not os.path.exists(so):
+        pytest.skip("the declared-op test plugin is not built beside $PARITY")
+    op = parity.Op.from_plugin(so, "rmsnorm_declared")
+    assert op.attrs == {"eps": OP_EPS}
+    cand_eps = OP_EPS / 10
+
+    def rmsnorm_eps_small(x, gamma, eps):
+        return _rmsnorm(x, gamma, np.float32(cand_eps)).astype(np.float32)
+    r, k = _check(op, rmsnorm_eps_small)
+    assert r.verdict == "unfaithful", str(r)
+    d = k["diagnosis"]
+    assert d["cause"] == "parameter" and d["parameter"]["name"] == "eps", d
+    p = d["parameter"]
+    assert p["err_tol_fitted"] <= 1 < p["err_tol_op"], p
+    assert abs(math.log10(p["fitted"] / cand_eps)) < abs(math.log10(p["fitted"] / OP_EPS)), p
 
 
 def test_faithful_rmsnorm_and_another_bug_get_no_parameter():
