@@ -533,6 +533,62 @@ static parity_status_t att_variant_ref(const parity_case_t *c, int out, int whic
     return PARITY_OK;
 }
 
+/* The op's parameters (op.h params, param_value): 0 the softmax scale (the case's, 1/sqrt(Dh)),
+ * 1 the softcap (the case's; 0, off, is not refit; "none" is a candidate: a kernel that skips
+ * it). Shared with the backward (attention_bwd.c). */
+double parity_attention_param_value(const parity_case_t *c, int which)
+{
+    return which == 0 ? c->attr_values[0] : which == 1 ? c->attr_values[1] : 0;
+}
+
+/* The reference of rows[0..n_rows) (r = h*T + i) of O (out 0) or LSE (out 1) with parameter
+ * `which` at value (op.h param_ref), as att_build forms it. */
+static parity_status_t att_param_ref(const parity_case_t *c, int out, int which, double value,
+                                     const int64_t *rows, int64_t n_rows, double *ref, double *s_acc,
+                                     double *s_up)
+{
+    if ((out != 0 && out != 1) || which < 0 || which > 1) return PARITY_E_UNSUPPORTED;
+    const parity_abi_tensor_t *Q = &c->inputs[0]->view, *K = &c->inputs[1]->view,
+                              *V = &c->inputs[2]->view;
+    int64_t T = Q->shape[1], dh = Q->shape[2];
+    double scale = which == 0 ? value : c->attr_values[0];
+    double cap = which == 1 ? (isfinite(value) ? value : 0) : c->attr_values[1];
+    int causal = c->attr_values[2] != 0;
+    double *d = malloc((size_t)(2 * T * dh + 4 * dh + 5 * T) * sizeof *d);
+    if (!d) return PARITY_E_NOMEM;
+    double *kd = d, *vd = kd + T * dh, *qd = vd + T * dh, *o = qd + dh, *sa = o + dh, *su = sa + dh,
+           *work = su + dh;
+    int64_t head = -1, loaded = 0;
+    for (int64_t q = 0; q < n_rows; q++) {
+        int64_t r = rows[q], h = r / T, i = r % T, k = causal ? i + 1 : T;
+        if (h != head) {
+            head = h;
+            loaded = 0;
+        }
+        for (; loaded < k; loaded++) /* the head's K and V rows, as far as this row needs */
+            for (int64_t ch = 0; ch < dh; ch++) {
+                kd[loaded * dh + ch] = parity_tensor_get(K, (h * T + loaded) * dh + ch);
+                vd[loaded * dh + ch] = parity_tensor_get(V, (h * T + loaded) * dh + ch);
+            }
+        for (int64_t ch = 0; ch < dh; ch++) qd[ch] = parity_tensor_get(Q, r * dh + ch);
+        double lse, lse_sup;
+        parity_ref_attention_row(qd, kd, vd, k, dh, scale, cap, o, &lse, sa, su, &lse_sup, work);
+        if (out == 1) {
+            ref[q] = lse;
+            s_acc[q] = 1.0;
+            if (s_up) s_up[q] = lse_sup;
+            continue;
+        }
+        for (int64_t ch = 0; ch < dh; ch++) {
+            ref[q * dh + ch] = o[ch];
+            s_acc[q * dh + ch] = sa[ch];
+            if (s_up) s_up[q * dh + ch] = su[ch];
+        }
+    }
+    free(d);
+    return PARITY_OK;
+}
+
 #define NORMAL PARITY_VALS_NORMAL
 #define OUTCH PARITY_VALS_OUTLIER
 #define RAND PARITY_VALS_UNIFORM01
@@ -580,6 +636,9 @@ const parity_op_t parity_op_attention_fwd = {
     .build = att_build,
     .emulate = att_emulate,
     .free_priv = NULL,
+    .params = PARITY_ATTENTION_PARAMS,
+    .param_value = parity_attention_param_value,
+    .param_ref = att_param_ref,
     .variants = {{PARITY_VARIANT_ROUNDED, "the scores scale*(q.k)", 0}},
     .variant_ref = att_variant_ref,
 };

@@ -25,4 +25,9 @@ void parity_ref_attention_row_scores(const double *q, const double *K, const dou
                                      double *o, double *lse, double *o_sacc, double *o_sup,
                                      double *lse_sup, double *work);
 
+/* The family's parameters (op.h params): the softmax scale and the softcap, their values the
+ * case's attributes (parity_attention_param_value; a softcap of 0 is off and not refit). */
+#define PARITY_ATTENTION_PARAMS {{"scale", 0, 0}, {"softcap", 0, PARITY_PARAM_NONE}}
+double parity_attention_param_value(const parity_case_t *c, int which);
+
 #endif

@@ -9,6 +9,7 @@
 
 #include "ops/ops_impl.h"
 #include "src/core/parallel.h"
+#include "src/format/format_fast.h"
 
 #define ATT_STREAM_DO 0x4154440000000000ull
 
@@ -153,6 +154,30 @@ void parity_ref_attention_bwd(const double *Q, const double *K, const double *V,
 
 /* ---- building a case ------------------------------------------------------------------------ */
 
+/* The case's private data (c->priv): the exact input values the diagnosis recomputes rows from,
+ * D = rowsum(dO o O) of the given O, and the forward's O in fp64 before it was rounded to the
+ * input dtype (what a kernel that recomputes O from Q, K, V has instead of the given O). */
+typedef struct {
+    double *Q, *K, *V, *O, *dO, *LSE, *D, *Dabs, *O64, *D64, *Dabs64;
+} bwd_priv_t;
+
+static void bwd_free_priv(parity_case_t *c)
+{
+    bwd_priv_t *p = c->priv;
+    if (!p) return;
+    free(p->Q);
+    free(p->K);
+    free(p->V);
+    free(p->O);
+    free(p->dO);
+    free(p->LSE);
+    free(p->D);
+    free(p->O64);
+    free(p->D64);
+    free(p);
+    c->priv = NULL;
+}
+
 typedef struct {
     int64_t T, dh;
     double scale, softcap;
@@ -209,7 +234,10 @@ static parity_status_t bwd_build(const parity_op_t *op, const parity_workload_t 
         parity_parallel_for(H * T, 0, fwd_rows, &f);
         if (f.failed) st = PARITY_E_NOMEM;
     }
+    double *O64 = st == PARITY_OK ? malloc(ne * sizeof *O64) : NULL;
+    if (st == PARITY_OK && !O64) st = PARITY_E_NOMEM;
     if (st == PARITY_OK) {
+        memcpy(O64, O, ne * sizeof *O64);
         for (size_t e = 0; e < ne; e++) {
             parity_tensor_set(&c->inputs[3]->view, (int64_t)e, O[e]);
             O[e] = parity_tensor_get(&c->inputs[3]->view, (int64_t)e);
@@ -245,6 +273,18 @@ static parity_status_t bwd_build(const parity_op_t *op, const parity_workload_t 
         parity_parallel_for(H * T, 0, dq_rows, &b);
         parity_parallel_for(H * T, 0, dkv_rows, &b);
     }
+    bwd_priv_t *pv = st == PARITY_OK ? calloc(1, sizeof *pv) : NULL;
+    double *D64 = pv ? malloc((size_t)(2 * H * T) * sizeof *D64) : NULL;
+    if (pv && D64) { /* kept for the diagnosis (bwd_rows_ref) */
+        bwd_t b = {Q, K, V, dO, LSE, NULL, NULL, T, dh, H, 0, 0, 0, NULL, {NULL, NULL, NULL}};
+        d_rows(&b, O64, D64, D64 + H * T);
+        *pv = (bwd_priv_t){Q, K, V, O, dO, LSE, D, D + H * T, O64, D64, D64 + H * T};
+        c->priv = pv;
+        return PARITY_OK;
+    }
+    free(pv);
+    free(D64);
+    free(O64);
     free(Q);
     free(K);
     free(V);
@@ -252,6 +292,162 @@ static parity_status_t bwd_build(const parity_op_t *op, const parity_workload_t 
     free(dO);
     free(LSE);
     free(D);
+    return st == PARITY_OK ? PARITY_E_NOMEM : st;
+}
+
+/* ---- the diagnosis: rows recomputed (op.h param_ref, variant_ref) and emulated (op.h emulate) ---- */
+
+/* Rows rows[0..n_rows) of output out (dQ, dK, dV) as bwd_build forms them, with the scale and
+ * softcap given, dK times dkf / scale at the end (dkf = scale: the op's), and D from the given O
+ * or, with recomputed, from the forward's O in fp64 (a kernel that recomputes O from Q, K, V). */
+static parity_status_t bwd_rows_ref(const parity_case_t *c, int out, double scale, double cap, double dkf,
+                                    int recomputed, const int64_t *rows, int64_t n_rows, double *ref,
+                                    double *s_acc, double *s_up)
+{
+    const bwd_priv_t *p = c->priv;
+    if (out < 0 || out > 2 || !p) return PARITY_E_UNSUPPORTED;
+    const parity_abi_tensor_t *Qv = &c->inputs[0]->view;
+    int64_t H = Qv->shape[0], T = Qv->shape[1], dh = Qv->shape[2];
+    size_t ne = (size_t)(H * T * dh);
+    parity_ref_output_t R[3];
+    memset(R, 0, sizeof R);
+    double *b = malloc(ne * 6 * sizeof *b); /* dQ and dK share one set, dV has its own */
+    int64_t *k = malloc((size_t)(H * T) * sizeof *k);
+    if (!b || !k) {
+        free(b);
+        free(k);
+        return PARITY_E_NOMEM;
+    }
+    for (int o = 0; o < 3; o++) {
+        double *bo = o == 2 ? b + 3 * ne : b;
+        R[o] = (parity_ref_output_t){.ref = bo, .s_acc = bo + ne, .s_up = bo + 2 * ne, .k = k};
+    }
+    bwd_t bb = {p->Q, p->K, p->V, p->dO, p->LSE, recomputed ? p->D64 : p->D, recomputed ? p->Dabs64 : p->Dabs,
+                T, dh, H, scale, cap, c->attr_values[2] != 0, R, {NULL, NULL, NULL}};
+    double f = out == 1 ? dkf / scale : 1.0, *bo = out == 2 ? b + 3 * ne : b;
+    for (int64_t q = 0; q < n_rows; q++) {
+        int64_t r = rows[q];
+        if (out == 0)
+            dq_rows(&bb, r, r + 1, 0);
+        else
+            dkv_rows(&bb, r, r + 1, 0);
+        for (int64_t ch = 0; ch < dh; ch++) {
+            size_t x = (size_t)(r * dh + ch);
+            ref[q * dh + ch] = f * bo[x];
+            s_acc[q * dh + ch] = fabs(f) * bo[ne + x];
+            if (s_up) s_up[q * dh + ch] = fabs(f) * bo[2 * ne + x];
+        }
+    }
+    free(b);
+    free(k);
+    return PARITY_OK;
+}
+
+/* The op's parameters (op.h params): the forward's scale and softcap (attention.h), and the
+ * scale dK is multiplied by at the end (a factor on dK alone: a kernel that leaves it out). */
+static double bwd_param_value(const parity_case_t *c, int which)
+{
+    return which == 2 ? c->attr_values[0] : parity_attention_param_value(c, which);
+}
+
+static parity_status_t bwd_param_ref(const parity_case_t *c, int out, int which, double value,
+                                     const int64_t *rows, int64_t n_rows, double *ref, double *s_acc,
+                                     double *s_up)
+{
+    double scale = c->attr_values[0], cap = c->attr_values[1];
+    if (which == 2 && out != 1) return PARITY_E_UNSUPPORTED;
+    if (which < 0 || which > 2) return PARITY_E_UNSUPPORTED;
+    return bwd_rows_ref(c, out, which == 0 ? value : scale, which == 1 ? (isfinite(value) ? value : 0) : cap,
+                        which == 2 ? value : (which == 0 ? value : scale), 0, rows, n_rows, ref, s_acc, s_up);
+}
+
+/* The op's variants (op.h variant_ref): 0, the given O ignored and recomputed from Q, K, V (D
+ * from the forward's fp64 O): dQ and dK (dV does not read O). */
+static parity_status_t bwd_variant_ref(const parity_case_t *c, int out, int which,
+                                       const parity_format_t *fmt, int dir, const int64_t *rows,
+                                       int64_t n_rows, double *ref, double *s_acc, double *s_up)
+{
+    (void)fmt;
+    (void)dir;
+    if (which != 0 || out == 2) return PARITY_E_UNSUPPORTED;
+    return bwd_rows_ref(c, out, c->attr_values[0], c->attr_values[1], c->attr_values[0], 1, rows, n_rows,
+                        ref, s_acc, s_up);
+}
+
+/* fp32 dot product with four interleaved partial sums, as the catalog kernels' (kernels.c). */
+static float emu_dot(const float *a, const float *b, int64_t n)
+{
+    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t c = 0;
+    for (; c + 4 <= n; c += 4) {
+        s0 += a[c] * b[c];
+        s1 += a[c + 1] * b[c + 1];
+        s2 += a[c + 2] * b[c + 2];
+        s3 += a[c + 3] * b[c + 3];
+    }
+    for (; c < n; c++) s0 += a[c] * b[c];
+    return (s0 + s1) + (s2 + s3);
+}
+
+/* Rows of dQ, dK or dV as the naive fp32 kernel (kernels.c bwd_naive) computes them, except for
+ * the accumulation over keys (dQ) or queries (dK, dV), done in `acc` with `order`: in fp32, D_i
+ * = dO_i . O_i, P = expf(t - LSE_i), dS = P (dO_i . v_j - D_i) (1 - tanh^2), the terms dS k_j,
+ * dS q_i or P dO_i, then dQ and dK times scale. */
+static parity_status_t bwd_emulate(const parity_case_t *c, int out, const parity_format_t *acc,
+                                   parity_sum_order_t order, const int64_t *rows, int64_t n_rows,
+                                   double *dst)
+{
+    if (out < 0 || out > 2) return PARITY_E_UNSUPPORTED;
+    const parity_abi_tensor_t *in[6];
+    for (int a = 0; a < 6; a++) in[a] = &c->inputs[a]->view;
+    int64_t T = in[0]->shape[1], dh = in[0]->shape[2];
+    float scale = (float)c->attr_values[0], cap = (float)c->attr_values[1];
+    int causal = c->attr_values[2] != 0;
+    float *f = malloc((size_t)(5 * T * dh + 2 * T) * sizeof *f);
+    double *terms = malloc((size_t)(T * dh) * sizeof *terms);
+    if (!f || !terms) {
+        free(f);
+        free(terms);
+        return PARITY_E_NOMEM;
+    }
+    float *q = f, *k = q + T * dh, *v = k + T * dh, *o = v + T * dh, *go = o + T * dh, *L = go + T * dh,
+          *D = L + T;
+    int64_t head = -1;
+    parity_status_t st = PARITY_OK;
+    for (int64_t n = 0; n < n_rows && st == PARITY_OK; n++) {
+        int64_t r = rows[n], h = r / T, x = r % T;
+        if (h != head) { /* the head's rows in fp32 */
+            head = h;
+            for (int64_t i = 0; i < T; i++) {
+                parity_row_to_f32(in[0], h * T + i, q + i * dh);
+                parity_row_to_f32(in[1], h * T + i, k + i * dh);
+                parity_row_to_f32(in[2], h * T + i, v + i * dh);
+                parity_row_to_f32(in[3], h * T + i, o + i * dh);
+                parity_row_to_f32(in[4], h * T + i, go + i * dh);
+                L[i] = (float)parity_tensor_get(in[5], h * T + i);
+                D[i] = emu_dot(go + i * dh, o + i * dh, dh);
+            }
+        }
+        /* pairs (i, j): dQ row x: i = x, j < its end; dK/dV row x: j = x, the queries attending it */
+        int64_t b0 = out == 0 ? 0 : (causal ? x : 0), e0 = out == 0 ? (causal ? x + 1 : T) : T, m = 0;
+        for (int64_t y = b0; y < e0; y++, m++) {
+            int64_t i = out == 0 ? x : y, j = out == 0 ? y : x;
+            float s = emu_dot(q + i * dh, k + j * dh, dh) * scale, gr = 1.0f, t = s;
+            if (cap > 0) {
+                float th = tanhf(s / cap);
+                t = cap * th;
+                gr = 1.0f - th * th;
+            }
+            float P = expf(t - L[i]), dS = P * (emu_dot(go + i * dh, v + j * dh, dh) - D[i]) * gr;
+            const float *w = out == 0 ? k + j * dh : out == 1 ? q + i * dh : go + i * dh;
+            float wt = out == 2 ? P : dS;
+            for (int64_t ch = 0; ch < dh; ch++) terms[m * dh + ch] = wt * w[ch];
+        }
+        st = parity_format_sum_fast_cols(acc, terms, m, dh, order, dst + n * dh);
+        for (int64_t ch = 0; out != 2 && ch < dh; ch++) dst[n * dh + ch] = (float)dst[n * dh + ch] * scale;
+    }
+    free(f);
+    free(terms);
     return st;
 }
 
@@ -299,6 +495,11 @@ const parity_op_t parity_op_attention_bwd = {
     .n_presets = (int)(sizeof BWD_PRESETS / sizeof BWD_PRESETS[0]),
     .baseline_workloads = BWD_BASELINES,
     .build = bwd_build,
-    .emulate = NULL,
-    .free_priv = NULL,
+    .emulate = bwd_emulate,
+    .free_priv = bwd_free_priv,
+    .params = {{"scale", 0, 0}, {"softcap", 0, PARITY_PARAM_NONE}, {"dK's scale", 0, PARITY_PARAM_FACTOR}},
+    .param_value = bwd_param_value,
+    .param_ref = bwd_param_ref,
+    .variants = {{PARITY_VARIANT_IGNORED, "the given O (recomputed from Q, K, V)", 0}},
+    .variant_ref = bwd_variant_ref,
 };

@@ -190,6 +190,7 @@ typedef struct {
     int no_cap_grad;   /* mutant: the softcap's derivative (1 - tanh^2) left out */
     int dk_no_scale;   /* mutant: dK not multiplied by the softmax scale */
     int lse_log2;      /* mutant: exp2 domain with LSE used as if already in log2 units */
+    int recompute_o;   /* mutant: O recomputed from Q, K, V (fp32 two-pass) for D, the given O unread */
 } bcfg_t;
 
 typedef struct {
@@ -219,7 +220,27 @@ HOT static void bwd_heads(void *p, int64_t b, int64_t e, int thread)
         const float *Q = g->q + h * T * dh, *K = g->k + h * T * dh, *V = g->v + h * T * dh;
         const float *dO = g->dO + h * T * dh, *O = g->o + h * T * dh, *L = g->lse + h * T;
         memset(buf, 0, (size_t)(3 * T * dh) * sizeof *buf);
-        for (int64_t i = 0; i < T; i++) D[i] = dot(dO + i * dh, O + i * dh, dh);
+        for (int64_t i = 0; i < T && !g->cfg.recompute_o; i++) D[i] = dot(dO + i * dh, O + i * dh, dh);
+        for (int64_t i = 0; i < T && g->cfg.recompute_o; i++) { /* autograd's O: softmax(t) V in fp32 */
+            int64_t ke = g->causal ? i + 1 : T;
+            float m = -INFINITY, l = 0, *p = dq + i * dh; /* dq's row i as scratch: zeroed below */
+            for (int64_t j = 0; j < ke; j++) {
+                float t = dot(Q + i * dh, K + j * dh, dh) * g->scale;
+                if (g->softcap > 0) t = g->softcap * tanhf(t / g->softcap);
+                m = t > m ? t : m;
+            }
+            for (int64_t c = 0; c < dh; c++) p[c] = 0;
+            for (int64_t j = 0; j < ke; j++) {
+                float t = dot(Q + i * dh, K + j * dh, dh) * g->scale;
+                if (g->softcap > 0) t = g->softcap * tanhf(t / g->softcap);
+                float e = expf(t - m);
+                l += e;
+                for (int64_t c = 0; c < dh; c++) p[c] += e * V[j * dh + c];
+            }
+            for (int64_t c = 0; c < dh; c++) p[c] /= l;
+            D[i] = dot(dO + i * dh, p, dh);
+            for (int64_t c = 0; c < dh; c++) p[c] = 0;
+        }
         int64_t bk = g->cfg.fa2 ? 64 : T;
         for (int64_t j0 = 0; j0 < T; j0 += bk) {
             int64_t j1 = j0 + bk < T ? j0 + bk : T;
@@ -290,11 +311,12 @@ static int attention_bwd(const parity_abi_call_t *call, bcfg_t cfg)
     return rc;
 }
 
-static int bwd_naive(const parity_abi_call_t *c) { return attention_bwd(c, (bcfg_t){0, 0, 0, 0}); }
-static int bwd_fa2(const parity_abi_call_t *c) { return attention_bwd(c, (bcfg_t){1, 0, 0, 0}); }
-static int bwd_no_cap_grad(const parity_abi_call_t *c) { return attention_bwd(c, (bcfg_t){1, 1, 0, 0}); }
-static int bwd_dk_no_scale(const parity_abi_call_t *c) { return attention_bwd(c, (bcfg_t){1, 0, 1, 0}); }
-static int bwd_lse_log2(const parity_abi_call_t *c) { return attention_bwd(c, (bcfg_t){1, 0, 0, 1}); }
+static int bwd_naive(const parity_abi_call_t *c) { return attention_bwd(c, (bcfg_t){0, 0, 0, 0, 0}); }
+static int bwd_fa2(const parity_abi_call_t *c) { return attention_bwd(c, (bcfg_t){1, 0, 0, 0, 0}); }
+static int bwd_no_cap_grad(const parity_abi_call_t *c) { return attention_bwd(c, (bcfg_t){1, 1, 0, 0, 0}); }
+static int bwd_dk_no_scale(const parity_abi_call_t *c) { return attention_bwd(c, (bcfg_t){1, 0, 1, 0, 0}); }
+static int bwd_lse_log2(const parity_abi_call_t *c) { return attention_bwd(c, (bcfg_t){1, 0, 0, 1, 0}); }
+static int bwd_recomputed_o(const parity_abi_call_t *c) { return attention_bwd(c, (bcfg_t){0, 0, 0, 0, 1}); }
 
 #define K(name, desc, in, out, fn, exp) \
     {sizeof(parity_abi_kernel_t), name, "attention_fwd", desc, 0, in, out, fn, exp}
@@ -317,6 +339,7 @@ const parity_abi_kernel_t parity_catalog_attention[] = {
     KB("no_softcap_grad", "fa2, the softcap's derivative 1 - tanh^2(s/c) left out of dS", BF, F32, bwd_no_cap_grad, "unfaithful"),
     KB("dk_no_scale", "fa2, dK not multiplied by the softmax scale (dQ is)", BF, F32, bwd_dk_no_scale, "unfaithful"),
     KB("lse_log2", "fa2, P = exp2(t log2(e) - LSE): the natural-log LSE used as a log2 one", BF, F32, bwd_lse_log2, "unfaithful"),
+    KB("recomputed_o", "naive, but D = rowsum(dO o O) from O recomputed from Q, K, V in fp32 (autograd through the forward), not the given O: differs where the given O was rounded (bf16)", BF, F32, bwd_recomputed_o, "unfaithful"),
     K("p_bf16", "online, P~ rounded to bf16 for the P~V product, fp32 row sum (FA2/FA3 with bf16 inputs; within the bf16 contract)", BF, F32, att_p_bf16, "faithful"),
     K("l_bf16", "online, the running row sum l kept in bf16 (a half-precision softmax denominator)", BF, F32, att_l_bf16, "unfaithful"),
     K("acc_bf16", "online, the output accumulator rescaled and accumulated in bf16 (a half-precision O tile)", BF, F32, att_acc_bf16, "unfaithful"),

@@ -8,7 +8,8 @@
  *                 dot-product instructions' input rule, or MXCSR.DAZ), then the sequential fp32
  *                 loop with IEEE subnormal arithmetic (flush-to-zero; only `subnormal` exposes it)
  *   rmsnorm_fwd   div_d_minus_1: the mean of squares divided by D - 1 (a formula bug)
- *                 eps_1e6: eps 1e-6 where the op's is 1e-5 (a wrapper passing the wrong eps) */
+ *                 eps_1e6: eps 1e-6 where the op's is 1e-5 (a wrapper passing the wrong eps)
+ *   rmsnorm_bwd   eps_1e6, div_d_minus_1: the same two bugs in the backward (dx, dgamma) */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -128,6 +129,37 @@ static int rms_eps_1e6(const parity_abi_call_t *call)
     return PARITY_KERNEL_OK;
 }
 
+/* RMSNorm backward in fp32 with eps and the mean's divisor div (the op's: the call's eps and D):
+ * r = 1/sqrtf(ss/div + eps), c = sum(g dy x r)/div, dx = r (g dy - x r c), dgamma = sum dy x r. */
+static int rms_bwd_with(const parity_abi_call_t *call, float eps, int div_d_minus_1)
+{
+    const parity_abi_tensor_t *DY = &call->inputs[0], *X = &call->inputs[1], *G = &call->inputs[2];
+    parity_abi_tensor_t *DX = &call->outputs[0], *DG = &call->outputs[1];
+    int64_t n = X->shape[0], d = X->shape[1];
+    float div = (float)(div_d_minus_1 ? d - 1 : d), *dg = calloc((size_t)d, sizeof *dg);
+    if (!dg) return PARITY_KERNEL_ERROR;
+    for (int64_t i = 0; i < n; i++) {
+        float ss = 0.0f, c = 0.0f;
+        for (int64_t j = 0; j < d; j++) ss += load(X, i * d + j) * load(X, i * d + j);
+        float r = 1.0f / sqrtf(ss / div + eps);
+        for (int64_t j = 0; j < d; j++) c += load(G, j) * load(DY, i * d + j) * (load(X, i * d + j) * r);
+        c /= div;
+        for (int64_t j = 0; j < d; j++) {
+            float xh = load(X, i * d + j) * r, dy = load(DY, i * d + j);
+            put(DX, i * d + j, r * (load(G, j) * dy - xh * c));
+            dg[j] += dy * xh;
+        }
+    }
+    for (int64_t j = 0; j < d; j++) put(DG, j, dg[j]);
+    free(dg);
+    return PARITY_KERNEL_OK;
+}
+static int rms_bwd_eps_1e6(const parity_abi_call_t *call) { return rms_bwd_with(call, 1e-6f, 0); }
+static int rms_bwd_div_d_minus_1(const parity_abi_call_t *call)
+{
+    return rms_bwd_with(call, (float)attr(call, "eps", 1e-5), 1);
+}
+
 static float daz(float x) { return fabsf(x) < FLT_MIN ? 0.0f : x; }
 
 static int gemm_daz(const parity_abi_call_t *call)
@@ -161,6 +193,8 @@ static const parity_abi_kernel_t kernels[] = {
     K("daz", "gemm", "subnormal operands read as zero, sequential fp32", PARITY_DT_F32, gemm_daz),
     K("div_d_minus_1", "rmsnorm_fwd", "mean of squares divided by D - 1", PARITY_DT_F32, rms_div_d_minus_1),
     K("eps_1e6", "rmsnorm_fwd", "eps 1e-6 where the op's is 1e-5", PARITY_DT_F32, rms_eps_1e6),
+    K("eps_1e6", "rmsnorm_bwd", "eps 1e-6 where the op's is 1e-5", PARITY_DT_F32, rms_bwd_eps_1e6),
+    K("div_d_minus_1", "rmsnorm_bwd", "both means divided by D - 1", PARITY_DT_F32, rms_bwd_div_d_minus_1),
 };
 
 static const parity_abi_plugin_t plugin = {PARITY_ABI_VERSION, sizeof(parity_abi_plugin_t),
