@@ -132,13 +132,42 @@ cause rmsnorm_fwd outlier@256x512x1 builtin:bf16_sumsq accumulator
 
 # The flush-to-zero cause (issue #36): a GEMM whose subnormal operands read as zero, on the
 # workload whose A is subnormal; a kernel that also flushes its products and partial sums (the
-# range plugin's ftz) is order-dependent, no order-free reference reproduces it: unknown, never a
-# confident wrong word.
+# range plugin's ftz, a CPU loop under FTZ/DAZ as torch.set_flush_denormal gives) is
+# order-dependent: gemm's third variant, the sequential fp32 pipeline flushed, reproduces it. Its
+# error is of an fp16 accumulator's size there; the fp16-range fit must not claim it.
 cause gemm subnormal "$PL:daz" flush-to-zero
 grep -q "cause: flush-to-zero .* subnormal inputs of A and B flushed to zero reproduces" "$tmp/out" && ok ||
   bad "gemm daz: text does not name the flushed inputs"
 grep -Eq '"match":[[:space:]]*1[,}[:space:]]' "$tmp/c.json" && ok || bad "gemm daz: JSON match not 1"
-cause gemm subnormal "$PARITY_BUILD/tests/plugins/libparity_range.so:ftz" unknown
+cause gemm subnormal "$PARITY_BUILD/tests/plugins/libparity_range.so:ftz" flush-to-zero
+grep -q "fp32 partial sums flushed to zero (summed in index order) reproduces" "$tmp/out" && ok ||
+  bad "gemm ftz: text does not name the flushed pipeline"
+# fp16_acc on subnormal: its error is fp16's range (the 11-bit emulation with fp32's range is
+# 240x smaller): "accumulation in fp16 with its range", the fp16 emulation reproducing the elements.
+cause gemm subnormal builtin:fp16_acc accumulator
+grep -q "accumulation in fp16 with its range" "$tmp/out" && ok || bad "gemm fp16_acc on subnormal: not fp16's range"
+
+# dropped-terms element by element (check_cause_more.c): a race that loses one update in 10^4
+# (dropped_updates) and a vectorized loop that never accumulates the tail columns (tail_d128) of
+# the embedding gradient; a bf16 split-K workspace (splitk_bf16, dw_splitk_bf16), whose error one
+# term left out of each sum also "explains" at K = 1000 but as often mirrored (2 ref - y), must
+# not read dropped-terms. On Zipf ids a frequent row's sum has ~2000 terms and the mirrored error
+# is matched as often: the lost update is not identifiable there, and the workload reads unknown.
+for op in embedding_bwd embedding_rmsnorm_bwd; do
+  cause $op uniform builtin:dropped_updates dropped-terms
+  grep -q "reproduced with one of their terms left out (a lost update) (the mirrored error" "$tmp/out" && ok ||
+    bad "$op dropped_updates: not a lost update"
+  grep -Eq '"per_element":[[:space:]]*true' "$tmp/c.json" && ok || bad "$op dropped_updates: JSON dropped.per_element not true"
+  cause $op x64 builtin:tail_d128 dropped-terms
+  grep -q "never accumulated: .* hold 0 where the reference does not (columns 256 to 258 of 259)" "$tmp/out" && ok ||
+    bad "$op tail_d128: not the never-accumulated columns 256 to 258"
+done
+for spec in "gemm odd-k1000 splitk_bf16" "gemm_bwd x64 dw_splitk_bf16" "embedding_bwd zipf1.1 dropped_updates"; do
+  set -- $spec
+  "$P" check "$1" --kernel "builtin:$3" --workload "$2" -q --no-floor >"$tmp/out" 2>&1
+  grep -q "^  cause: " "$tmp/out" && ! grep -q "^  cause: dropped-terms" "$tmp/out" && ok ||
+    { bad "$1 $3 on $2: dropped-terms (or no cause) where one term per sum is a chance fit"; grep cause "$tmp/out"; }
+done
 
 # diagnosis.match counts the elements outside the faithful tolerance that the cause reproduces:
 # a word that happens to fit the error's size but not its elements has a low match (issue #36:

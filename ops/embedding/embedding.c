@@ -525,6 +525,45 @@ parity_status_t emb_scatter_emulate(const parity_case_t *c, int out, const parit
     return st;
 }
 
+/* The terms of dE's sums for the diagnosis's dropped-terms cause (op.h terms_ref): term t of
+ * row v is the t-th of its positions in ascending order (scatter_t pos), dy of that position
+ * (embedding_bwd) or its fp32 dx as a faithful kernel forms it (fused: fused_terms_f32; its
+ * difference from the fp64 term is far inside the tolerance). Rows with fewer than `to` terms
+ * add those they have. dgamma has no such terms here. */
+parity_status_t emb_scatter_terms_ref(const parity_case_t *c, int out, int64_t from, int64_t to,
+                                      const int64_t *rows, int64_t n_rows, double *sum,
+                                      double *abs_sum, double *sq_sum, int fused)
+{
+    scatter_t *s = c->priv;
+    if (out != 0 || !s || from < 0 || from > to) return PARITY_E_UNSUPPORTED;
+    int64_t d = s->d;
+    float *tmp = fused ? malloc((size_t)d * 5 * sizeof *tmp) : NULL;
+    if (fused && !tmp) return PARITY_E_NOMEM;
+    for (int64_t q = 0; q < n_rows; q++) {
+        int64_t v = rows[q];
+        if (v < 0 || v >= s->v) continue;
+        for (int64_t t = from; t < to && t < s->hits[v]; t++) {
+            int64_t i = s->pos[s->off[v] + t];
+            if (fused) fused_terms_f32(c, i, tmp + 3 * d, tmp + 4 * d, tmp);
+            for (int64_t j = 0; j < d; j++) {
+                double x = fused ? tmp[3 * d + j] : elem(&c->inputs[0]->view, i * d + j);
+                sum[q * d + j] += x;
+                abs_sum[q * d + j] += fabs(x);
+                if (sq_sum) sq_sum[q * d + j] += x * x;
+            }
+        }
+    }
+    free(tmp);
+    return PARITY_OK;
+}
+
+static parity_status_t fused_terms_ref(const parity_case_t *c, int out, int64_t from, int64_t to,
+                                       const int64_t *rows, int64_t n_rows, double *sum,
+                                       double *abs_sum, double *sq_sum)
+{
+    return emb_scatter_terms_ref(c, out, from, to, rows, n_rows, sum, abs_sum, sq_sum, 1);
+}
+
 static parity_status_t fused_emulate(const parity_case_t *c, int out, const parity_format_t *acc,
                                      parity_sum_order_t order, const int64_t *rows, int64_t n_rows,
                                      double *dst)
@@ -589,6 +628,7 @@ const parity_op_t parity_op_embedding_rmsnorm_bwd = {
     .baseline_workloads = FUSED_BASELINES,
     .build = fused_build,
     .emulate = fused_emulate,
+    .terms_ref = fused_terms_ref,
     .free_priv = emb_scatter_free,
 };
 

@@ -52,5 +52,9 @@ parity_tensor_t *emb_gen_ids(const char *name, const parity_workload_t *wl, uint
 parity_status_t emb_scatter_emulate(const parity_case_t *c, int out, const parity_format_t *acc,
                                     parity_sum_order_t order, const int64_t *rows, int64_t n_rows,
                                     double *dst, int fused);
+/* The terms of dE's sums (op.h terms_ref): dy (fused 0) or the fp32 dx of each position. */
+parity_status_t emb_scatter_terms_ref(const parity_case_t *c, int out, int64_t from, int64_t to,
+                                      const int64_t *rows, int64_t n_rows, double *sum,
+                                      double *abs_sum, double *sq_sum, int fused);
 
 #endif

@@ -92,6 +92,13 @@ static parity_status_t ebwd_emulate(const parity_case_t *c, int out, const parit
     return emb_scatter_emulate(c, out, acc, order, rows, n_rows, dst, 0);
 }
 
+static parity_status_t ebwd_terms_ref(const parity_case_t *c, int out, int64_t from, int64_t to,
+                                      const int64_t *rows, int64_t n_rows, double *sum,
+                                      double *abs_sum, double *sq_sum)
+{
+    return emb_scatter_terms_ref(c, out, from, to, rows, n_rows, sum, abs_sum, sq_sum, 0);
+}
+
 static const parity_workload_t EBWD_PRESETS[] = {
     {"uniform", "uniform ids, unit normal dY", 4096, 512, 4096, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
     {"zipf1.1", "Zipf(1.1) ids, gradient-scale dY", 16384, 256, 50257, PARITY_IDS_ZIPF, 1.1, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
@@ -128,6 +135,7 @@ const parity_op_t parity_op_embedding_bwd = {
     .baseline_workloads = EBWD_BASELINES,
     .build = ebwd_build,
     .emulate = ebwd_emulate,
+    .terms_ref = ebwd_terms_ref,
     .free_priv = emb_scatter_free,
 };
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "src/verify/check_impl.h"
+#include "src/verify/check_cause_more.h"
 #include "parity/baseline.h"
 #include "parity/verify.h"
 #include "src/verify/verify_impl.h"
@@ -476,27 +477,6 @@ static void ensure_emulations(case_slot_t *cs, int o)
     }
 }
 
-/* Round x to the kernel's output dtype (for comparing emulations with what the kernel stores). */
-static double round_to(parity_dtype_t dt, double x) { return parity_dtype_round(dt, x); }
-
-/* RMS of err / sum|terms| over the diagnosis rows, for values vals[n_rows * cols]. */
-static double diag_error(const parity_ref_output_t *R, const int64_t *rows, int64_t n,
-                         const double *vals, parity_dtype_t out_dt)
-{
-    double s = 0;
-    int64_t m = 0;
-    for (int64_t q = 0; q < n; q++) {
-        int64_t slot = R->slot ? R->slot[rows[q]] : rows[q];
-        for (int64_t j = 0; j < R->cols; j++) {
-            double sc = R->s_acc[slot * R->cols + j];
-            if (!(sc > 0)) continue;
-            double e = (round_to(out_dt, vals[q * R->cols + j]) - R->ref[slot * R->cols + j]) / sc;
-            s += e * e;
-            m++;
-        }
-    }
-    return m ? sqrt(s / (double)m) : 0;
-}
 
 static void diagnose(case_slot_t *cs, const parity_kernel_ref_t *kr, parity_tensor_t **outs,
                      parity_wl_result_t *res)
@@ -517,7 +497,7 @@ static void diagnose(case_slot_t *cs, const parity_kernel_ref_t *kr, parity_tens
     parity_dtype_t odt = (parity_dtype_t)kr->k->out_dtype;
     parity_diagnosis_t *d = &res->diag;
     /* The candidate's values are already in its dtype: rounding them again changes nothing. */
-    d->cand_err = diag_error(R, cs->rows[o], n, vals, odt);
+    d->cand_err = check_diag_error(R, cs->rows[o], n, vals, odt);
     if (!isfinite(d->cand_err) || !cs->emu[o][0]) { /* NaN/inf outputs: nothing to compare */
         if (isfinite(d->cand_err) && res->verdict == PARITY_VERDICT_UNFAITHFUL) /* no emulation */
             check_cause_refits(c, o, cs->rows[o], n, vals, odt, d);
@@ -526,7 +506,7 @@ static void diagnose(case_slot_t *cs, const parity_kernel_ref_t *kr, parity_tens
     }
     snprintf(d->output, sizeof d->output, "%s", R->name);
     for (int e = 0; e < PARITY_N_EMU; e++)
-        d->emu_err[e] = cs->emu[o][e] ? diag_error(R, cs->rows[o], n, cs->emu[o][e], odt) : NAN;
+        d->emu_err[e] = cs->emu[o][e] ? check_diag_error(R, cs->rows[o], n, cs->emu[o][e], odt) : NAN;
     /* The comparison above weighs elements by sum|terms| and skips those where it is 0; when
      * the worst element is one of them (d_expert_out of an unselected expert written, a dE row no
      * id hits left unzeroed, a wrong expert selected where the right ones' values are 0), the
@@ -554,6 +534,13 @@ static void diagnose(case_slot_t *cs, const parity_kernel_ref_t *kr, parity_tens
         d->match = check_match(R, cs->rows[o], n, vals, odt, &fe);
         d->has_match = !isnan(d->match);
     }
+    /* fp16's range, which the 11-bit emulation lacks; then terms lost element by element, over
+     * unknown or an accumulator that does not reproduce the elements (check_cause_more.c). */
+    int unf = res->verdict == PARITY_VERDICT_UNFAITHFUL && !d->zero_written;
+    if (unf && d->cause == PARITY_CAUSE_UNKNOWN && d->cand_err > 0)
+        check_cause_fp16_range(c, o, cs->rows[o], n, vals, odt, cs->emu[o][2], d);
+    if (unf && (d->cause == PARITY_CAUSE_UNKNOWN || (d->cause == PARITY_CAUSE_ACCUMULATOR && !(d->match >= 0.5))))
+        check_cause_at(check_cause_lost, c, o, cs->rows[o], n, vals, odt, &outs[o]->view, w->row, d);
     /* The op's variants, over the accumulator word too, except where the accumulator emulation
      * reproduces every sampled element (a narrow accumulator of a sum with one or two sizeable
      * terms, x64's exps, is one rounding of that sum: the data cannot tell them apart). */
@@ -562,7 +549,7 @@ static void diagnose(case_slot_t *cs, const parity_kernel_ref_t *kr, parity_tens
     if (res->verdict == PARITY_VERDICT_UNFAITHFUL && d->cause != PARITY_CAUSE_PARAMETER &&
         d->cause != PARITY_CAUSE_DROPPED_TERMS && d->cause != PARITY_CAUSE_DUPLICATED_TERMS &&
         !(d->cause == PARITY_CAUSE_ACCUMULATOR && d->has_match && within == n * R->cols))
-        check_cause_variants_at(c, o, cs->rows[o], n, vals, odt, &outs[o]->view, w->row, d);
+        check_cause_at(check_cause_variants, c, o, cs->rows[o], n, vals, odt, &outs[o]->view, w->row, d);
     free(vals);
 }
 

@@ -110,11 +110,14 @@ void check_cause_dropped(const parity_case_t *c, int o, const int64_t *rows, int
  * tolerance while the op's reference does not. Leaves d as it is otherwise. */
 void check_cause_variants(const parity_case_t *c, int o, const int64_t *rows, int64_t n,
                           const double *vals, parity_dtype_t odt, parity_diagnosis_t *d);
-/* check_cause_variants, with the worst element's row worst_row of output tensor out added to
- * the rows where none of them is outside the faithful tolerance (a tie decided on a few rows). */
-void check_cause_variants_at(const parity_case_t *c, int o, const int64_t *rows, int64_t n,
-                             const double *vals, parity_dtype_t odt, const parity_abi_tensor_t *out,
-                             int64_t worst_row, parity_diagnosis_t *d);
+/* A fit of the diagnosis over sampled rows (check_cause_variants, check_cause_lost). */
+typedef void (*check_fit_fn)(const parity_case_t *c, int o, const int64_t *rows, int64_t n,
+                             const double *vals, parity_dtype_t odt, parity_diagnosis_t *d);
+/* fit, with the worst element's row worst_row of output tensor out added to the rows where none
+ * of them is outside the faithful tolerance (a tie decided on a few rows, a lost update). */
+void check_cause_at(check_fit_fn fit, const parity_case_t *c, int o, const int64_t *rows, int64_t n,
+                    const double *vals, parity_dtype_t odt, const parity_abi_tensor_t *out,
+                    int64_t worst_row, parity_diagnosis_t *d);
 /* The diagnosis of an output without an accumulator emulation (a declared op without a
  * multilinear reduction; check_variant.c): the fits that recompute the op's reference only --
  * parameter, dropped terms, variants, the first that names a cause -- and d->available only when

@@ -324,20 +324,20 @@ void check_cause_refits(const parity_case_t *c, int o, const int64_t *rows, int6
     d->available = d->cause != PARITY_CAUSE_NONE;
 }
 
-void check_cause_variants_at(const parity_case_t *c, int o, const int64_t *rows, int64_t n,
-                             const double *vals, parity_dtype_t odt, const parity_abi_tensor_t *out,
-                             int64_t worst_row, parity_diagnosis_t *d)
+void check_cause_at(check_fit_fn fit, const parity_case_t *c, int o, const int64_t *rows, int64_t n,
+                    const double *vals, parity_dtype_t odt, const parity_abi_tensor_t *out,
+                    int64_t worst_row, parity_diagnosis_t *d)
 {
     const parity_ref_output_t *R = &c->ref[o];
     int have = worst_row < 0 || worst_row >= R->rows || (R->slot && R->slot[worst_row] < 0);
     for (int64_t r = 0; r < n && !have; r++) have = rows[r] == worst_row;
-    if (have || !c->op->variant_ref ||
-        check_fit_q(R, rows, n, vals, odt, NULL, NULL, NULL, NULL, NULL) > 1) {
-        check_cause_variants(c, o, rows, n, vals, odt, d);
+    if (have || check_fit_q(R, rows, n, vals, odt, NULL, NULL, NULL, NULL, NULL) > 1) {
+        fit(c, o, rows, n, vals, odt, d);
         return;
     }
-    /* The sampled rows are all within tolerance (a tie on a few rows of many): the worst
-     * element's row joins them, so that what the judge saw is what the variants must explain. */
+    /* The sampled rows are all within tolerance (a tie on a few rows of many, an update lost on
+     * one element in 10^4): the worst element's row joins them, so that what the judge saw is
+     * what the fit must explain. */
     int64_t *rows2 = malloc((size_t)(n + 1) * sizeof *rows2);
     double *vals2 = malloc((size_t)(n + 1) * (size_t)R->cols * sizeof *vals2);
     if (rows2 && vals2) {
@@ -346,7 +346,7 @@ void check_cause_variants_at(const parity_case_t *c, int o, const int64_t *rows,
         rows2[n] = worst_row;
         for (int64_t j = 0; j < R->cols; j++)
             vals2[(size_t)n * (size_t)R->cols + (size_t)j] = parity_tensor_get(out, worst_row * R->cols + j);
-        check_cause_variants(c, o, rows2, n + 1, vals2, odt, d);
+        fit(c, o, rows2, n + 1, vals2, odt, d);
     }
     free(rows2);
     free(vals2);

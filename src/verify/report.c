@@ -278,7 +278,8 @@ static void json_cause(cJSON *dg, const parity_diagnosis_t *d)
     if (d->cause == PARITY_CAUSE_DROPPED_TERMS || d->cause == PARITY_CAUSE_DUPLICATED_TERMS)
         json_dropped(dg, d);
     if (d->cause == PARITY_CAUSE_INTERMEDIATE_ROUNDING || d->cause == PARITY_CAUSE_IGNORED_INPUT ||
-        d->cause == PARITY_CAUSE_FLUSH_TO_ZERO)
+        d->cause == PARITY_CAUSE_FLUSH_TO_ZERO || d->cause == PARITY_CAUSE_TIE ||
+        d->cause == PARITY_CAUSE_STRUCTURAL)
         json_variant(dg, d);
 }
 
@@ -289,8 +290,12 @@ static void json_dropped(cJSON *dg, const parity_diagnosis_t *d)
 {
     int twice = d->cause == PARITY_CAUSE_DUPLICATED_TERMS;
     cJSON *p = cJSON_AddObjectToObject(dg, twice ? "duplicated" : "dropped");
-    cJSON_AddNumberToObject(p, "from", (double)d->drop_from);
-    cJSON_AddNumberToObject(p, "to", (double)d->drop_to);
+    if (d->drop_from < 0) { /* terms lost element by element (check_cause_more.c): no one block */
+        cJSON_AddTrueToObject(p, "per_element");
+    } else {
+        cJSON_AddNumberToObject(p, "from", (double)d->drop_from);
+        cJSON_AddNumberToObject(p, "to", (double)d->drop_to);
+    }
     cJSON_AddNumberToObject(p, "of", (double)d->drop_of);
     cJSON_AddItemToObject(p, twice ? "err_tol_duplicated" : "err_tol_dropped", parity_json_num(d->drop_q));
     cJSON_AddItemToObject(p, "err_tol_full", parity_json_num(d->drop_q_full));
