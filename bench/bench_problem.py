@@ -17,7 +17,9 @@ Timed, best of --reps, in one process:
   solution run once, SOL-ExecBench's rule (|x-y| <= atol + rtol|y| on >= 99% after fp32 casts,
   NaN/Inf and all-zero checks).
 
-Printed: seconds of each and the ratios parity / benchmark check.
+Printed: wall and process CPU seconds of each (best of --reps) and the ratios parity / benchmark
+check. Like `parity problem`, the script first lets glibc keep freed memory
+(problems.keep_freed_memory; --no-keep-heap leaves malloc as it is), for all three alike.
 usage: PYTHONPATH=python PARITY_PY_LIB=build/python/libparity_python.so \\
        python3 bench/bench_problem.py [PATH --solution FILE] [--rows 512] [--reps 3] [--contract C]"""
 import argparse
@@ -73,13 +75,16 @@ def write_default(root, rows):
 
 
 def best(reps, fn):
-    t = None
+    """(wall seconds, process CPU seconds), each the best of reps (CPU time is steadier than wall
+    time on a shared machine; both are printed)."""
+    t = c = None
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         fn()
-        dt = time.perf_counter() - t0
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
         t = dt if t is None else min(t, dt)
-    return t
+        c = dc if c is None else min(c, dc)
+    return t, c
 
 
 def benchmark_check(p, call, sizes_list):
@@ -109,7 +114,11 @@ def main():
     ap.add_argument("--rows", type=int, default=512)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--contract", default="reference")
+    ap.add_argument("--no-keep-heap", action="store_true",
+                    help="leave glibc's malloc as it is (parity problem keeps freed memory: problems.keep_freed_memory)")
     a = ap.parse_args()
+    if not a.no_keep_heap and hasattr(problems, "keep_freed_memory"):  # as `parity problem` does; the
+        problems.keep_freed_memory()                                     # benchmark's check shares the process
     tmp = tempfile.mkdtemp(prefix="bench_problem_")
     path, sol = (a.path, a.solution) if a.path else write_default(tmp, a.rows)
     p = problems.load(path, a.contract)
@@ -128,9 +137,11 @@ def main():
     t_check = best(a.reps, lambda: __import__("parity").check(
         p.op, problems._Recorder(p, call, label), workloads="quick", dtype=p.dtype, like="torch"))
     t_judge = best(a.reps, lambda: problems.judge(p, sol, quick=True))
-    print("benchmark's own check (same shapes)   %8.3f s" % t_bench)
-    print("parity.check (judging alone)          %8.3f s   ratio %.2f" % (t_check, t_check / t_bench))
-    print("parity problem (judging + the rule)   %8.3f s   ratio %.2f" % (t_judge, t_judge / t_bench))
+    print("                                       wall s   ratio    CPU s   ratio   (malloc keeps freed memory: %s)"
+          % ("no" if a.no_keep_heap else "yes"))
+    for what, t in (("benchmark's own check (same shapes)", t_bench), ("parity.check (judging alone)", t_check),
+                    ("parity problem (judging + the rule)", t_judge)):
+        print("%-37s %8.3f %7.2f %8.3f %7.2f" % (what, t[0], t[0] / t_bench[0], t[1], t[1] / t_bench[1]))
     return 0
 
 

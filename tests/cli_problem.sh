@@ -36,6 +36,12 @@ grep -q "role norm_weight" "$tmp/out" || bad "the inferred roles are not printed
 expect 1 "$P/sol_rmsnorm" --solution "$P/sol_rmsnorm/solution_ignores_gamma.json" --quick --json "$tmp/g.json"
 [ "$(field "$tmp/g.json" 'd["verdict"]')" = unfaithful ] || bad "ignored gamma not unfaithful"
 
+# a folder of problems judged two at a time (--jobs 2): the folder's order, one JSON
+expect 0 "$P/kernelbench" --quick --jobs 2 --json "$tmp/j.json"
+[ "$(field "$tmp/j.json" 'd["verdict"], [x["problem"]["name"] for x in d["problems"]]')" = \
+  "('faithful', ['gemm', 'rmsnorm_gamma', 'softmax'])" ] || bad "--jobs 2 folder JSON: $(head -c 300 "$tmp/j.json")"
+expect 2 "$P/kernelbench" --jobs x
+
 # the reference stores its scaled logits in bf16: a solution doing the same is faithful to the
 # problem's own contract and not to `math`
 expect 0 "$P/sol_scaled_softmax" --solution "$P/sol_scaled_softmax/solution_bf16_logits.json" --quick

@@ -120,6 +120,17 @@ parity_status_t parity_custom_op_params(parity_custom_op_t *op, int n, const cha
 parity_status_t parity_custom_op_intermediates(parity_custom_op_t *op, int n, const char *const *names,
                                                parity_diag_t *diag);
 
+/* Intermediates the op's contract allows rounded (issue #37): n (at most PARITY_OP_MAX_VARIANTS)
+ * names the reference marks and the format each may be rounded to ("bf16", "fp16"), copied. The
+ * judge then accepts the reference computed with that rounding as well as the exact one: each
+ * output judged by the empirical floor gets, per element, max over the two neighbours in the format
+ * of |reference with the intermediate rounded there - reference| added to its tolerance (summed
+ * over the intermediates; docs/custom-ops.md "Rounded intermediates"). Outputs judged by the error
+ * model of a multilinear reduction get nothing. Applies to cases built afterwards. PARITY_OK;
+ * PARITY_E_INVALID (n, a name, a format other than bf16 and fp16). */
+parity_status_t parity_custom_op_rounded(parity_custom_op_t *op, int n, const char *const *names,
+                                         const char *const *formats, parity_diag_t *diag);
+
 /* The workloads made from the roles (docs/custom-ops.md, "Workloads"): base, zipf and text (token
  * ids), outlier-ch (activations), odd, magnitude, production (when the largest sizes differ). */
 int parity_custom_op_workload_count(const parity_custom_op_t *op);

@@ -119,7 +119,8 @@ static void py_decl_free(py_decl_t *p)
  * "multilinear", "dims": [{"name", "sizes": [...], "fixed"}], "inputs": [{"name", "role" (the
  * op_abi.h number), "dims": [...], "vocab"}], "outputs": [{"name", "dims", "reduced"}], "attrs":
  * {name: number}, "params": {name: number} (the refittable parameters), "intermediates":
- * [names]}) with cb its reference. Returns a handle (its key: parity_py_decl_key), or
+ * [names], "rounded": {name: format} (intermediates the contract allows rounded)}) with cb its
+ * reference. Returns a handle (its key: parity_py_decl_key), or
  * NULL with err filled (the C validation's message). Free with parity_py_decl_free. */
 EXPORT void *parity_py_decl_new(const char *json, py_ref_fn cb, char *err, size_t cap)
 {
@@ -140,6 +141,7 @@ EXPORT void *parity_py_decl_new(const char *json, py_ref_fn cb, char *err, size_
     const cJSON *attrs = j ? cJSON_GetObjectItemCaseSensitive(j, "attrs") : NULL;
     const cJSON *params = j ? cJSON_GetObjectItemCaseSensitive(j, "params") : NULL;
     const cJSON *inter = j ? cJSON_GetObjectItemCaseSensitive(j, "intermediates") : NULL;
+    const cJSON *rounded = j ? cJSON_GetObjectItemCaseSensitive(j, "rounded") : NULL;
     if (!bad && (!p->d.name || !cJSON_IsArray(dims) || !cJSON_IsArray(ins) || !cJSON_IsArray(outs)))
         bad = "name, dims, inputs and outputs are required";
     int n = 0;
@@ -197,8 +199,9 @@ EXPORT void *parity_py_decl_new(const char *json, py_ref_fn cb, char *err, size_
     /* The cause classifier's parameters (the float attributes, which the reference gets from
      * Python) and intermediates (parity.intermediate's names): custom_op.h. */
     const char *pnames[PARITY_CUSTOM_MAX_PARAMS], *inames[PARITY_OP_MAX_VARIANTS];
+    const char *rnames[PARITY_OP_MAX_VARIANTS], *rfmts[PARITY_OP_MAX_VARIANTS];
     double pvals[PARITY_CUSTOM_MAX_PARAMS];
-    int np = 0, ni = 0;
+    int np = 0, ni = 0, nr = 0;
     if (!bad && params) cJSON_ArrayForEach(x, params) {
         if (np >= PARITY_CUSTOM_MAX_PARAMS || !cJSON_IsNumber(x)) { bad = "params (at most 4 numbers)"; break; }
         pnames[np] = x->string;
@@ -206,13 +209,19 @@ EXPORT void *parity_py_decl_new(const char *json, py_ref_fn cb, char *err, size_
     }
     if (!bad && inter && (ni = jnames(inter, inames, PARITY_OP_MAX_VARIANTS)) < 0)
         bad = "intermediates (at most 4 names)";
+    if (!bad && rounded) cJSON_ArrayForEach(x, rounded) { /* the contract's rounded intermediates */
+        if (nr >= PARITY_OP_MAX_VARIANTS || !cJSON_IsString(x)) { bad = "rounded (at most 4 formats)"; break; }
+        rnames[nr] = x->string;
+        rfmts[nr++] = x->valuestring;
+    }
     parity_diag_t diag;
     memset(&diag, 0, sizeof diag);
     if (bad) {
         snprintf(err, cap, "declaration: %s", bad);
     } else if (parity_custom_op_declare(&p->d, py_ref_tramp, p, &p->op, &diag) != PARITY_OK ||
                parity_custom_op_params(p->op, np, pnames, pvals, &diag) != PARITY_OK ||
-               parity_custom_op_intermediates(p->op, ni, inames, &diag) != PARITY_OK) {
+               parity_custom_op_intermediates(p->op, ni, inames, &diag) != PARITY_OK ||
+               parity_custom_op_rounded(p->op, nr, rnames, rfmts, &diag) != PARITY_OK) {
         snprintf(err, cap, "%s", diag.msg[0] ? diag.msg : "the declaration is not valid");
     } else {
         snprintf(p->key, sizeof p->key, "%s#decl%u", p->d.name, ++py_decl_serial);

@@ -58,14 +58,16 @@ class Op:
     linear in each float input separately (default: True when reductions are declared) -- only
     then the built-in error model applies (parity checks the declaration on every workload);
     intermediates [names] the reference marks with parity.intermediate(name, x), which the
-    diagnosis may round to bf16 or fp16 to name a cause (float attrs are refit likewise)."""
+    diagnosis may round to bf16 or fp16 to name a cause (float attrs are refit likewise);
+    rounded {name: "bf16" | "fp16"}: marked intermediates the contract allows rounded to that
+    format (the judge accepts the reference computed so as well as the exact one)."""
 
     def __init__(self, name: str, *, inputs: Mapping[str, "Input"], outputs: Mapping[str, Sequence[str]],
                  reference: Callable[..., Any], shapes: Mapping[str, Union[int, Sequence[int]]],
                  attrs: Optional[Mapping[str, Any]] = None,
                  reductions: Optional[Mapping[str, Sequence[str]]] = None,
                  multilinear: Optional[bool] = None, fixed: Iterable[str] = (),
-                 intermediates: Iterable[str] = ()) -> None:
+                 intermediates: Iterable[str] = (), rounded: Optional[Mapping[str, str]] = None) -> None:
         self.name = name
         self.description = ""
         self.inputs: Dict[str, Input] = dict(inputs)
@@ -82,6 +84,11 @@ class Op:
         self.intermediates: Tuple[str, ...] = tuple(intermediates)
         if len(self.intermediates) > 4 or not all(isinstance(n, str) and 0 < len(n) < 32 for n in self.intermediates):
             raise ProblemError("op %s: intermediates: at most 4 names of 1 to 31 characters" % name)
+        # intermediates the contract allows rounded to a format: the judge accepts either reference
+        self.rounded: Dict[str, str] = dict(rounded or {})
+        if len(self.rounded) > 4 or not all(isinstance(n, str) and 0 < len(n) < 32 and f in ("bf16", "fp16")
+                                            for n, f in self.rounded.items()):
+            raise ProblemError("op %s: rounded: at most 4 {name: 'bf16' or 'fp16'}" % name)
         for k, x in self.inputs.items():
             if not isinstance(x, Input):
                 raise _ProblemTypeError("input %s: expected parity.Input, got %r" % (k, x))

@@ -59,7 +59,8 @@ def declaration(op: "Op") -> Dict[str, Any]:
             "outputs": [{"name": o, "dims": list(s), "reduced": list(op.reductions.get(o, []))}
                         for o, s in op.outputs.items()],
             "attrs": {}, "params": params_of(op.attrs),
-            "intermediates": list(getattr(op, "intermediates", ()))}
+            "intermediates": list(getattr(op, "intermediates", ())),
+            "rounded": dict(getattr(op, "rounded", {}))}
 
 
 def _view(addr: int, n: int, dt: Any) -> Any:
@@ -290,6 +291,7 @@ def standin(spec_json: str, attrs: Dict[str, Any], refs: List[Any]) -> Decl:
     """The worker's declaration of a parity.Op it only runs functions of (_case.case_from_spec)."""
     spec = json.loads(spec_json)
     spec["multilinear"] = False
+    spec["rounded"] = {}  # its stand-in reference marks nothing, and the worker judges nothing
     for o in spec["outputs"]:
         o["reduced"] = []
     d = Decl(_Standin(json.loads(spec_json), attrs, refs), json.dumps(spec, sort_keys=True))  # type: ignore[arg-type]

@@ -37,6 +37,10 @@ class Problem:
         self.reference: Optional[_Run] = None
         self.op: Op = None  # type: ignore[assignment]
         self._kb: Dict[str, Any] = {}
+        # the reference contract's evaluations are native runs: their inputs (cloned) and the
+        # reference's outputs as it returned them, so that the benchmark's rule, which needs the
+        # native reference on the judged inputs, finds them instead of running it again
+        self._native_seen: List[Tuple[Dict[str, Any], List[Any]]] = []
 
     # the reference as parity.Op calls it: numpy arrays in (float64: the oracle; float32: the
     # contract evaluation), numpy arrays out in the same dtype
@@ -48,6 +52,8 @@ class Problem:
             args = self._torch_args(kw, mode)
             try:
                 outs = self._run_reference(mode, args)
+                if mode == "native-unrounded" and self.reference is not None:
+                    self._remember_native(args, self.reference.rounded)
             except ProblemError:
                 raise
             except Exception as e:  # name what failed: an op with no fp64 path, a reference bug
@@ -95,9 +101,25 @@ class Problem:
             res = self.reference(mode, *[args[k] for k in self.order])
         return _outputs_list(res, list(self.outputs), self.path)
 
+    _NATIVE_KEPT = 16  # native runs remembered (a judgement's workloads: parity's and the problem's own)
+
+    def _remember_native(self, args: Dict[str, Any], res: Any) -> None:
+        torch = _torch()
+        outs = _outputs_list(res, list(self.outputs), self.path)
+
+        def keep(v: Any) -> Any:
+            return v.detach().clone() if isinstance(v, torch.Tensor) else v
+        self._native_seen.append(({k: keep(v) for k, v in args.items()}, [keep(o) for o in outs]))
+        del self._native_seen[:-self._NATIVE_KEPT]
+
     def native(self, kw: Dict[str, Any]) -> List[Any]:
-        """The reference in its own dtypes on the inputs a kernel gets (torch tensors)."""
-        return self._run_reference("native", self._torch_args(kw, "native"))
+        """The reference in its own dtypes on the inputs a kernel gets (torch tensors): a native
+        run the reference contract's evaluation made on exactly these inputs, else run now."""
+        args = self._torch_args(kw, "native")
+        for seen, outs in reversed(self._native_seen):
+            if _same_args(seen, args):
+                return list(outs)
+        return self._run_reference("native", args)
 
     def _build_op(self, contract: str) -> Op:
         if contract not in CONTRACTS:
@@ -146,3 +168,18 @@ class Problem:
             lines.append("  note: %s" % n)
         return "\n".join(lines)
 
+
+def _same_args(a: Dict[str, Any], b: Dict[str, Any]) -> bool:
+    """The same inputs, bit for bit (tensors: dtype, shape and values; scalars: equal)."""
+    torch = _torch()
+    if a.keys() != b.keys():
+        return False
+    for k, v in a.items():
+        w = b[k]
+        if isinstance(v, torch.Tensor) or isinstance(w, torch.Tensor):
+            if not (isinstance(v, torch.Tensor) and isinstance(w, torch.Tensor) and v.dtype == w.dtype
+                    and v.shape == w.shape and torch.equal(v, w)):
+                return False
+        elif v != w:
+            return False
+    return True

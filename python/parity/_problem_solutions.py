@@ -55,7 +55,9 @@ class _Recorder:
             (isinstance(v, torch.Tensor) and isinstance(prev[0].get(k), torch.Tensor) and v.shape == prev[0][k].shape
              and torch.equal(v, prev[0][k])) or (not isinstance(v, torch.Tensor) and v == prev[0].get(k))
             for k, v in args.items())
-        keep = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in args.items()}
+        # inputs equal to the previous call's: keep that call's copy (the values are the same)
+        keep = prev[0] if same and prev is not None else \
+            {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in args.items()}
         self.last[self.group] = (keep, [o.detach().clone() if isinstance(o, torch.Tensor) else o for o in outs],
                                  bool(same), (prev[3] if prev else 0) + 1)
         return tuple(outs)

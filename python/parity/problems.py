@@ -38,14 +38,14 @@ import argparse
 import json
 import os
 import sys
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ._errors import ProblemError as ProblemError
 from ._problem_core import Problem as Problem
 from ._problem_formats import _KB_PRECISION, load as load
 from ._problem_judge import Judgement as Judgement, judge as judge
 from ._problem_oracle import (CONTRACTS as CONTRACTS, ProblemFileError as ProblemFileError,
-                              RefusedReference as RefusedReference)
+                              RefusedReference as RefusedReference, keep_freed_memory as keep_freed_memory)
 from ._problem_rules import apply_rule as apply_rule, rule_check as rule_check, rule_text as rule_text
 from ._problem_solutions import (Unsupported as Unsupported, _Recorder as _Recorder,
                                  load_solution as load_solution, own_workloads as own_workloads)
@@ -57,7 +57,7 @@ __all__ = ["load", "judge", "Problem", "Judgement", "ProblemFileError", "Refused
 
 # -- CLI --------------------------------------------------------------------------------------------
 _USAGE = """usage: parity problem PATH [--solution FILE] [--contract math|reference] [--json FILE] [--seed N] [--quick]
-                      [--solution-name NAME] [--precision fp32|fp16|bf16]
+                      [--solution-name NAME] [--precision fp32|fp16|bf16] [--jobs N]
 
 Judge a benchmark problem as it is: PATH is a SOL-ExecBench / FlashInfer-Bench problem folder
 (definition.json, optional workload.jsonl and reference.py) or definition JSON, or a KernelBench
@@ -69,7 +69,9 @@ the reference performs are allowed). The benchmark's own rule is reported beside
 --precision: a KernelBench problem's precision (its inputs and models cast to it; tolerance 1e-4 for
 fp32, 1e-2 otherwise, as KernelBench's). Without --quick the problem's own workloads are judged too.
 PATH may also be a folder of problem folders / KernelBench files: each is judged (its solution,
-with --solution-name NAME, the file of that name inside each problem folder).
+with --solution-name NAME, the file of that name inside each problem folder). --jobs N: judge N
+problems at once, each in its own process (0: one per core; default 1); the report and the JSON
+keep the folder's order.
 exit codes: 0 faithful, 1 not faithful (or unsupported), 2 usage, 3 bad problem or solution file.
 """
 
@@ -95,6 +97,50 @@ def _is_problem(path: str) -> bool:
     return False
 
 
+def _judge_item(item: str, sol: Optional[str], contract: Optional[str], precision: str, seed: int,
+                quick: bool) -> Tuple[str, Dict[str, Any], int, str]:
+    """One problem of the command: (report text, JSON dict, exit code, error message). Runs in
+    the command's process, or in a worker process with --jobs."""
+    try:
+        p = load(item, contract, precision=precision)
+        j = judge(p, sol, seed=seed, quick=quick)
+    except ProblemError as e:
+        return "", {"verdict": "bad-problem", "problem": {"path": item}, "reason": str(e)}, 3, str(e)
+    return j.text(), j.to_dict(), 0 if j.ok else 1, ""
+
+
+def _worker_init(threads: int) -> None:
+    """A --jobs worker: malloc keeps freed memory, torch uses its share of the cores."""
+    keep_freed_memory()
+    import torch
+    torch.set_num_threads(threads)
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def _judge_all(jobs_: List[Tuple[str, Optional[str]]], a: Any) -> Iterator[Tuple[str, Dict[str, Any], int, str]]:
+    """The problems' results in the folder's order: here one after the other, or with --jobs N
+    in N spawned worker processes (spawn, not fork: torch and the bridge hold threads and state
+    a forked child must not inherit)."""
+    n = min(a.jobs if a.jobs > 0 else _cores(), len(jobs_))
+    if n <= 1:
+        for item, sol in jobs_:
+            yield _judge_item(item, sol, a.contract, a.precision, a.seed, a.quick)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_worker_init, initargs=(max(1, _cores() // n),)) as ex:
+        futs = [ex.submit(_judge_item, item, sol, a.contract, a.precision, a.seed, a.quick) for item, sol in jobs_]
+        for f in futs:
+            yield f.result()
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = _Parser(prog="parity problem", add_help=False)
     ap.add_argument("path", nargs="?")
@@ -105,8 +151,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--precision", choices=tuple(_KB_PRECISION), default="fp32")
+    ap.add_argument("--jobs", "-j", type=int, default=1)
     ap.add_argument("-h", "--help", action="store_true")
     a = ap.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if not 0 <= a.jobs <= 256:
+        ap.error("--jobs wants 0..256, got %d" % a.jobs)
+        return 2
     if a.help:
         sys.stdout.write(_USAGE)
         return 0
@@ -118,6 +168,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except ImportError as e:
         sys.stderr.write("parity problem: needs torch in %s (%s)\n" % (sys.executable, e))
         return 2
+    keep_freed_memory()
     if not os.path.exists(a.path):
         sys.stderr.write("parity problem: %s: no such file or folder\n" % a.path)
         return 3
@@ -134,26 +185,25 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         items = [a.path]
     dicts: List[Dict[str, Any]] = []
     worst = 0
+    todo: List[Tuple[str, Optional[str]]] = []
     for item in items:
         sol = a.solution
         if a.solution_name and os.path.isdir(item):
             cand = os.path.join(item, a.solution_name)
             sol = cand if os.path.isfile(cand) else None
-        try:
-            p = load(item, a.contract, precision=a.precision)
-            j = judge(p, sol, seed=a.seed, quick=a.quick)
-        except ProblemError as e:
-            sys.stderr.write("parity problem: %s\n" % e)
+        todo.append((item, sol))
+    for text, d, code, err in _judge_all(todo, a):
+        if err:
+            sys.stderr.write("parity problem: %s\n" % err)
             if len(items) == 1:
                 return 3
-            dicts.append({"verdict": "bad-problem", "problem": {"path": item}, "reason": str(e)})
-            worst = max(worst, 3)
-            continue
-        sys.stdout.write(j.text())
-        if len(items) > 1:
-            sys.stdout.write("\n")
-        dicts.append(j.to_dict())
-        worst = max(worst, 0 if j.ok else 1)
+        else:
+            sys.stdout.write(text)
+            if len(items) > 1:
+                sys.stdout.write("\n")
+        sys.stdout.flush()
+        dicts.append(d)
+        worst = max(worst, code)
     if len(items) > 1:
         sys.stdout.write("summary\n")
         for d in dicts:

@@ -160,3 +160,36 @@ def test_rounding_of_an_intermediate_is_the_c_librarys():
         fin = np.isfinite(lo) & np.isfinite(hi)
         assert np.all(lo[fin] <= x[fin]) and np.all(x[fin] <= hi[fin]), (fmt, lo, hi)
         assert np.all((near[fin] == lo[fin]) | (near[fin] == hi[fin])), (fmt, near, lo, hi)
+
+
+def test_contract_that_rounds_an_intermediate_accepts_it():
+    """parity.Op(rounded={"sum_exp": "bf16"}) (issue #37: the contract states which intermediates
+    may be rounded): a kernel that rounds the row's sum of exps to bf16 is faithful to it and not
+    to the op without it; log-probabilities rounded to bf16 (a rounding the contract does not allow,
+    |logprob| times 2^-9 against the sum's 2^-9) fail it; the fp32 kernel passes. (A bf16 exp
+    would pass: its 1000 roundings average out far below one bf16 rounding of their sum.)"""
+    allowed = parity.Op("log_softmax_rounded", inputs={"logits": parity.Input(("N", "V"), role="logits")},
+                        outputs={"logprobs": ("N", "V")}, reference=_log_softmax,
+                        shapes={"N": [16], "V": [1000]}, reductions={"logprobs": ["V"]}, multilinear=False,
+                        intermediates=["sum_exp"], rounded={"sum_exp": "bf16"})
+
+    def bf16_sum(logits):
+        z = logits - logits.max(axis=-1, keepdims=True)
+        s = np.asarray(parity.round_to(np.exp(z).sum(axis=-1, keepdims=True), "bf16"), dtype=np.float32)
+        return (z - np.log(s)).astype(np.float32)
+
+    def bf16_out(logits):
+        z = logits - logits.max(axis=-1, keepdims=True)
+        return np.asarray(parity.round_to(z - np.log(np.exp(z).sum(axis=-1, keepdims=True)), "bf16"),
+                          dtype=np.float32)
+
+    def fp32(logits):
+        z = logits - logits.max(axis=-1, keepdims=True)
+        return (z - np.log(np.exp(z).sum(axis=-1, keepdims=True))).astype(np.float32)
+    assert _check(allowed, bf16_sum)[0].verdict == "faithful"
+    assert _check(LOG_SOFTMAX, bf16_sum)[0].verdict == "unfaithful"
+    assert _check(allowed, bf16_out)[0].verdict == "unfaithful"
+    assert _check(allowed, fp32)[0].verdict == "faithful"
+    with pytest.raises(parity.ProblemError):
+        parity.Op("bad_rounded", inputs={"x": parity.Input(("N",))}, outputs={"y": ("N",)}, reference=lambda x: x,
+                  shapes={"N": [4]}, rounded={"a": "fp8"})

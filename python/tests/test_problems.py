@@ -460,6 +460,31 @@ def test_cli_folder_with_solution_name(tmp_path):
     assert r.returncode == 1 and "summary" in r.stdout
 
 
+def test_cli_folder_jobs_same_as_one_by_one(tmp_path):
+    """--jobs 2: the problems judged in two worker processes give the verdicts, the rule and the
+    order of the one-by-one run; a bad problem among them is reported, the others judged."""
+    import shutil
+    for name in ("sol_gemm", "sol_rmsnorm"):
+        shutil.copytree(os.path.join(P, name), str(tmp_path / name))
+    bad = tmp_path / "sol_bad"
+    bad.mkdir()
+    (bad / "definition.json").write_text('{"name": "x", "axes": {}, "inputs": {}}')
+    got = {}
+    for jobs in ("1", "2"):
+        out = str(tmp_path / ("all%s.json" % jobs))
+        r = _cli(str(tmp_path), "--solution-name", "solution_bf16_acc.json", "--quick", "--jobs", jobs, "--json", out)
+        assert r.returncode == 3, r.stdout + r.stderr   # the worst: the bad problem
+        assert "summary" in r.stdout and "outputs" in r.stderr
+        d = json.load(open(out))
+        got[jobs] = [(x["problem"]["path"], x["verdict"], x.get("benchmark_rule", {}).get("verdict"))
+                     for x in d["problems"]]
+    assert got["1"] == got["2"], got
+    # sol_gemm's bf16 accumulator fails; sol_rmsnorm has no such file: its reference is judged
+    assert [v for _, v, _ in got["2"]] == ["bad-problem", "unfaithful", "faithful"], got
+    r = _cli(str(tmp_path), "--jobs", "-1")
+    assert r.returncode == 2 and "--jobs" in r.stderr
+
+
 def test_reference_that_raises_is_a_bad_problem(tmp_path):
     d = {"name": "raises_test", "axes": {"N": {"type": "var"}},
          "inputs": {"x": {"shape": ["N"], "dtype": "float32"}}, "outputs": {"y": {"shape": ["N"], "dtype": "float32"}},

@@ -161,3 +161,71 @@ parity_status_t parity_custom_op_intermediates(parity_custom_op_t *op, int n, co
     custom_cause_init(op);
     return PARITY_OK;
 }
+
+parity_status_t parity_custom_op_rounded(parity_custom_op_t *op, int n, const char *const *names,
+                                         const char *const *formats, parity_diag_t *diag)
+{
+    if (!op || n < 0 || n > PARITY_OP_MAX_VARIANTS || (n && (!names || !formats)))
+        return parity_diag_set(diag, PARITY_E_INVALID, "rounded intermediates: at most %d", PARITY_OP_MAX_VARIANTS);
+    for (int v = 0; v < n; v++) {
+        if (!name_ok(names[v], 32))
+            return parity_diag_set(diag, PARITY_E_INVALID, "rounded intermediate %d: a name of 1 to 31 characters", v);
+        if (!formats[v] || (strcmp(formats[v], "bf16") != 0 && strcmp(formats[v], "fp16") != 0))
+            return parity_diag_set(diag, PARITY_E_INVALID, "rounded intermediate %s: format %s (bf16 or fp16)",
+                                   names[v], formats[v] ? formats[v] : "(none)");
+    }
+    for (int v = 0; v < n; v++) {
+        snprintf(op->rounded_name[v], sizeof op->rounded_name[v], "%s", names[v]);
+        snprintf(op->rounded_fmt[v], sizeof op->rounded_fmt[v], "%s", formats[v]);
+    }
+    op->n_rounded = n;
+    return PARITY_OK;
+}
+
+parity_status_t custom_case_rounded_tol(custom_case_t *c, parity_diag_t *diag)
+{
+    const parity_custom_op_t *op = c->op;
+    double *outs[PARITY_CUSTOM_MAX_ARGS] = {0};
+    parity_status_t st = PARITY_OK;
+    for (int o = 0; o < op->n_out && !st; o++)
+        if (!(outs[o] = malloc((size_t)(c->n_out[o] ? c->n_out[o] : 1) * sizeof(double)))) st = PARITY_E_NOMEM;
+    for (int v = 0; v < op->n_rounded && !st; v++) {
+        /* dev: per element, the larger deviation of the reference with the intermediate rounded to
+         * the neighbour below or above (the kernel's own value of it, a few fp32 roundings off the
+         * exact one, rounds to one of the two) */
+        double *dev[PARITY_CUSTOM_MAX_ARGS] = {0};
+        for (int o = 0; o < op->n_out && !st; o++)
+            if (c->tol[o] && !(dev[o] = calloc((size_t)(c->n_out[o] ? c->n_out[o] : 1), sizeof(double))))
+                st = PARITY_E_NOMEM;
+        for (int dir = -1; dir <= 1 && !st; dir += 2) {
+            parity_custom_trial_t t = {NULL, 0, op->rounded_name[v], op->rounded_fmt[v], dir, 0};
+            parity_custom_trial_t *prev = cur_trial;
+            cur_trial = &t;
+            int rc = custom_reference(c, PARITY_DT_F64, NULL, outs);
+            cur_trial = prev;
+            if (rc) {
+                st = parity_diag_set(diag, PARITY_E_FORMAT, "op %s, workload %s: the reference returned %d with the "
+                                     "intermediate %s rounded to %s", op->d->name, c->wl->name, rc,
+                                     op->rounded_name[v], op->rounded_fmt[v]);
+                break;
+            }
+            if (!t.used) {
+                st = parity_diag_set(diag, PARITY_E_FORMAT, "op %s, workload %s: the reference never marks the "
+                                     "intermediate %s that the contract allows rounded", op->d->name, c->wl->name,
+                                     op->rounded_name[v]);
+                break;
+            }
+            for (int o = 0; o < op->n_out; o++)
+                for (int64_t j = 0; dev[o] && j < c->n_out[o]; j++) {
+                    double e = fabs(outs[o][j] - c->ref[o][j]);
+                    if (isfinite(e) && e > dev[o][j]) dev[o][j] = e; /* an overflow widens nothing */
+                }
+        }
+        for (int o = 0; o < op->n_out; o++) {
+            for (int64_t j = 0; !st && dev[o] && j < c->n_out[o]; j++) c->tol[o][j] += dev[o][j];
+            free(dev[o]);
+        }
+    }
+    for (int o = 0; o < PARITY_CUSTOM_MAX_ARGS; o++) free(outs[o]);
+    return st;
+}

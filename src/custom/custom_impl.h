@@ -65,6 +65,10 @@ struct parity_custom_op {
     int n_inter;
     char inter_name[PARITY_OP_MAX_VARIANTS][32];
     char inter_what[PARITY_OP_MAX_VARIANTS][64];
+    /* Intermediates the contract allows rounded (parity_custom_op_rounded): name and format. */
+    int n_rounded;
+    char rounded_name[PARITY_OP_MAX_VARIANTS][32];
+    char rounded_fmt[PARITY_OP_MAX_VARIANTS][8];
 };
 
 /* One workload's data: inputs (exact values and storage in the contract dtype), the fp64
@@ -136,6 +140,11 @@ const custom_case_t *custom_case_of(const parity_case_t *c);
  * reference is called with under the current trial (vals: op->d's, or buf with the trial's
  * parameter set, buf holding d->n_attrs entries). */
 void custom_cause_init(parity_custom_op_t *op);
+/* The tolerance the contract's rounded intermediates add (parity_custom_op_rounded), onto case
+ * c's empirical floors (c->tol): per element, the largest |reference with the intermediate rounded
+ * to either neighbour in its format - reference|, summed over the rounded intermediates.
+ * PARITY_E_FORMAT when the reference fails or never marks one of them (diag says which). */
+parity_status_t custom_case_rounded_tol(custom_case_t *c, parity_diag_t *diag);
 const double *custom_trial_attrs(const parity_custom_op_t *op, double *buf);
 
 /* custom_baseline.c: the value variant (CV_BL_*) of baseline rule b's inputs. */

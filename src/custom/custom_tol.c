@@ -285,5 +285,5 @@ parity_status_t custom_case_reference(custom_case_t *c, parity_diag_t *diag)
         }
         free_outs(got);
     }
-    return PARITY_OK;
+    return need_floor && op->n_rounded > 0 ? custom_case_rounded_tol(c, diag) : PARITY_OK;
 }
