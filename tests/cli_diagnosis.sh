@@ -162,6 +162,20 @@ for op in embedding_bwd embedding_rmsnorm_bwd; do
   grep -q "never accumulated: .* hold 0 where the reference does not (columns 256 to 258 of 259)" "$tmp/out" && ok ||
     bad "$op tail_d128: not the never-accumulated columns 256 to 258"
 done
+# an fp16 accumulator whose dX underflows to 0 everywhere on subnormal: every column 0 is as well
+# an underflow as terms never added; the never-accumulated reading needs some columns right
+"$P" check gemm_bwd --kernel builtin:dx_fp16_acc --workload subnormal -q --no-floor >"$tmp/out" 2>&1
+grep -q "^  cause: dropped-terms" "$tmp/out" && bad "gemm_bwd dx_fp16_acc on subnormal: dropped-terms" || ok
+# ignored-input for the fused op's gamma and cross_entropy's one-hot
+cause embedding_rmsnorm_bwd gamma builtin:gamma_ignored ignored-input
+grep -q "gamma (dx computed as if it were all ones) reproduces" "$tmp/out" && ok || bad "fused gamma_ignored: not gamma"
+cause cross_entropy small-v@256x1x1000 builtin:no_onehot ignored-input
+grep -q "the target's one-hot" "$tmp/out" && ok || bad "cross_entropy no_onehot: not the one-hot"
+# NaN or Inf outputs (exp overflowing without the max shift): unknown, said plainly with the count
+cause log_softmax x64 builtin:no_max unknown
+grep -q "cause: unknown — outputs NaN or Inf where the reference is finite: [0-9]* of the" "$tmp/out" && ok || bad "log_softmax no_max: no NaN/Inf sentence"
+grep -q "NaN or Inf outputs where the reference is finite: no error measure" "$tmp/out" && ok ||
+  bad "log_softmax no_max: the diagnosis line prints emulation figures it does not have"
 for spec in "gemm odd-k1000 splitk_bf16" "gemm_bwd x64 dw_splitk_bf16" "embedding_bwd zipf1.1 dropped_updates"; do
   set -- $spec
   "$P" check "$1" --kernel "builtin:$3" --workload "$2" -q --no-floor >"$tmp/out" 2>&1

@@ -82,6 +82,9 @@ parity_status_t parity_custom_op_given(parity_custom_op_t *op, const char *name,
  * parameter at another value (cause "parameter", the value fitted), or one intermediate rounded
  * to bf16 or fp16 (cause "intermediate-rounding"). */
 #define PARITY_CUSTOM_MAX_PARAMS 4
+/* Intermediates a declared op may name (parity_custom_op_intermediates) or allow rounded
+ * (parity_custom_op_rounded); at most PARITY_OP_MAX_VARIANTS (op.h). */
+#define PARITY_CUSTOM_MAX_INTERMEDIATES 4
 
 /* What the reference is being re-run under. param (NULL: none) at value: a C reference reads it
  * as the call's attribute of that name, whose value the engine sets; intermediate (NULL: none)
@@ -115,12 +118,12 @@ double parity_custom_intermediate(const char *name, double x);
 parity_status_t parity_custom_op_params(parity_custom_op_t *op, int n, const char *const *names,
                                         const double *values, parity_diag_t *diag);
 /* The intermediates op's reference marks (parity_custom_intermediate, parity.intermediate): n
- * (at most PARITY_OP_MAX_VARIANTS, op.h) names, copied; each becomes a ROUNDED variant of the
+ * (at most PARITY_CUSTOM_MAX_INTERMEDIATES) names, copied; each becomes a ROUNDED variant of the
  * descriptor. PARITY_OK; PARITY_E_INVALID (n, a name empty or over 31 characters). */
 parity_status_t parity_custom_op_intermediates(parity_custom_op_t *op, int n, const char *const *names,
                                                parity_diag_t *diag);
 
-/* Intermediates the op's contract allows rounded (issue #37): n (at most PARITY_OP_MAX_VARIANTS)
+/* Intermediates the op's contract allows rounded (issue #37): n (at most PARITY_CUSTOM_MAX_INTERMEDIATES)
  * names the reference marks and the format each may be rounded to ("bf16", "fp16"), copied. The
  * judge then accepts the reference computed with that rounding as well as the exact one: each
  * output judged by the empirical floor gets, per element, max over the two neighbours in the format

@@ -168,7 +168,7 @@ typedef struct parity_op {
      * 0 to nearest, -1 to the format's neighbour below the exact value, +1 to the one above
      * (parity_variant_round); fmt NULL and dir 0 for the others. PARITY_E_UNSUPPORTED: the
      * variant does not touch that output. */
-#define PARITY_OP_MAX_VARIANTS 4
+#define PARITY_OP_MAX_VARIANTS 8
     struct {
         int kind;         /* parity_variant_kind_t */
         const char *what; /* "the row's sum of exps", "gamma (computed as if all ones)" */

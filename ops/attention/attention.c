@@ -475,7 +475,9 @@ static parity_status_t att_emulate(const parity_case_t *c, int out, const parity
 }
 
 /* The op's variants (op.h variant_ref): 0, the scores scale·(q·k) rounded to fmt (nearest), each
- * formed in fp32 as the catalog kernels form it (emu_dot, times the fp32 scale), the rest exact:
+ * formed in fp32 as the catalog kernels form it (emu_dot, times the fp32 scale); 1, q·k rounded
+ * to fmt and then scaled in fmt (Hugging Face's eager attention: a bf16 matmul's output times the
+ * scale, a bf16 tensor op: two roundings, not one where the scale is no power of two); the rest exact:
  * O (out 0) and LSE (out 1) of the rows with their error-model data as att_build forms them. A
  * kernel whose fp32 score differs (another dot order) can round a score near a boundary the
  * other way: that row then does not fit (docs/error-model.md, "Cause"). */
@@ -484,7 +486,7 @@ static parity_status_t att_variant_ref(const parity_case_t *c, int out, int whic
                                        int64_t n_rows, double *ref, double *s_acc, double *s_up)
 {
     (void)dir;
-    if ((out != 0 && out != 1) || which != 0 || !fmt) return PARITY_E_UNSUPPORTED;
+    if ((out != 0 && out != 1) || which < 0 || which > 1 || !fmt) return PARITY_E_UNSUPPORTED;
     const parity_abi_tensor_t *Q = &c->inputs[0]->view, *K = &c->inputs[1]->view,
                               *V = &c->inputs[2]->view;
     int64_t T = Q->shape[1], dh = Q->shape[2];
@@ -511,7 +513,9 @@ static parity_status_t att_variant_ref(const parity_case_t *c, int out, int whic
                 kd[j * dh + ch] = kf[j * dh + ch];
                 vd[j * dh + ch] = parity_tensor_get(V, (h * T + j) * dh + ch);
             }
-            s[j] = parity_variant_round(fmt, (double)(emu_dot(qf, kf + j * dh, dh) * scale), 0);
+            float dot = emu_dot(qf, kf + j * dh, dh);
+            if (which == 0) s[j] = parity_variant_round(fmt, (double)(dot * scale), 0);
+            else s[j] = parity_variant_round(fmt, (double)((float)parity_variant_round(fmt, dot, 0) * scale), 0);
         }
         double lse, lse_sup;
         parity_ref_attention_row_scores(qd, kd, vd, k, dh, c->attr_values[0], cap, s, o, &lse, sa,
@@ -639,6 +643,7 @@ const parity_op_t parity_op_attention_fwd = {
     .params = PARITY_ATTENTION_PARAMS,
     .param_value = parity_attention_param_value,
     .param_ref = att_param_ref,
-    .variants = {{PARITY_VARIANT_ROUNDED, "the scores scale*(q.k)", 0}},
+    .variants = {{PARITY_VARIANT_ROUNDED, "the scores scale*(q.k)", 0},
+                 {PARITY_VARIANT_ROUNDED, "the scores q.k, and then their product with the scale", 0}},
     .variant_ref = att_variant_ref,
 };

@@ -573,6 +573,49 @@ static parity_status_t fused_emulate(const parity_case_t *c, int out, const pari
 
 /* Presets. Scales: dy "gradscale" = 1e-3..1e-6 per row; x = 0.02 N(0,1) is an embedding row at
  * GPT-2's init scale (small enough that RMSNorm's eps matters, as in real models). */
+/* The op's variants (op.h variant_ref): 0, gamma ignored: dE of the rows as the build forms it
+ * (pass1 and pass2 above, in fp64) but with g = 1, dx_j = r (dy_j - xhat_j c), c = mean(dy xhat).
+ * dgamma does not involve gamma: PARITY_E_UNSUPPORTED there. */
+static parity_status_t fused_variant_ref(const parity_case_t *c, int out, int which,
+                                         const parity_format_t *fmt, int dir, const int64_t *rows,
+                                         int64_t n_rows, double *ref, double *s_acc, double *s_up)
+{
+    (void)fmt;
+    (void)dir;
+    scatter_t *s = c->priv;
+    if (out != 0 || which != 0 || !s) return PARITY_E_UNSUPPORTED;
+    int64_t d = s->d;
+    double *buf = malloc((size_t)d * 4 * sizeof *buf);
+    if (!buf) return PARITY_E_NOMEM;
+    double *ones = buf, *xd = buf + d, *dyd = buf + 2 * d, *su = buf + 3 * d;
+    for (int64_t j = 0; j < d; j++) ones[j] = 1.0;
+    memset(ref, 0, (size_t)n_rows * (size_t)d * sizeof *ref);
+    memset(s_acc, 0, (size_t)n_rows * (size_t)d * sizeof *s_acc);
+    if (s_up) memset(s_up, 0, (size_t)n_rows * (size_t)d * sizeof *s_up);
+    for (int64_t q = 0; q < n_rows; q++) {
+        int64_t v = rows[q];
+        if (v < 0 || v >= s->v) continue;
+        for (int64_t t = 0; t < s->hits[v]; t++) {
+            int64_t i = s->pos[s->off[v] + t];
+            row_f64(&c->inputs[1]->view, i, 0, d, xd);
+            row_f64(&c->inputs[0]->view, i, 0, d, dyd);
+            double ss = 0, cc = 0, ca = 0;
+            for (int64_t k = 0; k < d; k++) ss += xd[k] * xd[k];
+            double r = 1.0 / sqrt(ss / (double)d + PARITY_RMS_EPS);
+            for (int64_t k = 0; k < d; k++) {
+                double tk = dyd[k] * xd[k] * r;
+                cc += tk;
+                ca += fabs(tk);
+            }
+            if (!s_up) memset(su, 0, (size_t)d * sizeof *su);
+            pass2_terms(ones, xd, dyd, r, cc / (double)d, ca / (double)d, d, ref + q * d,
+                        s_acc + q * d, s_up ? s_up + q * d : su, NULL, NULL);
+        }
+    }
+    free(buf);
+    return PARITY_OK;
+}
+
 static const parity_workload_t FUSED_PRESETS[] = {
     {"uniform", "uniform ids (about 1 hit per row), unit normal dy and x, gamma = 1: the public benchmarks' regime",
      4096, 512, 4096, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
@@ -629,6 +672,8 @@ const parity_op_t parity_op_embedding_rmsnorm_bwd = {
     .build = fused_build,
     .emulate = fused_emulate,
     .terms_ref = fused_terms_ref,
+    .variants = {{PARITY_VARIANT_IGNORED, "gamma (dx computed as if it were all ones)", 0}},
+    .variant_ref = fused_variant_ref,
     .free_priv = emb_scatter_free,
 };
 

@@ -89,17 +89,22 @@ void parity_ref_log_softmax_row_rounded(const double *x, int64_t v, int32_t targ
     if (fmt && which == LSM_VAR_SUM) s = parity_variant_round(fmt, s, dir);
     double L = log(s), pd = spd / s;
     if (fmt && which == LSM_VAR_LOG) L = parity_variant_round(fmt, L, dir);
+    if (fmt && (which == LSM_VAR_SUM_LOG || which == LSM_VAR_LOGP)) {
+        s = parity_variant_round(fmt, s, dir);
+        L = parity_variant_round(fmt, log(s), 0);
+    }
+    const parity_format_t *yfmt = fmt && which == LSM_VAR_LOGP ? fmt : NULL;
     /* The absolute condition A_j of logprob_j (docs/ops/log_softmax.md, "Per-element
      * condition"): u·A_j bounds every rounding a faithful fp32 kernel makes outside the V-term
      * accumulation of the exps, to first order. */
     double base = fabs(m) + 5.0 * L + 2.0 * pd + 4.0 + 6.0 * (1.0 + log((double)v));
     for (int64_t j = 0; j < v; j++) {
-        double d = x[j] - m, y = d - L;
+        double d = x[j] - m, y = yfmt ? parity_variant_round(yfmt, d - L, 0) : d - L;
         if (logp) logp[j] = y;
         if (cond) cond[j] = fabs(d) + fabs(y) + base;
-        if (dlogits) dlogits[j] = j == target ? expm1(y) : exp(y);
+        if (dlogits) dlogits[j] = j == target && which != LSM_VAR_NO_ONEHOT ? expm1(y) : exp(y);
     }
-    if (loss) *loss = L - (x[target] - m);
+    if (loss) *loss = yfmt ? -parity_variant_round(yfmt, x[target] - m - L, 0) : L - (x[target] - m);
 }
 
 /* ---- building a case ------------------------------------------------------------------------ */
@@ -127,7 +132,7 @@ static void fill_row(const double *x, int64_t v, int32_t t, int ce, const parity
     /* dlogits_j = p_j - [j = t]: p_j carries the sum's relative error (s_acc = p_j) and u·A_j
      * relative from the rest, plus the subtraction of 1 (|dlogits_j|). */
     for (int64_t j = 0; ref && j < v; j++) {
-        double pj = out[j] + (j == t ? 1.0 : 0.0);
+        double pj = out[j] + (j == t && which != LSM_VAR_NO_ONEHOT ? 1.0 : 0.0);
         ref[j] = out[j];
         sa[j] = pj;
         if (su) su[j] = pj * cond[j] + fabs(out[j]);
@@ -311,7 +316,7 @@ static parity_status_t variant_ref(const parity_case_t *c, int out, int which,
                                    const parity_format_t *fmt, int dir, const int64_t *rows,
                                    int64_t n_rows, double *ref, double *s_acc, double *s_up, int ce)
 {
-    if (out < 0 || out > ce || !fmt) return PARITY_E_UNSUPPORTED;
+    if (out < 0 || out > ce || (!fmt) != (which == LSM_VAR_NO_ONEHOT)) return PARITY_E_UNSUPPORTED;
     const parity_abi_tensor_t *X = &c->inputs[0]->view;
     int64_t v = X->shape[1];
     const int32_t *tg = ce ? c->inputs[1]->view.data : NULL;
@@ -349,7 +354,16 @@ static parity_status_t ce_variant_ref(const parity_case_t *c, int out, int which
 
 #define LSM_VARIANTS                                                                              \
     {{PARITY_VARIANT_ROUNDED, "the row's sum of exps", 1},                                        \
-     {PARITY_VARIANT_ROUNDED, "the log of the row's sum of exps", 1}}
+     {PARITY_VARIANT_ROUNDED, "the log of the row's sum of exps", 1},                             \
+     {PARITY_VARIANT_ROUNDED, "the row's sum of exps and then its log", 1}}
+#define CE_VARIANTS                                                                               \
+    {{PARITY_VARIANT_ROUNDED, "the row's sum of exps", 1},                                        \
+     {PARITY_VARIANT_ROUNDED, "the log of the row's sum of exps", 1},                             \
+     {PARITY_VARIANT_ROUNDED, "the row's sum of exps and then its log", 1},                       \
+     {PARITY_VARIANT_ROUNDED, "the row's sum of exps, its log and each log-probability (loss and " \
+      "dlogits = exp(logprob) - onehot made from them)", 1},                                       \
+     {PARITY_VARIANT_IGNORED, "the target's one-hot (dlogits = the softmax: the -1 at the target " \
+      "never subtracted)", 0}}
 
 #define NORMAL PARITY_VALS_NORMAL
 #define OUTROWS PARITY_VALS_OUTLIER
@@ -420,6 +434,6 @@ const parity_op_t parity_op_cross_entropy = {
     .build = ce_build,
     .emulate = ce_emulate,
     .free_priv = NULL,
-    .variants = LSM_VARIANTS,
+    .variants = CE_VARIANTS,
     .variant_ref = ce_variant_ref,
 };

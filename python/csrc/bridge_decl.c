@@ -198,8 +198,8 @@ EXPORT void *parity_py_decl_new(const char *json, py_ref_fn cb, char *err, size_
     p->d.attr_values = p->attr_values;
     /* The cause classifier's parameters (the float attributes, which the reference gets from
      * Python) and intermediates (parity.intermediate's names): custom_op.h. */
-    const char *pnames[PARITY_CUSTOM_MAX_PARAMS], *inames[PARITY_OP_MAX_VARIANTS];
-    const char *rnames[PARITY_OP_MAX_VARIANTS], *rfmts[PARITY_OP_MAX_VARIANTS];
+    const char *pnames[PARITY_CUSTOM_MAX_PARAMS], *inames[PARITY_CUSTOM_MAX_INTERMEDIATES];
+    const char *rnames[PARITY_CUSTOM_MAX_INTERMEDIATES], *rfmts[PARITY_CUSTOM_MAX_INTERMEDIATES];
     double pvals[PARITY_CUSTOM_MAX_PARAMS];
     int np = 0, ni = 0, nr = 0;
     if (!bad && params) cJSON_ArrayForEach(x, params) {
@@ -207,10 +207,10 @@ EXPORT void *parity_py_decl_new(const char *json, py_ref_fn cb, char *err, size_
         pnames[np] = x->string;
         pvals[np++] = x->valuedouble;
     }
-    if (!bad && inter && (ni = jnames(inter, inames, PARITY_OP_MAX_VARIANTS)) < 0)
+    if (!bad && inter && (ni = jnames(inter, inames, PARITY_CUSTOM_MAX_INTERMEDIATES)) < 0)
         bad = "intermediates (at most 4 names)";
     if (!bad && rounded) cJSON_ArrayForEach(x, rounded) { /* the contract's rounded intermediates */
-        if (nr >= PARITY_OP_MAX_VARIANTS || !cJSON_IsString(x)) { bad = "rounded (at most 4 formats)"; break; }
+        if (nr >= PARITY_CUSTOM_MAX_INTERMEDIATES || !cJSON_IsString(x)) { bad = "rounded (at most 4 formats)"; break; }
         rnames[nr] = x->string;
         rfmts[nr++] = x->valuestring;
     }

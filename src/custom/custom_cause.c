@@ -118,7 +118,7 @@ void custom_cause_init(parity_custom_op_t *op)
     x->param_value = NULL; /* one value for every case: the declared one */
     x->param_ref = op->n_params > 0 ? param_ref : NULL;
     memset(x->variants, 0, sizeof x->variants);
-    for (int v = 0; v < op->n_inter && v < PARITY_OP_MAX_VARIANTS; v++) {
+    for (int v = 0; v < op->n_inter && v < PARITY_CUSTOM_MAX_INTERMEDIATES; v++) {
         x->variants[v].kind = PARITY_VARIANT_ROUNDED;
         x->variants[v].what = op->inter_what[v];
         x->variants[v].per_row = 0; /* nothing says one value per row: nearest only */
@@ -148,8 +148,8 @@ parity_status_t parity_custom_op_params(parity_custom_op_t *op, int n, const cha
 parity_status_t parity_custom_op_intermediates(parity_custom_op_t *op, int n, const char *const *names,
                                                parity_diag_t *diag)
 {
-    if (!op || n < 0 || n > PARITY_OP_MAX_VARIANTS || (n && !names))
-        return parity_diag_set(diag, PARITY_E_INVALID, "intermediates: at most %d", PARITY_OP_MAX_VARIANTS);
+    if (!op || n < 0 || n > PARITY_CUSTOM_MAX_INTERMEDIATES || (n && !names))
+        return parity_diag_set(diag, PARITY_E_INVALID, "intermediates: at most %d", PARITY_CUSTOM_MAX_INTERMEDIATES);
     for (int v = 0; v < n; v++)
         if (!name_ok(names[v], 32))
             return parity_diag_set(diag, PARITY_E_INVALID, "intermediate %d: a name of 1 to 31 characters", v);
@@ -165,8 +165,8 @@ parity_status_t parity_custom_op_intermediates(parity_custom_op_t *op, int n, co
 parity_status_t parity_custom_op_rounded(parity_custom_op_t *op, int n, const char *const *names,
                                          const char *const *formats, parity_diag_t *diag)
 {
-    if (!op || n < 0 || n > PARITY_OP_MAX_VARIANTS || (n && (!names || !formats)))
-        return parity_diag_set(diag, PARITY_E_INVALID, "rounded intermediates: at most %d", PARITY_OP_MAX_VARIANTS);
+    if (!op || n < 0 || n > PARITY_CUSTOM_MAX_INTERMEDIATES || (n && (!names || !formats)))
+        return parity_diag_set(diag, PARITY_E_INVALID, "rounded intermediates: at most %d", PARITY_CUSTOM_MAX_INTERMEDIATES);
     for (int v = 0; v < n; v++) {
         if (!name_ok(names[v], 32))
             return parity_diag_set(diag, PARITY_E_INVALID, "rounded intermediate %d: a name of 1 to 31 characters", v);

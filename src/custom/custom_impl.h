@@ -63,12 +63,12 @@ struct parity_custom_op {
     char param_name[PARITY_CUSTOM_MAX_PARAMS][32];
     double param_value[PARITY_CUSTOM_MAX_PARAMS];
     int n_inter;
-    char inter_name[PARITY_OP_MAX_VARIANTS][32];
-    char inter_what[PARITY_OP_MAX_VARIANTS][64];
+    char inter_name[PARITY_CUSTOM_MAX_INTERMEDIATES][32];
+    char inter_what[PARITY_CUSTOM_MAX_INTERMEDIATES][64];
     /* Intermediates the contract allows rounded (parity_custom_op_rounded): name and format. */
     int n_rounded;
-    char rounded_name[PARITY_OP_MAX_VARIANTS][32];
-    char rounded_fmt[PARITY_OP_MAX_VARIANTS][8];
+    char rounded_name[PARITY_CUSTOM_MAX_INTERMEDIATES][32];
+    char rounded_fmt[PARITY_CUSTOM_MAX_INTERMEDIATES][8];
 };
 
 /* One workload's data: inputs (exact values and storage in the contract dtype), the fp64

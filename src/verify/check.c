@@ -501,6 +501,8 @@ static void diagnose(case_slot_t *cs, const parity_kernel_ref_t *kr, parity_tens
     if (!isfinite(d->cand_err) || !cs->emu[o][0]) { /* NaN/inf outputs: nothing to compare */
         if (isfinite(d->cand_err) && res->verdict == PARITY_VERDICT_UNFAITHFUL) /* no emulation */
             check_cause_refits(c, o, cs->rows[o], n, vals, odt, d);
+        else if (res->verdict == PARITY_VERDICT_UNFAITHFUL)
+            check_cause_nonfinite(R, cs->rows[o], n, vals, d);
         free(vals);
         return;
     }

@@ -93,14 +93,39 @@ static parity_status_t lost_search(const parity_case_t *c, int o, const int64_t 
     return PARITY_OK;
 }
 
+/* The columns never accumulated (never[j] = 1): those where vals holds exactly 0 on every
+ * sampled row whose reference is not 0 there (a vectorized loop's skipped tail, the same columns
+ * on every row), unless that is every column: an output that is 0 everywhere is as well an
+ * underflow (an fp16 accumulator of subnormal-scale terms) as terms never added, and the data
+ * cannot tell them apart. */
+static void never_cols(const parity_ref_output_t *R, const int64_t *rows, int64_t n,
+                       const double *vals, unsigned char *never)
+{
+    int64_t n_never = 0, n_live = 0;
+    for (int64_t j = 0; j < R->cols; j++) {
+        int64_t nz = 0, zero = 0;
+        for (int64_t r = 0; r < n; r++) {
+            int64_t slot = R->slot ? R->slot[rows[r]] : rows[r];
+            if (slot < 0 || R->ref[(size_t)slot * (size_t)R->cols + (size_t)j] == 0) continue;
+            nz++;
+            zero += vals[(size_t)r * (size_t)R->cols + (size_t)j] == 0;
+        }
+        never[j] = nz > 0 && zero == nz;
+        n_never += never[j];
+        n_live += nz > 0;
+    }
+    if (n_never == n_live) memset(never, 0, (size_t)R->cols);
+}
+
 /* The references of the departing elements of vals under the lost-terms explanation: without
- * the best term, or without all terms (0) where vals holds exactly 0 and the reference does not
- * (when zeros is set); the other elements keep the op's. Counts those into *n_all and the
- * columns of the zeros into [*col_lo, *col_hi]. */
+ * the best term, or without all terms (0) where vals holds exactly 0 in a column never
+ * accumulated (never, or NULL: none); the other elements keep the op's. Counts those into
+ * *n_all and the columns of the zeros into [*col_lo, *col_hi]. */
 static void lost_refs(const parity_ref_output_t *R, const int64_t *rows, int64_t n,
                       const double *vals, const double *q0, const double *best,
-                      const double *bterm, const double *babs, int zeros, double *ref, double *sa,
-                      double *su, int64_t *n_all, int64_t *col_lo, int64_t *col_hi)
+                      const double *bterm, const double *babs, const unsigned char *never,
+                      double *ref, double *sa, double *su, int64_t *n_all, int64_t *col_lo,
+                      int64_t *col_hi)
 {
     for (int64_t r = 0; r < n; r++) {
         int64_t slot = R->slot ? R->slot[rows[r]] : rows[r];
@@ -111,7 +136,7 @@ static void lost_refs(const parity_ref_output_t *R, const int64_t *rows, int64_t
             sa[x] = slot >= 0 ? R->s_acc[y] : 0;
             su[x] = slot >= 0 && R->s_up ? R->s_up[y] : 0;
             if (!(q0[x] > 1) || slot < 0) continue;
-            if (zeros && vals[x] == 0 && R->ref[y] != 0) {
+            if (never && never[j] && vals[x] == 0 && R->ref[y] != 0) {
                 ref[x] = sa[x] = su[x] = 0;
                 (*n_all)++;
                 *col_lo = j < *col_lo ? j : *col_lo;
@@ -163,6 +188,9 @@ void check_cause_lost(const parity_case_t *c, int o, const int64_t *rows, int64_
         }
     }
     const double *v[2] = {vals, mirror};
+    unsigned char *never = calloc((size_t)R->cols, 1);
+    if (!never) goto done;
+    never_cols(R, rows, n, vals, never);
     int64_t dep[2] = {0, 0};
     for (int a = 0; a < 2; a++) {
         check_rows_ref_t f0 = {NULL, NULL, NULL, NULL, 0, q0[a]};
@@ -177,8 +205,8 @@ void check_cause_lost(const parity_case_t *c, int o, const int64_t *rows, int64_
     double qmax = 0, qfull = 0;
     for (int a = 0; a < 2; a++) {
         int64_t na = 0, lo = R->cols, hi = -1;
-        lost_refs(R, rows, n, v[a], q0[a], best[a], bterm[a], babs[a], a == 0, ref, sa, su, &na,
-                  &lo, &hi);
+        lost_refs(R, rows, n, v[a], q0[a], best[a], bterm[a], babs[a], a == 0 ? never : NULL, ref,
+                  sa, su, &na, &lo, &hi);
         if (a == 0) {
             n_all = na;
             col_lo = lo;
@@ -193,7 +221,7 @@ void check_cause_lost(const parity_case_t *c, int o, const int64_t *rows, int64_
             }
             if (q0[a][x] > 1 && q1[a][x] <= 1) {
                 rep[a]++;
-                if (a == 0) rep_all += vals[x] == 0;
+                if (a == 0) rep_all += vals[x] == 0 && never[x % (size_t)R->cols];
             }
         }
     }
@@ -239,6 +267,7 @@ void check_cause_lost(const parity_case_t *c, int o, const int64_t *rows, int64_
                  R->name, (long long)dep[0], (long long)n, (long long)rep_all, (long long)col_lo,
                  (long long)col_hi, (long long)R->cols, qmax, qfull);
 done:
+    free(never);
     free(buf);
 }
 
@@ -292,4 +321,31 @@ int check_cause_fp16_range(const parity_case_t *c, int o, const int64_t *rows, i
     }
     free(e);
     return ok;
+}
+
+/* ---- non-finite outputs ---- */
+
+void check_cause_nonfinite(const parity_ref_output_t *R, const int64_t *rows, int64_t n,
+                           const double *vals, parity_diagnosis_t *d)
+{
+    int64_t bad = 0, all = 0;
+    for (int64_t r = 0; r < n; r++) {
+        int64_t slot = R->slot ? R->slot[rows[r]] : rows[r];
+        for (int64_t j = 0; j < R->cols; j++) {
+            double y = vals[(size_t)r * (size_t)R->cols + (size_t)j];
+            double ref = slot >= 0 ? R->ref[(size_t)slot * (size_t)R->cols + (size_t)j] : 0;
+            all++;
+            bad += !isfinite(y) && isfinite(ref);
+        }
+    }
+    if (!bad) return;
+    snprintf(d->output, sizeof d->output, "%s", R->name);
+    d->cause = PARITY_CAUSE_UNKNOWN;
+    d->eff_bits = NAN;
+    for (int e = 0; e < PARITY_N_EMU; e++) d->emu_err[e] = NAN;
+    d->available = 1;
+    snprintf(d->detail, sizeof d->detail,
+             "outputs NaN or Inf where the reference is finite: %lld of the %lld elements of the "
+             "%lld sampled rows of %s (an overflow, or an element left unwritten); no emulation "
+             "compares with them", (long long)bad, (long long)all, (long long)n, R->name);
 }

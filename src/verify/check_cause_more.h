@@ -19,4 +19,9 @@ int check_cause_fp16_range(const parity_case_t *c, int o, const int64_t *rows, i
 double check_diag_error(const parity_ref_output_t *R, const int64_t *rows, int64_t n,
                         const double *vals, parity_dtype_t out_dt);
 
+/* Outputs that hold NaN or Inf where the reference is finite: names UNKNOWN with the count
+ * (said plainly; no emulation compares with them). */
+void check_cause_nonfinite(const parity_ref_output_t *R, const int64_t *rows, int64_t n,
+                           const double *vals, parity_diagnosis_t *d);
+
 #endif

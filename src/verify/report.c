@@ -159,6 +159,8 @@ void parity_report_text(FILE *out, const parity_op_t *op, const parity_kernel_re
                              "that should stay 0 written or not zeroed), not accumulator "
                              "precision", dw->worst.got);
             else if (isinf(d->eff_bits)) fprintf(out, "exact on the sampled rows");
+            else if (!isfinite(d->cand_err)) /* check_cause_nonfinite */
+                fprintf(out, "NaN or Inf outputs where the reference is finite: no error measure");
             else if (isnan(d->emu_err[0]) && isnan(d->emu_err[4])) /* check.c: a cause, no emulation */
                 fprintf(out, "relative error %.3g (no accumulator emulation: %s)", d->cand_err,
                         op->no_diagnosis ? op->no_diagnosis : "none for this output");
