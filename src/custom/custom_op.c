@@ -13,6 +13,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "src/core/tensor_impl.h"
 #include "src/custom/custom_impl.h"
 #include "parity/format.h"
 #include "parity/rng.h"
@@ -478,6 +479,22 @@ static parity_status_t text_ids(parity_rng_t *rng, int64_t n, int64_t v, int64_t
 static void store(int dtype, const parity_format_t *f, const double *x, int64_t n, double scale, void *out,
                   double *exact)
 {
+    double *tmp = dtype == PARITY_DT_BF16 ? (exact ? exact : calloc((size_t)(n > 0 ? n : 1), sizeof *tmp)) : NULL;
+    if (tmp) {
+        /* bf16: the tensor module's bulk store (integer operations, the same bits as the general
+         * encoder: tests/test_check_fill.c), then the exact values read back */
+        for (int64_t j = 0; j < n; j++) tmp[j] = x[j] * scale;
+        parity_abi_tensor_t view;
+        memset(&view, 0, sizeof view);
+        view.dtype = PARITY_DT_BF16;
+        view.data = out;
+        parity_tensor_store_f64(&view, 0, tmp, n);
+        if (exact)
+            for (int64_t j = 0; j < n; j++) exact[j] = parity_bf16_to_fp32_1(((const uint16_t *)out)[j]);
+        else
+            free(tmp);
+        return;
+    }
     for (int64_t j = 0; j < n; j++) {
         double v = x[j] * scale;
         if (dtype == PARITY_DT_F32) {

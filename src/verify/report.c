@@ -383,7 +383,8 @@ static cJSON *report_json(const parity_op_t *op, const parity_kernel_result_t *r
                 cJSON *d = cJSON_AddObjectToObject(x, "diagnosis");
                 cJSON_AddStringToObject(d, "output", w->diag.output);
                 cJSON_AddItemToObject(d, "effective_bits", parity_json_num(w->diag.eff_bits));
-                cJSON_AddStringToObject(d, "closest", parity_emu_names[w->diag.closest]);
+                if (isnan(w->diag.emu_err[w->diag.closest])) cJSON_AddNullToObject(d, "closest"); /* no emulation */
+                else cJSON_AddStringToObject(d, "closest", parity_emu_names[w->diag.closest]);
                 cJSON_AddBoolToObject(d, "beyond_8bit", w->diag.beyond);
                 cJSON_AddBoolToObject(d, "unresolvable", w->diag.masked);
                 cJSON_AddBoolToObject(d, "zero_written", w->diag.zero_written);
