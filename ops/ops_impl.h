@@ -11,20 +11,9 @@
 #include "parity/kernel_abi.h"
 #include "parity/op.h"
 #include "src/kernel/kernel_util.h"
+#include "src/op/registry.h"
 
-/* An op's cost model: bytes that must move and flops that must happen for one invocation
- * (src/bench/bench_cost.c applies it; docs/bench.md derives each). */
-typedef struct {
-    /* The cost at the op's workload shape (n, d, v as its presets define them) with bi / bo bytes
-     * per floating-point input / output element; attributes from `call`, or the defaults the model
-     * documents when call is NULL. */
-    void (*fn)(double n, double d, double v, double bi, double bo, const parity_abi_call_t *call,
-               parity_cost_t *c);
-    /* Where n, d, v live in a call: n = shape[n_axis] of input n_in, d = shape[d_axis] of input
-     * d_in (whose dtype is the floating-point input dtype), v = shape[v_axis] of output v_out or
-     * input v_in (-1: none). */
-    int n_in, n_axis, d_in, d_axis, v_in, v_out, v_axis;
-} parity_cost_model_t;
+/* parity_cost_model_t and the registry the library reads: src/op/registry.h. */
 
 #define PARITY_OP(family, name)                                                                    \
     extern const parity_op_t parity_op_##name;                                                     \

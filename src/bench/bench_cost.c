@@ -9,22 +9,13 @@
 #include <string.h>
 
 #include "parity/tensor.h"
-#include "ops/ops_impl.h"
+#include "src/op/registry.h"
 
-/* The cost models, one per op of ops/ops.def (ops/<family>/cost.c): an op without one does not
- * link. */
-static const struct {
-    const char *op;
-    const parity_cost_model_t *m;
-} COSTS[] = {
-#define PARITY_OP(family, name) {#name, &parity_cost_##name},
-#include "ops/ops.def"
-};
-
+/* The cost model of the op named op (ops/<family>/cost.c, through ops/registry.c), or NULL. */
 static const parity_cost_model_t *find_cost(const char *op)
 {
-    for (size_t i = 0; op && i < sizeof COSTS / sizeof COSTS[0]; i++)
-        if (strcmp(COSTS[i].op, op) == 0) return COSTS[i].m;
+    for (int i = 0; op && i < parity_registry_op_count(); i++)
+        if (strcmp(parity_registry_op(i)->name, op) == 0) return parity_registry_cost(i);
     return NULL;
 }
 

@@ -7,30 +7,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/ops_impl.h"
+#include "src/op/registry.h"
 
-/* The catalog: the tables of ops/ops.def, in its order (the listing order). */
-static const struct {
-    const parity_abi_kernel_t *k;
-    const int *n;
-} CATALOGS[] = {
-#define PARITY_CATALOG(family, name) {parity_catalog_##name, &parity_catalog_##name##_count},
-#include "ops/ops.def"
-};
-
+/* The catalog: the tables of ops/ops.def, in its order (the listing order; ops/registry.c). */
 int parity_catalog_count(void)
 {
     int n = 0;
-    for (size_t c = 0; c < sizeof CATALOGS / sizeof CATALOGS[0]; c++) n += *CATALOGS[c].n;
+    for (int t = 0; t < parity_registry_catalog_count(); t++) {
+        int k = 0;
+        parity_registry_catalog(t, &k);
+        n += k;
+    }
     return n;
 }
 
 const parity_abi_kernel_t *parity_catalog_at(int i)
 {
     if (i < 0) return NULL;
-    for (size_t c = 0; c < sizeof CATALOGS / sizeof CATALOGS[0]; c++) {
-        if (i < *CATALOGS[c].n) return &CATALOGS[c].k[i];
-        i -= *CATALOGS[c].n;
+    for (int t = 0; t < parity_registry_catalog_count(); t++) {
+        int k = 0;
+        const parity_abi_kernel_t *tab = parity_registry_catalog(t, &k);
+        if (i < k) return &tab[i];
+        i -= k;
     }
     return NULL;
 }

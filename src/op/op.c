@@ -8,26 +8,21 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "ops/ops_impl.h"
 #include "src/core/parallel.h"
+#include "src/op/registry.h"
 
-/* The registry, in ops/ops.def's order. */
-static const parity_op_t *const OPS[] = {
-#define PARITY_OP(family, name) &parity_op_##name,
-#include "ops/ops.def"
-};
-
-int parity_op_count(void) { return (int)(sizeof OPS / sizeof OPS[0]); }
+/* The registry, in ops/ops.def's order (ops/registry.c). */
+int parity_op_count(void) { return parity_registry_op_count(); }
 
 const parity_op_t *parity_op_at(int i)
 {
-    return i >= 0 && i < parity_op_count() ? OPS[i] : NULL;
+    return parity_registry_op(i);
 }
 
 const parity_op_t *parity_op_find(const char *name)
 {
     for (int i = 0; i < parity_op_count(); i++)
-        if (strcmp(OPS[i]->name, name) == 0) return OPS[i];
+        if (strcmp(parity_registry_op(i)->name, name) == 0) return parity_registry_op(i);
     return NULL;
 }
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/ops_impl.h"
+#include "src/kernel/rms_row.h"
 #include "parity/format.h"
 #include "parity/rng.h"
 #include "src/train/train_impl.h"
