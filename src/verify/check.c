@@ -477,7 +477,6 @@ static void ensure_emulations(case_slot_t *cs, int o)
     }
 }
 
-
 static void diagnose(case_slot_t *cs, const parity_kernel_ref_t *kr, parity_tensor_t **outs,
                      parity_wl_result_t *res)
 {
@@ -540,7 +539,7 @@ static void diagnose(case_slot_t *cs, const parity_kernel_ref_t *kr, parity_tens
      * unknown or an accumulator that does not reproduce the elements (check_cause_more.c). */
     int unf = res->verdict == PARITY_VERDICT_UNFAITHFUL && !d->zero_written;
     if (unf && d->cause == PARITY_CAUSE_UNKNOWN && d->cand_err > 0)
-        check_cause_fp16_range(c, o, cs->rows[o], n, vals, odt, cs->emu[o][2], d);
+        check_cause_fp16_range(c, o, cs->rows[o], n, vals, odt, cs->emu[o][2] /* 11-bit sequential */, d);
     if (unf && (d->cause == PARITY_CAUSE_UNKNOWN || (d->cause == PARITY_CAUSE_ACCUMULATOR && !(d->match >= 0.5))))
         check_cause_at(check_cause_lost, c, o, cs->rows[o], n, vals, odt, &outs[o]->view, w->row, d);
     /* The op's variants, over the accumulator word too, except where the accumulator emulation

@@ -156,18 +156,17 @@ void parity_kernel_result_finish(parity_kernel_result_t *kr)
      * holds on most workloads, unknown on the others where the emulations do not reach: fp16's
      * range, NaN outputs); then the worst workload that names it. A word that only a minority
      * names never wins (nor one named by half of them only). */
-    enum { N_CAUSES = PARITY_CAUSE_STRUCTURAL + 1 };
-    int count[N_CAUSES] = {0}, n_named = 0;
+    int count[PARITY_N_CAUSES] = {0}, n_named = 0;
     for (int w = 0; w < kr->n_wl; w++) {
         const parity_wl_result_t *r = &kr->wl[w];
         if (r->verdict != PARITY_VERDICT_UNFAITHFUL || !r->diag.available ||
-            r->diag.cause == PARITY_CAUSE_NONE || (int)r->diag.cause >= N_CAUSES)
+            r->diag.cause == PARITY_CAUSE_NONE || (int)r->diag.cause >= PARITY_N_CAUSES)
             continue;
         count[r->diag.cause]++;
         n_named++;
     }
     int top = PARITY_CAUSE_NONE;
-    for (int c = 0; c < N_CAUSES; c++)
+    for (int c = 0; c < PARITY_N_CAUSES; c++)
         if (c != PARITY_CAUSE_UNKNOWN && c != PARITY_CAUSE_NONE && 2 * count[c] > n_named) top = c;
     if (top == PARITY_CAUSE_NONE || kr->diag_wl < 0 || (int)kr->wl[kr->diag_wl].diag.cause == top) return;
     best = -1;
