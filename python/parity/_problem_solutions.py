@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ._problem_core import Problem
+from ._problem_core import Problem, _same_args
 from ._problem_formats import _KB_PRECISION, _eval_expr, _exec_source, _read_json
 from ._problem_oracle import (_CPU_LANGS, _FLOAT_NAMES, _PY_LANGS, ProblemFileError, _outputs_list, _tdtype,
                               _torch)
@@ -51,10 +51,7 @@ class _Recorder:
         args = self.problem._torch_args(kw, "native")
         outs = list(self._call(args))
         prev = self.last.get(self.group)
-        same = prev is not None and all(
-            (isinstance(v, torch.Tensor) and isinstance(prev[0].get(k), torch.Tensor) and v.shape == prev[0][k].shape
-             and torch.equal(v, prev[0][k])) or (not isinstance(v, torch.Tensor) and v == prev[0].get(k))
-            for k, v in args.items())
+        same = prev is not None and _same_args(prev[0], args)
         # inputs equal to the previous call's: keep that call's copy (the values are the same)
         keep = prev[0] if same and prev is not None else \
             {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in args.items()}

@@ -540,7 +540,7 @@ static void diagnose(case_slot_t *cs, const parity_kernel_ref_t *kr, parity_tens
     int unf = res->verdict == PARITY_VERDICT_UNFAITHFUL && !d->zero_written;
     if (unf && d->cause == PARITY_CAUSE_UNKNOWN && d->cand_err > 0)
         check_cause_fp16_range(c, o, cs->rows[o], n, vals, odt, cs->emu[o][2] /* 11-bit sequential */, d);
-    if (unf && (d->cause == PARITY_CAUSE_UNKNOWN || (d->cause == PARITY_CAUSE_ACCUMULATOR && !(d->match >= 0.5))))
+    if (unf && (d->cause == PARITY_CAUSE_UNKNOWN || (d->cause == PARITY_CAUSE_ACCUMULATOR && !(d->match >= CHECK_MATCH_MAJORITY))))
         check_cause_at(check_cause_lost, c, o, cs->rows[o], n, vals, odt, &outs[o]->view, w->row, d);
     /* The op's variants, over the accumulator word too, except where the accumulator emulation
      * reproduces every sampled element (a narrow accumulator of a sum with one or two sizeable

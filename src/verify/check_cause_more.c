@@ -52,6 +52,11 @@ double check_diag_error(const parity_ref_output_t *R, const int64_t *rows, int64
  * elements more than the mirrored one is (the mirror's share estimates the chance fits);
  * elsewhere the data cannot tell it from an accumulator's error. */
 #define LOST_MIN_EXCESS 0.5
+/* The fewest one-term elements the claim rests on. Under the null (chance fits at a rate p, the
+ * kernel's and the mirror's alike) all k elements fit with probability p^k and the mirror misses
+ * enough of them (excess >= 0.5) with probability at most 1; at the worst p = 0.5 that is 1/2 for
+ * k = 1, 1/4 for k = 2 and 1/16 for k = 4, which also needs the mirror at 2 of 4 or fewer
+ * (11/16): ~4%. k >= 4 keeps a chance claim under 5%. */
 #define LOST_MIN_ONE 4
 
 /* For each departing element (q0 > 1) of each of the nv value arrays v[a] (n * cols), the term t
@@ -119,13 +124,11 @@ static void never_cols(const parity_ref_output_t *R, const int64_t *rows, int64_
 
 /* The references of the departing elements of vals under the lost-terms explanation: without
  * the best term, or without all terms (0) where vals holds exactly 0 in a column never
- * accumulated (never, or NULL: none); the other elements keep the op's. Counts those into
- * *n_all and the columns of the zeros into [*col_lo, *col_hi]. */
+ * accumulated (never, or NULL: none); the other elements keep the op's. */
 static void lost_refs(const parity_ref_output_t *R, const int64_t *rows, int64_t n,
                       const double *vals, const double *q0, const double *best,
                       const double *bterm, const double *babs, const unsigned char *never,
-                      double *ref, double *sa, double *su, int64_t *n_all, int64_t *col_lo,
-                      int64_t *col_hi)
+                      double *ref, double *sa, double *su)
 {
     for (int64_t r = 0; r < n; r++) {
         int64_t slot = R->slot ? R->slot[rows[r]] : rows[r];
@@ -136,12 +139,9 @@ static void lost_refs(const parity_ref_output_t *R, const int64_t *rows, int64_t
             sa[x] = slot >= 0 ? R->s_acc[y] : 0;
             su[x] = slot >= 0 && R->s_up ? R->s_up[y] : 0;
             if (!(q0[x] > 1) || slot < 0) continue;
-            if (never && never[j] && vals[x] == 0 && R->ref[y] != 0) {
+            if (never && never[j] && vals[x] == 0 && R->ref[y] != 0)
                 ref[x] = sa[x] = su[x] = 0;
-                (*n_all)++;
-                *col_lo = j < *col_lo ? j : *col_lo;
-                *col_hi = j > *col_hi ? j : *col_hi;
-            } else if (isfinite(best[x])) {
+            else if (isfinite(best[x])) {
                 ref[x] -= bterm[x];
                 sa[x] = fmax(0, sa[x] - babs[x]);
                 if (R->s_up && su[x] > 0) su[x] = fmax(0, su[x] - babs[x]);
@@ -201,17 +201,16 @@ void check_cause_lost(const parity_case_t *c, int o, const int64_t *rows, int64_
     if (lost_search(c, o, rows, n, kmax, 2, v, (const double *const *)q0, best, bterm, babs, one,
                     oabs) != PARITY_OK)
         goto done;
-    int64_t n_all = 0, col_lo = R->cols, col_hi = -1, rep[2] = {0, 0}, rep_all = 0;
+    int64_t rep[2] = {0, 0}, rep_all = 0, col_lo = -1, col_hi = -1;
+    for (int64_t j = 0; j < R->cols; j++)
+        if (never[j]) {
+            col_lo = col_lo < 0 ? j : col_lo;
+            col_hi = j;
+        }
     double qmax = 0, qfull = 0;
     for (int a = 0; a < 2; a++) {
-        int64_t na = 0, lo = R->cols, hi = -1;
         lost_refs(R, rows, n, v[a], q0[a], best[a], bterm[a], babs[a], a == 0 ? never : NULL, ref,
-                  sa, su, &na, &lo, &hi);
-        if (a == 0) {
-            n_all = na;
-            col_lo = lo;
-            col_hi = hi;
-        }
+                  sa, su);
         check_rows_ref_t f1 = {ref, sa, R->s_up ? su : NULL, NULL, 0, q1[a]};
         if (isnan(check_fit_q_ex(R, rows, n, v[a], odt, &f1, NULL, NULL))) goto done;
         for (size_t x = 0; x < ne; x++) {
@@ -225,7 +224,6 @@ void check_cause_lost(const parity_case_t *c, int o, const int64_t *rows, int64_
             }
         }
     }
-    (void)n_all;
     double m = (double)rep[0] / (double)dep[0];
     /* One term of each sum left out is claimed only where it reproduces most of the departing
      * elements (LOST_MIN_MATCH) and at least LOST_MIN_EXCESS of them more than it reproduces the
@@ -243,23 +241,21 @@ void check_cause_lost(const parity_case_t *c, int o, const int64_t *rows, int64_
     d->drop_q_full = qfull;
     d->has_match = 1;
     d->match = m;
-    char cols[192] = "";
-    if (rep_all && col_hi >= col_lo)
+    char cols[192] = "", null[128] = "";
+    if (rep_one > 0 && rep_all)
         snprintf(cols, sizeof cols, ", %lld with every term left out (never accumulated: columns "
                  "%lld to %lld of %lld hold 0)", (long long)rep_all, (long long)col_lo,
                  (long long)col_hi, (long long)R->cols);
-    char null[128] = "";
-    if (rep[0] > rep_all)
+    if (rep_one > 0) {
         snprintf(null, sizeof null, " (the mirrored error, 2 ref - y, is so reproduced for %.0f%%)",
                  100 * m_null);
-    if (rep[0] > rep_all)
         snprintf(d->detail, sizeof d->detail,
                  "terms of the %s sums lost element by element: of the %lld elements of the %lld "
                  "sampled rows outside the tolerance, %lld are reproduced with one of their terms "
                  "left out (a lost update)%s%s; max err/tol %.3g against that, %.3g with all terms",
-                 R->name, (long long)dep[0], (long long)n, (long long)(rep[0] - rep_all), null,
-                 cols, qmax, qfull);
-    else
+                 R->name, (long long)dep[0], (long long)n, (long long)rep_one, null, cols, qmax,
+                 qfull);
+    } else
         snprintf(d->detail, sizeof d->detail,
                  "terms of the %s sums never accumulated: of the %lld elements of the %lld sampled "
                  "rows outside the tolerance, %lld hold 0 where the reference does not (columns "
@@ -275,9 +271,6 @@ done:
 
 /* 1.5x: the diagnosis's "same error" (check_verdict.c CAUSE_SAME). */
 #define FP16_SAME 1.5
-/* The share of the departing elements the fp16 emulation must reproduce: more than half (a
- * majority of the elements, not a chance fit of the error's size). */
-#define FP16_MIN_MATCH 0.5
 
 int check_cause_fp16_range(const parity_case_t *c, int o, const int64_t *rows, int64_t n,
                            const double *vals, parity_dtype_t odt, const double *emu11,
@@ -305,7 +298,7 @@ int check_cause_fp16_range(const parity_case_t *c, int o, const int64_t *rows, i
     if (ok) {
         check_rows_ref_t fe = {e + s * ne, NULL, NULL, NULL, 0, NULL};
         match = check_match(R, rows, n, vals, odt, &fe);
-        ok = match >= FP16_MIN_MATCH;
+        ok = match >= CHECK_MATCH_MAJORITY;
     }
     if (ok) {
         d->cause = PARITY_CAUSE_ACCUMULATOR;

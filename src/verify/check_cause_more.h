@@ -4,6 +4,14 @@
 
 #include "src/verify/check_impl.h"
 
+/* An emulation that fits the error's size "reproduces the elements" where its diagnosis.match
+ * (the share of the departing elements it holds within the faithful tolerance) is at least a
+ * half: half the elements or more, where a chance fit of the error's size reproduces few (the MoE
+ * router's bf16_softmax read as an accumulator: 0.004-0.013; docs/error-model.md "Cause"). Below
+ * it the later fits may override an accumulator word (check.c diagnose), and the fp16-range fit
+ * names nothing. */
+#define CHECK_MATCH_MAJORITY 0.5
+
 /* Lost terms element by element (op.h terms_ref): names DROPPED_TERMS when at least 90% of the
  * sampled elements outside the tolerance are reproduced with one of their terms left out, or
  * with all of them where the kernel holds 0. */
