@@ -1,5 +1,6 @@
-/* Internal: the ops parity ships (ops/ops.def): the op descriptors, their cost models and catalog
- * tables, declared once from the list; the families' shared pieces (ops/<family>/<family>.h) and
+/* Internal: the ops parity ships (ops/ops.def): the op records and their cost models, declared
+ * once from the list; the shipped families' shared pieces (ops/<family>/<family>.h: their
+ * workload parameter structs and catalog tables; a new family's files include its own header) and
  * the helpers every catalog kernel uses (src/kernel/kernel_util.h). An op folder's files include
  * this header; docs/architecture.md says what goes where. */
 #ifndef PARITY_OPS_IMPL_H
@@ -18,9 +19,6 @@
 #define PARITY_OP(family, name)                                                                    \
     extern const parity_op_t parity_op_##name;                                                     \
     extern const parity_cost_model_t parity_cost_##name;
-#define PARITY_CATALOG(family, name)                                                               \
-    extern const parity_abi_kernel_t parity_catalog_##name[];                                      \
-    extern const int parity_catalog_##name##_count;
 #include "ops/ops.def"
 
 #include "ops/attention/attention.h"

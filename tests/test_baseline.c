@@ -113,7 +113,12 @@ static void schemes(void **state)
     assert_int_equal(parity_baseline_workload(op, PARITY_BASE_SOL_EXECBENCH, &w, &seed), PARITY_OK);
     assert_true(seed == 200 && w == &op->baseline_workloads[0]);
     assert_int_equal(parity_baseline_workload(op, PARITY_BASE_CK, &w, &seed), PARITY_OK);
-    assert_int_equal(w->x_vals, PARITY_VALS_INTPROBE);
+    {   /* CK's integers in every value scheme of the op's family (gemm: A and B) */
+        char d[512];
+        parity_workload_describe(op->wl_family, w, 0, d, sizeof d);
+        assert_non_null(strstr(d, "a=int[-4,4]*"));
+        assert_non_null(strstr(d, "b=int[-4,4]*"));
+    }
     assert_int_equal(parity_baseline_workload(op, PARITY_BASE_CK, &w2, &seed), PARITY_OK);
     assert_ptr_equal(w, w2); /* stable: the check's worker cache keys cases on it */
     assert_int_equal(w->n, op->baseline_workloads[PARITY_BASE_ASSERT_CLOSE].n);

@@ -114,8 +114,23 @@ typedef struct parity_op {
     int input_is_float[PARITY_OP_MAX_ARGS];
     const char *faithful_accumulator; /* "fp32" */
     const char *error_model;          /* one line: terms per output and the bound's shape */
+    /* Its workloads: the presets (--workload NAME), each carrying a parameter struct of the op's
+     * family, which wl_family describes field by field (workload.h; `parity ops OP --workloads`
+     * prints them). */
     const parity_workload_t *presets;
     int n_presets;
+    const parity_workload_family_t *wl_family;
+    /* Its built-in kernels, the catalog `parity kernels OP` lists: tables of its folder's
+     * kernels*.c with their counts (a table may hold several ops' kernels; each kernel names its
+     * op), in listing order; unused entries NULL. */
+#define PARITY_OP_MAX_CATALOGS 2
+    struct {
+        const parity_abi_kernel_t *table;
+        const int *count;
+    } catalog[PARITY_OP_MAX_CATALOGS];
+    /* Its cost model for `parity bench` (ops/<family>/cost.c; the type is internal: src/op/registry.h),
+     * NULL for a declared op. */
+    const struct parity_cost_model *cost;
     /* The baseline verifiers' own input schemes for this op (verify.h). */
     const parity_workload_t *baseline_workloads; /* [3]: SOL-ExecBench, KernelBench, assert_close */
     parity_status_t (*build)(const struct parity_op *op, const parity_workload_t *wl,

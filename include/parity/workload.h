@@ -58,30 +58,112 @@ typedef enum {
     PARITY_GAMMA_NORMAL = 2   /* N(0,1) */
 } parity_gamma_kind_t;
 
-/* A named workload for an op. Shape letters: N tokens (rows of the activations), D hidden size,
- * V vocabulary size. Ops ignore fields they do not use. */
+/* How one generated input's values are drawn: the kind, times scale. */
 typedef struct {
+    parity_vals_kind_t kind;
+    double scale;
+} parity_vals_t;
+
+/* How token ids are drawn: the kind, and s of PARITY_IDS_ZIPF (unused otherwise). */
+typedef struct {
+    parity_ids_kind_t kind;
+    double zipf_s;
+} parity_ids_t;
+
+/* A named workload for an op (docs/architecture.md, "Adding a workload"): the fields every op
+ * shares, and `params`, the op family's own parameter struct (ops/<family>/<family>.h: which
+ * values each input draws, attention's mask and softcap, the MoE router's k), which the family
+ * describes field by field in its parity_workload_family_t (the op's wl_family). Presets are
+ * written with designated initializers; a workload derived from a preset (another shape, a
+ * baseline rule's variant) keeps its params. An op refuses a workload whose params are NULL:
+ * there is no silent default. */
+typedef struct parity_workload {
     const char *name;
     const char *summary;
-    int64_t n, d, v;
-    parity_ids_kind_t ids;
-    double zipf_s;
-    parity_vals_kind_t dy_vals; /* upstream gradient */
-    double dy_scale;
-    parity_vals_kind_t x_vals; /* activations / inputs */
-    double x_scale;
-    parity_gamma_kind_t gamma;
-    int outliers;          /* outlier channels in x (PARITY_VALS_OUTLIER) */
-    double outlier_factor; /* their scale factor */
+    int64_t n, d, v;       /* the shape: the op's letters N, D, V (its summary says what each is) */
     int production;        /* 1: production-sized, skipped by --quick */
+    const void *params;    /* the op family's parameter struct */
     char label[128];       /* storage for the name of a derived workload ("text@4097x257") */
 } parity_workload_t;
 
-/* Token ids for a workload: n ids in [0, v). For PARITY_IDS_TEXT, v must be >= 50257 and the
- * shared data must be present (PARITY_E_IO otherwise, diag names the file).
- * stream separates independent draws from one seed. */
-parity_status_t parity_workload_ids(const parity_workload_t *w, uint64_t seed, int64_t n, int64_t v,
-                                    int32_t *ids, parity_diag_t *diag);
+/* The field types a family's parameter struct is made of, as its field table names them. */
+typedef enum {
+    PARITY_WL_VALS = 1,  /* parity_vals_t: an input's value scheme */
+    PARITY_WL_IDS = 2,   /* parity_ids_t: a token-id scheme */
+    PARITY_WL_GAMMA = 3, /* parity_gamma_kind_t */
+    PARITY_WL_INT = 4,   /* int */
+    PARITY_WL_DOUBLE = 5 /* double */
+} parity_wl_field_type_t;
+
+/* One field of a family's parameter struct: its name as `parity ops OP --workloads` prints it,
+ * its type and where it is (offsetof). */
+typedef struct {
+    const char *name;
+    parity_wl_field_type_t type;
+    size_t offset;
+    const char *what; /* one line: what the op does with it */
+} parity_wl_field_t;
+
+/* A field table entry for member `member` of struct type T: PARITY_WL_FIELD(T, dy, PARITY_WL_VALS,
+ * "upstream gradient dy (N,D)"). */
+#define PARITY_WL_FIELD(T, member, type, what) {#member, type, offsetof(T, member), what}
+
+/* Largest parameter struct a family may have: derived workloads copy theirs into storage of this
+ * size (parity_workload_own_params). */
+#define PARITY_WL_PARAMS_MAX 256
+#define PARITY_WL_MAX_FIELDS 16
+
+/* An op family's workload parameters: the struct's size and its fields, every one of them (the
+ * describe text, the noise-floor cache key and the baseline rules' derived schemes are read from
+ * this table, so a field it omits is a field nothing else sees). */
+typedef struct parity_workload_family {
+    const char *name; /* "embedding", "attention" */
+    size_t size;      /* sizeof the parameter struct (<= PARITY_WL_PARAMS_MAX) */
+    int n_fields;
+    parity_wl_field_t fields[PARITY_WL_MAX_FIELDS];
+} parity_workload_family_t;
+
+/* Storage for a derived workload's own copy of its parameters. */
+typedef struct {
+    union {
+        double align_d;
+        void *align_p;
+        unsigned char bytes[PARITY_WL_PARAMS_MAX];
+    } u;
+} parity_wl_params_store_t;
+
+/* The params of wl, or NULL (with why in diag, naming the workload and the op) when wl carries
+ * none: an op's build starts with it. */
+const void *parity_workload_params(const parity_workload_t *wl, const char *op, parity_diag_t *diag);
+/* Gives w its own copy of its params (a struct of family fam) in *store, which must outlive w and
+ * every copy of w, and returns it for editing; NULL when w has none. */
+void *parity_workload_own_params(const parity_workload_family_t *fam, parity_workload_t *w,
+                                 parity_wl_params_store_t *store);
+/* Prints w's parameters, as family fam describes them, as "key=value" pairs separated by one
+ * space, every field in table order: value schemes as KIND*SCALE ("normal*1", "gradscale*1e-35"), ids as "zipf(1.1)",
+ * "text", "uniform"; exact (%.17g, or %a when hex is 1, the cache key's form). Returns what
+ * snprintf returns; "" and 0 for a workload without params. */
+int parity_workload_describe(const parity_workload_family_t *fam, const parity_workload_t *w, int hex,
+                             char *buf, size_t cap);
+/* Applies map to every value scheme (PARITY_WL_VALS field) of params, a struct of family fam. */
+void parity_workload_map_vals(const parity_workload_family_t *fam, void *params,
+                              parity_vals_kind_t (*map)(parity_vals_kind_t kind, void *ctx), void *ctx);
+/* Applies map to every token-id scheme (PARITY_WL_IDS field) of params, a struct of family fam. */
+void parity_workload_map_ids(const parity_workload_family_t *fam, void *params,
+                             parity_ids_kind_t (*map)(parity_ids_kind_t kind, void *ctx), void *ctx);
+/* 1 if params (of family fam) has a token-id scheme (PARITY_WL_IDS field) of that kind. */
+int parity_workload_has_ids(const parity_workload_family_t *fam, const void *params,
+                            parity_ids_kind_t kind);
+/* The names PARITY_VALS_*, PARITY_IDS_*, PARITY_GAMMA_* print as in the describe text. */
+const char *parity_vals_kind_name(parity_vals_kind_t k);
+const char *parity_ids_kind_name(parity_ids_kind_t k);
+const char *parity_gamma_kind_name(parity_gamma_kind_t k);
+
+/* Token ids: n ids in [0, v) drawn as `ids` says. For PARITY_IDS_TEXT, v must be >= 50257 and the
+ * shared data must be present (PARITY_E_IO otherwise, diag names the file); `what` names the
+ * workload in messages. */
+parity_status_t parity_workload_ids(const char *what, parity_ids_t ids, uint64_t seed, int64_t n,
+                                    int64_t v, int32_t *out, parity_diag_t *diag);
 
 /* Values of the given kind for rows [row_begin, row_end) of a rows x cols matrix, row-major,
  * into out ((row_end - row_begin) * cols doubles, exact; the caller stores them into the kernel's

@@ -19,62 +19,19 @@
 #define ATT_STREAM_PEAK 0x4154500000000000ull
 
 /* ---- workloads ------------------------------------------------------------------------------
- * Field use (the workload struct is shared with the embedding family):
- *   n = T (sequence length: queries = keys), d = Dh (head dim), v = H (heads); so a preset at
- *                     another shape is `--workload long-causal@T x Dh x H`, e.g. long-causal@1031x64x2
- *   x_vals, x_scale   Q and K entries: N(0,1)*x_scale, U[0,1)*x_scale (torch.rand) or, with
- *                     PARITY_VALS_OUTLIER, N(0,1)*x_scale with `outliers` channels of Dh (the same
- *                     channels in Q and K of a head, as massive activations are) times
- *                     outlier_factor
- *   dy_vals, dy_scale V entries: N(0,1)*dy_scale or U[0,1)*dy_scale
- * and, per preset name (ATT_SPECS below, because the struct has no fields for them): the causal
- * mask, the softcap c (0: none) and `peaks`: that many attended keys per query whose raw score
- * is set to U[peak - 5, peak + 5] by adding a multiple of the key to the query (trained heads put
- * a few keys at scores of 20-30). Unknown names (plugins' own workloads) get causal, no softcap,
- * no peaks. */
-typedef struct {
-    const char *name;
-    int causal;
-    double softcap;
-    int peaks;
-    double peak;
-} att_spec_t;
-
-static const att_spec_t ATT_SPECS[] = {
-    {"long-causal", 1, 0, 2, 25},
-    {"softcap", 1, 50, 3, 75},
-    {"outlier-channels", 1, 0, 1, 20},
-    {"odd-t1031", 0, 0, 2, 22},
-    {"near-zero", 1, 50, 0, 0},
-    {"prod-llama3", 1, 0, 2, 25},
-    {"exact", 1, 50, 0, 0},
-    {"x1e-3", 1, 0, 0, 0},
-    {"x64", 1, 50, 0, 0},
-    {"near-max", 0, 0, 0, 0},
-    {"subnormal", 1, 0, 0, 0},
-    {"sol-execbench", 1, 50, 0, 0},
-    {"kernelbench", 1, 50, 0, 0},
-    {"assert_close", 1, 50, 0, 0},
-};
-
-static att_spec_t spec_of(const parity_workload_t *wl)
-{
-    size_t bl = strcspn(wl->name, "@");
-    for (size_t i = 0; i < sizeof ATT_SPECS / sizeof ATT_SPECS[0]; i++)
-        if (strlen(ATT_SPECS[i].name) == bl && strncmp(ATT_SPECS[i].name, wl->name, bl) == 0)
-            return ATT_SPECS[i];
-    return (att_spec_t){wl->name, 1, 0, 0, 0};
-}
+ * The parameters (att_params_t, attention.h): n = T (sequence length: queries = keys), d = Dh
+ * (head dim), v = H (heads), so a preset at another shape is `--workload long-causal@TxDhxH`, e.g.
+ * long-causal@1031x64x2; Q/K and V values, outlier channels, the mask, the softcap, the peaks. */
 
 /* One row (Dh values) of Q or K of head h, as exact doubles. `ch` marks the outlier channels. */
-static void gen_qk_row(const parity_workload_t *wl, uint64_t seed, uint64_t stream, int64_t row,
+static void gen_qk_row(const att_params_t *ap, uint64_t seed, uint64_t stream, int64_t row,
                        int64_t dh, const unsigned char *ch, double *x)
 {
     parity_rng_t rng;
     parity_rng_seed(&rng, seed, stream + (uint64_t)row);
     for (int64_t c = 0; c < dh; c++) {
-        double r = parity_workload_draw(wl->x_vals, &rng);
-        x[c] = r * wl->x_scale * (ch && ch[c] ? wl->outlier_factor : 1.0);
+        double r = parity_workload_draw(ap->qk.kind, &rng);
+        x[c] = r * ap->qk.scale * (ch && ch[c] ? ap->outlier_factor : 1.0);
     }
 }
 
@@ -268,6 +225,8 @@ parity_status_t parity_attention_gen(const parity_workload_t *wl, uint64_t seed,
                                      parity_diag_t *diag)
 {
     *Qp = *Kp = *Vp = NULL;
+    const att_params_t *ap = parity_workload_params(wl, "attention", diag);
+    if (!ap) return PARITY_E_INVALID;
     int64_t T = wl->n, dh = wl->d, H = wl->v;
     /* H*T*Dh <= 2^31 elements per tensor, as parity_op_workload bounds N*D; the reference costs
      * O(H T^2 Dh) besides. */
@@ -276,7 +235,6 @@ parity_status_t parity_attention_gen(const parity_workload_t *wl, uint64_t seed,
         return parity_diag_set(diag, PARITY_E_INVALID,
                                "workload %s: need T >= 1 (N), 1 <= Dh <= 4096 (D), H >= 1 (V), "
                                "H*T*Dh <= 2^31", wl->name);
-    att_spec_t sp = spec_of(wl);
     int64_t shape[3] = {H, T, dh};
     const char *names[3] = {"Q", "K", "V"};
     for (int a = 0; a < 3; a++)
@@ -293,33 +251,33 @@ parity_status_t parity_attention_gen(const parity_workload_t *wl, uint64_t seed,
     for (int64_t h = 0; h < H; h++) {
         /* Outlier channels of this head: the same in Q and K. */
         memset(ch, 0, (size_t)dh);
-        if (wl->x_vals == PARITY_VALS_OUTLIER) {
+        if (ap->qk.kind == PARITY_VALS_OUTLIER) {
             parity_rng_t rng;
             parity_rng_seed(&rng, seed, ATT_STREAM_CH + (uint64_t)h);
-            for (int o = 0; o < wl->outliers && o < dh; o++) ch[parity_rng_below(&rng, (uint64_t)dh)] = 1;
+            for (int o = 0; o < ap->outliers && o < dh; o++) ch[parity_rng_below(&rng, (uint64_t)dh)] = 1;
         }
         uint64_t hs = (uint64_t)h << 24;
         for (int64_t i = 0; i < T; i++) {
             int64_t r = h * T + i;
-            gen_qk_row(wl, seed, ATT_STREAM_K + hs, i, dh, ch, K + r * dh);
+            gen_qk_row(ap, seed, ATT_STREAM_K + hs, i, dh, ch, K + r * dh);
             store_exact(c->inputs[1], r * dh, K + r * dh, dh);
             parity_rng_t rng;
             parity_rng_seed(&rng, seed, ATT_STREAM_V + hs + (uint64_t)i);
             for (int64_t d = 0; d < dh; d++)
-                V[r * dh + d] = parity_workload_draw(wl->dy_vals, &rng) * wl->dy_scale;
+                V[r * dh + d] = parity_workload_draw(ap->v.kind, &rng) * ap->v.scale;
             store_exact(c->inputs[2], r * dh, V + r * dh, dh);
         }
         for (int64_t i = 0; i < T; i++) {
-            int64_t r = h * T + i, kend = sp.causal ? i + 1 : T;
+            int64_t r = h * T + i, kend = ap->causal ? i + 1 : T;
             double *q = Q + r * dh;
-            gen_qk_row(wl, seed, ATT_STREAM_Q + hs, i, dh, ch, q);
+            gen_qk_row(ap, seed, ATT_STREAM_Q + hs, i, dh, ch, q);
             /* Peaks: q += (target / (scale |k_j|^2)) k_j makes the raw score of key j about
              * target (plus the noise part's). */
             parity_rng_t rng;
             parity_rng_seed(&rng, seed, ATT_STREAM_PEAK + hs + (uint64_t)i);
-            for (int p = 0; p < sp.peaks; p++) {
+            for (int p = 0; p < ap->peaks; p++) {
                 int64_t j = (int64_t)parity_rng_below(&rng, (uint64_t)kend);
-                double target = sp.peak - 5.0 + 10.0 * parity_rng_uniform(&rng);
+                double target = ap->peak - 5.0 + 10.0 * parity_rng_uniform(&rng);
                 const double *kj = K + (h * T + j) * dh;
                 double n2 = 0;
                 for (int64_t d = 0; d < dh; d++) n2 += kj[d] * kj[d];
@@ -334,9 +292,9 @@ parity_status_t parity_attention_gen(const parity_workload_t *wl, uint64_t seed,
     c->attr_names[0] = "scale";
     c->attr_values[0] = scale;
     c->attr_names[1] = "softcap";
-    c->attr_values[1] = sp.softcap;
+    c->attr_values[1] = ap->softcap;
     c->attr_names[2] = "causal";
-    c->attr_values[2] = sp.causal;
+    c->attr_values[2] = ap->causal;
     return PARITY_OK;
 }
 
@@ -382,7 +340,7 @@ static parity_status_t att_build(const parity_op_t *op, const parity_workload_t 
          * |eta| <= 1.0001 / m_up and the bound is at most 0.5 e^{1.0001/m_up} u a_j <= 0.56 u a_j
          * for Dh >= 8): rows with a key beyond that keep the folded term. Only for continuous generated Q and K (distinct dot products); a user's
          * file, or sparse exact values, keep it everywhere. */
-        if (parity_vals_continuous(wl->x_vals) && st == PARITY_OK) {
+        if (parity_vals_continuous(((const att_params_t *)wl->params)->qk.kind) && st == PARITY_OK) {
             c->ref[0].s_up2 = parity_calloc_faulted((size_t)(H * T * dh), sizeof *c->ref[0].s_up2);
             if (!c->ref[0].s_up2) st = PARITY_E_NOMEM;
             c->ref[0].b_up = 2;
@@ -593,33 +551,94 @@ static parity_status_t att_param_ref(const parity_case_t *c, int out, int which,
     return PARITY_OK;
 }
 
-#define NORMAL PARITY_VALS_NORMAL
-#define OUTCH PARITY_VALS_OUTLIER
-#define RAND PARITY_VALS_UNIFORM01
-#define ONES PARITY_GAMMA_ONES
-#define UNI PARITY_IDS_UNIFORM
-/* name, summary, N = T, D = Dh, V = H, ids (unused), zipf_s (unused), V's kind and scale, Q/K's
- * kind and scale, gamma (unused), outlier channels, their factor, production. Causal, softcap and
- * peaks: ATT_SPECS. */
+#define F(member, type, what) PARITY_WL_FIELD(att_params_t, member, type, what)
+const parity_workload_family_t att_family = {
+    "attention", sizeof(att_params_t), 8,
+    {F(qk, PARITY_WL_VALS, "Q and K entries (H,T,Dh)"),
+     F(v, PARITY_WL_VALS, "V entries (H,T,Dh)"),
+     F(outliers, PARITY_WL_INT, "outlier channels of Dh, the same in Q and K of a head (qk outlier)"),
+     F(outlier_factor, PARITY_WL_DOUBLE, "their factor"),
+     F(causal, PARITY_WL_INT, "1: the causal mask"),
+     F(softcap, PARITY_WL_DOUBLE, "the softcap c (c tanh(s / c)), 0 none"),
+     F(peaks, PARITY_WL_INT, "attended keys per query whose raw score is set to U[peak-5, peak+5]"),
+     F(peak, PARITY_WL_DOUBLE, "their level")}};
+#undef F
+
 static const parity_workload_t ATT_PRESETS[] = {
-    {"long-causal", "T=4096 causal, 1 head of Dh=64, randn Q/K with 2 keys per query at scores 20-30", 4096, 64, 1, UNI, 0, NORMAL, 1, NORMAL, 1, ONES, 0, 0, 0, ""},
-    {"softcap", "Gemma-2 style: softcap 50, Dh=256, T=1024 causal, raw scores 70-80 on 3 keys per query", 1024, 256, 2, UNI, 0, NORMAL, 1, NORMAL, 1, ONES, 0, 0, 0, ""},
-    {"outlier-channels", "massive activations: 4 of 128 Q/K channels x6, T=2048 causal, 1 key per query at 15-25", 2048, 128, 1, UNI, 0, NORMAL, 1, OUTCH, 1, ONES, 4, 6, 0, ""},
-    {"odd-t1031", "T=1031 (no block multiple), no mask, Dh=80, 3 heads, 2 keys per query at 17-27", 1031, 80, 3, UNI, 0, NORMAL, 1, NORMAL, 1.5, ONES, 0, 0, 0, ""},
-    {"near-zero", "public verifiers' scheme: randn Q/K/V, scores ~N(0,1), softcap 50, T=1024 causal", 1024, 64, 4, UNI, 0, NORMAL, 1, NORMAL, 1, ONES, 0, 0, 0, ""},
-    {"prod-llama3", "Llama-3-8B attention: Dh=128, T=4096 causal, 2 of its 32 heads, peaks at 20-30", 4096, 128, 2, UNI, 0, NORMAL, 1, NORMAL, 1, ONES, 0, 0, 1, ""},
+    {.name = "long-causal",
+     .summary = "T=4096 causal, 1 head of Dh=64, randn Q/K with 2 keys per query at scores 20-30",
+     .n = 4096, .d = 64, .v = 1,
+     .params = &(const att_params_t){.qk = {PARITY_VALS_NORMAL, 1}, .v = {PARITY_VALS_NORMAL, 1},
+                           .causal = 1, .peaks = 2, .peak = 25}},
+    {.name = "softcap",
+     .summary = "Gemma-2 style: softcap 50, Dh=256, T=1024 causal, raw scores 70-80 on 3 keys per query",
+     .n = 1024, .d = 256, .v = 2,
+     .params = &(const att_params_t){.qk = {PARITY_VALS_NORMAL, 1}, .v = {PARITY_VALS_NORMAL, 1},
+                           .causal = 1, .softcap = 50, .peaks = 3, .peak = 75}},
+    {.name = "outlier-channels",
+     .summary = "massive activations: 4 of 128 Q/K channels x6, T=2048 causal, 1 key per query at 15-25",
+     .n = 2048, .d = 128, .v = 1,
+     .params = &(const att_params_t){.qk = {PARITY_VALS_OUTLIER, 1}, .v = {PARITY_VALS_NORMAL, 1},
+                           .outliers = 4, .outlier_factor = 6, .causal = 1, .peaks = 1, .peak = 20}},
+    {.name = "odd-t1031",
+     .summary = "T=1031 (no block multiple), no mask, Dh=80, 3 heads, 2 keys per query at 17-27",
+     .n = 1031, .d = 80, .v = 3,
+     .params = &(const att_params_t){.qk = {PARITY_VALS_NORMAL, 1.5}, .v = {PARITY_VALS_NORMAL, 1},
+                           .causal = 0, .peaks = 2, .peak = 22}},
+    {.name = "near-zero",
+     .summary = "public verifiers' scheme: randn Q/K/V, scores ~N(0,1), softcap 50, T=1024 causal",
+     .n = 1024, .d = 64, .v = 4,
+     .params = &(const att_params_t){.qk = {PARITY_VALS_NORMAL, 1}, .v = {PARITY_VALS_NORMAL, 1},
+                           .causal = 1, .softcap = 50}},
+    {.name = "prod-llama3",
+     .summary = "Llama-3-8B attention: Dh=128, T=4096 causal, 2 of its 32 heads, peaks at 20-30",
+     .n = 4096, .d = 128, .v = 2, .production = 1,
+     .params = &(const att_params_t){.qk = {PARITY_VALS_NORMAL, 1}, .v = {PARITY_VALS_NORMAL, 1},
+                           .causal = 1, .peaks = 2, .peak = 25}},
     /* Structure and range (docs/workloads.md): T = 259 (4 key blocks of 64 and 3), 2 heads. */
-    {"exact", "sparse powers of two in Q, K, V (0 or +-2^e, |e| <= 2): exact scores, massive ties; causal, softcap 50", 259, 64, 2, UNI, 0, PARITY_VALS_SPARSE_POW2, 1, PARITY_VALS_SPARSE_POW2, 1, ONES, 0, 0, 0, ""},
-    {"x1e-3", "randn Q, K, V times 1e-3: a near-uniform softmax, causal", 259, 64, 2, UNI, 0, PARITY_VALS_NORMAL, 1e-3, PARITY_VALS_NORMAL, 1e-3, ONES, 0, 0, 0, ""},
-    {"x64", "randn Q, K, V times 64: scores ~ 4096 (one key per query), softcap 50, causal", 259, 64, 2, UNI, 0, PARITY_VALS_NORMAL, 64, PARITY_VALS_NORMAL, 64, ONES, 0, 0, 0, ""},
-    {"near-max", "randn Q, K; V x 2^100 (O and the backward's dP near 2^103), no mask", 259, 64, 2, UNI, 0, PARITY_VALS_NORMAL, 0x1p100, PARITY_VALS_NORMAL, 1, ONES, 0, 0, 0, ""},
-    {"subnormal", "randn Q, K; V x 1e-39 (bf16 subnormals): O, dQ and dK in fp32's subnormal range, causal", 259, 64, 2, UNI, 0, PARITY_VALS_NORMAL, 1e-39, PARITY_VALS_NORMAL, 1, ONES, 0, 0, 0, ""},
+    {.name = "exact",
+     .summary = "sparse powers of two in Q, K, V (0 or +-2^e, |e| <= 2): exact scores, massive ties; causal, softcap 50",
+     .n = 259, .d = 64, .v = 2,
+     .params = &(const att_params_t){.qk = {PARITY_VALS_SPARSE_POW2, 1},
+                           .v = {PARITY_VALS_SPARSE_POW2, 1}, .causal = 1, .softcap = 50}},
+    {.name = "x1e-3",
+     .summary = "randn Q, K, V times 1e-3: a near-uniform softmax, causal",
+     .n = 259, .d = 64, .v = 2,
+     .params = &(const att_params_t){.qk = {PARITY_VALS_NORMAL, 1e-3},
+                           .v = {PARITY_VALS_NORMAL, 1e-3}, .causal = 1}},
+    {.name = "x64",
+     .summary = "randn Q, K, V times 64: scores ~ 4096 (one key per query), softcap 50, causal",
+     .n = 259, .d = 64, .v = 2,
+     .params = &(const att_params_t){.qk = {PARITY_VALS_NORMAL, 64}, .v = {PARITY_VALS_NORMAL, 64},
+                           .causal = 1, .softcap = 50}},
+    {.name = "near-max",
+     .summary = "randn Q, K; V x 2^100 (O and the backward's dP near 2^103), no mask",
+     .n = 259, .d = 64, .v = 2,
+     .params = &(const att_params_t){.qk = {PARITY_VALS_NORMAL, 1},
+                           .v = {PARITY_VALS_NORMAL, 0x1p100}, .causal = 0}},
+    {.name = "subnormal",
+     .summary = "randn Q, K; V x 1e-39 (bf16 subnormals): O, dQ and dK in fp32's subnormal range, causal",
+     .n = 259, .d = 64, .v = 2,
+     .params = &(const att_params_t){.qk = {PARITY_VALS_NORMAL, 1},
+                           .v = {PARITY_VALS_NORMAL, 1e-39}, .causal = 1}},
 };
 
 static const parity_workload_t ATT_BASELINES[] = {
-    {"sol-execbench", "randn Q/K/V, H=8 T=512 Dh=64, causal, softcap 50, seed 200", 512, 64, 8, UNI, 0, NORMAL, 1, NORMAL, 1, ONES, 0, 0, 0, ""},
-    {"kernelbench", "torch.rand Q/K/V, H=4 T=512 Dh=64, causal, softcap 50", 512, 64, 4, UNI, 0, RAND, 1, RAND, 1, ONES, 0, 0, 0, ""},
-    {"assert_close", "small randn Q/K/V, H=2 T=128 Dh=32, causal, softcap 50", 128, 32, 2, UNI, 0, NORMAL, 1, NORMAL, 1, ONES, 0, 0, 0, ""},
+    {.name = "sol-execbench",
+     .summary = "randn Q/K/V, H=8 T=512 Dh=64, causal, softcap 50, seed 200",
+     .n = 512, .d = 64, .v = 8,
+     .params = &(const att_params_t){.qk = {PARITY_VALS_NORMAL, 1}, .v = {PARITY_VALS_NORMAL, 1},
+                           .causal = 1, .softcap = 50}},
+    {.name = "kernelbench",
+     .summary = "torch.rand Q/K/V, H=4 T=512 Dh=64, causal, softcap 50",
+     .n = 512, .d = 64, .v = 4,
+     .params = &(const att_params_t){.qk = {PARITY_VALS_UNIFORM01, 1},
+                           .v = {PARITY_VALS_UNIFORM01, 1}, .causal = 1, .softcap = 50}},
+    {.name = "assert_close",
+     .summary = "small randn Q/K/V, H=2 T=128 Dh=32, causal, softcap 50",
+     .n = 128, .d = 32, .v = 2,
+     .params = &(const att_params_t){.qk = {PARITY_VALS_NORMAL, 1}, .v = {PARITY_VALS_NORMAL, 1},
+                           .causal = 1, .softcap = 50}},
 };
 
 const parity_op_t parity_op_attention_fwd = {
@@ -637,6 +656,9 @@ const parity_op_t parity_op_attention_fwd = {
     .presets = ATT_PRESETS,
     .n_presets = (int)(sizeof ATT_PRESETS / sizeof ATT_PRESETS[0]),
     .baseline_workloads = ATT_BASELINES,
+    .wl_family = &att_family,
+    .catalog = {{parity_catalog_attention, &parity_catalog_attention_count}},
+    .cost = &parity_cost_attention_fwd,
     .build = att_build,
     .emulate = att_emulate,
     .free_priv = NULL,

@@ -7,6 +7,29 @@
 #include <stdint.h>
 
 #include "parity/op.h"
+#include "parity/workload.h"
+
+/* The family's workload parameters (the backward draws the forward's Q, K, V from the same
+ * workload): T tokens, Dh head size, H heads are the workload's n, d, v. `parity ops
+ * attention_fwd --workloads` prints them. */
+typedef struct {
+    parity_vals_t qk;      /* Q and K entries: N(0,1) or U[0,1) times the scale */
+    parity_vals_t v;       /* V entries */
+    int outliers;          /* outlier channels of Dh, the same in Q and K of a head
+                              (qk.kind PARITY_VALS_OUTLIER: massive activations) */
+    double outlier_factor; /* their factor */
+    int causal;            /* 1: the causal mask */
+    double softcap;        /* c of the softcap c tanh(s / c); 0 none */
+    int peaks;             /* attended keys per query whose raw score is set to U[peak - 5, peak + 5]
+                              by adding a multiple of the key to the query (trained heads put a few
+                              keys at scores of 20-30) */
+    double peak;           /* their level */
+} att_params_t;
+extern const parity_workload_family_t att_family;
+
+/* The family's catalog table (kernels.c). */
+extern const parity_abi_kernel_t parity_catalog_attention[];
+extern const int parity_catalog_attention_count;
 
 void parity_ref_attention_bwd(const double *Q, const double *K, const double *V, const double *O,
                               const double *dO, const double *LSE, int64_t H, int64_t T, int64_t dh,

@@ -166,8 +166,9 @@ parity_tensor_t *emb_gen_matrix(const char *name, parity_dtype_t dt, int64_t row
     return t;
 }
 
-parity_tensor_t *emb_gen_ids(const char *name, const parity_workload_t *wl, uint64_t seed,
-                             int64_t n, int64_t v, parity_status_t *st, parity_diag_t *diag)
+parity_tensor_t *emb_gen_ids(const char *name, const parity_workload_t *wl, parity_ids_t ids,
+                             uint64_t seed, int64_t n, int64_t v, parity_status_t *st,
+                             parity_diag_t *diag)
 {
     int64_t shape[1] = {n};
     parity_tensor_t *t = parity_tensor_new(name, PARITY_DT_I32, 1, shape);
@@ -175,11 +176,11 @@ parity_tensor_t *emb_gen_ids(const char *name, const parity_workload_t *wl, uint
         *st = PARITY_E_NOMEM;
         return NULL;
     }
-    *st = parity_workload_ids(wl, seed, n, v, t->view.data, diag);
+    *st = parity_workload_ids(wl->name, ids, seed, n, v, t->view.data, diag);
     return t;
 }
 
-static parity_tensor_t *gen_gamma(const parity_workload_t *wl, parity_dtype_t dt, uint64_t seed,
+static parity_tensor_t *gen_gamma(parity_gamma_kind_t kind, parity_dtype_t dt, uint64_t seed,
                                   int64_t d)
 {
     int64_t shape[1] = {d};
@@ -190,7 +191,7 @@ static parity_tensor_t *gen_gamma(const parity_workload_t *wl, parity_dtype_t dt
         free(g);
         return NULL;
     }
-    parity_workload_gamma(wl->gamma, seed, d, g);
+    parity_workload_gamma(kind, seed, d, g);
     parity_store_f64(t, g);
     free(g);
     return t;
@@ -368,18 +369,19 @@ static parity_status_t fused_build(const parity_op_t *op, const parity_workload_
                                    uint64_t seed, parity_dtype_t dt, parity_case_t *c,
                                    parity_diag_t *diag)
 {
-    (void)op;
+    const emb_fused_params_t *p = parity_workload_params(wl, op->name, diag);
+    if (!p) return PARITY_E_INVALID;
     int64_t n = wl->n, d = wl->d, v = wl->v;
     parity_status_t st = PARITY_OK;
-    c->inputs[0] = emb_gen_matrix("dy", dt, n, d, wl->dy_vals, wl->dy_scale, 0, 1, seed, 1);
-    c->inputs[1] = emb_gen_matrix("x", dt, n, d, wl->x_vals, wl->x_scale, wl->outliers,
-                              wl->outlier_factor, seed, 2);
-    c->inputs[2] = gen_gamma(wl, dt, seed, d);
-    c->inputs[3] = emb_gen_ids("ids", wl, seed, n, v, &st, diag);
+    c->inputs[0] = emb_gen_matrix("dy", dt, n, d, p->dy.kind, p->dy.scale, 0, 1, seed, 1);
+    c->inputs[1] = emb_gen_matrix("x", dt, n, d, p->x.kind, p->x.scale, p->outliers,
+                              p->outlier_factor, seed, 2);
+    c->inputs[2] = gen_gamma(p->gamma, dt, seed, d);
+    c->inputs[3] = emb_gen_ids("ids", wl, p->ids, seed, n, v, &st, diag);
     if (st != PARITY_OK) return st;
     for (int i = 0; i < 4; i++)
         if (!c->inputs[i]) return PARITY_E_NOMEM;
-    c->rows_are_text_tokens = wl->ids == PARITY_IDS_TEXT;
+    c->rows_are_text_tokens = p->ids.kind == PARITY_IDS_TEXT;
     c->n_attrs = 1;
     c->attr_names[0] = "eps";
     c->attr_values[0] = PARITY_RMS_EPS;
@@ -396,7 +398,7 @@ static parity_status_t fused_build(const parity_op_t *op, const parity_workload_
      * it, r_i does not depend on it), and so is a kernel's fp32 dx (rounding commutes with
      * negation): with dy symmetric, the hits(v) terms of dE[v, j] (distinct rows i) have fair,
      * independent signs. dgamma's terms dy_ij xhat_ij are odd in dy_i and in x_i alike. */
-    int dy_sym = parity_vals_symmetric(wl->dy_vals), x_sym = parity_vals_symmetric(wl->x_vals);
+    int dy_sym = parity_vals_symmetric(p->dy.kind), x_sym = parity_vals_symmetric(p->x.kind);
     if (dy_sym && (st = emb_sym_alloc(&c->ref[0])) != PARITY_OK) return st;
     if ((dy_sym || x_sym) && (st = emb_sym_alloc(G)) != PARITY_OK) return st;
     /* Per-term errors across terms (docs/error-model.md, "Per-term errors across terms", which
@@ -408,7 +410,7 @@ static parity_status_t fused_build(const parity_op_t *op, const parity_workload_
      * m_up allows for other evaluation orders are charged linearly too: b_up = 28. dgamma: a
      * term dy xhat has sum c^2 <= (D/4 + 4.5) A^2 <= (D + 8) A^2 and r enters it with
      * coefficient A: b_up = 4 + 0.5 + 0.5 + the 2 spare roundings of m_up = 7. */
-    if (parity_rms_rows_distinct(wl->x_vals, wl->dy_vals)) {
+    if (parity_rms_rows_distinct(p->x.kind, p->dy.kind)) {
         if ((st = up2_alloc(&c->ref[0])) != PARITY_OK || (st = up2_alloc(G)) != PARITY_OK)
             return st;
         c->ref[0].b_up = 28;
@@ -616,44 +618,132 @@ static parity_status_t fused_variant_ref(const parity_case_t *c, int out, int wh
     return PARITY_OK;
 }
 
+#define F(member, type, what) PARITY_WL_FIELD(emb_fused_params_t, member, type, what)
+const parity_workload_family_t emb_fused_family = {
+    "embedding_rmsnorm_bwd", sizeof(emb_fused_params_t), 6,
+    {F(ids, PARITY_WL_IDS, "the tokens' ids over [0, V)"),
+     F(dy, PARITY_WL_VALS, "upstream gradient dy (N,D)"),
+     F(x, PARITY_WL_VALS, "activations x (N,D)"),
+     F(outliers, PARITY_WL_INT, "outlier channels of x (x outlier)"),
+     F(outlier_factor, PARITY_WL_DOUBLE, "their factor"),
+     F(gamma, PARITY_WL_GAMMA, "the norm weight gamma (D)")}};
+#undef F
+
 static const parity_workload_t FUSED_PRESETS[] = {
-    {"uniform", "uniform ids (about 1 hit per row), unit normal dy and x, gamma = 1: the public benchmarks' regime",
-     4096, 512, 4096, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"zipf0.8", "Zipf(0.8) ids, gradient-scale dy, embedding-scale x, trained gamma",
-     16384, 256, 50257, PARITY_IDS_ZIPF, 0.8, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
-    {"zipf1.1", "Zipf(1.1) ids, gradient-scale dy, embedding-scale x, trained gamma",
-     16384, 256, 50257, PARITY_IDS_ZIPF, 1.1, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
-    {"zipf1.4", "Zipf(1.4) ids (a few rows get most hits), gradient-scale dy, trained gamma",
-     16384, 256, 50257, PARITY_IDS_ZIPF, 1.4, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
-    {"text", "tinyshakespeare through GPT-2 BPE, gradient-scale dy, embedding-scale x, trained gamma",
-     16384, 256, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
-    {"outlier", "real-text ids, 4 outlier channels in x at 100x, gradient-scale dy, trained gamma",
-     8192, 512, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_OUTLIER, 0.02, PARITY_GAMMA_TRAINED, 4, 100, 0, ""},
-    {"gamma", "uniform ids, unit normal values, trained (non-unit) gamma",
-     4096, 256, 4096, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
-    {"odd-d1000", "odd shape N=4097 D=1000, Zipf(1.1) ids, trained gamma",
-     4097, 1000, 50257, PARITY_IDS_ZIPF, 1.1, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
-    {"odd-d4097", "odd shape N=1031 D=4097, Zipf(1.1) ids, trained gamma",
-     1031, 4097, 50257, PARITY_IDS_ZIPF, 1.1, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
-    {"prod", "production-like: N=65536 tokens of real text, D=2048, V=50257, gradient-scale dy",
-     65536, 2048, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 1, ""},
+    {.name = "uniform",
+     .summary = "uniform ids (about 1 hit per row), unit normal dy and x, gamma = 1: the public benchmarks' regime",
+     .n = 4096, .d = 512, .v = 4096,
+     .params = &(const emb_fused_params_t){.ids = {PARITY_IDS_UNIFORM},
+                           .dy = {PARITY_VALS_NORMAL, 1}, .x = {PARITY_VALS_NORMAL, 1},
+                           .gamma = PARITY_GAMMA_ONES}},
+    {.name = "zipf0.8",
+     .summary = "Zipf(0.8) ids, gradient-scale dy, embedding-scale x, trained gamma",
+     .n = 16384, .d = 256, .v = 50257,
+     .params = &(const emb_fused_params_t){.ids = {PARITY_IDS_ZIPF, 0.8},
+                           .dy = {PARITY_VALS_GRADSCALE, 1}, .x = {PARITY_VALS_NORMAL, 0.02},
+                           .gamma = PARITY_GAMMA_TRAINED}},
+    {.name = "zipf1.1",
+     .summary = "Zipf(1.1) ids, gradient-scale dy, embedding-scale x, trained gamma",
+     .n = 16384, .d = 256, .v = 50257,
+     .params = &(const emb_fused_params_t){.ids = {PARITY_IDS_ZIPF, 1.1},
+                           .dy = {PARITY_VALS_GRADSCALE, 1}, .x = {PARITY_VALS_NORMAL, 0.02},
+                           .gamma = PARITY_GAMMA_TRAINED}},
+    {.name = "zipf1.4",
+     .summary = "Zipf(1.4) ids (a few rows get most hits), gradient-scale dy, trained gamma",
+     .n = 16384, .d = 256, .v = 50257,
+     .params = &(const emb_fused_params_t){.ids = {PARITY_IDS_ZIPF, 1.4},
+                           .dy = {PARITY_VALS_GRADSCALE, 1}, .x = {PARITY_VALS_NORMAL, 0.02},
+                           .gamma = PARITY_GAMMA_TRAINED}},
+    {.name = "text",
+     .summary = "tinyshakespeare through GPT-2 BPE, gradient-scale dy, embedding-scale x, trained gamma",
+     .n = 16384, .d = 256, .v = 50257,
+     .params = &(const emb_fused_params_t){.ids = {PARITY_IDS_TEXT},
+                           .dy = {PARITY_VALS_GRADSCALE, 1}, .x = {PARITY_VALS_NORMAL, 0.02},
+                           .gamma = PARITY_GAMMA_TRAINED}},
+    {.name = "outlier",
+     .summary = "real-text ids, 4 outlier channels in x at 100x, gradient-scale dy, trained gamma",
+     .n = 8192, .d = 512, .v = 50257,
+     .params = &(const emb_fused_params_t){.ids = {PARITY_IDS_TEXT},
+                           .dy = {PARITY_VALS_GRADSCALE, 1}, .x = {PARITY_VALS_OUTLIER, 0.02},
+                           .outliers = 4, .outlier_factor = 100, .gamma = PARITY_GAMMA_TRAINED}},
+    {.name = "gamma",
+     .summary = "uniform ids, unit normal values, trained (non-unit) gamma",
+     .n = 4096, .d = 256, .v = 4096,
+     .params = &(const emb_fused_params_t){.ids = {PARITY_IDS_UNIFORM},
+                           .dy = {PARITY_VALS_NORMAL, 1}, .x = {PARITY_VALS_NORMAL, 1},
+                           .gamma = PARITY_GAMMA_TRAINED}},
+    {.name = "odd-d1000",
+     .summary = "odd shape N=4097 D=1000, Zipf(1.1) ids, trained gamma",
+     .n = 4097, .d = 1000, .v = 50257,
+     .params = &(const emb_fused_params_t){.ids = {PARITY_IDS_ZIPF, 1.1},
+                           .dy = {PARITY_VALS_GRADSCALE, 1}, .x = {PARITY_VALS_NORMAL, 0.02},
+                           .gamma = PARITY_GAMMA_TRAINED}},
+    {.name = "odd-d4097",
+     .summary = "odd shape N=1031 D=4097, Zipf(1.1) ids, trained gamma",
+     .n = 1031, .d = 4097, .v = 50257,
+     .params = &(const emb_fused_params_t){.ids = {PARITY_IDS_ZIPF, 1.1},
+                           .dy = {PARITY_VALS_GRADSCALE, 1}, .x = {PARITY_VALS_NORMAL, 0.02},
+                           .gamma = PARITY_GAMMA_TRAINED}},
+    {.name = "prod",
+     .summary = "production-like: N=65536 tokens of real text, D=2048, V=50257, gradient-scale dy",
+     .n = 65536, .d = 2048, .v = 50257, .production = 1,
+     .params = &(const emb_fused_params_t){.ids = {PARITY_IDS_TEXT},
+                           .dy = {PARITY_VALS_GRADSCALE, 1}, .x = {PARITY_VALS_NORMAL, 0.02},
+                           .gamma = PARITY_GAMMA_TRAINED}},
     /* Structure and range (docs/workloads.md): D = 259 (2 x 128 + 3), about 4 hits per row. */
-    {"exact", "sparse powers of two in dy and x (0 or +-2^e, |e| <= 2), trained gamma: a dropped, misplaced or unzeroed term is a gross error; N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_SPARSE_POW2, 1, PARITY_VALS_SPARSE_POW2, 1, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
-    {"x1e-3", "unit randn dy and x times 1e-3 (x^2 ~ 1e-6, near eps), trained gamma; N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1e-3, PARITY_VALS_NORMAL, 1e-3, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
-    {"x64", "unit randn dy and x times 64, trained gamma; N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 64, PARITY_VALS_NORMAL, 64, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
-    {"near-max", "x = randn x 2^14 (fp16's edge: some |x| > 65504), dy = randn x 2^100 (dgamma near 2^112); N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 0x1p100, PARITY_VALS_NORMAL, 0x1p14, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
-    {"subnormal", "dy at gradient scale x 1e-35 (1e-38..1e-41 per token): dx and dE in fp32's subnormal range; N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_GRADSCALE, 1e-35, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
+    {.name = "exact",
+     .summary = "sparse powers of two in dy and x (0 or +-2^e, |e| <= 2), trained gamma: a dropped, misplaced or unzeroed term is a gross error; N=4097, D=259, V=1024",
+     .n = 4097, .d = 259, .v = 1024,
+     .params = &(const emb_fused_params_t){.ids = {PARITY_IDS_UNIFORM},
+                           .dy = {PARITY_VALS_SPARSE_POW2, 1}, .x = {PARITY_VALS_SPARSE_POW2, 1},
+                           .gamma = PARITY_GAMMA_TRAINED}},
+    {.name = "x1e-3",
+     .summary = "unit randn dy and x times 1e-3 (x^2 ~ 1e-6, near eps), trained gamma; N=4097, D=259, V=1024",
+     .n = 4097, .d = 259, .v = 1024,
+     .params = &(const emb_fused_params_t){.ids = {PARITY_IDS_UNIFORM},
+                           .dy = {PARITY_VALS_NORMAL, 1e-3}, .x = {PARITY_VALS_NORMAL, 1e-3},
+                           .gamma = PARITY_GAMMA_TRAINED}},
+    {.name = "x64",
+     .summary = "unit randn dy and x times 64, trained gamma; N=4097, D=259, V=1024",
+     .n = 4097, .d = 259, .v = 1024,
+     .params = &(const emb_fused_params_t){.ids = {PARITY_IDS_UNIFORM},
+                           .dy = {PARITY_VALS_NORMAL, 64}, .x = {PARITY_VALS_NORMAL, 64},
+                           .gamma = PARITY_GAMMA_TRAINED}},
+    {.name = "near-max",
+     .summary = "x = randn x 2^14 (fp16's edge: some |x| > 65504), dy = randn x 2^100 (dgamma near 2^112); N=4097, D=259, V=1024",
+     .n = 4097, .d = 259, .v = 1024,
+     .params = &(const emb_fused_params_t){.ids = {PARITY_IDS_UNIFORM},
+                           .dy = {PARITY_VALS_NORMAL, 0x1p100}, .x = {PARITY_VALS_NORMAL, 0x1p14},
+                           .gamma = PARITY_GAMMA_TRAINED}},
+    {.name = "subnormal",
+     .summary = "dy at gradient scale x 1e-35 (1e-38..1e-41 per token): dx and dE in fp32's subnormal range; N=4097, D=259, V=1024",
+     .n = 4097, .d = 259, .v = 1024,
+     .params = &(const emb_fused_params_t){.ids = {PARITY_IDS_UNIFORM},
+                           .dy = {PARITY_VALS_GRADSCALE, 1e-35}, .x = {PARITY_VALS_NORMAL, 1},
+                           .gamma = PARITY_GAMMA_TRAINED}},
 };
 
 /* The baseline verifiers' own input schemes (verify.c applies their comparison rules).
  * Shapes are stand-ins: see docs/baselines.md for what each verifier uses and what we assume. */
 static const parity_workload_t FUSED_BASELINES[] = {
-    {"sol-execbench", "unit randn dy and x, gamma = 1, uniform ids, seed 200",
-     4096, 1024, 16384, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"kernelbench", "torch.rand inputs (U[0,1)) including gamma, uniform ids, one shape",
-     2048, 1024, 8192, PARITY_IDS_UNIFORM, 0, PARITY_VALS_UNIFORM01, 1, PARITY_VALS_UNIFORM01, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"assert_close", "a unit test: randn inputs and gamma, uniform ids, small shape",
-     512, 256, 1000, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_NORMAL, 0, 0, 0, ""},
+    {.name = "sol-execbench",
+     .summary = "unit randn dy and x, gamma = 1, uniform ids, seed 200",
+     .n = 4096, .d = 1024, .v = 16384,
+     .params = &(const emb_fused_params_t){.ids = {PARITY_IDS_UNIFORM},
+                           .dy = {PARITY_VALS_NORMAL, 1}, .x = {PARITY_VALS_NORMAL, 1},
+                           .gamma = PARITY_GAMMA_ONES}},
+    {.name = "kernelbench",
+     .summary = "torch.rand inputs (U[0,1)) including gamma, uniform ids, one shape",
+     .n = 2048, .d = 1024, .v = 8192,
+     .params = &(const emb_fused_params_t){.ids = {PARITY_IDS_UNIFORM},
+                           .dy = {PARITY_VALS_UNIFORM01, 1}, .x = {PARITY_VALS_UNIFORM01, 1},
+                           .gamma = PARITY_GAMMA_ONES}},
+    {.name = "assert_close",
+     .summary = "a unit test: randn inputs and gamma, uniform ids, small shape",
+     .n = 512, .d = 256, .v = 1000,
+     .params = &(const emb_fused_params_t){.ids = {PARITY_IDS_UNIFORM},
+                           .dy = {PARITY_VALS_NORMAL, 1}, .x = {PARITY_VALS_NORMAL, 1},
+                           .gamma = PARITY_GAMMA_NORMAL}},
 };
 
 const parity_op_t parity_op_embedding_rmsnorm_bwd = {
@@ -669,6 +759,9 @@ const parity_op_t parity_op_embedding_rmsnorm_bwd = {
     .presets = FUSED_PRESETS,
     .n_presets = (int)(sizeof FUSED_PRESETS / sizeof FUSED_PRESETS[0]),
     .baseline_workloads = FUSED_BASELINES,
+    .wl_family = &emb_fused_family,
+    .catalog = {{parity_catalog_embedding, &parity_catalog_embedding_count}, {parity_catalog_embedding_fast, &parity_catalog_embedding_fast_count}},
+    .cost = &parity_cost_embedding_rmsnorm_bwd,
     .build = fused_build,
     .emulate = fused_emulate,
     .terms_ref = fused_terms_ref,

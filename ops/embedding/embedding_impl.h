@@ -8,6 +8,34 @@
 
 #include "ops/ops_impl.h"
 
+/* The family's workload parameters, one struct per op (docs/workloads.md; `parity ops OP
+ * --workloads` prints them): the shape is the workload's N tokens, D hidden size, V vocabulary. */
+typedef struct {
+    parity_ids_t ids;          /* the tokens' ids, over [0, V) */
+    parity_vals_t dy;          /* upstream gradient dy (N,D) */
+    parity_vals_t x;           /* activations x (N,D) */
+    int outliers;              /* outlier channels of x (x.kind PARITY_VALS_OUTLIER) */
+    double outlier_factor;     /* their factor */
+    parity_gamma_kind_t gamma; /* the norm weight (D) */
+} emb_fused_params_t;
+typedef struct {
+    parity_ids_t ids; /* the tokens' ids, over [0, V) */
+    parity_vals_t dy; /* upstream gradient dY (N,D) */
+} emb_bwd_params_t;
+typedef struct {
+    parity_ids_t ids;      /* the tokens' ids, over [0, V) */
+    parity_vals_t table;   /* the embedding table E (V,D) */
+    int outliers;          /* outlier channels of E (table.kind PARITY_VALS_OUTLIER) */
+    double outlier_factor; /* their factor */
+} emb_fwd_params_t;
+extern const parity_workload_family_t emb_fused_family, emb_bwd_family, emb_fwd_family;
+
+/* The family's catalog tables (kernels.c, kernels_fast.c, kernels_fwd.c). */
+extern const parity_abi_kernel_t parity_catalog_embedding[], parity_catalog_embedding_fast[],
+    parity_catalog_embedding_fwd[];
+extern const int parity_catalog_embedding_count, parity_catalog_embedding_fast_count,
+    parity_catalog_embedding_fwd_count;
+
 static inline float bf16_f32(uint16_t b) /* parity_bf16_to_fp32_1, inlined */
 {
     uint32_t u = (uint32_t)b << 16;
@@ -46,8 +74,9 @@ void emb_sym_finish(parity_ref_output_t *R);
 parity_tensor_t *emb_gen_matrix(const char *name, parity_dtype_t dt, int64_t rows, int64_t cols,
                                 parity_vals_kind_t kind, double scale, int outliers, double factor,
                                 uint64_t seed, uint64_t stream);
-parity_tensor_t *emb_gen_ids(const char *name, const parity_workload_t *wl, uint64_t seed, int64_t n,
-                             int64_t v, parity_status_t *st, parity_diag_t *diag);
+parity_tensor_t *emb_gen_ids(const char *name, const parity_workload_t *wl, parity_ids_t ids,
+                             uint64_t seed, int64_t n, int64_t v, parity_status_t *st,
+                             parity_diag_t *diag);
 /* Emulated vocabulary rows (out 0) or, fused, channels (out 1) with accumulator acc. */
 parity_status_t emb_scatter_emulate(const parity_case_t *c, int out, const parity_format_t *acc,
                                     parity_sum_order_t order, const int64_t *rows, int64_t n_rows,

@@ -57,20 +57,21 @@ static parity_status_t ebwd_build(const parity_op_t *op, const parity_workload_t
                                   uint64_t seed, parity_dtype_t dt, parity_case_t *c,
                                   parity_diag_t *diag)
 {
-    (void)op;
+    const emb_bwd_params_t *p = parity_workload_params(wl, op->name, diag);
+    if (!p) return PARITY_E_INVALID;
     parity_status_t st = PARITY_OK;
-    c->inputs[0] = emb_gen_matrix("dY", dt, wl->n, wl->d, wl->dy_vals, wl->dy_scale, 0, 1, seed, 1);
-    c->inputs[1] = emb_gen_ids("ids", wl, seed, wl->n, wl->v, &st, diag);
+    c->inputs[0] = emb_gen_matrix("dY", dt, wl->n, wl->d, p->dy.kind, p->dy.scale, 0, 1, seed, 1);
+    c->inputs[1] = emb_gen_ids("ids", wl, p->ids, seed, wl->n, wl->v, &st, diag);
     if (st != PARITY_OK) return st;
     if (!c->inputs[0] || !c->inputs[1]) return PARITY_E_NOMEM;
-    c->rows_are_text_tokens = wl->ids == PARITY_IDS_TEXT;
+    c->rows_are_text_tokens = p->ids.kind == PARITY_IDS_TEXT;
     if ((st = emb_scatter_build(c, c->inputs[1]->view.data, wl->n, wl->d, wl->v)) != PARITY_OK) return st;
     if ((st = emb_vocab_ref_alloc(c, 0, "dE", 0)) != PARITY_OK) return st;
     scatter_t *sc = c->priv;
     st = parity_ref_embedding_bwd(&c->inputs[0]->view, sc->ids, c->ref[0].slot, c->ref[0].ref,
                                   c->ref[0].s_acc, 0);
     /* Symmetric class: dE[v, j]'s terms are dY[i, j] themselves (distinct rows i). */
-    if (st != PARITY_OK || !parity_vals_symmetric(wl->dy_vals)) return st;
+    if (st != PARITY_OK || !parity_vals_symmetric(p->dy.kind)) return st;
     parity_ref_output_t *R = &c->ref[0];
     if ((st = emb_sym_alloc(R)) != PARITY_OK) return st;
     const parity_abi_tensor_t *dy = &c->inputs[0]->view;
@@ -99,25 +100,80 @@ static parity_status_t ebwd_terms_ref(const parity_case_t *c, int out, int64_t f
     return emb_scatter_terms_ref(c, out, from, to, rows, n_rows, sum, abs_sum, sq_sum, 0);
 }
 
+const parity_workload_family_t emb_bwd_family = {
+    "embedding_bwd", sizeof(emb_bwd_params_t), 2,
+    {PARITY_WL_FIELD(emb_bwd_params_t, ids, PARITY_WL_IDS, "the tokens' ids over [0, V)"),
+     PARITY_WL_FIELD(emb_bwd_params_t, dy, PARITY_WL_VALS, "upstream gradient dY (N,D)")}};
+
 static const parity_workload_t EBWD_PRESETS[] = {
-    {"uniform", "uniform ids, unit normal dY", 4096, 512, 4096, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"zipf1.1", "Zipf(1.1) ids, gradient-scale dY", 16384, 256, 50257, PARITY_IDS_ZIPF, 1.1, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"text", "tinyshakespeare GPT-2 ids, gradient-scale dY", 16384, 256, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"intprobe", "real-text ids, dY small integers in [-4,4]: exact sums, any lost addition shows", 16384, 256, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_INTPROBE, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"odd-d1000", "odd shape N=4097 D=1000, Zipf(1.1)", 4097, 1000, 50257, PARITY_IDS_ZIPF, 1.1, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"prod", "production-like: N=65536 real-text tokens, D=2048, V=50257", 65536, 2048, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 1, ""},
+    {.name = "uniform",
+     .summary = "uniform ids, unit normal dY",
+     .n = 4096, .d = 512, .v = 4096,
+     .params = &(const emb_bwd_params_t){.ids = {PARITY_IDS_UNIFORM}, .dy = {PARITY_VALS_NORMAL, 1}}},
+    {.name = "zipf1.1",
+     .summary = "Zipf(1.1) ids, gradient-scale dY",
+     .n = 16384, .d = 256, .v = 50257,
+     .params = &(const emb_bwd_params_t){.ids = {PARITY_IDS_ZIPF, 1.1},
+                           .dy = {PARITY_VALS_GRADSCALE, 1}}},
+    {.name = "text",
+     .summary = "tinyshakespeare GPT-2 ids, gradient-scale dY",
+     .n = 16384, .d = 256, .v = 50257,
+     .params = &(const emb_bwd_params_t){.ids = {PARITY_IDS_TEXT}, .dy = {PARITY_VALS_GRADSCALE, 1}}},
+    {.name = "intprobe",
+     .summary = "real-text ids, dY small integers in [-4,4]: exact sums, any lost addition shows",
+     .n = 16384, .d = 256, .v = 50257,
+     .params = &(const emb_bwd_params_t){.ids = {PARITY_IDS_TEXT}, .dy = {PARITY_VALS_INTPROBE, 1}}},
+    {.name = "odd-d1000",
+     .summary = "odd shape N=4097 D=1000, Zipf(1.1)",
+     .n = 4097, .d = 1000, .v = 50257,
+     .params = &(const emb_bwd_params_t){.ids = {PARITY_IDS_ZIPF, 1.1},
+                           .dy = {PARITY_VALS_GRADSCALE, 1}}},
+    {.name = "prod",
+     .summary = "production-like: N=65536 real-text tokens, D=2048, V=50257",
+     .n = 65536, .d = 2048, .v = 50257, .production = 1,
+     .params = &(const emb_bwd_params_t){.ids = {PARITY_IDS_TEXT}, .dy = {PARITY_VALS_GRADSCALE, 1}}},
     /* Structure and range (docs/workloads.md): D = 259 (2 x 128 + 3), about 4 hits per row. */
-    {"exact", "sparse powers of two in dY (0 or +-2^e, |e| <= 2): exact sums, a lost or misplaced addition is a gross error; N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_SPARSE_POW2, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"x1e-3", "unit randn dY times 1e-3; N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1e-3, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"x64", "unit randn dY times 64; N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 64, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"near-max", "randn dY x 2^118: rows of ~4 hits reach 2^122, within 2^6 of fp32/bf16 overflow; N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 0x1p118, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"subnormal", "dY at gradient scale x 1e-35 (1e-38..1e-41 per token): sums in fp32's subnormal range; N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_GRADSCALE, 1e-35, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {.name = "exact",
+     .summary = "sparse powers of two in dY (0 or +-2^e, |e| <= 2): exact sums, a lost or misplaced addition is a gross error; N=4097, D=259, V=1024",
+     .n = 4097, .d = 259, .v = 1024,
+     .params = &(const emb_bwd_params_t){.ids = {PARITY_IDS_UNIFORM},
+                           .dy = {PARITY_VALS_SPARSE_POW2, 1}}},
+    {.name = "x1e-3",
+     .summary = "unit randn dY times 1e-3; N=4097, D=259, V=1024",
+     .n = 4097, .d = 259, .v = 1024,
+     .params = &(const emb_bwd_params_t){.ids = {PARITY_IDS_UNIFORM},
+                           .dy = {PARITY_VALS_NORMAL, 1e-3}}},
+    {.name = "x64",
+     .summary = "unit randn dY times 64; N=4097, D=259, V=1024",
+     .n = 4097, .d = 259, .v = 1024,
+     .params = &(const emb_bwd_params_t){.ids = {PARITY_IDS_UNIFORM},
+                           .dy = {PARITY_VALS_NORMAL, 64}}},
+    {.name = "near-max",
+     .summary = "randn dY x 2^118: rows of ~4 hits reach 2^122, within 2^6 of fp32/bf16 overflow; N=4097, D=259, V=1024",
+     .n = 4097, .d = 259, .v = 1024,
+     .params = &(const emb_bwd_params_t){.ids = {PARITY_IDS_UNIFORM},
+                           .dy = {PARITY_VALS_NORMAL, 0x1p118}}},
+    {.name = "subnormal",
+     .summary = "dY at gradient scale x 1e-35 (1e-38..1e-41 per token): sums in fp32's subnormal range; N=4097, D=259, V=1024",
+     .n = 4097, .d = 259, .v = 1024,
+     .params = &(const emb_bwd_params_t){.ids = {PARITY_IDS_UNIFORM},
+                           .dy = {PARITY_VALS_GRADSCALE, 1e-35}}},
 };
 
 static const parity_workload_t EBWD_BASELINES[] = {
-    {"sol-execbench", "unit randn dY, uniform ids, seed 200", 4096, 1024, 16384, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"kernelbench", "torch.rand dY, uniform ids", 2048, 1024, 8192, PARITY_IDS_UNIFORM, 0, PARITY_VALS_UNIFORM01, 1, PARITY_VALS_UNIFORM01, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"assert_close", "randn dY, uniform ids, small shape", 512, 256, 1000, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {.name = "sol-execbench",
+     .summary = "unit randn dY, uniform ids, seed 200",
+     .n = 4096, .d = 1024, .v = 16384,
+     .params = &(const emb_bwd_params_t){.ids = {PARITY_IDS_UNIFORM}, .dy = {PARITY_VALS_NORMAL, 1}}},
+    {.name = "kernelbench",
+     .summary = "torch.rand dY, uniform ids",
+     .n = 2048, .d = 1024, .v = 8192,
+     .params = &(const emb_bwd_params_t){.ids = {PARITY_IDS_UNIFORM},
+                           .dy = {PARITY_VALS_UNIFORM01, 1}}},
+    {.name = "assert_close",
+     .summary = "randn dY, uniform ids, small shape",
+     .n = 512, .d = 256, .v = 1000,
+     .params = &(const emb_bwd_params_t){.ids = {PARITY_IDS_UNIFORM}, .dy = {PARITY_VALS_NORMAL, 1}}},
 };
 
 const parity_op_t parity_op_embedding_bwd = {
@@ -133,6 +189,9 @@ const parity_op_t parity_op_embedding_bwd = {
     .presets = EBWD_PRESETS,
     .n_presets = (int)(sizeof EBWD_PRESETS / sizeof EBWD_PRESETS[0]),
     .baseline_workloads = EBWD_BASELINES,
+    .wl_family = &emb_bwd_family,
+    .catalog = {{parity_catalog_embedding, &parity_catalog_embedding_count}},
+    .cost = &parity_cost_embedding_bwd,
     .build = ebwd_build,
     .emulate = ebwd_emulate,
     .terms_ref = ebwd_terms_ref,
@@ -147,11 +206,12 @@ static parity_status_t efwd_build(const parity_op_t *op, const parity_workload_t
                                   uint64_t seed, parity_dtype_t dt, parity_case_t *c,
                                   parity_diag_t *diag)
 {
-    (void)op;
+    const emb_fwd_params_t *p = parity_workload_params(wl, op->name, diag);
+    if (!p) return PARITY_E_INVALID;
     parity_status_t st = PARITY_OK;
-    c->inputs[0] = emb_gen_matrix("E", dt, wl->v, wl->d, wl->x_vals, wl->x_scale, wl->outliers,
-                              wl->outlier_factor, seed, 2);
-    c->inputs[1] = emb_gen_ids("ids", wl, seed, wl->n, wl->v, &st, diag);
+    c->inputs[0] = emb_gen_matrix("E", dt, wl->v, wl->d, p->table.kind, p->table.scale, p->outliers,
+                              p->outlier_factor, seed, 2);
+    c->inputs[1] = emb_gen_ids("ids", wl, p->ids, seed, wl->n, wl->v, &st, diag);
     if (st != PARITY_OK) return st;
     if (!c->inputs[0] || !c->inputs[1]) return PARITY_E_NOMEM;
     parity_ref_output_t *R = &c->ref[0];
@@ -196,22 +256,76 @@ static parity_status_t efwd_variant_ref(const parity_case_t *c, int out, int whi
     return PARITY_OK;
 }
 
+#define F(member, type, what) PARITY_WL_FIELD(emb_fwd_params_t, member, type, what)
+const parity_workload_family_t emb_fwd_family = {
+    "embedding_fwd", sizeof(emb_fwd_params_t), 4,
+    {F(ids, PARITY_WL_IDS, "the tokens' ids over [0, V)"),
+     F(table, PARITY_WL_VALS, "the embedding table E (V,D)"),
+     F(outliers, PARITY_WL_INT, "outlier channels of E (table outlier)"),
+     F(outlier_factor, PARITY_WL_DOUBLE, "their factor")}};
+#undef F
+
 static const parity_workload_t EFWD_PRESETS[] = {
-    {"uniform", "uniform ids, unit normal E", 4096, 512, 4096, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"text", "tinyshakespeare GPT-2 ids, embedding-scale E with 4 outlier channels", 8192, 256, 50257, PARITY_IDS_TEXT, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_OUTLIER, 0.02, PARITY_GAMMA_ONES, 4, 100, 0, ""},
-    {"odd-d1000", "odd shape N=4097 D=1000, Zipf(1.1)", 4097, 1000, 5003, PARITY_IDS_ZIPF, 1.1, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {.name = "uniform",
+     .summary = "uniform ids, unit normal E",
+     .n = 4096, .d = 512, .v = 4096,
+     .params = &(const emb_fwd_params_t){.ids = {PARITY_IDS_UNIFORM},
+                           .table = {PARITY_VALS_NORMAL, 1}}},
+    {.name = "text",
+     .summary = "tinyshakespeare GPT-2 ids, embedding-scale E with 4 outlier channels",
+     .n = 8192, .d = 256, .v = 50257,
+     .params = &(const emb_fwd_params_t){.ids = {PARITY_IDS_TEXT},
+                           .table = {PARITY_VALS_OUTLIER, 0.02}, .outliers = 4,
+                           .outlier_factor = 100}},
+    {.name = "odd-d1000",
+     .summary = "odd shape N=4097 D=1000, Zipf(1.1)",
+     .n = 4097, .d = 1000, .v = 5003,
+     .params = &(const emb_fwd_params_t){.ids = {PARITY_IDS_ZIPF, 1.1},
+                           .table = {PARITY_VALS_NORMAL, 0.02}}},
     /* Structure and range (docs/workloads.md). */
-    {"exact", "sparse powers of two in E (0 or +-2^e, |e| <= 2): a wrong row is a gross error; N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_SPARSE_POW2, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"x1e-3", "unit randn E times 1e-3; N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1e-3, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"x64", "unit randn E times 64; N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 64, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"near-max", "randn E x 2^124: entries up to bf16's largest finite; N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 0x1p124, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"subnormal", "randn E x 1e-39: bf16 subnormals (a flush-to-zero copy fails); N=4097, D=259, V=1024", 4097, 259, 1024, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1e-39, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {.name = "exact",
+     .summary = "sparse powers of two in E (0 or +-2^e, |e| <= 2): a wrong row is a gross error; N=4097, D=259, V=1024",
+     .n = 4097, .d = 259, .v = 1024,
+     .params = &(const emb_fwd_params_t){.ids = {PARITY_IDS_UNIFORM},
+                           .table = {PARITY_VALS_SPARSE_POW2, 1}}},
+    {.name = "x1e-3",
+     .summary = "unit randn E times 1e-3; N=4097, D=259, V=1024",
+     .n = 4097, .d = 259, .v = 1024,
+     .params = &(const emb_fwd_params_t){.ids = {PARITY_IDS_UNIFORM},
+                           .table = {PARITY_VALS_NORMAL, 1e-3}}},
+    {.name = "x64",
+     .summary = "unit randn E times 64; N=4097, D=259, V=1024",
+     .n = 4097, .d = 259, .v = 1024,
+     .params = &(const emb_fwd_params_t){.ids = {PARITY_IDS_UNIFORM},
+                           .table = {PARITY_VALS_NORMAL, 64}}},
+    {.name = "near-max",
+     .summary = "randn E x 2^124: entries up to bf16's largest finite; N=4097, D=259, V=1024",
+     .n = 4097, .d = 259, .v = 1024,
+     .params = &(const emb_fwd_params_t){.ids = {PARITY_IDS_UNIFORM},
+                           .table = {PARITY_VALS_NORMAL, 0x1p124}}},
+    {.name = "subnormal",
+     .summary = "randn E x 1e-39: bf16 subnormals (a flush-to-zero copy fails); N=4097, D=259, V=1024",
+     .n = 4097, .d = 259, .v = 1024,
+     .params = &(const emb_fwd_params_t){.ids = {PARITY_IDS_UNIFORM},
+                           .table = {PARITY_VALS_NORMAL, 1e-39}}},
 };
 
 static const parity_workload_t EFWD_BASELINES[] = {
-    {"sol-execbench", "unit randn E, uniform ids, seed 200", 4096, 1024, 16384, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"kernelbench", "torch.rand E, uniform ids", 2048, 1024, 8192, PARITY_IDS_UNIFORM, 0, PARITY_VALS_UNIFORM01, 1, PARITY_VALS_UNIFORM01, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"assert_close", "randn E, uniform ids, small shape", 512, 256, 1000, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {.name = "sol-execbench",
+     .summary = "unit randn E, uniform ids, seed 200",
+     .n = 4096, .d = 1024, .v = 16384,
+     .params = &(const emb_fwd_params_t){.ids = {PARITY_IDS_UNIFORM},
+                           .table = {PARITY_VALS_NORMAL, 1}}},
+    {.name = "kernelbench",
+     .summary = "torch.rand E, uniform ids",
+     .n = 2048, .d = 1024, .v = 8192,
+     .params = &(const emb_fwd_params_t){.ids = {PARITY_IDS_UNIFORM},
+                           .table = {PARITY_VALS_UNIFORM01, 1}}},
+    {.name = "assert_close",
+     .summary = "randn E, uniform ids, small shape",
+     .n = 512, .d = 256, .v = 1000,
+     .params = &(const emb_fwd_params_t){.ids = {PARITY_IDS_UNIFORM},
+                           .table = {PARITY_VALS_NORMAL, 1}}},
 };
 
 const parity_op_t parity_op_embedding_fwd = {
@@ -227,6 +341,9 @@ const parity_op_t parity_op_embedding_fwd = {
     .presets = EFWD_PRESETS,
     .n_presets = (int)(sizeof EFWD_PRESETS / sizeof EFWD_PRESETS[0]),
     .baseline_workloads = EFWD_BASELINES,
+    .wl_family = &emb_fwd_family,
+    .catalog = {{parity_catalog_embedding_fwd, &parity_catalog_embedding_fwd_count}},
+    .cost = &parity_cost_embedding_fwd,
     .build = efwd_build,
     .emulate = NULL,
     .free_priv = NULL,

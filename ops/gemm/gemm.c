@@ -173,7 +173,8 @@ static parity_status_t check_args(const parity_workload_t *wl, parity_dtype_t dt
 static parity_status_t gemm_build(const parity_op_t *op, const parity_workload_t *wl, uint64_t seed,
                                   parity_dtype_t dt, parity_case_t *c, parity_diag_t *diag)
 {
-    (void)op;
+    const gemm_params_t *p = parity_workload_params(wl, op->name, diag);
+    if (!p) return PARITY_E_INVALID;
     parity_status_t st = check_args(wl, dt, "gemm", diag);
     if (st != PARITY_OK) return st;
     int64_t m = wl->n, k = wl->d, n = wl->v;
@@ -183,12 +184,12 @@ static parity_status_t gemm_build(const parity_op_t *op, const parity_workload_t
     if (!c->inputs[0] || !c->inputs[1]) return PARITY_E_NOMEM;
     double *tmp = malloc((size_t)(k > n ? k : n) * sizeof *tmp);
     if (!tmp) return PARITY_E_NOMEM;
-    fill(c->inputs[0], wl->x_vals, wl->x_scale, wl->outliers, wl->outlier_factor, seed,
+    fill(c->inputs[0], p->a.kind, p->a.scale, p->outliers, p->outlier_factor, seed,
          GEMM_STREAM_A, tmp, k);
-    fill(c->inputs[1], wl->dy_vals, wl->dy_scale, 0, 1, seed, GEMM_STREAM_B, tmp, n);
+    fill(c->inputs[1], p->b.kind, p->b.scale, 0, 1, seed, GEMM_STREAM_B, tmp, n);
     free(tmp);
     return ref_product(c, 0, "C", mat_f64(&c->inputs[0]->view, 0), mat_f64(&c->inputs[1]->view, 1),
-                       m, k, n, parity_vals_symmetric(wl->x_vals) || parity_vals_symmetric(wl->dy_vals));
+                       m, k, n, parity_vals_symmetric(p->a.kind) || parity_vals_symmetric(p->b.kind));
 }
 
 /* gemm_bwd: X (M,K) activations, W (K,N) weights, dY (M,N) upstream gradient; dX = dY·Wᵀ (M,K),
@@ -196,7 +197,8 @@ static parity_status_t gemm_build(const parity_op_t *op, const parity_workload_t
 static parity_status_t bwd_build(const parity_op_t *op, const parity_workload_t *wl, uint64_t seed,
                                  parity_dtype_t dt, parity_case_t *c, parity_diag_t *diag)
 {
-    (void)op;
+    const gemm_bwd_params_t *p = parity_workload_params(wl, op->name, diag);
+    if (!p) return PARITY_E_INVALID;
     parity_status_t st = check_args(wl, dt, "gemm_bwd", diag);
     if (st != PARITY_OK) return st;
     int64_t m = wl->n, k = wl->d, n = wl->v;
@@ -207,14 +209,14 @@ static parity_status_t bwd_build(const parity_op_t *op, const parity_workload_t 
     if (!c->inputs[0] || !c->inputs[1] || !c->inputs[2]) return PARITY_E_NOMEM;
     double *tmp = malloc((size_t)(k > n ? k : n) * sizeof *tmp);
     if (!tmp) return PARITY_E_NOMEM;
-    fill(c->inputs[0], wl->x_vals, wl->x_scale, wl->outliers, wl->outlier_factor, seed,
+    fill(c->inputs[0], p->x.kind, p->x.scale, p->outliers, p->outlier_factor, seed,
          GEMM_STREAM_A, tmp, k);
     /* Weights at GPT-2's init scale: their magnitude scales dX only, not its relative error. */
     /* The sparse exact workload makes W sparse too, so that dX is exact (docs/workloads.md). */
-    int sparse = wl->x_vals == PARITY_VALS_SPARSE_POW2;
+    int sparse = p->x.kind == PARITY_VALS_SPARSE_POW2;
     fill(c->inputs[1], sparse ? PARITY_VALS_SPARSE_POW2 : PARITY_VALS_NORMAL, sparse ? 1 : 0.02, 0,
          1, seed, GEMM_STREAM_W, tmp, n);
-    fill(c->inputs[2], wl->dy_vals, wl->dy_scale, 0, 1, seed, GEMM_STREAM_B, tmp, n);
+    fill(c->inputs[2], p->dy.kind, p->dy.scale, 0, 1, seed, GEMM_STREAM_B, tmp, n);
     free(tmp);
     const parity_abi_tensor_t *X = &c->inputs[0]->view, *W = &c->inputs[1]->view,
                               *DY = &c->inputs[2]->view;
@@ -224,7 +226,7 @@ static parity_status_t bwd_build(const parity_op_t *op, const parity_workload_t 
     /* dW = Xᵀ (K,M) · dY (M,N): B' = dY, given transposed = dYᵀ (N,M). */
     if (st == PARITY_OK)
         st = ref_product(c, 1, "dW", mat_f64(X, 1), mat_f64(DY, 1), k, m, n,
-                         parity_vals_symmetric(wl->x_vals) || parity_vals_symmetric(wl->dy_vals));
+                         parity_vals_symmetric(p->x.kind) || parity_vals_symmetric(p->dy.kind));
     return st;
 }
 
@@ -400,26 +402,85 @@ static parity_status_t bwd_terms_ref(const parity_case_t *c, int out, int64_t fr
 #define G1 PARITY_GAMMA_ONES
 /* name, summary, M, K, N, ids (unused), zipf_s (unused), B values, B scale, A values, A scale,
  * gamma (unused), outlier channels of A, their factor, production */
+const parity_workload_family_t gemm_family = {
+    "gemm", sizeof(gemm_params_t), 4,
+    {PARITY_WL_FIELD(gemm_params_t, a, PARITY_WL_VALS, "A (M,K)"),
+     PARITY_WL_FIELD(gemm_params_t, b, PARITY_WL_VALS, "B (K,N)"),
+     PARITY_WL_FIELD(gemm_params_t, outliers, PARITY_WL_INT, "outlier channels of A (a outlier)"),
+     PARITY_WL_FIELD(gemm_params_t, outlier_factor, PARITY_WL_DOUBLE, "their factor")}};
+
 static const parity_workload_t GEMM_PRESETS[] = {
-    {"llm-fwd", "projection forward: randn hidden states x 0.02 randn weights, M=256 tokens, K=4096, N=64", 256, 4096, 64, IDS, 0, NORMAL, 0.02, NORMAL, 1, G1, 0, 0, 0, ""},
-    {"odd-k4097", "K=4097 (a tile of 64 plus one): randn x 0.02 randn, M=128, N=64", 128, 4097, 64, IDS, 0, NORMAL, 0.02, NORMAL, 1, G1, 0, 0, 0, ""},
-    {"odd-k1000", "K=1000 (15 tiles of 64 and 40), randn x 0.02 randn, M=256, N=128", 256, 1000, 128, IDS, 0, NORMAL, 0.02, NORMAL, 1, G1, 0, 0, 0, ""},
-    {"outlier-ch", "activations with 4 outlier channels (K columns of A) at 80x, LLM.int8-style; M=256, K=4096, N=64", 256, 4096, 64, IDS, 0, NORMAL, 0.02, OUTL, 1, G1, 4, 80, 0, ""},
-    {"dw-32k", "weight gradient dW = X^T dY (a 32 x 16 tile): M=32 input features, K=32768 tokens, N=16 output features; dY at gradient scale 1e-3..1e-6 per token", 32, 32768, 16, IDS, 0, GRAD, 1, NORMAL, 1, G1, 0, 0, 0, ""},
-    {"dw-varlen", "dW over a packed variable-length batch: K=20011 tokens (no tile divides it), gradient-scale dY, M=32, N=16", 32, 20011, 16, IDS, 0, GRAD, 1, NORMAL, 1, G1, 0, 0, 0, ""},
-    {"prod-llama7b-down", "Llama-2-7B MLP down_proj forward: 256 tokens x K=11008 x 256 of its 4096 output columns, 4 outlier channels at 60x", 256, 11008, 256, IDS, 0, NORMAL, 0.02, OUTL, 1, G1, 4, 60, 1, ""},
+    {.name = "llm-fwd",
+     .summary = "projection forward: randn hidden states x 0.02 randn weights, M=256 tokens, K=4096, N=64",
+     .n = 256, .d = 4096, .v = 64,
+     .params = &(const gemm_params_t){.a = {PARITY_VALS_NORMAL, 1}, .b = {PARITY_VALS_NORMAL, 0.02}}},
+    {.name = "odd-k4097",
+     .summary = "K=4097 (a tile of 64 plus one): randn x 0.02 randn, M=128, N=64",
+     .n = 128, .d = 4097, .v = 64,
+     .params = &(const gemm_params_t){.a = {PARITY_VALS_NORMAL, 1}, .b = {PARITY_VALS_NORMAL, 0.02}}},
+    {.name = "odd-k1000",
+     .summary = "K=1000 (15 tiles of 64 and 40), randn x 0.02 randn, M=256, N=128",
+     .n = 256, .d = 1000, .v = 128,
+     .params = &(const gemm_params_t){.a = {PARITY_VALS_NORMAL, 1}, .b = {PARITY_VALS_NORMAL, 0.02}}},
+    {.name = "outlier-ch",
+     .summary = "activations with 4 outlier channels (K columns of A) at 80x, LLM.int8-style; M=256, K=4096, N=64",
+     .n = 256, .d = 4096, .v = 64,
+     .params = &(const gemm_params_t){.a = {PARITY_VALS_OUTLIER, 1},
+                           .b = {PARITY_VALS_NORMAL, 0.02}, .outliers = 4, .outlier_factor = 80}},
+    {.name = "dw-32k",
+     .summary = "weight gradient dW = X^T dY (a 32 x 16 tile): M=32 input features, K=32768 tokens, N=16 output features; dY at gradient scale 1e-3..1e-6 per token",
+     .n = 32, .d = 32768, .v = 16,
+     .params = &(const gemm_params_t){.a = {PARITY_VALS_NORMAL, 1}, .b = {PARITY_VALS_GRADSCALE, 1}}},
+    {.name = "dw-varlen",
+     .summary = "dW over a packed variable-length batch: K=20011 tokens (no tile divides it), gradient-scale dY, M=32, N=16",
+     .n = 32, .d = 20011, .v = 16,
+     .params = &(const gemm_params_t){.a = {PARITY_VALS_NORMAL, 1}, .b = {PARITY_VALS_GRADSCALE, 1}}},
+    {.name = "prod-llama7b-down",
+     .summary = "Llama-2-7B MLP down_proj forward: 256 tokens x K=11008 x 256 of its 4096 output columns, 4 outlier channels at 60x",
+     .n = 256, .d = 11008, .v = 256, .production = 1,
+     .params = &(const gemm_params_t){.a = {PARITY_VALS_OUTLIER, 1},
+                           .b = {PARITY_VALS_NORMAL, 0.02}, .outliers = 4, .outlier_factor = 60}},
     /* Structure and range (docs/workloads.md): K = 1031 (16 tiles of 64 and 7) everywhere. */
-    {"exact", "sparse powers of two in A and B (0 or +-2^e, |e| <= 2): every partial sum exact in fp32, a dropped or misplaced term is a gross error; M=64, K=1031, N=48", 64, 1031, 48, PARITY_IDS_UNIFORM, 0, PARITY_VALS_SPARSE_POW2, 1, PARITY_VALS_SPARSE_POW2, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"x1e-3", "llm-fwd's values times 1e-3 (A 1e-3 randn, B 2e-5 randn): tolerances scale with them; M=64, K=1031, N=48", 64, 1031, 48, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 2e-5, PARITY_VALS_NORMAL, 1e-3, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"x64", "unit randn A and B times 64: |C| ~ 1e5, past fp16's 65504 (an fp16 accumulator or epilogue overflows); M=64, K=1031, N=48", 64, 1031, 48, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 64, PARITY_VALS_NORMAL, 64, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"near-max", "randn A x 2^63, B x 2^52: sum|a b| ~ 2^124, within 2^4 of fp32/bf16 overflow, every partial sum finite; M=64, K=1031, N=48", 64, 1031, 48, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 0x1p52, PARITY_VALS_NORMAL, 0x1p63, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"subnormal", "randn A, B at gradient scale x 1e-35 (1e-38..1e-41 per row): products straddle fp32's smallest normal 2^-126; a flush-to-zero kernel fails here; M=64, K=1031, N=48", 64, 1031, 48, PARITY_IDS_UNIFORM, 0, PARITY_VALS_GRADSCALE, 1e-35, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {.name = "exact",
+     .summary = "sparse powers of two in A and B (0 or +-2^e, |e| <= 2): every partial sum exact in fp32, a dropped or misplaced term is a gross error; M=64, K=1031, N=48",
+     .n = 64, .d = 1031, .v = 48,
+     .params = &(const gemm_params_t){.a = {PARITY_VALS_SPARSE_POW2, 1},
+                           .b = {PARITY_VALS_SPARSE_POW2, 1}}},
+    {.name = "x1e-3",
+     .summary = "llm-fwd's values times 1e-3 (A 1e-3 randn, B 2e-5 randn): tolerances scale with them; M=64, K=1031, N=48",
+     .n = 64, .d = 1031, .v = 48,
+     .params = &(const gemm_params_t){.a = {PARITY_VALS_NORMAL, 1e-3},
+                           .b = {PARITY_VALS_NORMAL, 2e-5}}},
+    {.name = "x64",
+     .summary = "unit randn A and B times 64: |C| ~ 1e5, past fp16's 65504 (an fp16 accumulator or epilogue overflows); M=64, K=1031, N=48",
+     .n = 64, .d = 1031, .v = 48,
+     .params = &(const gemm_params_t){.a = {PARITY_VALS_NORMAL, 64}, .b = {PARITY_VALS_NORMAL, 64}}},
+    {.name = "near-max",
+     .summary = "randn A x 2^63, B x 2^52: sum|a b| ~ 2^124, within 2^4 of fp32/bf16 overflow, every partial sum finite; M=64, K=1031, N=48",
+     .n = 64, .d = 1031, .v = 48,
+     .params = &(const gemm_params_t){.a = {PARITY_VALS_NORMAL, 0x1p63},
+                           .b = {PARITY_VALS_NORMAL, 0x1p52}}},
+    {.name = "subnormal",
+     .summary = "randn A, B at gradient scale x 1e-35 (1e-38..1e-41 per row): products straddle fp32's smallest normal 2^-126; a flush-to-zero kernel fails here; M=64, K=1031, N=48",
+     .n = 64, .d = 1031, .v = 48,
+     .params = &(const gemm_params_t){.a = {PARITY_VALS_NORMAL, 1},
+                           .b = {PARITY_VALS_GRADSCALE, 1e-35}}},
 };
 
 static const parity_workload_t GEMM_BASELINES[] = {
-    {"sol-execbench", "randn A and B, M=N=128, K=4096, seed 200 (stand-in shape)", 128, 4096, 128, IDS, 0, NORMAL, 1, NORMAL, 1, G1, 0, 0, 0, ""},
-    {"kernelbench", "torch.rand A and B, square 512 (its level-1 square matmul, scaled from 2048)", 512, 512, 512, IDS, 0, U01, 1, U01, 1, G1, 0, 0, 0, ""},
-    {"assert_close", "small randn A and B, 64 x 256 x 64", 64, 256, 64, IDS, 0, NORMAL, 1, NORMAL, 1, G1, 0, 0, 0, ""},
+    {.name = "sol-execbench",
+     .summary = "randn A and B, M=N=128, K=4096, seed 200 (stand-in shape)",
+     .n = 128, .d = 4096, .v = 128,
+     .params = &(const gemm_params_t){.a = {PARITY_VALS_NORMAL, 1}, .b = {PARITY_VALS_NORMAL, 1}}},
+    {.name = "kernelbench",
+     .summary = "torch.rand A and B, square 512 (its level-1 square matmul, scaled from 2048)",
+     .n = 512, .d = 512, .v = 512,
+     .params = &(const gemm_params_t){.a = {PARITY_VALS_UNIFORM01, 1},
+                           .b = {PARITY_VALS_UNIFORM01, 1}}},
+    {.name = "assert_close",
+     .summary = "small randn A and B, 64 x 256 x 64",
+     .n = 64, .d = 256, .v = 64,
+     .params = &(const gemm_params_t){.a = {PARITY_VALS_NORMAL, 1}, .b = {PARITY_VALS_NORMAL, 1}}},
 };
 
 /* Variant 2: the whole fp32 pipeline under flush-to-zero (a CPU with FTZ/DAZ set, as
@@ -484,6 +545,9 @@ const parity_op_t parity_op_gemm = {
     .presets = GEMM_PRESETS,
     .n_presets = (int)(sizeof GEMM_PRESETS / sizeof GEMM_PRESETS[0]),
     .baseline_workloads = GEMM_BASELINES,
+    .wl_family = &gemm_family,
+    .catalog = {{parity_catalog_gemm, &parity_catalog_gemm_count}},
+    .cost = &parity_cost_gemm,
     .build = gemm_build,
     .emulate = gemm_emulate,
     .free_priv = NULL,
@@ -499,23 +563,80 @@ const parity_op_t parity_op_gemm = {
  * reduction runs over the N tokens, dX's over the V out-features. X takes x_vals (outlier
  * channels are K columns, i.e. input features), dY takes dy_vals (gradient scale per token);
  * W is 0.02·N(0,1). */
+#define F(member, type, what) PARITY_WL_FIELD(gemm_bwd_params_t, member, type, what)
+const parity_workload_family_t gemm_bwd_family = {
+    "gemm_bwd", sizeof(gemm_bwd_params_t), 4,
+    {F(x, PARITY_WL_VALS, "activations X (M,K)"),
+     F(dy, PARITY_WL_VALS, "upstream gradient dY (M,N)"),
+     F(outliers, PARITY_WL_INT, "outlier channels of X (x outlier)"),
+     F(outlier_factor, PARITY_WL_DOUBLE, "their factor")}};
+#undef F
+
 static const parity_workload_t BWD_PRESETS[] = {
-    {"train-8k", "8192 tokens, 32 in x 64 out features (a tile of a layer): randn X, gradient-scale dY", 8192, 32, 64, IDS, 0, GRAD, 1, NORMAL, 1, G1, 0, 0, 0, ""},
-    {"train-varlen", "packed variable-length batch: 6007 tokens (no tile divides it), randn X, gradient-scale dY", 6007, 32, 64, IDS, 0, GRAD, 1, NORMAL, 1, G1, 0, 0, 0, ""},
-    {"train-outlier", "4096 tokens, X with 4 outlier input features at 80x, gradient-scale dY, 64 in x 32 out", 4096, 64, 32, IDS, 0, GRAD, 1, OUTL, 1, G1, 4, 80, 0, ""},
-    {"prod-dw-64k", "64k tokens (16 x 4096) through a 64 x 64 tile of a 7B layer's projection, gradient-scale dY", 65536, 64, 64, IDS, 0, GRAD, 1, NORMAL, 1, G1, 0, 0, 1, ""},
+    {.name = "train-8k",
+     .summary = "8192 tokens, 32 in x 64 out features (a tile of a layer): randn X, gradient-scale dY",
+     .n = 8192, .d = 32, .v = 64,
+     .params = &(const gemm_bwd_params_t){.x = {PARITY_VALS_NORMAL, 1},
+                           .dy = {PARITY_VALS_GRADSCALE, 1}}},
+    {.name = "train-varlen",
+     .summary = "packed variable-length batch: 6007 tokens (no tile divides it), randn X, gradient-scale dY",
+     .n = 6007, .d = 32, .v = 64,
+     .params = &(const gemm_bwd_params_t){.x = {PARITY_VALS_NORMAL, 1},
+                           .dy = {PARITY_VALS_GRADSCALE, 1}}},
+    {.name = "train-outlier",
+     .summary = "4096 tokens, X with 4 outlier input features at 80x, gradient-scale dY, 64 in x 32 out",
+     .n = 4096, .d = 64, .v = 32,
+     .params = &(const gemm_bwd_params_t){.x = {PARITY_VALS_OUTLIER, 1},
+                           .dy = {PARITY_VALS_GRADSCALE, 1}, .outliers = 4, .outlier_factor = 80}},
+    {.name = "prod-dw-64k",
+     .summary = "64k tokens (16 x 4096) through a 64 x 64 tile of a 7B layer's projection, gradient-scale dY",
+     .n = 65536, .d = 64, .v = 64, .production = 1,
+     .params = &(const gemm_bwd_params_t){.x = {PARITY_VALS_NORMAL, 1},
+                           .dy = {PARITY_VALS_GRADSCALE, 1}}},
     /* Structure and range (docs/workloads.md): 2053 tokens (32 tiles of 64 and 5). */
-    {"exact", "sparse powers of two in X, W and dY (0 or +-2^e, |e| <= 2): dX and dW exact in fp32; 2053 tokens, 32 in x 48 out", 2053, 32, 48, PARITY_IDS_UNIFORM, 0, PARITY_VALS_SPARSE_POW2, 1, PARITY_VALS_SPARSE_POW2, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"x1e-3", "train-8k's values times 1e-3 (X 1e-3 randn, dY 1e-6..1e-9): 2053 tokens, 32 x 48", 2053, 32, 48, PARITY_IDS_UNIFORM, 0, PARITY_VALS_GRADSCALE, 1e-3, PARITY_VALS_NORMAL, 1e-3, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"x64", "unit randn X and dY times 64: |dW| ~ 2e5, past fp16's 65504; 2053 tokens, 32 x 48", 2053, 32, 48, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 64, PARITY_VALS_NORMAL, 64, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"near-max", "randn X x 2^62, dY x 2^52: dW's sum|x dy| ~ 2^124, within 2^4 of fp32/bf16 overflow; 2053 tokens, 32 x 48", 2053, 32, 48, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 0x1p52, PARITY_VALS_NORMAL, 0x1p62, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"subnormal", "randn X, dY at gradient scale x 1e-35 (1e-38..1e-41 per token): dX and dW in fp32's subnormal range; 2053 tokens, 32 x 48", 2053, 32, 48, PARITY_IDS_UNIFORM, 0, PARITY_VALS_GRADSCALE, 1e-35, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {.name = "exact",
+     .summary = "sparse powers of two in X, W and dY (0 or +-2^e, |e| <= 2): dX and dW exact in fp32; 2053 tokens, 32 in x 48 out",
+     .n = 2053, .d = 32, .v = 48,
+     .params = &(const gemm_bwd_params_t){.x = {PARITY_VALS_SPARSE_POW2, 1},
+                           .dy = {PARITY_VALS_SPARSE_POW2, 1}}},
+    {.name = "x1e-3",
+     .summary = "train-8k's values times 1e-3 (X 1e-3 randn, dY 1e-6..1e-9): 2053 tokens, 32 x 48",
+     .n = 2053, .d = 32, .v = 48,
+     .params = &(const gemm_bwd_params_t){.x = {PARITY_VALS_NORMAL, 1e-3},
+                           .dy = {PARITY_VALS_GRADSCALE, 1e-3}}},
+    {.name = "x64",
+     .summary = "unit randn X and dY times 64: |dW| ~ 2e5, past fp16's 65504; 2053 tokens, 32 x 48",
+     .n = 2053, .d = 32, .v = 48,
+     .params = &(const gemm_bwd_params_t){.x = {PARITY_VALS_NORMAL, 64},
+                           .dy = {PARITY_VALS_NORMAL, 64}}},
+    {.name = "near-max",
+     .summary = "randn X x 2^62, dY x 2^52: dW's sum|x dy| ~ 2^124, within 2^4 of fp32/bf16 overflow; 2053 tokens, 32 x 48",
+     .n = 2053, .d = 32, .v = 48,
+     .params = &(const gemm_bwd_params_t){.x = {PARITY_VALS_NORMAL, 0x1p62},
+                           .dy = {PARITY_VALS_NORMAL, 0x1p52}}},
+    {.name = "subnormal",
+     .summary = "randn X, dY at gradient scale x 1e-35 (1e-38..1e-41 per token): dX and dW in fp32's subnormal range; 2053 tokens, 32 x 48",
+     .n = 2053, .d = 32, .v = 48,
+     .params = &(const gemm_bwd_params_t){.x = {PARITY_VALS_NORMAL, 1},
+                           .dy = {PARITY_VALS_GRADSCALE, 1e-35}}},
 };
 
 static const parity_workload_t BWD_BASELINES[] = {
-    {"sol-execbench", "randn X, W, dY: 1024 tokens, 256 x 256, seed 200 (stand-in shape)", 1024, 256, 256, IDS, 0, NORMAL, 1, NORMAL, 1, G1, 0, 0, 0, ""},
-    {"kernelbench", "torch.rand X and dY, 512 tokens, 256 x 256", 512, 256, 256, IDS, 0, U01, 1, U01, 1, G1, 0, 0, 0, ""},
-    {"assert_close", "small randn: 64 tokens, 128 x 64", 64, 128, 64, IDS, 0, NORMAL, 1, NORMAL, 1, G1, 0, 0, 0, ""},
+    {.name = "sol-execbench",
+     .summary = "randn X, W, dY: 1024 tokens, 256 x 256, seed 200 (stand-in shape)",
+     .n = 1024, .d = 256, .v = 256,
+     .params = &(const gemm_bwd_params_t){.x = {PARITY_VALS_NORMAL, 1},
+                           .dy = {PARITY_VALS_NORMAL, 1}}},
+    {.name = "kernelbench",
+     .summary = "torch.rand X and dY, 512 tokens, 256 x 256",
+     .n = 512, .d = 256, .v = 256,
+     .params = &(const gemm_bwd_params_t){.x = {PARITY_VALS_UNIFORM01, 1},
+                           .dy = {PARITY_VALS_UNIFORM01, 1}}},
+    {.name = "assert_close",
+     .summary = "small randn: 64 tokens, 128 x 64",
+     .n = 64, .d = 128, .v = 64,
+     .params = &(const gemm_bwd_params_t){.x = {PARITY_VALS_NORMAL, 1},
+                           .dy = {PARITY_VALS_NORMAL, 1}}},
 };
 
 const parity_op_t parity_op_gemm_bwd = {
@@ -533,6 +654,9 @@ const parity_op_t parity_op_gemm_bwd = {
     .presets = BWD_PRESETS,
     .n_presets = (int)(sizeof BWD_PRESETS / sizeof BWD_PRESETS[0]),
     .baseline_workloads = BWD_BASELINES,
+    .wl_family = &gemm_bwd_family,
+    .catalog = {{parity_catalog_gemm, &parity_catalog_gemm_count}},
+    .cost = &parity_cost_gemm_bwd,
     .build = bwd_build,
     .emulate = bwd_emulate,
     .free_priv = NULL,

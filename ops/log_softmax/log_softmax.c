@@ -16,20 +16,15 @@
 #define LSM_STREAM_TARGET 0x4c534d5400000000ull
 
 /* ---- workloads ------------------------------------------------------------------------------
- * Field use (documented here because the workload struct is shared with the embedding family):
- *   x_vals, x_scale   base logits: N(0,1)*x_scale (trained-LM-like spread) or U[0,1)*x_scale
- *   outliers          peaks per row: that many columns get a large logit U[f-5, f+5], f =
- *                     outlier_factor (trained LMs put a few tokens at 20-30); in every other row
- *                     the first peak sits at the row's target (the model is often right)
- *   dy_vals, dy_scale PARITY_VALS_OUTLIER marks outlier rows: each row with probability 1/8
- *                     gets one column at dy_scale + U[0, 10) (a single huge logit)
- *   ids               targets: real text (GPT-2 ids of tinyshakespeare, id mod V when V < 50257)
- *                     or uniform over [0, V) */
+ * The parameters (lsm_params_t, log_softmax.h): base logits N(0,1) or U[0,1) times their scale
+ * (trained-LM-like spread), peaks per row, spike rows, targets from real text or uniform. */
 
 static parity_status_t gen_targets(const parity_workload_t *wl, uint64_t seed, int64_t n, int64_t v,
                                    int32_t *t, parity_diag_t *diag)
 {
-    if (wl->ids != PARITY_IDS_TEXT) return parity_workload_ids(wl, seed, n, v, t, diag);
+    const lsm_params_t *p = wl->params;
+    if (p->targets.kind != PARITY_IDS_TEXT)
+        return parity_workload_ids(wl->name, p->targets, seed, n, v, t, diag);
     const int32_t *text;
     size_t tn;
     parity_status_t st = parity_workload_text_ids(&text, &tn, diag);
@@ -46,18 +41,19 @@ static parity_status_t gen_targets(const parity_workload_t *wl, uint64_t seed, i
 static void gen_row(const parity_workload_t *wl, uint64_t seed, int64_t i, int64_t v,
                     int32_t target, double *x)
 {
+    const lsm_params_t *p = wl->params;
     parity_rng_t rng;
     parity_rng_seed(&rng, seed, LSM_STREAM_ROW + (uint64_t)i);
     for (int64_t j = 0; j < v; j++)
-        x[j] = parity_workload_draw(wl->x_vals, &rng) * wl->x_scale;
+        x[j] = parity_workload_draw(p->logits.kind, &rng) * p->logits.scale;
     int at_target = parity_rng_below(&rng, 2) == 0;
-    for (int p = 0; p < wl->outliers; p++) {
-        int64_t col = (p == 0 && at_target) ? target : (int64_t)parity_rng_below(&rng, (uint64_t)v);
-        x[col] = wl->outlier_factor - 5.0 + 10.0 * parity_rng_uniform(&rng);
+    for (int k = 0; k < p->peaks; k++) {
+        int64_t col = (k == 0 && at_target) ? target : (int64_t)parity_rng_below(&rng, (uint64_t)v);
+        x[col] = p->peak - 5.0 + 10.0 * parity_rng_uniform(&rng);
     }
-    if (wl->dy_vals == PARITY_VALS_OUTLIER && parity_rng_below(&rng, 8) == 0) {
+    if (p->spike_rows && parity_rng_below(&rng, 8) == 0) {
         int64_t col = (int64_t)parity_rng_below(&rng, (uint64_t)v);
-        x[col] = wl->dy_scale + 10.0 * parity_rng_uniform(&rng);
+        x[col] = p->spike + 10.0 * parity_rng_uniform(&rng);
     }
 }
 
@@ -192,7 +188,7 @@ static void build_rows(void *p, int64_t b, int64_t e, int thread)
 static parity_status_t build(const parity_op_t *op, const parity_workload_t *wl, uint64_t seed,
                              parity_dtype_t dt, parity_case_t *c, parity_diag_t *diag, int ce)
 {
-    (void)op;
+    if (!parity_workload_params(wl, op->name, diag)) return PARITY_E_INVALID;
     int64_t n = wl->n, v = wl->v;
     if (n < 1 || v < 1 || v > INT32_MAX)
         return parity_diag_set(diag, PARITY_E_INVALID, "workload %s: need N >= 1 and 1 <= V < 2^31",
@@ -365,34 +361,107 @@ static parity_status_t ce_variant_ref(const parity_case_t *c, int out, int which
      {PARITY_VARIANT_IGNORED, "the target's one-hot (dlogits = the softmax: the -1 at the target " \
       "never subtracted)", 0}}
 
-#define NORMAL PARITY_VALS_NORMAL
-#define OUTROWS PARITY_VALS_OUTLIER
-/* name, summary, N, D (unused), V, ids, zipf_s, dy_vals (outlier rows), dy_scale (their logit),
- * x_vals, x_scale, gamma, peaks, peak level, production */
+#define F(member, type, what) PARITY_WL_FIELD(lsm_params_t, member, type, what)
+const parity_workload_family_t lsm_family = {
+    "log_softmax", sizeof(lsm_params_t), 6,
+    {F(targets, PARITY_WL_IDS, "the rows' targets over [0, V) (text: GPT-2 ids mod V)"),
+     F(logits, PARITY_WL_VALS, "base logits (N,V)"),
+     F(peaks, PARITY_WL_INT, "columns per row set to U[peak-5, peak+5], the first at the target in half the rows"),
+     F(peak, PARITY_WL_DOUBLE, "their level"),
+     F(spike_rows, PARITY_WL_INT, "1: one row in 8 gets one logit at spike + U[0,10)"),
+     F(spike, PARITY_WL_DOUBLE, "that logit's level")}};
+#undef F
+
 static const parity_workload_t LSM_PRESETS[] = {
-    {"text", "GPT-2 vocabulary, real-text targets, randn*2 logits with 4 peaks at 20-30", 512, 1, 50257, PARITY_IDS_TEXT, 0, NORMAL, 0, NORMAL, 2, PARITY_GAMMA_ONES, 4, 25, 0, ""},
-    {"odd-v32001", "odd vocabulary V=32001, text targets mod V, randn*3 logits with peaks", 512, 1, 32001, PARITY_IDS_TEXT, 0, NORMAL, 0, NORMAL, 3, PARITY_GAMMA_ONES, 4, 25, 0, ""},
-    {"outlier-rows", "1 row in 8 has one logit at 110-120 (fp32 exp overflows past 88.7)", 256, 1, 32000, PARITY_IDS_UNIFORM, 0, OUTROWS, 110, NORMAL, 2, PARITY_GAMMA_ONES, 4, 25, 0, ""},
-    {"small-v", "classifier-sized V=1000, randn logits, uniform targets", 2048, 1, 1000, PARITY_IDS_UNIFORM, 0, NORMAL, 0, NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"prod-llama3", "Llama-3 vocabulary V=128256, N=1024 rows, text targets (reference about 3.5 GB)", 1024, 1, 128256, PARITY_IDS_TEXT, 0, OUTROWS, 110, NORMAL, 2, PARITY_GAMMA_ONES, 4, 25, 1, ""},
+    {.name = "text",
+     .summary = "GPT-2 vocabulary, real-text targets, randn*2 logits with 4 peaks at 20-30",
+     .n = 512, .d = 1, .v = 50257,
+     .params = &(const lsm_params_t){.targets = {PARITY_IDS_TEXT},
+                           .logits = {PARITY_VALS_NORMAL, 2}, .peaks = 4, .peak = 25}},
+    {.name = "odd-v32001",
+     .summary = "odd vocabulary V=32001, text targets mod V, randn*3 logits with peaks",
+     .n = 512, .d = 1, .v = 32001,
+     .params = &(const lsm_params_t){.targets = {PARITY_IDS_TEXT},
+                           .logits = {PARITY_VALS_NORMAL, 3}, .peaks = 4, .peak = 25}},
+    {.name = "outlier-rows",
+     .summary = "1 row in 8 has one logit at 110-120 (fp32 exp overflows past 88.7)",
+     .n = 256, .d = 1, .v = 32000,
+     .params = &(const lsm_params_t){.targets = {PARITY_IDS_UNIFORM},
+                           .logits = {PARITY_VALS_NORMAL, 2}, .peaks = 4, .peak = 25,
+                           .spike_rows = 1, .spike = 110}},
+    {.name = "small-v",
+     .summary = "classifier-sized V=1000, randn logits, uniform targets",
+     .n = 2048, .d = 1, .v = 1000,
+     .params = &(const lsm_params_t){.targets = {PARITY_IDS_UNIFORM},
+                           .logits = {PARITY_VALS_NORMAL, 1}}},
+    {.name = "prod-llama3",
+     .summary = "Llama-3 vocabulary V=128256, N=1024 rows, text targets (reference about 3.5 GB)",
+     .n = 1024, .d = 1, .v = 128256, .production = 1,
+     .params = &(const lsm_params_t){.targets = {PARITY_IDS_TEXT},
+                           .logits = {PARITY_VALS_NORMAL, 2}, .peaks = 4, .peak = 25,
+                           .spike_rows = 1, .spike = 110}},
     /* Structure and range (docs/workloads.md): V = 4099 (no power of two divides it), no peaks. */
-    {"exact", "sparse powers of two as logits (0 or +-2^e, |e| <= 2): massive exact ties; N=256, V=4099", 256, 1, 4099, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 0, PARITY_VALS_SPARSE_POW2, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"x1e-3", "randn logits times 1e-3 (a near-uniform softmax); N=256, V=4099", 256, 1, 4099, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 0, PARITY_VALS_NORMAL, 1e-3, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"x64", "randn logits times 64 (exps underflow but for a few per row); N=256, V=4099", 256, 1, 4099, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 0, PARITY_VALS_NORMAL, 64, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"near-max", "randn logits x 2^120: x - max stays below fp32/bf16 overflow, one exp per row is nonzero; N=256, V=4099", 256, 1, 4099, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 0, PARITY_VALS_NORMAL, 0x1p120, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"subnormal", "randn logits x 1e-39 (bf16 subnormals): the softmax is uniform to 2^-126; N=256, V=4099", 256, 1, 4099, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 0, PARITY_VALS_NORMAL, 1e-39, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {.name = "exact",
+     .summary = "sparse powers of two as logits (0 or +-2^e, |e| <= 2): massive exact ties; N=256, V=4099",
+     .n = 256, .d = 1, .v = 4099,
+     .params = &(const lsm_params_t){.targets = {PARITY_IDS_UNIFORM},
+                           .logits = {PARITY_VALS_SPARSE_POW2, 1}}},
+    {.name = "x1e-3",
+     .summary = "randn logits times 1e-3 (a near-uniform softmax); N=256, V=4099",
+     .n = 256, .d = 1, .v = 4099,
+     .params = &(const lsm_params_t){.targets = {PARITY_IDS_UNIFORM},
+                           .logits = {PARITY_VALS_NORMAL, 1e-3}}},
+    {.name = "x64",
+     .summary = "randn logits times 64 (exps underflow but for a few per row); N=256, V=4099",
+     .n = 256, .d = 1, .v = 4099,
+     .params = &(const lsm_params_t){.targets = {PARITY_IDS_UNIFORM},
+                           .logits = {PARITY_VALS_NORMAL, 64}}},
+    {.name = "near-max",
+     .summary = "randn logits x 2^120: x - max stays below fp32/bf16 overflow, one exp per row is nonzero; N=256, V=4099",
+     .n = 256, .d = 1, .v = 4099,
+     .params = &(const lsm_params_t){.targets = {PARITY_IDS_UNIFORM},
+                           .logits = {PARITY_VALS_NORMAL, 0x1p120}}},
+    {.name = "subnormal",
+     .summary = "randn logits x 1e-39 (bf16 subnormals): the softmax is uniform to 2^-126; N=256, V=4099",
+     .n = 256, .d = 1, .v = 4099,
+     .params = &(const lsm_params_t){.targets = {PARITY_IDS_UNIFORM},
+                           .logits = {PARITY_VALS_NORMAL, 1e-39}}},
 };
 
 static const parity_workload_t LSM_BASELINES[] = {
-    {"sol-execbench", "randn logits, uniform targets, seed 200", 512, 1, 32000, PARITY_IDS_UNIFORM, 0, NORMAL, 0, NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"kernelbench", "torch.rand logits (16 x 16384)", 16, 1, 16384, PARITY_IDS_UNIFORM, 0, NORMAL, 0, PARITY_VALS_UNIFORM01, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"assert_close", "small randn logits", 64, 1, 1000, PARITY_IDS_UNIFORM, 0, NORMAL, 0, NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {.name = "sol-execbench",
+     .summary = "randn logits, uniform targets, seed 200",
+     .n = 512, .d = 1, .v = 32000,
+     .params = &(const lsm_params_t){.targets = {PARITY_IDS_UNIFORM},
+                           .logits = {PARITY_VALS_NORMAL, 1}}},
+    {.name = "kernelbench",
+     .summary = "torch.rand logits (16 x 16384)",
+     .n = 16, .d = 1, .v = 16384,
+     .params = &(const lsm_params_t){.targets = {PARITY_IDS_UNIFORM},
+                           .logits = {PARITY_VALS_UNIFORM01, 1}}},
+    {.name = "assert_close",
+     .summary = "small randn logits",
+     .n = 64, .d = 1, .v = 1000,
+     .params = &(const lsm_params_t){.targets = {PARITY_IDS_UNIFORM},
+                           .logits = {PARITY_VALS_NORMAL, 1}}},
 };
 
 static const parity_workload_t CE_BASELINES[] = {
-    {"sol-execbench", "randn logits, uniform targets, seed 200", 512, 1, 32000, PARITY_IDS_UNIFORM, 0, NORMAL, 0, NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"kernelbench", "torch.rand logits (4096 x 10), uniform targets", 4096, 1, 10, PARITY_IDS_UNIFORM, 0, NORMAL, 0, PARITY_VALS_UNIFORM01, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"assert_close", "small randn logits", 64, 1, 1000, PARITY_IDS_UNIFORM, 0, NORMAL, 0, NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {.name = "sol-execbench",
+     .summary = "randn logits, uniform targets, seed 200",
+     .n = 512, .d = 1, .v = 32000,
+     .params = &(const lsm_params_t){.targets = {PARITY_IDS_UNIFORM},
+                           .logits = {PARITY_VALS_NORMAL, 1}}},
+    {.name = "kernelbench",
+     .summary = "torch.rand logits (4096 x 10), uniform targets",
+     .n = 4096, .d = 1, .v = 10,
+     .params = &(const lsm_params_t){.targets = {PARITY_IDS_UNIFORM},
+                           .logits = {PARITY_VALS_UNIFORM01, 1}}},
+    {.name = "assert_close",
+     .summary = "small randn logits",
+     .n = 64, .d = 1, .v = 1000,
+     .params = &(const lsm_params_t){.targets = {PARITY_IDS_UNIFORM},
+                           .logits = {PARITY_VALS_NORMAL, 1}}},
 };
 
 const parity_op_t parity_op_log_softmax = {
@@ -409,6 +478,9 @@ const parity_op_t parity_op_log_softmax = {
     .presets = LSM_PRESETS,
     .n_presets = (int)(sizeof LSM_PRESETS / sizeof LSM_PRESETS[0]),
     .baseline_workloads = LSM_BASELINES,
+    .wl_family = &lsm_family,
+    .catalog = {{parity_catalog_log_softmax, &parity_catalog_log_softmax_count}},
+    .cost = &parity_cost_log_softmax,
     .build = lsm_build,
     .emulate = lsm_emulate,
     .free_priv = NULL,
@@ -431,6 +503,9 @@ const parity_op_t parity_op_cross_entropy = {
     .presets = LSM_PRESETS,
     .n_presets = (int)(sizeof LSM_PRESETS / sizeof LSM_PRESETS[0]),
     .baseline_workloads = CE_BASELINES,
+    .wl_family = &lsm_family,
+    .catalog = {{parity_catalog_log_softmax, &parity_catalog_log_softmax_count}},
+    .cost = &parity_cost_cross_entropy,
     .build = ce_build,
     .emulate = ce_emulate,
     .free_priv = NULL,

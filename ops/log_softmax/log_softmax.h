@@ -5,6 +5,25 @@
 #include <stdint.h>
 
 #include "parity/format.h"
+#include "parity/kernel_abi.h"
+#include "parity/workload.h"
+
+/* The family's workload parameters (log_softmax and cross_entropy share their presets): N rows of
+ * V logits (the workload's d is unused). `parity ops log_softmax --workloads` prints them. */
+typedef struct {
+    parity_ids_t targets;  /* the rows' targets over [0, V) (real text: GPT-2 ids mod V) */
+    parity_vals_t logits;  /* base logits, before the peaks and spikes */
+    int peaks;             /* columns per row set to U[peak - 5, peak + 5] (trained LMs put a few
+                              tokens at 20-30); in every other row the first sits at the target */
+    double peak;           /* their level */
+    int spike_rows;        /* 1: each row, with probability 1/8, gets one logit at spike + U[0, 10) */
+    double spike;          /* that logit's level (110: fp32's exp overflows past 88.7) */
+} lsm_params_t;
+extern const parity_workload_family_t lsm_family;
+
+/* The family's catalog table (kernels.c). */
+extern const parity_abi_kernel_t parity_catalog_log_softmax[];
+extern const int parity_catalog_log_softmax_count;
 
 /* fp64 reference of one row; any output pointer may be NULL. */
 void parity_ref_log_softmax_row(const double *x, int64_t v, int32_t target, double *logp,

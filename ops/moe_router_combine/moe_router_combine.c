@@ -27,61 +27,15 @@
 #define MRC_MAX_THREADS 64 /* parity_parallel_for uses at most 64 */
 
 /* ---- workloads ------------------------------------------------------------------------------
- * Field use (the workload struct is shared with the embedding family):
- *   n, d, v           N tokens, D hidden size, E experts (so "NAME@NxDxE" reshapes a preset)
- *   x_vals, x_scale   router logits: N(0,1)*x_scale, or U[0,1)*x_scale (torch.rand)
- *   ids, zipf_s       PARITY_IDS_ZIPF: hot experts. Each expert gets a bias -zipf_s*ln(1 + rank)
- *                     added to its logit, ranks a seeded permutation of the experts, so expert
- *                     popularity falls like rank^-zipf_s (load imbalance before any balancing
- *                     loss); PARITY_IDS_UNIFORM: no bias
- *   dy_vals, dy_scale expert outputs y (N, E, D): unit normal * dy_scale, gradient-scale
- *   outliers, factor  (per (token, expert) magnitude 10^U(-6,-3)), or outlier channels (the same
- *                     `outliers` channels of every expert scaled by outlier_factor: massive
- *                     activations)
- *   gamma             unused
- * k, renorm and the fraction of tokens given an exact tie at the top-k boundary have no field in
- * the shared struct: they live in MRC_PARAMS below, keyed by the preset's name (a "NAME@..."
- * workload keeps its preset's). */
-typedef struct {
-    const char *name;
-    int k;
-    int renorm;
-    double ties; /* fraction of tokens whose (k+1)-th largest logit is set to the k-th's value */
-} mrc_params_t;
-
-static const mrc_params_t MRC_PARAMS[] = {
-    {"mixtral", 2, 1, 0.0},
-    {"skewed", 6, 0, 0.0},
-    {"e256-top8", 8, 0, 0.0},
-    {"bf16-ties", 8, 1, 0.05},
-    {"grad-scale", 4, 0, 0.0},
-    {"outlier-odd-d", 4, 1, 0.0},
-    {"prod-dsv3", 8, 1, 0.0},
-    {"exact", 4, 1, 0.0},
-    {"x1e-3", 4, 0, 0.0},
-    {"x64", 4, 1, 0.0},
-    {"near-max", 4, 1, 0.0},
-    {"subnormal", 4, 1, 0.0},
-    /* the baselines' schemes */
-    {"sol-execbench", 2, 1, 0.0},
-    {"kernelbench", 8, 1, 0.0},
-    {"assert_close", 2, 1, 0.0},
-};
-
-static const mrc_params_t *mrc_params(const parity_workload_t *wl)
-{
-    size_t bl = strcspn(wl->name, "@");
-    for (size_t i = 0; i < sizeof MRC_PARAMS / sizeof MRC_PARAMS[0]; i++)
-        if (strlen(MRC_PARAMS[i].name) == bl && !strncmp(MRC_PARAMS[i].name, wl->name, bl))
-            return &MRC_PARAMS[i];
-    return NULL;
-}
+ * The parameters (mrc_params_t, moe_router_combine.h) of N tokens, D hidden size, E experts (the
+ * workload's n, d, v, so "NAME@NxDxE" reshapes a preset): the router logits and expert outputs'
+ * values, hot experts, k, renorm and forced ties at the top-k boundary. */
 
 /* Per-expert logit biases (E): 0 without skew. */
-static void expert_bias(const parity_workload_t *wl, uint64_t seed, int64_t e, double *bias)
+static void expert_bias(const mrc_params_t *p, uint64_t seed, int64_t e, double *bias)
 {
     for (int64_t j = 0; j < e; j++) bias[j] = 0;
-    if (wl->ids != PARITY_IDS_ZIPF || wl->zipf_s == 0) return;
+    if (p->skew == 0) return;
     int64_t *perm = malloc((size_t)e * sizeof *perm);
     if (!perm) return; /* unreachable in practice; the build then runs without skew */
     for (int64_t j = 0; j < e; j++) perm[j] = j;
@@ -92,7 +46,7 @@ static void expert_bias(const parity_workload_t *wl, uint64_t seed, int64_t e, d
         perm[j] = perm[q];
         perm[q] = t;
     }
-    for (int64_t r = 0; r < e; r++) bias[perm[r]] = -wl->zipf_s * log(1.0 + (double)r);
+    for (int64_t r = 0; r < e; r++) bias[perm[r]] = -p->skew * log(1.0 + (double)r);
     free(perm);
 }
 
@@ -218,7 +172,7 @@ static void build_rows(void *p, int64_t b, int64_t end, int thread)
         parity_rng_t rng;
         parity_rng_seed(&rng, g->seed, MRC_STREAM_ROW + (uint64_t)i);
         for (int64_t j = 0; j < e; j++)
-            x[j] = parity_workload_draw(g->wl->x_vals, &rng) * g->wl->x_scale + g->bias[j];
+            x[j] = parity_workload_draw(g->pp->logits.kind, &rng) * g->pp->logits.scale + g->bias[j];
         if (g->pp->ties > 0 && k < e && parity_rng_uniform(&rng) < g->pp->ties) {
             parity_moe_topk(x, (size_t)e, (size_t)k + 1, PARITY_MOE_TIE_LOWID, sel);
             x[sel[k]] = x[sel[k - 1]]; /* an exact tie at the boundary, in any input dtype */
@@ -263,8 +217,8 @@ static void build_rows(void *p, int64_t b, int64_t end, int thread)
             g->snapped[thread] += snapped;
             g->tied[thread] += tied;
         }
-        parity_workload_values(g->wl->dy_vals, g->wl->dy_scale, g->wl->outliers,
-                               g->wl->outlier_factor, g->seed, MRC_STREAM_Y, i * e, (i + 1) * e, d,
+        parity_workload_values(g->pp->expert_out.kind, g->pp->expert_out.scale, g->pp->outliers,
+                               g->pp->outlier_factor, g->seed, MRC_STREAM_Y, i * e, (i + 1) * e, d,
                                y);
         for (int64_t q = 0; q < e * d; q++) {
             store(Y, i * e * d + q, y[q]);
@@ -316,11 +270,8 @@ static void mrc_free_priv(parity_case_t *c)
 static parity_status_t mrc_build(const parity_op_t *op, const parity_workload_t *wl, uint64_t seed,
                                  parity_dtype_t dt, parity_case_t *c, parity_diag_t *diag)
 {
-    (void)op;
-    const mrc_params_t *pp = mrc_params(wl);
-    if (!pp)
-        return parity_diag_set(diag, PARITY_E_INVALID, "workload %s: no MoE parameters (k, renorm)",
-                               wl->name);
+    const mrc_params_t *pp = parity_workload_params(wl, op->name, diag);
+    if (!pp) return PARITY_E_INVALID;
     int64_t n = wl->n, d = wl->d, e = wl->v;
     if (n < 1 || d < 1 || e < pp->k || e > 4096 || (double)n * (double)e * (double)d > 2147483648.0)
         return parity_diag_set(diag, PARITY_E_INVALID,
@@ -350,7 +301,7 @@ static parity_status_t mrc_build(const parity_op_t *op, const parity_workload_t 
         c->attr_values[0] = pp->k;
         c->attr_names[1] = "renorm";
         c->attr_values[1] = pp->renorm;
-        expert_bias(wl, seed, e, bias);
+        expert_bias(pp, seed, e, bias);
         build_ctx_t *g = calloc(1, sizeof *g);
         if (!g) st = PARITY_E_NOMEM;
         else {
@@ -432,35 +383,101 @@ static parity_status_t mrc_emulate(const parity_case_t *c, int out, const parity
     return PARITY_OK;
 }
 
-#define NORMAL PARITY_VALS_NORMAL
-#define GRAD PARITY_VALS_GRADSCALE
-#define OUTCH PARITY_VALS_OUTLIER
-#define U01 PARITY_VALS_UNIFORM01
-#define UNI PARITY_IDS_UNIFORM
-#define ZIPF PARITY_IDS_ZIPF
-/* name, summary, N, D, E, ids (ZIPF: hot experts), zipf_s (skew), expert-output kind and scale,
- * logit kind and scale, gamma (unused), outlier channels, their factor, production; k, renorm
- * and boundary ties are in MRC_PARAMS. */
+#define F(member, type, what) PARITY_WL_FIELD(mrc_params_t, member, type, what)
+const parity_workload_family_t mrc_family = {
+    "moe_router_combine", sizeof(mrc_params_t), 8,
+    {F(logits, PARITY_WL_VALS, "router logits (N,E)"),
+     F(expert_out, PARITY_WL_VALS, "expert outputs y (N,E,D)"),
+     F(outliers, PARITY_WL_INT, "outlier channels of every expert's output (expert_out outlier)"),
+     F(outlier_factor, PARITY_WL_DOUBLE, "their factor"),
+     F(skew, PARITY_WL_DOUBLE, "hot experts: logit bias -skew ln(1 + rank), 0 none"),
+     F(k, PARITY_WL_INT, "experts per token"),
+     F(renorm, PARITY_WL_INT, "1: the top-k weights renormalised to sum 1"),
+     F(ties, PARITY_WL_DOUBLE, "fraction of tokens whose (k+1)-th logit is set to the k-th's")}};
+#undef F
+
 static const parity_workload_t MRC_PRESETS[] = {
-    {"mixtral", "Mixtral-like: E=8, top-2 renormalised, randn*2 logits, D=1024", 1024, 1024, 8, UNI, 0, NORMAL, 1, NORMAL, 2, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"skewed", "hot experts: E=64, top-6 raw probabilities, logit bias -1.2 ln(1 + rank) (load imbalance)", 1024, 256, 64, ZIPF, 1.2, NORMAL, 1, NORMAL, 1.5, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"e256-top8", "many experts: E=256, top-8 raw probabilities (DeepSeek-V2 / Qwen2-MoE style), randn logits", 512, 128, 256, UNI, 0, NORMAL, 1, NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"bf16-ties", "E=128 top-8 renormalised, narrow logits (0.5 randn): bf16 ties, 5% forced at the top-k boundary", 1024, 64, 128, UNI, 0, NORMAL, 1, NORMAL, 0.5, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"grad-scale", "E=64 top-4 raw probabilities, gradient-scale expert outputs (1e-6..1e-3), hot experts", 1024, 256, 64, ZIPF, 0.8, GRAD, 1, NORMAL, 2, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"outlier-odd-d", "E=32 top-4 renormalised, odd D=1027, 6 outlier channels x100 in every expert's output", 512, 1027, 32, UNI, 0, OUTCH, 1, NORMAL, 2, PARITY_GAMMA_ONES, 6, 100, 0, ""},
-    {"prod-dsv3", "DeepSeek-V3-shaped: E=256, top-8 renormalised, D=7168, 64 tokens, hot experts (expert outputs 235 MB in bf16)", 64, 7168, 256, ZIPF, 1.0, NORMAL, 1, NORMAL, 1.5, PARITY_GAMMA_ONES, 0, 0, 1, ""},
+    {.name = "mixtral",
+     .summary = "Mixtral-like: E=8, top-2 renormalised, randn*2 logits, D=1024",
+     .n = 1024, .d = 1024, .v = 8,
+     .params = &(const mrc_params_t){.logits = {PARITY_VALS_NORMAL, 2},
+                           .expert_out = {PARITY_VALS_NORMAL, 1}, .k = 2, .renorm = 1}},
+    {.name = "skewed",
+     .summary = "hot experts: E=64, top-6 raw probabilities, logit bias -1.2 ln(1 + rank) (load imbalance)",
+     .n = 1024, .d = 256, .v = 64,
+     .params = &(const mrc_params_t){.logits = {PARITY_VALS_NORMAL, 1.5},
+                           .expert_out = {PARITY_VALS_NORMAL, 1}, .skew = 1.2, .k = 6, .renorm = 0}},
+    {.name = "e256-top8",
+     .summary = "many experts: E=256, top-8 raw probabilities (DeepSeek-V2 / Qwen2-MoE style), randn logits",
+     .n = 512, .d = 128, .v = 256,
+     .params = &(const mrc_params_t){.logits = {PARITY_VALS_NORMAL, 1},
+                           .expert_out = {PARITY_VALS_NORMAL, 1}, .k = 8, .renorm = 0}},
+    {.name = "bf16-ties",
+     .summary = "E=128 top-8 renormalised, narrow logits (0.5 randn): bf16 ties, 5% forced at the top-k boundary",
+     .n = 1024, .d = 64, .v = 128,
+     .params = &(const mrc_params_t){.logits = {PARITY_VALS_NORMAL, 0.5},
+                           .expert_out = {PARITY_VALS_NORMAL, 1}, .k = 8, .renorm = 1, .ties = 0.05}},
+    {.name = "grad-scale",
+     .summary = "E=64 top-4 raw probabilities, gradient-scale expert outputs (1e-6..1e-3), hot experts",
+     .n = 1024, .d = 256, .v = 64,
+     .params = &(const mrc_params_t){.logits = {PARITY_VALS_NORMAL, 2},
+                           .expert_out = {PARITY_VALS_GRADSCALE, 1}, .skew = 0.8, .k = 4,
+                           .renorm = 0}},
+    {.name = "outlier-odd-d",
+     .summary = "E=32 top-4 renormalised, odd D=1027, 6 outlier channels x100 in every expert's output",
+     .n = 512, .d = 1027, .v = 32,
+     .params = &(const mrc_params_t){.logits = {PARITY_VALS_NORMAL, 2},
+                           .expert_out = {PARITY_VALS_OUTLIER, 1}, .outliers = 6,
+                           .outlier_factor = 100, .k = 4, .renorm = 1}},
+    {.name = "prod-dsv3",
+     .summary = "DeepSeek-V3-shaped: E=256, top-8 renormalised, D=7168, 64 tokens, hot experts (expert outputs 235 MB in bf16)",
+     .n = 64, .d = 7168, .v = 256, .production = 1,
+     .params = &(const mrc_params_t){.logits = {PARITY_VALS_NORMAL, 1.5},
+                           .expert_out = {PARITY_VALS_NORMAL, 1}, .skew = 1.0, .k = 8, .renorm = 1}},
     /* Structure and range (docs/workloads.md): D = 259, E = 32 top-4 (renormalised but x1e-3). */
-    {"exact", "sparse powers of two as logits and expert outputs (0 or +-2^e, |e| <= 2): massive exact ties in the top-k", 512, 259, 32, UNI, 0, PARITY_VALS_SPARSE_POW2, 1, PARITY_VALS_SPARSE_POW2, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"x1e-3", "randn logits and expert outputs times 1e-3 (near-uniform router), raw probabilities", 512, 259, 32, UNI, 0, PARITY_VALS_NORMAL, 1e-3, PARITY_VALS_NORMAL, 1e-3, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"x64", "randn logits and expert outputs times 64 (one-hot router)", 512, 259, 32, UNI, 0, PARITY_VALS_NORMAL, 64, PARITY_VALS_NORMAL, 64, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"near-max", "randn*2 logits, expert outputs x 2^120: out within 2^6 of fp32/bf16 overflow", 512, 259, 32, UNI, 0, PARITY_VALS_NORMAL, 0x1p120, PARITY_VALS_NORMAL, 2, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"subnormal", "randn*2 logits, expert outputs at gradient scale x 1e-35 (1e-38..1e-41): out in fp32's subnormal range", 512, 259, 32, UNI, 0, PARITY_VALS_GRADSCALE, 1e-35, PARITY_VALS_NORMAL, 2, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {.name = "exact",
+     .summary = "sparse powers of two as logits and expert outputs (0 or +-2^e, |e| <= 2): massive exact ties in the top-k",
+     .n = 512, .d = 259, .v = 32,
+     .params = &(const mrc_params_t){.logits = {PARITY_VALS_SPARSE_POW2, 1},
+                           .expert_out = {PARITY_VALS_SPARSE_POW2, 1}, .k = 4, .renorm = 1}},
+    {.name = "x1e-3",
+     .summary = "randn logits and expert outputs times 1e-3 (near-uniform router), raw probabilities",
+     .n = 512, .d = 259, .v = 32,
+     .params = &(const mrc_params_t){.logits = {PARITY_VALS_NORMAL, 1e-3},
+                           .expert_out = {PARITY_VALS_NORMAL, 1e-3}, .k = 4, .renorm = 0}},
+    {.name = "x64",
+     .summary = "randn logits and expert outputs times 64 (one-hot router)",
+     .n = 512, .d = 259, .v = 32,
+     .params = &(const mrc_params_t){.logits = {PARITY_VALS_NORMAL, 64},
+                           .expert_out = {PARITY_VALS_NORMAL, 64}, .k = 4, .renorm = 1}},
+    {.name = "near-max",
+     .summary = "randn*2 logits, expert outputs x 2^120: out within 2^6 of fp32/bf16 overflow",
+     .n = 512, .d = 259, .v = 32,
+     .params = &(const mrc_params_t){.logits = {PARITY_VALS_NORMAL, 2},
+                           .expert_out = {PARITY_VALS_NORMAL, 0x1p120}, .k = 4, .renorm = 1}},
+    {.name = "subnormal",
+     .summary = "randn*2 logits, expert outputs at gradient scale x 1e-35 (1e-38..1e-41): out in fp32's subnormal range",
+     .n = 512, .d = 259, .v = 32,
+     .params = &(const mrc_params_t){.logits = {PARITY_VALS_NORMAL, 2},
+                           .expert_out = {PARITY_VALS_GRADSCALE, 1e-35}, .k = 4, .renorm = 1}},
 };
 
 static const parity_workload_t MRC_BASELINES[] = {
-    {"sol-execbench", "randn logits and expert outputs, E=8 top-2 renormalised, seed 200", 1024, 512, 8, UNI, 0, NORMAL, 1, NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"kernelbench", "torch.rand logits and expert outputs (512 x 64 experts x 256), top-8", 512, 256, 64, UNI, 0, U01, 1, U01, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"assert_close", "small randn: 64 tokens, E=8 top-2, D=64", 64, 64, 8, UNI, 0, NORMAL, 1, NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {.name = "sol-execbench",
+     .summary = "randn logits and expert outputs, E=8 top-2 renormalised, seed 200",
+     .n = 1024, .d = 512, .v = 8,
+     .params = &(const mrc_params_t){.logits = {PARITY_VALS_NORMAL, 1},
+                           .expert_out = {PARITY_VALS_NORMAL, 1}, .k = 2, .renorm = 1}},
+    {.name = "kernelbench",
+     .summary = "torch.rand logits and expert outputs (512 x 64 experts x 256), top-8",
+     .n = 512, .d = 256, .v = 64,
+     .params = &(const mrc_params_t){.logits = {PARITY_VALS_UNIFORM01, 1},
+                           .expert_out = {PARITY_VALS_UNIFORM01, 1}, .k = 8, .renorm = 1}},
+    {.name = "assert_close",
+     .summary = "small randn: 64 tokens, E=8 top-2, D=64",
+     .n = 64, .d = 64, .v = 8,
+     .params = &(const mrc_params_t){.logits = {PARITY_VALS_NORMAL, 1},
+                           .expert_out = {PARITY_VALS_NORMAL, 1}, .k = 2, .renorm = 1}},
 };
 
 const parity_op_t parity_op_moe_router_combine = {
@@ -480,6 +497,9 @@ const parity_op_t parity_op_moe_router_combine = {
     .presets = MRC_PRESETS,
     .n_presets = (int)(sizeof MRC_PRESETS / sizeof MRC_PRESETS[0]),
     .baseline_workloads = MRC_BASELINES,
+    .wl_family = &mrc_family,
+    .catalog = {{parity_catalog_moe_router_combine, &parity_catalog_moe_router_combine_count}},
+    .cost = &parity_cost_moe_router_combine,
     .build = mrc_build,
     .emulate = mrc_emulate,
     .free_priv = mrc_free_priv,

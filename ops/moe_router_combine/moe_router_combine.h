@@ -6,6 +6,33 @@
 
 #include <stdint.h>
 
+#include "parity/kernel_abi.h"
+#include "parity/op.h"
+#include "parity/workload.h"
+
+/* The family's workload parameters (the backward draws the forward's inputs from the same
+ * workload): N tokens, D hidden size, E experts are the workload's n, d, v. `parity ops
+ * moe_router_combine --workloads` prints them. */
+typedef struct {
+    parity_vals_t logits;     /* router logits (N,E): N(0,1) or U[0,1) times the scale */
+    parity_vals_t expert_out; /* expert outputs y (N,E,D) */
+    int outliers;             /* the same outlier channels in every expert's output
+                                 (expert_out.kind PARITY_VALS_OUTLIER: massive activations) */
+    double outlier_factor;    /* their factor */
+    double skew;              /* hot experts: each expert's logit gets -skew ln(1 + rank), ranks a
+                                 seeded permutation (popularity falls like rank^-skew); 0 none */
+    int k;                    /* experts per token */
+    int renorm;               /* 1: the top-k weights divided by their sum */
+    double ties;              /* fraction of tokens whose (k+1)-th largest logit is set to the
+                                 k-th's value (an exact tie at the boundary) */
+} mrc_params_t;
+extern const parity_workload_family_t mrc_family;
+
+/* The family's catalog tables (kernels.c, kernels_bwd.c). */
+extern const parity_abi_kernel_t parity_catalog_moe_router_combine[],
+    parity_catalog_moe_router_combine_bwd[];
+extern const int parity_catalog_moe_router_combine_count, parity_catalog_moe_router_combine_bwd_count;
+
 void parity_ref_mrc_row(const double *x, const double *y, int64_t e, int64_t d, int k, int renorm,
                         int32_t *sel, double *w, double *gates, double *out, double *cond);
 /* parity_ref_mrc_row with the selection sel (k experts in rank order) given, not computed: the

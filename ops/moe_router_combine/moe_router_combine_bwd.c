@@ -391,34 +391,86 @@ static parity_status_t mrb_emulate(const parity_case_t *c, int out, const parity
     return PARITY_OK;
 }
 
-#define NORMAL PARITY_VALS_NORMAL
-#define GRAD PARITY_VALS_GRADSCALE
-#define OUTCH PARITY_VALS_OUTLIER
-#define U01 PARITY_VALS_UNIFORM01
-#define UNI PARITY_IDS_UNIFORM
-#define ZIPF PARITY_IDS_ZIPF
-/* The forward's presets (same names: k, renorm and forced ties come from its table) at shapes
+/* The forward's presets (the same parameters: the backward builds the forward's case) at shapes
  * that keep d_expert_out's N·E·D small; its production preset prod-dsv3 is left out here
  * (N·E·D = 117M elements of reference data, 2.8 GB). Expert outputs are the forward's y. */
 static const parity_workload_t MRB_PRESETS[] = {
-    {"mixtral", "Mixtral-like: E=8, top-2 renormalised, randn*2 logits, D=512", 512, 512, 8, UNI, 0, NORMAL, 1, NORMAL, 2, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"skewed", "hot experts: E=64, top-6 raw probabilities (unselected experts get gradient), logit bias -1.2 ln(1 + rank)", 256, 128, 64, ZIPF, 1.2, NORMAL, 1, NORMAL, 1.5, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"e256-top8", "many experts: E=256, top-8 raw probabilities (DeepSeek-V2 / Qwen2-MoE style)", 128, 64, 256, UNI, 0, NORMAL, 1, NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"bf16-ties", "E=128 top-8 renormalised, narrow logits: bf16 ties, 5% forced at the top-k boundary", 256, 64, 128, UNI, 0, NORMAL, 1, NORMAL, 0.5, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"grad-scale", "E=64 top-4 raw probabilities, gradient-scale expert outputs (1e-6..1e-3), hot experts", 256, 128, 64, ZIPF, 0.8, GRAD, 1, NORMAL, 2, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"outlier-odd-d", "E=32 top-4 renormalised, odd D=1027, 6 outlier channels x100 in every expert's output", 128, 1027, 32, UNI, 0, OUTCH, 1, NORMAL, 2, PARITY_GAMMA_ONES, 6, 100, 0, ""},
+    {.name = "mixtral",
+     .summary = "Mixtral-like: E=8, top-2 renormalised, randn*2 logits, D=512",
+     .n = 512, .d = 512, .v = 8,
+     .params = &(const mrc_params_t){.logits = {PARITY_VALS_NORMAL, 2},
+                           .expert_out = {PARITY_VALS_NORMAL, 1}, .k = 2, .renorm = 1}},
+    {.name = "skewed",
+     .summary = "hot experts: E=64, top-6 raw probabilities (unselected experts get gradient), logit bias -1.2 ln(1 + rank)",
+     .n = 256, .d = 128, .v = 64,
+     .params = &(const mrc_params_t){.logits = {PARITY_VALS_NORMAL, 1.5},
+                           .expert_out = {PARITY_VALS_NORMAL, 1}, .skew = 1.2, .k = 6, .renorm = 0}},
+    {.name = "e256-top8",
+     .summary = "many experts: E=256, top-8 raw probabilities (DeepSeek-V2 / Qwen2-MoE style)",
+     .n = 128, .d = 64, .v = 256,
+     .params = &(const mrc_params_t){.logits = {PARITY_VALS_NORMAL, 1},
+                           .expert_out = {PARITY_VALS_NORMAL, 1}, .k = 8, .renorm = 0}},
+    {.name = "bf16-ties",
+     .summary = "E=128 top-8 renormalised, narrow logits: bf16 ties, 5% forced at the top-k boundary",
+     .n = 256, .d = 64, .v = 128,
+     .params = &(const mrc_params_t){.logits = {PARITY_VALS_NORMAL, 0.5},
+                           .expert_out = {PARITY_VALS_NORMAL, 1}, .k = 8, .renorm = 1, .ties = 0.05}},
+    {.name = "grad-scale",
+     .summary = "E=64 top-4 raw probabilities, gradient-scale expert outputs (1e-6..1e-3), hot experts",
+     .n = 256, .d = 128, .v = 64,
+     .params = &(const mrc_params_t){.logits = {PARITY_VALS_NORMAL, 2},
+                           .expert_out = {PARITY_VALS_GRADSCALE, 1}, .skew = 0.8, .k = 4,
+                           .renorm = 0}},
+    {.name = "outlier-odd-d",
+     .summary = "E=32 top-4 renormalised, odd D=1027, 6 outlier channels x100 in every expert's output",
+     .n = 128, .d = 1027, .v = 32,
+     .params = &(const mrc_params_t){.logits = {PARITY_VALS_NORMAL, 2},
+                           .expert_out = {PARITY_VALS_OUTLIER, 1}, .outliers = 6,
+                           .outlier_factor = 100, .k = 4, .renorm = 1}},
     /* Structure and range (docs/workloads.md): D = 259, E = 32 top-4. */
-    {"exact", "sparse powers of two as logits and expert outputs (0 or +-2^e, |e| <= 2): massive exact ties in the top-k", 256, 259, 32, UNI, 0, PARITY_VALS_SPARSE_POW2, 1, PARITY_VALS_SPARSE_POW2, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"x1e-3", "randn logits and expert outputs times 1e-3 (near-uniform router), raw probabilities", 256, 259, 32, UNI, 0, PARITY_VALS_NORMAL, 1e-3, PARITY_VALS_NORMAL, 1e-3, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"x64", "randn logits and expert outputs times 64 (one-hot router)", 256, 259, 32, UNI, 0, PARITY_VALS_NORMAL, 64, PARITY_VALS_NORMAL, 64, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"near-max", "randn*2 logits, expert outputs x 2^120: g = dout.y near 2^110", 256, 259, 32, UNI, 0, PARITY_VALS_NORMAL, 0x1p120, PARITY_VALS_NORMAL, 2, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"subnormal", "randn*2 logits, expert outputs at gradient scale x 1e-35: g and d_logits in fp32's subnormal range", 256, 259, 32, UNI, 0, PARITY_VALS_GRADSCALE, 1e-35, PARITY_VALS_NORMAL, 2, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {.name = "exact",
+     .summary = "sparse powers of two as logits and expert outputs (0 or +-2^e, |e| <= 2): massive exact ties in the top-k",
+     .n = 256, .d = 259, .v = 32,
+     .params = &(const mrc_params_t){.logits = {PARITY_VALS_SPARSE_POW2, 1},
+                           .expert_out = {PARITY_VALS_SPARSE_POW2, 1}, .k = 4, .renorm = 1}},
+    {.name = "x1e-3",
+     .summary = "randn logits and expert outputs times 1e-3 (near-uniform router), raw probabilities",
+     .n = 256, .d = 259, .v = 32,
+     .params = &(const mrc_params_t){.logits = {PARITY_VALS_NORMAL, 1e-3},
+                           .expert_out = {PARITY_VALS_NORMAL, 1e-3}, .k = 4, .renorm = 0}},
+    {.name = "x64",
+     .summary = "randn logits and expert outputs times 64 (one-hot router)",
+     .n = 256, .d = 259, .v = 32,
+     .params = &(const mrc_params_t){.logits = {PARITY_VALS_NORMAL, 64},
+                           .expert_out = {PARITY_VALS_NORMAL, 64}, .k = 4, .renorm = 1}},
+    {.name = "near-max",
+     .summary = "randn*2 logits, expert outputs x 2^120: g = dout.y near 2^110",
+     .n = 256, .d = 259, .v = 32,
+     .params = &(const mrc_params_t){.logits = {PARITY_VALS_NORMAL, 2},
+                           .expert_out = {PARITY_VALS_NORMAL, 0x1p120}, .k = 4, .renorm = 1}},
+    {.name = "subnormal",
+     .summary = "randn*2 logits, expert outputs at gradient scale x 1e-35: g and d_logits in fp32's subnormal range",
+     .n = 256, .d = 259, .v = 32,
+     .params = &(const mrc_params_t){.logits = {PARITY_VALS_NORMAL, 2},
+                           .expert_out = {PARITY_VALS_GRADSCALE, 1e-35}, .k = 4, .renorm = 1}},
 };
 
 static const parity_workload_t MRB_BASELINES[] = {
-    {"sol-execbench", "randn logits and expert outputs, E=8 top-2 renormalised, seed 200", 1024, 256, 8, UNI, 0, NORMAL, 1, NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"kernelbench", "torch.rand logits and expert outputs (256 x 64 experts x 128), top-8", 256, 128, 64, UNI, 0, U01, 1, U01, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"assert_close", "small randn: 64 tokens, E=8 top-2, D=64", 64, 64, 8, UNI, 0, NORMAL, 1, NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
+    {.name = "sol-execbench",
+     .summary = "randn logits and expert outputs, E=8 top-2 renormalised, seed 200",
+     .n = 1024, .d = 256, .v = 8,
+     .params = &(const mrc_params_t){.logits = {PARITY_VALS_NORMAL, 1},
+                           .expert_out = {PARITY_VALS_NORMAL, 1}, .k = 2, .renorm = 1}},
+    {.name = "kernelbench",
+     .summary = "torch.rand logits and expert outputs (256 x 64 experts x 128), top-8",
+     .n = 256, .d = 128, .v = 64,
+     .params = &(const mrc_params_t){.logits = {PARITY_VALS_UNIFORM01, 1},
+                           .expert_out = {PARITY_VALS_UNIFORM01, 1}, .k = 8, .renorm = 1}},
+    {.name = "assert_close",
+     .summary = "small randn: 64 tokens, E=8 top-2, D=64",
+     .n = 64, .d = 64, .v = 8,
+     .params = &(const mrc_params_t){.logits = {PARITY_VALS_NORMAL, 1},
+                           .expert_out = {PARITY_VALS_NORMAL, 1}, .k = 2, .renorm = 1}},
 };
 
 const parity_op_t parity_op_moe_router_combine_bwd = {
@@ -438,6 +490,9 @@ const parity_op_t parity_op_moe_router_combine_bwd = {
     .presets = MRB_PRESETS,
     .n_presets = (int)(sizeof MRB_PRESETS / sizeof MRB_PRESETS[0]),
     .baseline_workloads = MRB_BASELINES,
+    .wl_family = &mrc_family,
+    .catalog = {{parity_catalog_moe_router_combine_bwd, &parity_catalog_moe_router_combine_bwd_count}},
+    .cost = &parity_cost_moe_router_combine_bwd,
     .build = mrb_build,
     .emulate = mrb_emulate,
     .variants = {{PARITY_VARIANT_STRUCTURAL, "d_expert_out of the experts the top-k did not select "

@@ -29,7 +29,8 @@ static parity_tensor_t *matrix(const char *name, parity_dtype_t dt, int64_t rows
     return t;
 }
 
-static parity_tensor_t *gamma_vec(const parity_workload_t *wl, parity_dtype_t dt, uint64_t seed)
+static parity_tensor_t *gamma_vec(const parity_workload_t *wl, const rms_params_t *p, parity_dtype_t dt,
+                                  uint64_t seed)
 {
     int64_t shape[1] = {wl->d};
     parity_tensor_t *t = parity_tensor_new("gamma", dt, 1, shape);
@@ -39,7 +40,7 @@ static parity_tensor_t *gamma_vec(const parity_workload_t *wl, parity_dtype_t dt
         free(g);
         return NULL;
     }
-    parity_workload_gamma(wl->gamma, seed, wl->d, g);
+    parity_workload_gamma(p->gamma, seed, wl->d, g);
     parity_store_f64(t, g);
     free(g);
     return t;
@@ -57,11 +58,11 @@ static parity_status_t rfwd_build(const parity_op_t *op, const parity_workload_t
                                   uint64_t seed, parity_dtype_t dt, parity_case_t *c,
                                   parity_diag_t *diag)
 {
-    (void)op;
-    (void)diag;
+    const rms_params_t *p = parity_workload_params(wl, op->name, diag);
+    if (!p) return PARITY_E_INVALID;
     int64_t n = wl->n, d = wl->d;
-    c->inputs[0] = matrix("x", dt, n, d, wl->x_vals, wl->x_scale, wl->outliers, wl->outlier_factor, seed, 2);
-    c->inputs[1] = gamma_vec(wl, dt, seed);
+    c->inputs[0] = matrix("x", dt, n, d, p->x.kind, p->x.scale, p->outliers, p->outlier_factor, seed, 2);
+    c->inputs[1] = gamma_vec(wl, p, dt, seed);
     if (!c->inputs[0] || !c->inputs[1]) return PARITY_E_NOMEM;
     set_eps(c);
     parity_ref_output_t *R = &c->ref[0];
@@ -204,23 +205,82 @@ static parity_status_t rfwd_emulate(const parity_case_t *c, int out, const parit
     return PARITY_OK;
 }
 
+#define F(member, type, what) PARITY_WL_FIELD(rms_params_t, member, type, what)
+const parity_workload_family_t rms_family = {
+    "rmsnorm", sizeof(rms_params_t), 5,
+    {F(x, PARITY_WL_VALS, "the input rows x (N,D)"),
+     F(dy, PARITY_WL_VALS, "upstream gradient dy (N,D): the backward's"),
+     F(outliers, PARITY_WL_INT, "outlier channels of x (x outlier)"),
+     F(outlier_factor, PARITY_WL_DOUBLE, "their factor"),
+     F(gamma, PARITY_WL_GAMMA, "the norm weight gamma (D)")}};
+#undef F
+
 static const parity_workload_t RMS_PRESETS[] = {
-    {"unit", "unit normal x and dy, gamma = 1", 2048, 512, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"small-x", "embedding-scale x (0.02): eps matters", 2048, 512, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
-    {"outlier", "4 outlier channels in x at 100x, trained gamma", 2048, 512, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_OUTLIER, 1, PARITY_GAMMA_TRAINED, 4, 100, 0, ""},
-    {"odd-d4097", "odd hidden size D=4097", 257, 4097, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_GRADSCALE, 1, PARITY_VALS_NORMAL, 0.02, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
+    {.name = "unit",
+     .summary = "unit normal x and dy, gamma = 1",
+     .n = 2048, .d = 512, .v = 0,
+     .params = &(const rms_params_t){.x = {PARITY_VALS_NORMAL, 1}, .dy = {PARITY_VALS_NORMAL, 1},
+                           .gamma = PARITY_GAMMA_ONES}},
+    {.name = "small-x",
+     .summary = "embedding-scale x (0.02): eps matters",
+     .n = 2048, .d = 512, .v = 0,
+     .params = &(const rms_params_t){.x = {PARITY_VALS_NORMAL, 0.02},
+                           .dy = {PARITY_VALS_GRADSCALE, 1}, .gamma = PARITY_GAMMA_TRAINED}},
+    {.name = "outlier",
+     .summary = "4 outlier channels in x at 100x, trained gamma",
+     .n = 2048, .d = 512, .v = 0,
+     .params = &(const rms_params_t){.x = {PARITY_VALS_OUTLIER, 1},
+                           .dy = {PARITY_VALS_GRADSCALE, 1}, .outliers = 4, .outlier_factor = 100,
+                           .gamma = PARITY_GAMMA_TRAINED}},
+    {.name = "odd-d4097",
+     .summary = "odd hidden size D=4097",
+     .n = 257, .d = 4097, .v = 0,
+     .params = &(const rms_params_t){.x = {PARITY_VALS_NORMAL, 0.02},
+                           .dy = {PARITY_VALS_GRADSCALE, 1}, .gamma = PARITY_GAMMA_TRAINED}},
     /* Structure and range (docs/workloads.md): D = 259 (2 x 128 + 3). */
-    {"exact", "sparse powers of two in x and dy (0 or +-2^e, |e| <= 2), trained gamma; N=1024, D=259", 1024, 259, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_SPARSE_POW2, 1, PARITY_VALS_SPARSE_POW2, 1, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
-    {"x1e-3", "unit randn x and dy times 1e-3 (x^2 ~ 1e-6: eps matters), trained gamma; N=1024, D=259", 1024, 259, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1e-3, PARITY_VALS_NORMAL, 1e-3, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
-    {"x64", "unit randn x and dy times 64, trained gamma; N=1024, D=259", 1024, 259, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 64, PARITY_VALS_NORMAL, 64, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
-    {"near-max", "x = randn x 2^14 (fp16's edge: some |x| > 65504), dy = randn x 2^100; N=1024, D=259", 1024, 259, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 0x1p100, PARITY_VALS_NORMAL, 0x1p14, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
-    {"subnormal", "x = randn x 1e-39 (bf16 subnormals: x^2 underflows, eps decides r), dy at gradient scale x 1e-35; N=1024, D=259", 1024, 259, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_GRADSCALE, 1e-35, PARITY_VALS_NORMAL, 1e-39, PARITY_GAMMA_TRAINED, 0, 0, 0, ""},
+    {.name = "exact",
+     .summary = "sparse powers of two in x and dy (0 or +-2^e, |e| <= 2), trained gamma; N=1024, D=259",
+     .n = 1024, .d = 259, .v = 0,
+     .params = &(const rms_params_t){.x = {PARITY_VALS_SPARSE_POW2, 1},
+                           .dy = {PARITY_VALS_SPARSE_POW2, 1}, .gamma = PARITY_GAMMA_TRAINED}},
+    {.name = "x1e-3",
+     .summary = "unit randn x and dy times 1e-3 (x^2 ~ 1e-6: eps matters), trained gamma; N=1024, D=259",
+     .n = 1024, .d = 259, .v = 0,
+     .params = &(const rms_params_t){.x = {PARITY_VALS_NORMAL, 1e-3},
+                           .dy = {PARITY_VALS_NORMAL, 1e-3}, .gamma = PARITY_GAMMA_TRAINED}},
+    {.name = "x64",
+     .summary = "unit randn x and dy times 64, trained gamma; N=1024, D=259",
+     .n = 1024, .d = 259, .v = 0,
+     .params = &(const rms_params_t){.x = {PARITY_VALS_NORMAL, 64}, .dy = {PARITY_VALS_NORMAL, 64},
+                           .gamma = PARITY_GAMMA_TRAINED}},
+    {.name = "near-max",
+     .summary = "x = randn x 2^14 (fp16's edge: some |x| > 65504), dy = randn x 2^100; N=1024, D=259",
+     .n = 1024, .d = 259, .v = 0,
+     .params = &(const rms_params_t){.x = {PARITY_VALS_NORMAL, 0x1p14},
+                           .dy = {PARITY_VALS_NORMAL, 0x1p100}, .gamma = PARITY_GAMMA_TRAINED}},
+    {.name = "subnormal",
+     .summary = "x = randn x 1e-39 (bf16 subnormals: x^2 underflows, eps decides r), dy at gradient scale x 1e-35; N=1024, D=259",
+     .n = 1024, .d = 259, .v = 0,
+     .params = &(const rms_params_t){.x = {PARITY_VALS_NORMAL, 1e-39},
+                           .dy = {PARITY_VALS_GRADSCALE, 1e-35}, .gamma = PARITY_GAMMA_TRAINED}},
 };
 
 static const parity_workload_t RMS_BASELINES[] = {
-    {"sol-execbench", "unit randn, gamma = 1, seed 200", 4096, 2048, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"kernelbench", "torch.rand inputs", 2048, 1024, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_UNIFORM01, 1, PARITY_VALS_UNIFORM01, 1, PARITY_GAMMA_ONES, 0, 0, 0, ""},
-    {"assert_close", "randn inputs and gamma, small shape", 512, 256, 0, PARITY_IDS_UNIFORM, 0, PARITY_VALS_NORMAL, 1, PARITY_VALS_NORMAL, 1, PARITY_GAMMA_NORMAL, 0, 0, 0, ""},
+    {.name = "sol-execbench",
+     .summary = "unit randn, gamma = 1, seed 200",
+     .n = 4096, .d = 2048, .v = 0,
+     .params = &(const rms_params_t){.x = {PARITY_VALS_NORMAL, 1}, .dy = {PARITY_VALS_NORMAL, 1},
+                           .gamma = PARITY_GAMMA_ONES}},
+    {.name = "kernelbench",
+     .summary = "torch.rand inputs",
+     .n = 2048, .d = 1024, .v = 0,
+     .params = &(const rms_params_t){.x = {PARITY_VALS_UNIFORM01, 1},
+                           .dy = {PARITY_VALS_UNIFORM01, 1}, .gamma = PARITY_GAMMA_ONES}},
+    {.name = "assert_close",
+     .summary = "randn inputs and gamma, small shape",
+     .n = 512, .d = 256, .v = 0,
+     .params = &(const rms_params_t){.x = {PARITY_VALS_NORMAL, 1}, .dy = {PARITY_VALS_NORMAL, 1},
+                           .gamma = PARITY_GAMMA_NORMAL}},
 };
 
 const parity_op_t parity_op_rmsnorm_fwd = {
@@ -236,6 +296,9 @@ const parity_op_t parity_op_rmsnorm_fwd = {
     .presets = RMS_PRESETS,
     .n_presets = (int)(sizeof RMS_PRESETS / sizeof RMS_PRESETS[0]),
     .baseline_workloads = RMS_BASELINES,
+    .wl_family = &rms_family,
+    .catalog = {{parity_catalog_rmsnorm, &parity_catalog_rmsnorm_count}},
+    .cost = &parity_cost_rmsnorm_fwd,
     .build = rfwd_build,
     .emulate = rfwd_emulate,
     .free_priv = NULL,
@@ -324,12 +387,12 @@ static parity_status_t rbwd_build(const parity_op_t *op, const parity_workload_t
                                   uint64_t seed, parity_dtype_t dt, parity_case_t *c,
                                   parity_diag_t *diag)
 {
-    (void)op;
-    (void)diag;
+    const rms_params_t *p = parity_workload_params(wl, op->name, diag);
+    if (!p) return PARITY_E_INVALID;
     int64_t n = wl->n, d = wl->d;
-    c->inputs[0] = matrix("dy", dt, n, d, wl->dy_vals, wl->dy_scale, 0, 1, seed, 1);
-    c->inputs[1] = matrix("x", dt, n, d, wl->x_vals, wl->x_scale, wl->outliers, wl->outlier_factor, seed, 2);
-    c->inputs[2] = gamma_vec(wl, dt, seed);
+    c->inputs[0] = matrix("dy", dt, n, d, p->dy.kind, p->dy.scale, 0, 1, seed, 1);
+    c->inputs[1] = matrix("x", dt, n, d, p->x.kind, p->x.scale, p->outliers, p->outlier_factor, seed, 2);
+    c->inputs[2] = gamma_vec(wl, p, dt, seed);
     if (!c->inputs[0] || !c->inputs[1] || !c->inputs[2]) return PARITY_E_NOMEM;
     set_eps(c);
     parity_ref_output_t *R = &c->ref[0], *G = &c->ref[1];
@@ -345,14 +408,14 @@ static parity_status_t rbwd_build(const parity_op_t *op, const parity_workload_t
     c->out_shape[1][0] = d;
     /* Symmetric class (docs/error-model.md): dgamma's N terms dy_ij xhat_ij are odd in the row
      * dy_i and in the row x_i, so a symmetric dy or x makes their signs fair and independent. */
-    if (parity_vals_symmetric(wl->dy_vals) || parity_vals_symmetric(wl->x_vals)) {
+    if (parity_vals_symmetric(p->dy.kind) || parity_vals_symmetric(p->x.kind)) {
         G->s_sym = calloc((size_t)d, sizeof *G->s_sym);
         if (!G->s_sym) return PARITY_E_NOMEM;
     }
     /* Per-term errors across terms (docs/error-model.md): dgamma's N terms dy xhat come from
      * distinct rows; sum c^2 <= (D/4 + 4.5) A^2 <= m_up A^2 and b_up = 7 as for the fused op's
      * dgamma (ops/embedding/embedding.c). dx is one term per element: nothing to split. */
-    if (parity_rms_rows_distinct(wl->x_vals, wl->dy_vals)) {
+    if (parity_rms_rows_distinct(p->x.kind, p->dy.kind)) {
         G->s_up2 = calloc((size_t)d, sizeof *G->s_up2);
         if (!G->s_up2) return PARITY_E_NOMEM;
         G->b_up = 7;
@@ -446,6 +509,9 @@ const parity_op_t parity_op_rmsnorm_bwd = {
     .presets = RMS_PRESETS,
     .n_presets = (int)(sizeof RMS_PRESETS / sizeof RMS_PRESETS[0]),
     .baseline_workloads = RMS_BASELINES,
+    .wl_family = &rms_family,
+    .catalog = {{parity_catalog_rmsnorm, &parity_catalog_rmsnorm_count}},
+    .cost = &parity_cost_rmsnorm_bwd,
     .build = rbwd_build,
     .emulate = rbwd_emulate,
     .free_priv = NULL,

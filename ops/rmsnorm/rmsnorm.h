@@ -8,6 +8,20 @@
 #include "parity/workload.h"
 #include "src/kernel/rms_row.h"
 
+/* The family's workload parameters (rmsnorm_fwd and rmsnorm_bwd share their presets; the forward
+ * reads no dy): N rows of D. `parity ops rmsnorm_bwd --workloads` prints them. */
+typedef struct {
+    parity_vals_t x;           /* the input rows x (N,D) */
+    parity_vals_t dy;          /* upstream gradient dy (N,D), the backward's */
+    int outliers;              /* outlier channels of x (x.kind PARITY_VALS_OUTLIER) */
+    double outlier_factor;     /* their factor */
+    parity_gamma_kind_t gamma; /* the norm weight (D) */
+} rms_params_t;
+extern const parity_workload_family_t rms_family;
+
+/* The family's catalog table (kernels.c). */
+extern const parity_abi_kernel_t parity_catalog_rmsnorm[];
+extern const int parity_catalog_rmsnorm_count;
 
 /* Per-term errors across terms (op.h s_up2; docs/error-model.md, "Per-term errors across
  * terms") need the terms of an element to come from distinct roundings of distinct values. A

@@ -742,14 +742,10 @@ EXPORT int parity_py_workload_values(int kind, double scale, int outliers, doubl
         return 0;
     }
     if (kind >= 200 && kind <= 200 + PARITY_IDS_TEXT) {
-        parity_workload_t w;
-        memset(&w, 0, sizeof w);
-        w.name = "make_values";
-        w.ids = (parity_ids_kind_t)(kind - 200);
-        w.zipf_s = zipf_s;
+        parity_ids_t scheme = {(parity_ids_kind_t)(kind - 200), zipf_s};
         parity_diag_t diag;
         memset(&diag, 0, sizeof diag);
-        if (parity_workload_ids(&w, seed, rows * cols, v, ids, &diag) != PARITY_OK) {
+        if (parity_workload_ids("make_values", scheme, seed, rows * cols, v, ids, &diag) != PARITY_OK) {
             set_err(err, cap, diag.msg[0] ? diag.msg : "cannot draw token ids");
             return -1;
         }

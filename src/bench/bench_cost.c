@@ -15,7 +15,7 @@
 static const parity_cost_model_t *find_cost(const char *op)
 {
     for (int i = 0; op && i < parity_registry_op_count(); i++)
-        if (strcmp(parity_registry_op(i)->name, op) == 0) return parity_registry_cost(i);
+        if (strcmp(parity_registry_op(i)->name, op) == 0) return parity_registry_op(i)->cost;
     return NULL;
 }
 

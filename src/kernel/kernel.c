@@ -9,28 +9,48 @@
 
 #include "src/op/registry.h"
 
-/* The catalog: the tables of ops/ops.def, in its order (the listing order; ops/registry.c). */
+/* The catalog: the tables the ops' records carry, in registry order, each table once (a table
+ * shared by two ops, rmsnorm's fwd and bwd kernels, is listed at the first): the listing order. */
+static const parity_abi_kernel_t *catalog_table(int t, int *n)
+{
+    int seen = 0;
+    for (int i = 0; i < parity_registry_op_count(); i++) {
+        const parity_op_t *op = parity_registry_op(i);
+        for (int c = 0; c < PARITY_OP_MAX_CATALOGS && op->catalog[c].table; c++) {
+            int dup = 0;
+            for (int j = 0; j <= i && !dup; j++) {
+                const parity_op_t *o = parity_registry_op(j);
+                for (int e = 0; e < PARITY_OP_MAX_CATALOGS && !dup; e++)
+                    if ((j < i || e < c) && o->catalog[e].table == op->catalog[c].table) dup = 1;
+            }
+            if (dup) continue;
+            if (seen++ == t) {
+                *n = *op->catalog[c].count;
+                return op->catalog[c].table;
+            }
+        }
+    }
+    *n = 0;
+    return NULL;
+}
+
 int parity_catalog_count(void)
 {
-    int n = 0;
-    for (int t = 0; t < parity_registry_catalog_count(); t++) {
-        int k = 0;
-        parity_registry_catalog(t, &k);
-        n += k;
-    }
+    int n = 0, k;
+    for (int t = 0; catalog_table(t, &k); t++) n += k;
     return n;
 }
 
 const parity_abi_kernel_t *parity_catalog_at(int i)
 {
     if (i < 0) return NULL;
-    for (int t = 0; t < parity_registry_catalog_count(); t++) {
-        int k = 0;
-        const parity_abi_kernel_t *tab = parity_registry_catalog(t, &k);
+    int k;
+    for (int t = 0;; t++) {
+        const parity_abi_kernel_t *tab = catalog_table(t, &k);
+        if (!tab) return NULL;
         if (i < k) return &tab[i];
         i -= k;
     }
-    return NULL;
 }
 
 static parity_status_t push(parity_kernel_list_t *l, const parity_abi_kernel_t *k,

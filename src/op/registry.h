@@ -11,7 +11,7 @@
 
 /* An op's cost model: bytes that must move and flops that must happen for one invocation
  * (src/bench/bench_cost.c applies it; docs/bench.md derives each). */
-typedef struct {
+typedef struct parity_cost_model {
     /* The cost at the op's workload shape (n, d, v as its presets define them) with bi / bo bytes
      * per floating-point input / output element; attributes from `call`, or the defaults the model
      * documents when call is NULL. */
@@ -23,14 +23,10 @@ typedef struct {
     int n_in, n_axis, d_in, d_axis, v_in, v_out, v_axis;
 } parity_cost_model_t;
 
-/* The ops, in ops/ops.def's order: parity_registry_op(i) for i in [0, parity_registry_op_count()),
- * and the cost model of op i (never NULL: an op without one does not link). */
+/* The ops, in ops/ops.def's order: parity_registry_op(i) for i in [0, parity_registry_op_count()).
+ * Each op record carries the rest: its presets and their family (wl_family), its catalog tables
+ * and its cost model (op->cost, a parity_cost_model_t). */
 int parity_registry_op_count(void);
 const parity_op_t *parity_registry_op(int i);
-const parity_cost_model_t *parity_registry_cost(int i);
-
-/* The catalog tables, in ops/ops.def's order (the listing order): table t holds *n kernels. */
-int parity_registry_catalog_count(void);
-const parity_abi_kernel_t *parity_registry_catalog(int t, int *n);
 
 #endif

@@ -72,14 +72,14 @@ const char *parity_workload_token_text(int32_t id, size_t *len)
     return s ? s : "";
 }
 
-parity_status_t parity_workload_ids(const parity_workload_t *w, uint64_t seed, int64_t n, int64_t v,
-                                    int32_t *ids, parity_diag_t *diag)
+parity_status_t parity_workload_ids(const char *what, parity_ids_t scheme, uint64_t seed, int64_t n,
+                                    int64_t v, int32_t *ids, parity_diag_t *diag)
 {
     parity_rng_t rng;
     if (n < 0 || v <= 0 || v > INT32_MAX)
         return parity_diag_set(diag, PARITY_E_INVALID, "workload %s: bad sizes n=%lld v=%lld",
-                               w->name, (long long)n, (long long)v);
-    switch (w->ids) {
+                               what, (long long)n, (long long)v);
+    switch (scheme.kind) {
     case PARITY_IDS_UNIFORM:
         parity_rng_seed(&rng, seed, STREAM_IDS);
         for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)parity_rng_below(&rng, (uint64_t)v);
@@ -96,7 +96,7 @@ parity_status_t parity_workload_ids(const parity_workload_t *w, uint64_t seed, i
         }
         double acc = 0;
         for (int64_t r = 0; r < v; r++) {
-            acc += pow((double)(r + 1), -w->zipf_s);
+            acc += pow((double)(r + 1), -scheme.zipf_s);
             cdf[r] = acc;
         }
         parity_rng_seed(&rng, seed, STREAM_PERM);
@@ -129,14 +129,145 @@ parity_status_t parity_workload_ids(const parity_workload_t *w, uint64_t seed, i
         if (v < 50257)
             return parity_diag_set(diag, PARITY_E_INVALID,
                                    "workload %s: real-text ids need V >= 50257 (GPT-2), got %lld",
-                                   w->name, (long long)v);
+                                   what, (long long)v);
         parity_rng_seed(&rng, seed, STREAM_TEXT);
         size_t off = (size_t)parity_rng_below(&rng, tn);
         for (int64_t i = 0; i < n; i++) ids[i] = t[(off + (size_t)i) % tn];
         return PARITY_OK;
     }
     }
-    return parity_diag_set(diag, PARITY_E_INVALID, "workload %s: unknown id distribution", w->name);
+    return parity_diag_set(diag, PARITY_E_INVALID, "workload %s: unknown id distribution", what);
+}
+
+/* ---- typed workloads: a family's parameter struct read through its field table ---- */
+
+const void *parity_workload_params(const parity_workload_t *wl, const char *op, parity_diag_t *diag)
+{
+    if (wl && wl->params) return wl->params;
+    parity_diag_set(diag, PARITY_E_INVALID,
+                    "workload '%s' carries no parameters of op %s (params is NULL): take a preset "
+                    "(parity ops %s --workloads lists them) or set .params to the op family's struct",
+                    wl && wl->name ? wl->name : "?", op ? op : "?", op ? op : "OP");
+    return NULL;
+}
+
+void *parity_workload_own_params(const parity_workload_family_t *fam, parity_workload_t *w,
+                                 parity_wl_params_store_t *store)
+{
+    if (!fam || !w || !w->params || fam->size > sizeof store->u.bytes) return NULL;
+    if (w->params != store->u.bytes) memcpy(store->u.bytes, w->params, fam->size);
+    w->params = store->u.bytes;
+    return store->u.bytes;
+}
+
+const char *parity_vals_kind_name(parity_vals_kind_t k)
+{
+    switch (k) {
+    case PARITY_VALS_NORMAL: return "normal";
+    case PARITY_VALS_GRADSCALE: return "gradscale";
+    case PARITY_VALS_OUTLIER: return "outlier";
+    case PARITY_VALS_UNIFORM01: return "uniform01";
+    case PARITY_VALS_INTPROBE: return "int[-4,4]";
+    case PARITY_VALS_ONES: return "ones";
+    case PARITY_VALS_SPARSE_POW2: return "sparse-pow2";
+    }
+    return "?";
+}
+
+const char *parity_ids_kind_name(parity_ids_kind_t k)
+{
+    switch (k) {
+    case PARITY_IDS_UNIFORM: return "uniform";
+    case PARITY_IDS_ZIPF: return "zipf";
+    case PARITY_IDS_TEXT: return "text";
+    }
+    return "?";
+}
+
+const char *parity_gamma_kind_name(parity_gamma_kind_t k)
+{
+    switch (k) {
+    case PARITY_GAMMA_ONES: return "ones";
+    case PARITY_GAMMA_TRAINED: return "trained";
+    case PARITY_GAMMA_NORMAL: return "normal";
+    }
+    return "?";
+}
+
+int parity_workload_describe(const parity_workload_family_t *fam, const parity_workload_t *w, int hex,
+                             char *buf, size_t cap)
+{
+    if (cap) buf[0] = '\0';
+    if (!fam || !w || !w->params) return 0;
+    const char *num = hex ? "%a" : "%.17g";
+    char x[64];
+    size_t n = 0;
+    int total = 0;
+#define PUT(...)                                                                                   \
+    do {                                                                                           \
+        int k_ = snprintf(buf + (n < cap ? n : cap), n < cap ? cap - n : 0, __VA_ARGS__);          \
+        if (k_ > 0) { n += (size_t)k_; total += k_; }                                              \
+    } while (0)
+    for (int i = 0; i < fam->n_fields; i++) {
+        const parity_wl_field_t *f = &fam->fields[i];
+        const char *p = (const char *)w->params + f->offset;
+        PUT("%s%s=", i ? " " : "", f->name);
+        switch (f->type) {
+        case PARITY_WL_VALS: {
+            const parity_vals_t *v = (const parity_vals_t *)(const void *)p;
+            snprintf(x, sizeof x, num, v->scale);
+            PUT("%s*%s", parity_vals_kind_name(v->kind), x);
+            break;
+        }
+        case PARITY_WL_IDS: {
+            const parity_ids_t *v = (const parity_ids_t *)(const void *)p;
+            if (v->kind == PARITY_IDS_ZIPF) {
+                snprintf(x, sizeof x, num, v->zipf_s);
+                PUT("zipf(%s)", x);
+            } else PUT("%s", parity_ids_kind_name(v->kind));
+            break;
+        }
+        case PARITY_WL_GAMMA: PUT("%s", parity_gamma_kind_name(*(const parity_gamma_kind_t *)(const void *)p)); break;
+        case PARITY_WL_INT: PUT("%d", *(const int *)(const void *)p); break;
+        case PARITY_WL_DOUBLE:
+            snprintf(x, sizeof x, num, *(const double *)(const void *)p);
+            PUT("%s", x);
+            break;
+        }
+    }
+#undef PUT
+    return total;
+}
+
+void parity_workload_map_vals(const parity_workload_family_t *fam, void *params,
+                              parity_vals_kind_t (*map)(parity_vals_kind_t kind, void *ctx), void *ctx)
+{
+    for (int i = 0; fam && params && i < fam->n_fields; i++)
+        if (fam->fields[i].type == PARITY_WL_VALS) {
+            parity_vals_t *v = (parity_vals_t *)(void *)((char *)params + fam->fields[i].offset);
+            v->kind = map(v->kind, ctx);
+        }
+}
+
+void parity_workload_map_ids(const parity_workload_family_t *fam, void *params,
+                             parity_ids_kind_t (*map)(parity_ids_kind_t kind, void *ctx), void *ctx)
+{
+    for (int i = 0; fam && params && i < fam->n_fields; i++)
+        if (fam->fields[i].type == PARITY_WL_IDS) {
+            parity_ids_t *v = (parity_ids_t *)(void *)((char *)params + fam->fields[i].offset);
+            v->kind = map(v->kind, ctx);
+        }
+}
+
+int parity_workload_has_ids(const parity_workload_family_t *fam, const void *params,
+                            parity_ids_kind_t kind)
+{
+    for (int i = 0; fam && params && i < fam->n_fields; i++)
+        if (fam->fields[i].type == PARITY_WL_IDS &&
+            ((const parity_ids_t *)(const void *)((const char *)params + fam->fields[i].offset))->kind ==
+                kind)
+            return 1;
+    return 0;
 }
 
 /* n normals times scale by the ziggurat method of Marsaglia and Tsang ("The Ziggurat Method for

@@ -50,6 +50,22 @@ int parity_baseline_find(const char *name)
 #define MAX_OPS 64
 #define N_DERIVED (PARITY_N_BASELINES - 3)
 static parity_workload_t derived[MAX_OPS][N_DERIVED];
+static parity_wl_params_store_t derived_params[MAX_OPS][N_DERIVED];
+
+/* Composable Kernel's integers: every product and partial sum exact in fp32 at these shapes, so
+ * CK's own tests see only the output rounding (its tolerance is built for that). */
+static parity_vals_kind_t to_ck(parity_vals_kind_t k, void *ctx)
+{
+    (void)ctx;
+    return k == PARITY_VALS_NORMAL || k == PARITY_VALS_UNIFORM01 ? PARITY_VALS_INTPROBE : k;
+}
+
+/* The other rules' tests draw torch.randn. */
+static parity_vals_kind_t to_randn(parity_vals_kind_t k, void *ctx)
+{
+    (void)ctx;
+    return k == PARITY_VALS_UNIFORM01 ? PARITY_VALS_NORMAL : k;
+}
 static pthread_once_t derived_once = PTHREAD_ONCE_INIT;
 
 static void derive_all(void)
@@ -64,24 +80,17 @@ static void derive_all(void)
         if (!op->baseline_workloads) continue;
         for (int d = 0; d < N_DERIVED; d++) {
             parity_workload_t w = op->baseline_workloads[PARITY_BASE_ASSERT_CLOSE];
-            /* Named after the workload it derives from ("assert_close@ck"): ops that key
-             * parameters on a workload's name up to the '@' (the MoE ops' k and renorm) find
-             * the same ones. */
+            /* Named after the workload it derives from ("assert_close@ck"); its parameters are
+             * assert_close's with every value scheme of the op's family mapped (its field
+             * table says which fields those are). */
             snprintf(w.label, sizeof w.label, "%s@%s", w.name, NAMES[3 + d]);
             w.summary = SUMMARY[d];
-            if (3 + d == PARITY_BASE_CK) {
-                /* Integers: every product and partial sum exact in fp32 at these shapes, so
-                 * CK's own tests see only the output rounding (its tolerance is built for that). */
-                if (w.x_vals == PARITY_VALS_NORMAL || w.x_vals == PARITY_VALS_UNIFORM01)
-                    w.x_vals = PARITY_VALS_INTPROBE;
-                if (w.dy_vals == PARITY_VALS_NORMAL || w.dy_vals == PARITY_VALS_UNIFORM01)
-                    w.dy_vals = PARITY_VALS_INTPROBE;
-            } else {
-                if (w.x_vals == PARITY_VALS_UNIFORM01) w.x_vals = PARITY_VALS_NORMAL;
-                if (w.dy_vals == PARITY_VALS_UNIFORM01) w.dy_vals = PARITY_VALS_NORMAL;
-            }
             derived[i][d] = w;
             derived[i][d].name = derived[i][d].label; /* its own storage: stable */
+            void *p = parity_workload_own_params(op->wl_family, &derived[i][d], &derived_params[i][d]);
+            if (p)
+                parity_workload_map_vals(op->wl_family, p, 3 + d == PARITY_BASE_CK ? to_ck : to_randn,
+                                         NULL);
         }
     }
 }

@@ -174,6 +174,7 @@ struct check_nbr {
     parity_dtype_t dt;
     int built, failed, dirty;
     parity_workload_t wl[NBR_CALLS];
+    parity_wl_params_store_t params[NBR_CALLS]; /* a neighbour's own parameters, when changed */
     parity_case_t *c[NBR_CALLS];
     parity_tensor_t *out[NBR_CALLS][PARITY_OP_MAX_ARGS];
 };
@@ -198,6 +199,12 @@ void check_nbr_free(check_nbr_t *nb)
     free(nb);
 }
 
+static parity_ids_kind_t text_to_uniform(parity_ids_kind_t k, void *ctx)
+{
+    (void)ctx;
+    return k == PARITY_IDS_TEXT ? PARITY_IDS_UNIFORM : k;
+}
+
 static int nbr_build(check_nbr_t *nb, const parity_op_t *op, const parity_workload_t *wl,
                      uint64_t seed, parity_dtype_t dt)
 {
@@ -217,7 +224,11 @@ static int nbr_build(check_nbr_t *nb, const parity_op_t *op, const parity_worklo
         if (w->d > NBR_D) w->d = NBR_D;
         if (w->v > NBR_V) {
             w->v = NBR_V;
-            if (w->ids == PARITY_IDS_TEXT) w->ids = PARITY_IDS_UNIFORM;
+            /* Real-text ids need GPT-2's vocabulary: uniform ids at the smaller one. */
+            if (parity_workload_has_ids(op->wl_family, w->params, PARITY_IDS_TEXT))
+                parity_workload_map_ids(op->wl_family,
+                                        parity_workload_own_params(op->wl_family, w, &nb->params[s]),
+                                        text_to_uniform, NULL);
         }
         snprintf(w->label, sizeof w->label, "%.40s@%lldx%lldx%lld", wl->name, (long long)w->n,
                  (long long)w->d, (long long)w->v);

@@ -76,15 +76,17 @@ int check_floor_key(char *buf, size_t cap, const parity_op_t *op, const parity_w
 {
     pthread_once(&build_once, find_build_id);
     if (!build_id[0]) return -1;
-    /* Every field of the workload that an op's build reads, printed exactly (%a for doubles). */
+    /* Every field of the workload that an op's build reads, printed exactly: the shape, and every
+     * parameter of the op's family (its field table; %a for doubles). */
+    char params[1024];
+    int np = parity_workload_describe(op->wl_family, wl, 1, params, sizeof params);
+    if (np < 0 || (size_t)np >= sizeof params) return -1;
     int n = snprintf(buf, cap,
-                     "parity %s build %s; op %s; workload %s n %lld d %lld v %lld ids %d zipf %a "
-                     "dy %d %a x %d %a gamma %d outliers %d %a production %d; seed %llu; "
-                     "threads %d; floor",
+                     "parity %s build %s; op %s; workload %s n %lld d %lld v %lld %s production %d; "
+                     "seed %llu; threads %d; floor",
                      PARITY_VERSION_STRING, build_id, op->name, wl->name, (long long)wl->n,
-                     (long long)wl->d, (long long)wl->v, (int)wl->ids, wl->zipf_s, (int)wl->dy_vals,
-                     wl->dy_scale, (int)wl->x_vals, wl->x_scale, (int)wl->gamma, wl->outliers,
-                     wl->outlier_factor, wl->production, (unsigned long long)seed, n_threads);
+                     (long long)wl->d, (long long)wl->v, params, wl->production,
+                     (unsigned long long)seed, n_threads);
     for (int i = 0; i < n_floor && n > 0 && (size_t)n < cap; i++)
         n += snprintf(buf + n, cap - (size_t)n, " %s/%d/%d/%u", floor_k[i]->name,
                       (int)floor_k[i]->in_dtype, (int)floor_k[i]->out_dtype, (unsigned)floor_k[i]->flags);
