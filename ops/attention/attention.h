@@ -26,6 +26,26 @@ typedef struct {
     double peak;           /* their level */
 } att_params_t;
 extern const parity_workload_family_t att_family;
+/* The family's cases (att_cases), each a parameter struct the forward's and the backward's presets
+ * share at their own shapes. */
+enum {
+    ATT_CASE_LONG_CAUSAL,
+    ATT_CASE_SOFTCAP,
+    ATT_CASE_OUTLIER_CHANNELS,
+    ATT_CASE_ODD_T1031,
+    ATT_CASE_NEAR_ZERO,
+    ATT_CASE_PROD_LLAMA3,
+    ATT_CASE_EXACT,
+    ATT_CASE_X1E_3,
+    ATT_CASE_X64,
+    ATT_CASE_NEAR_MAX,
+    ATT_CASE_SUBNORMAL,
+    ATT_CASE_SOL_EXECBENCH,
+    ATT_CASE_KERNELBENCH,
+    ATT_CASE_ASSERT_CLOSE,
+    ATT_CASE_N
+};
+extern const att_params_t att_cases[ATT_CASE_N];
 
 /* The family's catalog table (kernels.c). */
 extern const parity_abi_kernel_t parity_catalog_attention[];

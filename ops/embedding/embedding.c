@@ -629,6 +629,12 @@ const parity_workload_family_t emb_fused_family = {
      F(gamma, PARITY_WL_GAMMA, "the norm weight gamma (D)")}};
 #undef F
 
+/* The structure-and-range presets (docs/workloads.md), made by one helper: their shared shape
+ * and parameters; each of the five names what it sets. */
+#define FUSED_RANGE(name_, summary_, ...)                                                          \
+    {.name = name_, .summary = summary_ "; N=4097, D=259, V=1024", .n = 4097, .d = 259, .v = 1024, \
+     .params = &(const emb_fused_params_t){.ids = {PARITY_IDS_UNIFORM},                            \
+                           .gamma = PARITY_GAMMA_TRAINED, __VA_ARGS__}}
 static const parity_workload_t FUSED_PRESETS[] = {
     {.name = "uniform",
      .summary = "uniform ids (about 1 hit per row), unit normal dy and x, gamma = 1: the public benchmarks' regime",
@@ -691,37 +697,23 @@ static const parity_workload_t FUSED_PRESETS[] = {
                            .dy = {PARITY_VALS_GRADSCALE, 1}, .x = {PARITY_VALS_NORMAL, 0.02},
                            .gamma = PARITY_GAMMA_TRAINED}},
     /* Structure and range (docs/workloads.md): D = 259 (2 x 128 + 3), about 4 hits per row. */
-    {.name = "exact",
-     .summary = "sparse powers of two in dy and x (0 or +-2^e, |e| <= 2), trained gamma: a dropped, misplaced or unzeroed term is a gross error; N=4097, D=259, V=1024",
-     .n = 4097, .d = 259, .v = 1024,
-     .params = &(const emb_fused_params_t){.ids = {PARITY_IDS_UNIFORM},
-                           .dy = {PARITY_VALS_SPARSE_POW2, 1}, .x = {PARITY_VALS_SPARSE_POW2, 1},
-                           .gamma = PARITY_GAMMA_TRAINED}},
-    {.name = "x1e-3",
-     .summary = "unit randn dy and x times 1e-3 (x^2 ~ 1e-6, near eps), trained gamma; N=4097, D=259, V=1024",
-     .n = 4097, .d = 259, .v = 1024,
-     .params = &(const emb_fused_params_t){.ids = {PARITY_IDS_UNIFORM},
-                           .dy = {PARITY_VALS_NORMAL, 1e-3}, .x = {PARITY_VALS_NORMAL, 1e-3},
-                           .gamma = PARITY_GAMMA_TRAINED}},
-    {.name = "x64",
-     .summary = "unit randn dy and x times 64, trained gamma; N=4097, D=259, V=1024",
-     .n = 4097, .d = 259, .v = 1024,
-     .params = &(const emb_fused_params_t){.ids = {PARITY_IDS_UNIFORM},
-                           .dy = {PARITY_VALS_NORMAL, 64}, .x = {PARITY_VALS_NORMAL, 64},
-                           .gamma = PARITY_GAMMA_TRAINED}},
-    {.name = "near-max",
-     .summary = "x = randn x 2^14 (fp16's edge: some |x| > 65504), dy = randn x 2^100 (dgamma near 2^112); N=4097, D=259, V=1024",
-     .n = 4097, .d = 259, .v = 1024,
-     .params = &(const emb_fused_params_t){.ids = {PARITY_IDS_UNIFORM},
-                           .dy = {PARITY_VALS_NORMAL, 0x1p100}, .x = {PARITY_VALS_NORMAL, 0x1p14},
-                           .gamma = PARITY_GAMMA_TRAINED}},
-    {.name = "subnormal",
-     .summary = "dy at gradient scale x 1e-35 (1e-38..1e-41 per token): dx and dE in fp32's subnormal range; N=4097, D=259, V=1024",
-     .n = 4097, .d = 259, .v = 1024,
-     .params = &(const emb_fused_params_t){.ids = {PARITY_IDS_UNIFORM},
-                           .dy = {PARITY_VALS_GRADSCALE, 1e-35}, .x = {PARITY_VALS_NORMAL, 1},
-                           .gamma = PARITY_GAMMA_TRAINED}},
+    FUSED_RANGE("exact",
+                "sparse powers of two in dy and x (0 or +-2^e, |e| <= 2), trained gamma: a dropped, misplaced or unzeroed term is a gross error",
+                .dy = {PARITY_VALS_SPARSE_POW2, 1}, .x = {PARITY_VALS_SPARSE_POW2, 1}),
+    FUSED_RANGE("x1e-3",
+                "unit randn dy and x times 1e-3 (x^2 ~ 1e-6, near eps), trained gamma",
+                .dy = {PARITY_VALS_NORMAL, 1e-3}, .x = {PARITY_VALS_NORMAL, 1e-3}),
+    FUSED_RANGE("x64",
+                "unit randn dy and x times 64, trained gamma",
+                .dy = {PARITY_VALS_NORMAL, 64}, .x = {PARITY_VALS_NORMAL, 64}),
+    FUSED_RANGE("near-max",
+                "x = randn x 2^14 (fp16's edge: some |x| > 65504), dy = randn x 2^100 (dgamma near 2^112)",
+                .dy = {PARITY_VALS_NORMAL, 0x1p100}, .x = {PARITY_VALS_NORMAL, 0x1p14}),
+    FUSED_RANGE("subnormal",
+                "dy at gradient scale x 1e-35 (1e-38..1e-41 per token): dx and dE in fp32's subnormal range",
+                .dy = {PARITY_VALS_GRADSCALE, 1e-35}, .x = {PARITY_VALS_NORMAL, 1}),
 };
+#undef FUSED_RANGE
 
 /* The baseline verifiers' own input schemes (verify.c applies their comparison rules).
  * Shapes are stand-ins: see docs/baselines.md for what each verifier uses and what we assume. */

@@ -105,6 +105,11 @@ const parity_workload_family_t emb_bwd_family = {
     {PARITY_WL_FIELD(emb_bwd_params_t, ids, PARITY_WL_IDS, "the tokens' ids over [0, V)"),
      PARITY_WL_FIELD(emb_bwd_params_t, dy, PARITY_WL_VALS, "upstream gradient dY (N,D)")}};
 
+/* The structure-and-range presets (docs/workloads.md), made by one helper: their shared shape
+ * and parameters; each of the five names what it sets. */
+#define EBWD_RANGE(name_, summary_, ...)                                                           \
+    {.name = name_, .summary = summary_ "; N=4097, D=259, V=1024", .n = 4097, .d = 259, .v = 1024, \
+     .params = &(const emb_bwd_params_t){.ids = {PARITY_IDS_UNIFORM}, __VA_ARGS__}}
 static const parity_workload_t EBWD_PRESETS[] = {
     {.name = "uniform",
      .summary = "uniform ids, unit normal dY",
@@ -133,32 +138,23 @@ static const parity_workload_t EBWD_PRESETS[] = {
      .n = 65536, .d = 2048, .v = 50257, .production = 1,
      .params = &(const emb_bwd_params_t){.ids = {PARITY_IDS_TEXT}, .dy = {PARITY_VALS_GRADSCALE, 1}}},
     /* Structure and range (docs/workloads.md): D = 259 (2 x 128 + 3), about 4 hits per row. */
-    {.name = "exact",
-     .summary = "sparse powers of two in dY (0 or +-2^e, |e| <= 2): exact sums, a lost or misplaced addition is a gross error; N=4097, D=259, V=1024",
-     .n = 4097, .d = 259, .v = 1024,
-     .params = &(const emb_bwd_params_t){.ids = {PARITY_IDS_UNIFORM},
-                           .dy = {PARITY_VALS_SPARSE_POW2, 1}}},
-    {.name = "x1e-3",
-     .summary = "unit randn dY times 1e-3; N=4097, D=259, V=1024",
-     .n = 4097, .d = 259, .v = 1024,
-     .params = &(const emb_bwd_params_t){.ids = {PARITY_IDS_UNIFORM},
-                           .dy = {PARITY_VALS_NORMAL, 1e-3}}},
-    {.name = "x64",
-     .summary = "unit randn dY times 64; N=4097, D=259, V=1024",
-     .n = 4097, .d = 259, .v = 1024,
-     .params = &(const emb_bwd_params_t){.ids = {PARITY_IDS_UNIFORM},
-                           .dy = {PARITY_VALS_NORMAL, 64}}},
-    {.name = "near-max",
-     .summary = "randn dY x 2^118: rows of ~4 hits reach 2^122, within 2^6 of fp32/bf16 overflow; N=4097, D=259, V=1024",
-     .n = 4097, .d = 259, .v = 1024,
-     .params = &(const emb_bwd_params_t){.ids = {PARITY_IDS_UNIFORM},
-                           .dy = {PARITY_VALS_NORMAL, 0x1p118}}},
-    {.name = "subnormal",
-     .summary = "dY at gradient scale x 1e-35 (1e-38..1e-41 per token): sums in fp32's subnormal range; N=4097, D=259, V=1024",
-     .n = 4097, .d = 259, .v = 1024,
-     .params = &(const emb_bwd_params_t){.ids = {PARITY_IDS_UNIFORM},
-                           .dy = {PARITY_VALS_GRADSCALE, 1e-35}}},
+    EBWD_RANGE("exact",
+               "sparse powers of two in dY (0 or +-2^e, |e| <= 2): exact sums, a lost or misplaced addition is a gross error",
+               .dy = {PARITY_VALS_SPARSE_POW2, 1}),
+    EBWD_RANGE("x1e-3",
+               "unit randn dY times 1e-3",
+               .dy = {PARITY_VALS_NORMAL, 1e-3}),
+    EBWD_RANGE("x64",
+               "unit randn dY times 64",
+               .dy = {PARITY_VALS_NORMAL, 64}),
+    EBWD_RANGE("near-max",
+               "randn dY x 2^118: rows of ~4 hits reach 2^122, within 2^6 of fp32/bf16 overflow",
+               .dy = {PARITY_VALS_NORMAL, 0x1p118}),
+    EBWD_RANGE("subnormal",
+               "dY at gradient scale x 1e-35 (1e-38..1e-41 per token): sums in fp32's subnormal range",
+               .dy = {PARITY_VALS_GRADSCALE, 1e-35}),
 };
+#undef EBWD_RANGE
 
 static const parity_workload_t EBWD_BASELINES[] = {
     {.name = "sol-execbench",
@@ -265,6 +261,11 @@ const parity_workload_family_t emb_fwd_family = {
      F(outlier_factor, PARITY_WL_DOUBLE, "their factor")}};
 #undef F
 
+/* The structure-and-range presets (docs/workloads.md), made by one helper: their shared shape
+ * and parameters; each of the five names what it sets. */
+#define EFWD_RANGE(name_, summary_, ...)                                                           \
+    {.name = name_, .summary = summary_ "; N=4097, D=259, V=1024", .n = 4097, .d = 259, .v = 1024, \
+     .params = &(const emb_fwd_params_t){.ids = {PARITY_IDS_UNIFORM}, __VA_ARGS__}}
 static const parity_workload_t EFWD_PRESETS[] = {
     {.name = "uniform",
      .summary = "uniform ids, unit normal E",
@@ -283,32 +284,23 @@ static const parity_workload_t EFWD_PRESETS[] = {
      .params = &(const emb_fwd_params_t){.ids = {PARITY_IDS_ZIPF, 1.1},
                            .table = {PARITY_VALS_NORMAL, 0.02}}},
     /* Structure and range (docs/workloads.md). */
-    {.name = "exact",
-     .summary = "sparse powers of two in E (0 or +-2^e, |e| <= 2): a wrong row is a gross error; N=4097, D=259, V=1024",
-     .n = 4097, .d = 259, .v = 1024,
-     .params = &(const emb_fwd_params_t){.ids = {PARITY_IDS_UNIFORM},
-                           .table = {PARITY_VALS_SPARSE_POW2, 1}}},
-    {.name = "x1e-3",
-     .summary = "unit randn E times 1e-3; N=4097, D=259, V=1024",
-     .n = 4097, .d = 259, .v = 1024,
-     .params = &(const emb_fwd_params_t){.ids = {PARITY_IDS_UNIFORM},
-                           .table = {PARITY_VALS_NORMAL, 1e-3}}},
-    {.name = "x64",
-     .summary = "unit randn E times 64; N=4097, D=259, V=1024",
-     .n = 4097, .d = 259, .v = 1024,
-     .params = &(const emb_fwd_params_t){.ids = {PARITY_IDS_UNIFORM},
-                           .table = {PARITY_VALS_NORMAL, 64}}},
-    {.name = "near-max",
-     .summary = "randn E x 2^124: entries up to bf16's largest finite; N=4097, D=259, V=1024",
-     .n = 4097, .d = 259, .v = 1024,
-     .params = &(const emb_fwd_params_t){.ids = {PARITY_IDS_UNIFORM},
-                           .table = {PARITY_VALS_NORMAL, 0x1p124}}},
-    {.name = "subnormal",
-     .summary = "randn E x 1e-39: bf16 subnormals (a flush-to-zero copy fails); N=4097, D=259, V=1024",
-     .n = 4097, .d = 259, .v = 1024,
-     .params = &(const emb_fwd_params_t){.ids = {PARITY_IDS_UNIFORM},
-                           .table = {PARITY_VALS_NORMAL, 1e-39}}},
+    EFWD_RANGE("exact",
+               "sparse powers of two in E (0 or +-2^e, |e| <= 2): a wrong row is a gross error",
+               .table = {PARITY_VALS_SPARSE_POW2, 1}),
+    EFWD_RANGE("x1e-3",
+               "unit randn E times 1e-3",
+               .table = {PARITY_VALS_NORMAL, 1e-3}),
+    EFWD_RANGE("x64",
+               "unit randn E times 64",
+               .table = {PARITY_VALS_NORMAL, 64}),
+    EFWD_RANGE("near-max",
+               "randn E x 2^124: entries up to bf16's largest finite",
+               .table = {PARITY_VALS_NORMAL, 0x1p124}),
+    EFWD_RANGE("subnormal",
+               "randn E x 1e-39: bf16 subnormals (a flush-to-zero copy fails)",
+               .table = {PARITY_VALS_NORMAL, 1e-39}),
 };
+#undef EFWD_RANGE
 
 static const parity_workload_t EFWD_BASELINES[] = {
     {.name = "sol-execbench",

@@ -409,6 +409,11 @@ const parity_workload_family_t gemm_family = {
      PARITY_WL_FIELD(gemm_params_t, outliers, PARITY_WL_INT, "outlier channels of A (a outlier)"),
      PARITY_WL_FIELD(gemm_params_t, outlier_factor, PARITY_WL_DOUBLE, "their factor")}};
 
+/* The structure-and-range presets (docs/workloads.md), made by one helper: their shared shape
+ * and parameters; each of the five names what it sets. */
+#define GEMM_RANGE(name_, summary_, ...)                                                     \
+    {.name = name_, .summary = summary_ "; M=64, K=1031, N=48", .n = 64, .d = 1031, .v = 48, \
+     .params = &(const gemm_params_t){__VA_ARGS__}}
 static const parity_workload_t GEMM_PRESETS[] = {
     {.name = "llm-fwd",
      .summary = "projection forward: randn hidden states x 0.02 randn weights, M=256 tokens, K=4096, N=64",
@@ -441,31 +446,23 @@ static const parity_workload_t GEMM_PRESETS[] = {
      .params = &(const gemm_params_t){.a = {PARITY_VALS_OUTLIER, 1},
                            .b = {PARITY_VALS_NORMAL, 0.02}, .outliers = 4, .outlier_factor = 60}},
     /* Structure and range (docs/workloads.md): K = 1031 (16 tiles of 64 and 7) everywhere. */
-    {.name = "exact",
-     .summary = "sparse powers of two in A and B (0 or +-2^e, |e| <= 2): every partial sum exact in fp32, a dropped or misplaced term is a gross error; M=64, K=1031, N=48",
-     .n = 64, .d = 1031, .v = 48,
-     .params = &(const gemm_params_t){.a = {PARITY_VALS_SPARSE_POW2, 1},
-                           .b = {PARITY_VALS_SPARSE_POW2, 1}}},
-    {.name = "x1e-3",
-     .summary = "llm-fwd's values times 1e-3 (A 1e-3 randn, B 2e-5 randn): tolerances scale with them; M=64, K=1031, N=48",
-     .n = 64, .d = 1031, .v = 48,
-     .params = &(const gemm_params_t){.a = {PARITY_VALS_NORMAL, 1e-3},
-                           .b = {PARITY_VALS_NORMAL, 2e-5}}},
-    {.name = "x64",
-     .summary = "unit randn A and B times 64: |C| ~ 1e5, past fp16's 65504 (an fp16 accumulator or epilogue overflows); M=64, K=1031, N=48",
-     .n = 64, .d = 1031, .v = 48,
-     .params = &(const gemm_params_t){.a = {PARITY_VALS_NORMAL, 64}, .b = {PARITY_VALS_NORMAL, 64}}},
-    {.name = "near-max",
-     .summary = "randn A x 2^63, B x 2^52: sum|a b| ~ 2^124, within 2^4 of fp32/bf16 overflow, every partial sum finite; M=64, K=1031, N=48",
-     .n = 64, .d = 1031, .v = 48,
-     .params = &(const gemm_params_t){.a = {PARITY_VALS_NORMAL, 0x1p63},
-                           .b = {PARITY_VALS_NORMAL, 0x1p52}}},
-    {.name = "subnormal",
-     .summary = "randn A, B at gradient scale x 1e-35 (1e-38..1e-41 per row): products straddle fp32's smallest normal 2^-126; a flush-to-zero kernel fails here; M=64, K=1031, N=48",
-     .n = 64, .d = 1031, .v = 48,
-     .params = &(const gemm_params_t){.a = {PARITY_VALS_NORMAL, 1},
-                           .b = {PARITY_VALS_GRADSCALE, 1e-35}}},
+    GEMM_RANGE("exact",
+               "sparse powers of two in A and B (0 or +-2^e, |e| <= 2): every partial sum exact in fp32, a dropped or misplaced term is a gross error",
+               .a = {PARITY_VALS_SPARSE_POW2, 1}, .b = {PARITY_VALS_SPARSE_POW2, 1}),
+    GEMM_RANGE("x1e-3",
+               "llm-fwd's values times 1e-3 (A 1e-3 randn, B 2e-5 randn): tolerances scale with them",
+               .a = {PARITY_VALS_NORMAL, 1e-3}, .b = {PARITY_VALS_NORMAL, 2e-5}),
+    GEMM_RANGE("x64",
+               "unit randn A and B times 64: |C| ~ 1e5, past fp16's 65504 (an fp16 accumulator or epilogue overflows)",
+               .a = {PARITY_VALS_NORMAL, 64}, .b = {PARITY_VALS_NORMAL, 64}),
+    GEMM_RANGE("near-max",
+               "randn A x 2^63, B x 2^52: sum|a b| ~ 2^124, within 2^4 of fp32/bf16 overflow, every partial sum finite",
+               .a = {PARITY_VALS_NORMAL, 0x1p63}, .b = {PARITY_VALS_NORMAL, 0x1p52}),
+    GEMM_RANGE("subnormal",
+               "randn A, B at gradient scale x 1e-35 (1e-38..1e-41 per row): products straddle fp32's smallest normal 2^-126; a flush-to-zero kernel fails here",
+               .a = {PARITY_VALS_NORMAL, 1}, .b = {PARITY_VALS_GRADSCALE, 1e-35}),
 };
+#undef GEMM_RANGE
 
 static const parity_workload_t GEMM_BASELINES[] = {
     {.name = "sol-execbench",
@@ -572,6 +569,11 @@ const parity_workload_family_t gemm_bwd_family = {
      F(outlier_factor, PARITY_WL_DOUBLE, "their factor")}};
 #undef F
 
+/* The structure-and-range presets (docs/workloads.md), made by one helper: their shared shape
+ * and parameters; each of the five names what it sets. */
+#define GEMM_BWD_RANGE(name_, summary_, ...)                          \
+    {.name = name_, .summary = summary_, .n = 2053, .d = 32, .v = 48, \
+     .params = &(const gemm_bwd_params_t){__VA_ARGS__}}
 static const parity_workload_t BWD_PRESETS[] = {
     {.name = "train-8k",
      .summary = "8192 tokens, 32 in x 64 out features (a tile of a layer): randn X, gradient-scale dY",
@@ -594,32 +596,23 @@ static const parity_workload_t BWD_PRESETS[] = {
      .params = &(const gemm_bwd_params_t){.x = {PARITY_VALS_NORMAL, 1},
                            .dy = {PARITY_VALS_GRADSCALE, 1}}},
     /* Structure and range (docs/workloads.md): 2053 tokens (32 tiles of 64 and 5). */
-    {.name = "exact",
-     .summary = "sparse powers of two in X, W and dY (0 or +-2^e, |e| <= 2): dX and dW exact in fp32; 2053 tokens, 32 in x 48 out",
-     .n = 2053, .d = 32, .v = 48,
-     .params = &(const gemm_bwd_params_t){.x = {PARITY_VALS_SPARSE_POW2, 1},
-                           .dy = {PARITY_VALS_SPARSE_POW2, 1}}},
-    {.name = "x1e-3",
-     .summary = "train-8k's values times 1e-3 (X 1e-3 randn, dY 1e-6..1e-9): 2053 tokens, 32 x 48",
-     .n = 2053, .d = 32, .v = 48,
-     .params = &(const gemm_bwd_params_t){.x = {PARITY_VALS_NORMAL, 1e-3},
-                           .dy = {PARITY_VALS_GRADSCALE, 1e-3}}},
-    {.name = "x64",
-     .summary = "unit randn X and dY times 64: |dW| ~ 2e5, past fp16's 65504; 2053 tokens, 32 x 48",
-     .n = 2053, .d = 32, .v = 48,
-     .params = &(const gemm_bwd_params_t){.x = {PARITY_VALS_NORMAL, 64},
-                           .dy = {PARITY_VALS_NORMAL, 64}}},
-    {.name = "near-max",
-     .summary = "randn X x 2^62, dY x 2^52: dW's sum|x dy| ~ 2^124, within 2^4 of fp32/bf16 overflow; 2053 tokens, 32 x 48",
-     .n = 2053, .d = 32, .v = 48,
-     .params = &(const gemm_bwd_params_t){.x = {PARITY_VALS_NORMAL, 0x1p62},
-                           .dy = {PARITY_VALS_NORMAL, 0x1p52}}},
-    {.name = "subnormal",
-     .summary = "randn X, dY at gradient scale x 1e-35 (1e-38..1e-41 per token): dX and dW in fp32's subnormal range; 2053 tokens, 32 x 48",
-     .n = 2053, .d = 32, .v = 48,
-     .params = &(const gemm_bwd_params_t){.x = {PARITY_VALS_NORMAL, 1},
-                           .dy = {PARITY_VALS_GRADSCALE, 1e-35}}},
+    GEMM_BWD_RANGE("exact",
+                   "sparse powers of two in X, W and dY (0 or +-2^e, |e| <= 2): dX and dW exact in fp32; 2053 tokens, 32 in x 48 out",
+                   .x = {PARITY_VALS_SPARSE_POW2, 1}, .dy = {PARITY_VALS_SPARSE_POW2, 1}),
+    GEMM_BWD_RANGE("x1e-3",
+                   "train-8k's values times 1e-3 (X 1e-3 randn, dY 1e-6..1e-9): 2053 tokens, 32 x 48",
+                   .x = {PARITY_VALS_NORMAL, 1e-3}, .dy = {PARITY_VALS_GRADSCALE, 1e-3}),
+    GEMM_BWD_RANGE("x64",
+                   "unit randn X and dY times 64: |dW| ~ 2e5, past fp16's 65504; 2053 tokens, 32 x 48",
+                   .x = {PARITY_VALS_NORMAL, 64}, .dy = {PARITY_VALS_NORMAL, 64}),
+    GEMM_BWD_RANGE("near-max",
+                   "randn X x 2^62, dY x 2^52: dW's sum|x dy| ~ 2^124, within 2^4 of fp32/bf16 overflow; 2053 tokens, 32 x 48",
+                   .x = {PARITY_VALS_NORMAL, 0x1p62}, .dy = {PARITY_VALS_NORMAL, 0x1p52}),
+    GEMM_BWD_RANGE("subnormal",
+                   "randn X, dY at gradient scale x 1e-35 (1e-38..1e-41 per token): dX and dW in fp32's subnormal range; 2053 tokens, 32 x 48",
+                   .x = {PARITY_VALS_NORMAL, 1}, .dy = {PARITY_VALS_GRADSCALE, 1e-35}),
 };
+#undef GEMM_BWD_RANGE
 
 static const parity_workload_t BWD_BASELINES[] = {
     {.name = "sol-execbench",

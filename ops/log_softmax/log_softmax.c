@@ -372,6 +372,11 @@ const parity_workload_family_t lsm_family = {
      F(spike, PARITY_WL_DOUBLE, "that logit's level")}};
 #undef F
 
+/* The structure-and-range presets (docs/workloads.md), made by one helper: their shared shape
+ * and parameters; each of the five names what it sets. */
+#define LSM_RANGE(name_, summary_, ...)                                                 \
+    {.name = name_, .summary = summary_ "; N=256, V=4099", .n = 256, .d = 1, .v = 4099, \
+     .params = &(const lsm_params_t){.targets = {PARITY_IDS_UNIFORM}, __VA_ARGS__}}
 static const parity_workload_t LSM_PRESETS[] = {
     {.name = "text",
      .summary = "GPT-2 vocabulary, real-text targets, randn*2 logits with 4 peaks at 20-30",
@@ -401,32 +406,23 @@ static const parity_workload_t LSM_PRESETS[] = {
                            .logits = {PARITY_VALS_NORMAL, 2}, .peaks = 4, .peak = 25,
                            .spike_rows = 1, .spike = 110}},
     /* Structure and range (docs/workloads.md): V = 4099 (no power of two divides it), no peaks. */
-    {.name = "exact",
-     .summary = "sparse powers of two as logits (0 or +-2^e, |e| <= 2): massive exact ties; N=256, V=4099",
-     .n = 256, .d = 1, .v = 4099,
-     .params = &(const lsm_params_t){.targets = {PARITY_IDS_UNIFORM},
-                           .logits = {PARITY_VALS_SPARSE_POW2, 1}}},
-    {.name = "x1e-3",
-     .summary = "randn logits times 1e-3 (a near-uniform softmax); N=256, V=4099",
-     .n = 256, .d = 1, .v = 4099,
-     .params = &(const lsm_params_t){.targets = {PARITY_IDS_UNIFORM},
-                           .logits = {PARITY_VALS_NORMAL, 1e-3}}},
-    {.name = "x64",
-     .summary = "randn logits times 64 (exps underflow but for a few per row); N=256, V=4099",
-     .n = 256, .d = 1, .v = 4099,
-     .params = &(const lsm_params_t){.targets = {PARITY_IDS_UNIFORM},
-                           .logits = {PARITY_VALS_NORMAL, 64}}},
-    {.name = "near-max",
-     .summary = "randn logits x 2^120: x - max stays below fp32/bf16 overflow, one exp per row is nonzero; N=256, V=4099",
-     .n = 256, .d = 1, .v = 4099,
-     .params = &(const lsm_params_t){.targets = {PARITY_IDS_UNIFORM},
-                           .logits = {PARITY_VALS_NORMAL, 0x1p120}}},
-    {.name = "subnormal",
-     .summary = "randn logits x 1e-39 (bf16 subnormals): the softmax is uniform to 2^-126; N=256, V=4099",
-     .n = 256, .d = 1, .v = 4099,
-     .params = &(const lsm_params_t){.targets = {PARITY_IDS_UNIFORM},
-                           .logits = {PARITY_VALS_NORMAL, 1e-39}}},
+    LSM_RANGE("exact",
+              "sparse powers of two as logits (0 or +-2^e, |e| <= 2): massive exact ties",
+              .logits = {PARITY_VALS_SPARSE_POW2, 1}),
+    LSM_RANGE("x1e-3",
+              "randn logits times 1e-3 (a near-uniform softmax)",
+              .logits = {PARITY_VALS_NORMAL, 1e-3}),
+    LSM_RANGE("x64",
+              "randn logits times 64 (exps underflow but for a few per row)",
+              .logits = {PARITY_VALS_NORMAL, 64}),
+    LSM_RANGE("near-max",
+              "randn logits x 2^120: x - max stays below fp32/bf16 overflow, one exp per row is nonzero",
+              .logits = {PARITY_VALS_NORMAL, 0x1p120}),
+    LSM_RANGE("subnormal",
+              "randn logits x 1e-39 (bf16 subnormals): the softmax is uniform to 2^-126",
+              .logits = {PARITY_VALS_NORMAL, 1e-39}),
 };
+#undef LSM_RANGE
 
 static const parity_workload_t LSM_BASELINES[] = {
     {.name = "sol-execbench",

@@ -27,6 +27,27 @@ typedef struct {
                                  k-th's value (an exact tie at the boundary) */
 } mrc_params_t;
 extern const parity_workload_family_t mrc_family;
+/* The family's cases (mrc_cases), each a parameter struct the forward's and the backward's presets
+ * share at their own shapes. */
+enum {
+    MRC_CASE_MIXTRAL,
+    MRC_CASE_SKEWED,
+    MRC_CASE_E256_TOP8,
+    MRC_CASE_BF16_TIES,
+    MRC_CASE_GRAD_SCALE,
+    MRC_CASE_OUTLIER_ODD_D,
+    MRC_CASE_PROD_DSV3,
+    MRC_CASE_EXACT,
+    MRC_CASE_X1E_3,
+    MRC_CASE_X64,
+    MRC_CASE_NEAR_MAX,
+    MRC_CASE_SUBNORMAL,
+    MRC_CASE_SOL_EXECBENCH,
+    MRC_CASE_KERNELBENCH,
+    MRC_CASE_ASSERT_CLOSE,
+    MRC_CASE_N
+};
+extern const mrc_params_t mrc_cases[MRC_CASE_N];
 
 /* The family's catalog tables (kernels.c, kernels_bwd.c). */
 extern const parity_abi_kernel_t parity_catalog_moe_router_combine[],

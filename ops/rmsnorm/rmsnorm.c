@@ -215,6 +215,11 @@ const parity_workload_family_t rms_family = {
      F(gamma, PARITY_WL_GAMMA, "the norm weight gamma (D)")}};
 #undef F
 
+/* The structure-and-range presets (docs/workloads.md), made by one helper: their shared shape
+ * and parameters; each of the five names what it sets. */
+#define RMS_RANGE(name_, summary_, ...)                                                 \
+    {.name = name_, .summary = summary_ "; N=1024, D=259", .n = 1024, .d = 259, .v = 0, \
+     .params = &(const rms_params_t){.gamma = PARITY_GAMMA_TRAINED, __VA_ARGS__}}
 static const parity_workload_t RMS_PRESETS[] = {
     {.name = "unit",
      .summary = "unit normal x and dy, gamma = 1",
@@ -238,32 +243,23 @@ static const parity_workload_t RMS_PRESETS[] = {
      .params = &(const rms_params_t){.x = {PARITY_VALS_NORMAL, 0.02},
                            .dy = {PARITY_VALS_GRADSCALE, 1}, .gamma = PARITY_GAMMA_TRAINED}},
     /* Structure and range (docs/workloads.md): D = 259 (2 x 128 + 3). */
-    {.name = "exact",
-     .summary = "sparse powers of two in x and dy (0 or +-2^e, |e| <= 2), trained gamma; N=1024, D=259",
-     .n = 1024, .d = 259, .v = 0,
-     .params = &(const rms_params_t){.x = {PARITY_VALS_SPARSE_POW2, 1},
-                           .dy = {PARITY_VALS_SPARSE_POW2, 1}, .gamma = PARITY_GAMMA_TRAINED}},
-    {.name = "x1e-3",
-     .summary = "unit randn x and dy times 1e-3 (x^2 ~ 1e-6: eps matters), trained gamma; N=1024, D=259",
-     .n = 1024, .d = 259, .v = 0,
-     .params = &(const rms_params_t){.x = {PARITY_VALS_NORMAL, 1e-3},
-                           .dy = {PARITY_VALS_NORMAL, 1e-3}, .gamma = PARITY_GAMMA_TRAINED}},
-    {.name = "x64",
-     .summary = "unit randn x and dy times 64, trained gamma; N=1024, D=259",
-     .n = 1024, .d = 259, .v = 0,
-     .params = &(const rms_params_t){.x = {PARITY_VALS_NORMAL, 64}, .dy = {PARITY_VALS_NORMAL, 64},
-                           .gamma = PARITY_GAMMA_TRAINED}},
-    {.name = "near-max",
-     .summary = "x = randn x 2^14 (fp16's edge: some |x| > 65504), dy = randn x 2^100; N=1024, D=259",
-     .n = 1024, .d = 259, .v = 0,
-     .params = &(const rms_params_t){.x = {PARITY_VALS_NORMAL, 0x1p14},
-                           .dy = {PARITY_VALS_NORMAL, 0x1p100}, .gamma = PARITY_GAMMA_TRAINED}},
-    {.name = "subnormal",
-     .summary = "x = randn x 1e-39 (bf16 subnormals: x^2 underflows, eps decides r), dy at gradient scale x 1e-35; N=1024, D=259",
-     .n = 1024, .d = 259, .v = 0,
-     .params = &(const rms_params_t){.x = {PARITY_VALS_NORMAL, 1e-39},
-                           .dy = {PARITY_VALS_GRADSCALE, 1e-35}, .gamma = PARITY_GAMMA_TRAINED}},
+    RMS_RANGE("exact",
+              "sparse powers of two in x and dy (0 or +-2^e, |e| <= 2), trained gamma",
+              .x = {PARITY_VALS_SPARSE_POW2, 1}, .dy = {PARITY_VALS_SPARSE_POW2, 1}),
+    RMS_RANGE("x1e-3",
+              "unit randn x and dy times 1e-3 (x^2 ~ 1e-6: eps matters), trained gamma",
+              .x = {PARITY_VALS_NORMAL, 1e-3}, .dy = {PARITY_VALS_NORMAL, 1e-3}),
+    RMS_RANGE("x64",
+              "unit randn x and dy times 64, trained gamma",
+              .x = {PARITY_VALS_NORMAL, 64}, .dy = {PARITY_VALS_NORMAL, 64}),
+    RMS_RANGE("near-max",
+              "x = randn x 2^14 (fp16's edge: some |x| > 65504), dy = randn x 2^100",
+              .x = {PARITY_VALS_NORMAL, 0x1p14}, .dy = {PARITY_VALS_NORMAL, 0x1p100}),
+    RMS_RANGE("subnormal",
+              "x = randn x 1e-39 (bf16 subnormals: x^2 underflows, eps decides r), dy at gradient scale x 1e-35",
+              .x = {PARITY_VALS_NORMAL, 1e-39}, .dy = {PARITY_VALS_GRADSCALE, 1e-35}),
 };
+#undef RMS_RANGE
 
 static const parity_workload_t RMS_BASELINES[] = {
     {.name = "sol-execbench",

@@ -194,12 +194,30 @@ const char *parity_gamma_kind_name(parity_gamma_kind_t k)
     return "?";
 }
 
+/* x as the describe text prints it: %a (hex), 2^e for a power of two beyond 2^±10, else the
+ * shortest %g that reads back as x. */
+static void num_text(double x, int hex, char *out, size_t cap)
+{
+    int e;
+    if (hex) {
+        snprintf(out, cap, "%a", x);
+        return;
+    }
+    if (x > 0 && frexp(x, &e) == 0.5 && (e - 1 > 10 || e - 1 < -10)) {
+        snprintf(out, cap, "2^%d", e - 1);
+        return;
+    }
+    for (int prec = 6; prec <= 17; prec++) {
+        snprintf(out, cap, "%.*g", prec, x);
+        if (strtod(out, NULL) == x) return;
+    }
+}
+
 int parity_workload_describe(const parity_workload_family_t *fam, const parity_workload_t *w, int hex,
                              char *buf, size_t cap)
 {
     if (cap) buf[0] = '\0';
     if (!fam || !w || !w->params) return 0;
-    const char *num = hex ? "%a" : "%.17g";
     char x[64];
     size_t n = 0;
     int total = 0;
@@ -215,14 +233,14 @@ int parity_workload_describe(const parity_workload_family_t *fam, const parity_w
         switch (f->type) {
         case PARITY_WL_VALS: {
             const parity_vals_t *v = (const parity_vals_t *)(const void *)p;
-            snprintf(x, sizeof x, num, v->scale);
+            num_text(v->scale, hex, x, sizeof x);
             PUT("%s*%s", parity_vals_kind_name(v->kind), x);
             break;
         }
         case PARITY_WL_IDS: {
             const parity_ids_t *v = (const parity_ids_t *)(const void *)p;
             if (v->kind == PARITY_IDS_ZIPF) {
-                snprintf(x, sizeof x, num, v->zipf_s);
+                num_text(v->zipf_s, hex, x, sizeof x);
                 PUT("zipf(%s)", x);
             } else PUT("%s", parity_ids_kind_name(v->kind));
             break;
@@ -230,7 +248,7 @@ int parity_workload_describe(const parity_workload_family_t *fam, const parity_w
         case PARITY_WL_GAMMA: PUT("%s", parity_gamma_kind_name(*(const parity_gamma_kind_t *)(const void *)p)); break;
         case PARITY_WL_INT: PUT("%d", *(const int *)(const void *)p); break;
         case PARITY_WL_DOUBLE:
-            snprintf(x, sizeof x, num, *(const double *)(const void *)p);
+            num_text(*(const double *)(const void *)p, hex, x, sizeof x);
             PUT("%s", x);
             break;
         }
