@@ -142,7 +142,10 @@ def to_host(x: Any) -> Tuple[Any, str]:
         a = t.numpy()
     else:
         a = np.asarray(x)
-    a = np.ascontiguousarray(a)
+    if a.ndim == 0:  # a 0-d result (a loss): ascontiguousarray would make it (1,)
+        a = a.copy()
+    else:
+        a = np.ascontiguousarray(a)
     name = a.dtype.name
     if name == "bfloat16":  # ml_dtypes
         return a.view(np.uint16), "bf16"
