@@ -44,10 +44,6 @@ parity_status_t check_unit_kernel(check_worker_t *w, const parity_op_t *op,
 
 /* ---- caching probes (check_anticache.c) ---- */
 
-/* Judge every output of case c (check.c): verdict unfaithful when an element exceeds its
- * tolerance (res is accumulated into; the caller sets its verdict to faithful first). */
-void check_judge_case(const parity_case_t *c, parity_tensor_t *const *o, parity_wl_result_t *res);
-
 /* The child step of a judged run with the decoy (parity_run_isolated_step): one call on the
  * judged call's own buffers holding other contents, then the judged contents restored bit for
  * bit (in place: the change is undone, so an element the kernel changed stays changed and the
