@@ -115,7 +115,7 @@ void check_cause_at(check_fit_fn fit, const parity_case_t *c, int o, const int64
                     const double *vals, parity_dtype_t odt, const parity_abi_tensor_t *out,
                     int64_t worst_row, parity_diagnosis_t *d);
 /* The diagnosis of an output without an accumulator emulation (a declared op without a
- * multilinear reduction; check_variant.c): the fits that recompute the op's reference only --
+ * multilinear reduction; check_cause.c): the fits that recompute the op's reference only --
  * parameter, dropped terms, variants, the first that names a cause -- and d->available only when
  * one does (no accumulator figures: d->emu_err NaN). */
 void check_cause_refits(const parity_case_t *c, int o, const int64_t *rows, int64_t n,
