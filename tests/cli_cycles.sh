@@ -29,17 +29,20 @@ allowed="src/custom/custom_baseline.c src/custom/custom_cause.c src/custom/custo
 # printed one per line as their sorted source paths.
 cycles() {
   local dir=$1 o rel
-  : >"$tmp/defs"
-  : >"$tmp/uses"
+  : >"$tmp/objs"
   while IFS= read -r o; do
     rel=${o#"$dir"/}
     rel=${rel%.o}
     # an object whose source is gone (a file moved or deleted since this build folder was made)
     # is not part of the build: leave it out, or it would keep a broken circle alive
-    [ -f "$S/$rel" ] || continue
-    nm --defined-only -g "$o" | awk -v f="$rel" 'NF >= 3 {print $3, f}' >>"$tmp/defs"
-    nm -u "$o" | awk -v f="$rel" '{print f, $NF}' >>"$tmp/uses"
+    [ -f "$S/$rel" ] && printf '%s\n' "$o" >>"$tmp/objs"
   done < <(find "$dir" -name '*.o' | LC_ALL=C sort)
+  # one nm for all (-A: each line starts "OBJECT:"); the object's path less dir/ and .o is its source
+  local strip="$dir/"
+  xargs -r -d '\n' nm -A --defined-only -g <"$tmp/objs" |
+    awk -v p="$strip" 'NF >= 3 { f = $1; sub(/:[^:]*$/, "", f); if (index(f, p) == 1) f = substr(f, length(p) + 1); sub(/\.o$/, "", f); print $NF, f }' >"$tmp/defs"
+  xargs -r -d '\n' nm -A -u <"$tmp/objs" |
+    awk -v p="$strip" '{ f = $1; sub(/:[^:]*$/, "", f); if (index(f, p) == 1) f = substr(f, length(p) + 1); sub(/\.o$/, "", f); print f, $NF }' >"$tmp/uses"
   # the edges file -> file, then the components: reach[a] by a walk from each file; a and b are
   # in one component when each reaches the other
   awk 'NR == FNR { def[$1] = $2; next }
