@@ -45,3 +45,14 @@ int cli_parse_seed(const char *s, uint64_t *out, int *fresh)
     }
     return cli_parse_u64(s, out);
 }
+
+/* Here with the seed parsing it wraps (cli.c holds the other option values). */
+int cli_opt_seed(const char *cmd, const char *opt, const char *val, uint64_t *out, int *fresh)
+{
+    int ok = fresh ? cli_parse_seed(val, out, fresh) : cli_parse_u64(val, out);
+    if (ok == 0) return 0;
+    char hint[64];
+    snprintf(hint, sizeof hint, fresh ? "%s 1 or %s fresh" : "%s 1", opt, opt);
+    return cli_usage_error(cmd, hint, "%s wants a non-negative decimal integer%s, got '%s'", opt,
+                           fresh ? " or 'fresh'" : "", val ? val : "");
+}

@@ -1,5 +1,6 @@
 /* Shared parts of `parity model`'s subcommands: options, loading (with the MoE side file and
- * the image prefix), prompts. cmd_model.c holds run/dump/upcycle, cmd_model_parity.c parity. */
+ * the image prefix), prompts, in cmd_model_shared.c. cmd_model.c holds run/dump/upcycle and the
+ * dispatch, cmd_model_parity.c parity, cmd_model_capture.c capture. */
 #ifndef PARITY_CMD_MODEL_H
 #define PARITY_CMD_MODEL_H
 

@@ -1,6 +1,7 @@
 /* Internal: the MoE router + combine family's shared pieces: the forward's fp64 reference row,
- * selection margin and build counts (c->priv), ops/moe_router_combine/moe_router_combine.c; the
- * backward's fp64 reference row, ops/moe_router_combine/moe_router_combine_bwd.c. */
+ * selection margin and row data, ops/moe_router_combine/reference.c; the build counts (c->priv),
+ * ops/moe_router_combine/moe_router_combine.c; the backward's fp64 reference row,
+ * ops/moe_router_combine/moe_router_combine_bwd.c. */
 #ifndef PARITY_OPS_MOE_ROUTER_COMBINE_H
 #define PARITY_OPS_MOE_ROUTER_COMBINE_H
 

@@ -217,6 +217,20 @@ class Inputs(Dict[str, Any]):
         return {k: self[k] for k in self._input_names}
 
 
+def _resolve(op: Union[str, "Op"]) -> Tuple[str, Any]:
+    """(the name the C library knows op by, its declaration or None): a built-in op's name is
+    itself; a parity.Op is declared to the C library (python/parity/_declared.py) and known by
+    its key. Here, below parity.check (_check.py) and parity.inputs that both resolve ops, so
+    neither module imports the other for it."""
+    if isinstance(op, str):
+        return op, None
+    from . import _custom, _declared
+    if not isinstance(op, _custom.Op):
+        raise TypeError("op: expected an op name (parity.ops()) or a parity.Op, got %r" % (op,))
+    d = _declared.decl_of(op)
+    return d.key, d
+
+
 def inputs(op: Union[str, "Op"], workload: str, *, seed: int = 1, dtype: Any = "bf16", like: str = "numpy",
            device: Any = "cpu") -> Inputs:
     """The inputs of `op` for `workload` (a preset name or "NAME@NxD[xV]"), exactly those
@@ -224,7 +238,6 @@ def inputs(op: Union[str, "Op"], workload: str, *, seed: int = 1, dtype: Any = "
     numpy arrays over parity's own buffers (bf16 as uint16 bit patterns); like="torch" torch
     tensors sharing that memory on the CPU, or copies on `device`. op: a built-in op's name or a
     declared parity.Op (its workloads: parity.Op.workloads())."""
-    from ._check import _resolve
     key, decl = _resolve(op)  # a parity.Op: its registered key (python/parity/_declared.py)
     name = key if decl is None else decl.op.name
     case = Case(key, workload, seed, dtype)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, 
 import numpy as np
 
 from . import _arrays, _case, _harness
+from ._case import _resolve
 from ._lib import VERDICTS, b, lib, take_str
 from ._report import Report
 
@@ -254,19 +255,6 @@ def check(op: Union[str, "Op"], fn: Callable[..., Any], *, workloads: Workloads 
         return judge.report(_custom._repro(decl.op, fn, seed, dtype, like, isolate), name=decl.op.name,
                             declared_baselines=bl, label=_label(fn))
     return judge.report(_reproducer(key, fn, seed, dtype, like, device, isolate))
-
-
-def _resolve(op: Union[str, "Op"]) -> Tuple[str, Any]:
-    """(the name the C library knows op by, its declaration or None): a built-in op's name is
-    itself; a parity.Op is declared to the C library (python/parity/_declared.py) and known by
-    its key."""
-    if isinstance(op, str):
-        return op, None
-    from . import _custom, _declared
-    if not isinstance(op, _custom.Op):
-        raise TypeError("op: expected an op name (parity.ops()) or a parity.Op, got %r" % (op,))
-    d = _declared.decl_of(op)
-    return d.key, d
 
 
 def _probe_finding(key: str, case: _case.Case, first: List[Tuple[Any, str]], probe: Optional[List[Tuple[Any, str]]],

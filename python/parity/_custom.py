@@ -112,8 +112,18 @@ class Op:
     def from_plugin(cls, path: str, name: Optional[str] = None) -> "Op":
         """The op `name` (None: its only one) that the C plugin at path declares (op_abi.h), as a
         parity.Op whose reference runs in C (python/parity/_custom_plugin.py)."""
-        from ._custom_plugin import from_plugin
-        return from_plugin(path, name)
+        from ._custom_plugin import CReference, open_op
+        h = open_op(path, name)
+        d = h.desc
+        inputs = {x["name"]: Input(tuple(x["dims"]), role=x["role"], vocab=x.get("vocab", "V")) for x in d["inputs"]}
+        outputs = {o["name"]: tuple(o["dims"]) for o in d["outputs"]}
+        reductions = {o["name"]: list(o["reduced"]) for o in d["outputs"] if o["reduced"]}
+        op = Op(d["name"], inputs=inputs, outputs=outputs, reference=CReference(h),
+                shapes={k: [int(s) for s in v] for k, v in d["dims"].items()}, attrs=d["attrs"],
+                reductions=reductions or None, multilinear=bool(d["multilinear"]) if reductions else False,
+                fixed=tuple(d["fixed"]))
+        op.description = d["description"]
+        return op
 
     # -- workloads ---------------------------------------------------------------------------
     def workloads(self) -> List[Workload]:

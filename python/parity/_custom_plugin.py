@@ -16,14 +16,11 @@ from __future__ import annotations
 
 import ctypes
 import json
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
 from ._lib import lib
-
-if TYPE_CHECKING:
-    from ._custom import Op
 
 _VP = ctypes.c_void_p
 _KERNEL_OK, _KERNEL_UNSUPPORTED = 0, 1
@@ -108,18 +105,9 @@ class CReference:
         return tuple(outs) if len(outs) > 1 else outs[0]
 
 
-def from_plugin(path: str, name: Optional[str] = None) -> "Op":
-    """parity.Op for the op `name` (None: the plugin's only one) that the shared object at path
-    declares (op_abi.h); its reference runs in C."""
-    from ._custom import Input, Op
-    h = _Handle(path, name)
-    d = h.desc
-    inputs = {x["name"]: Input(tuple(x["dims"]), role=x["role"], vocab=x.get("vocab", "V")) for x in d["inputs"]}
-    outputs = {o["name"]: tuple(o["dims"]) for o in d["outputs"]}
-    reductions = {o["name"]: list(o["reduced"]) for o in d["outputs"] if o["reduced"]}
-    op = Op(d["name"], inputs=inputs, outputs=outputs, reference=CReference(h),
-            shapes={k: [int(s) for s in v] for k, v in d["dims"].items()}, attrs=d["attrs"],
-            reductions=reductions or None, multilinear=bool(d["multilinear"]) if reductions else False,
-            fixed=tuple(d["fixed"]))
-    op.description = d["description"]
-    return op
+def open_op(path: str, name: Optional[str] = None) -> _Handle:
+    """The op `name` (None: the plugin's only one) that the shared object at path declares
+    (op_abi.h), loaded: its declaration is .desc, CReference(it) its reference. parity.Op.from_plugin
+    (_custom.py) builds the parity.Op from them: this module stays below _custom.py, importing
+    nothing of it."""
+    return _Handle(path, name)

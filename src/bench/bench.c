@@ -88,28 +88,6 @@ static uint64_t case_inputs_digest(const parity_case_t *c)
     return h;
 }
 
-/* Flip the sign bit of every element of the first floating-point input (exact for every float
- * format; the distribution of a symmetric workload is unchanged, the outputs change). */
-void bench_flip_first_float(const parity_abi_call_t *call)
-{
-    for (int i = 0; i < call->n_inputs; i++) {
-        const parity_abi_tensor_t *t = &call->inputs[i];
-        if (!is_float_dtype(t->dtype)) continue;
-        int64_t ne = parity_tensor_numel(t);
-        if (t->dtype == PARITY_DT_BF16 || t->dtype == PARITY_DT_F16) {
-            uint16_t *p = t->data;
-            for (int64_t e = 0; e < ne; e++) p[e] ^= 0x8000u;
-        } else if (t->dtype == PARITY_DT_F32) {
-            uint32_t *p = t->data;
-            for (int64_t e = 0; e < ne; e++) p[e] ^= 0x80000000u;
-        } else {
-            uint64_t *p = t->data;
-            for (int64_t e = 0; e < ne; e++) p[e] ^= 0x8000000000000000ull;
-        }
-        return;
-    }
-}
-
 static void scrub(unsigned char *buf, int64_t n, int r)
 {
     if (!buf) return;

@@ -10,7 +10,7 @@
  * ceilings are measured again). Public to this module for its fuzz target (fuzz_caches). */
 int bench_ceilings_cache_read(const char *path, parity_ceilings_t *c);
 
-/* Flip the sign bit of every element of the call's first floating-point input (bench.c). */
+/* Flip the sign bit of every element of the call's first floating-point input (bench_judge.c). */
 void bench_flip_first_float(const parity_abi_call_t *call);
 
 /* What every timed call of a kernel must return: its outputs from two judged runs, each the first

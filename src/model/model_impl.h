@@ -89,7 +89,8 @@ void model_cap_out(parity_model_runner_t *r, int mod, size_t t, const double *o0
 void model_cap_route(parity_model_runner_t *r, int l, size_t t, const int32_t *ids,
                      const double *gates, const double *probs);
 
-/* Rounding and arithmetic shared by model_forward.c, model_moe.c and model_vision.c. */
+/* Rounding and arithmetic (model_math.c) shared by model_forward.c, model_moe_run.c and
+ * model_vision.c. */
 double model_rnd(const parity_model_runner_t *r, parity_model_dtype_t d, double x);
 parity_model_dtype_t model_cmp_dtype(const parity_model_runner_t *r);
 double model_exp(parity_model_dtype_t cd, double x);
@@ -101,7 +102,11 @@ void model_gemm(parity_model_runner_t *r, double *out, const double *W, const do
 void model_swiglu(const parity_model_runner_t *r, double *hb, const double *hb2, int n,
                   int fused_act);
 
-/* MoE runner parts (model_moe.c). */
+/* The MoE side file (model_moe.c reads it, model_moe_build.c writes it): magic, then version. */
+#define MODEL_MOE_MAGIC "PMOE"
+#define MODEL_MOE_VERSION 1
+
+/* MoE runner parts (model_moe_run.c). */
 parity_status_t model_moe_runner_new(parity_model_runner_t *r, parity_diag_t *diag);
 void model_moe_runner_free(parity_model_runner_t *r);
 /* delta = the MoE FFN of the normed input xb at position pos of layer l. */

@@ -1,4 +1,5 @@
-/* The op registry and helpers shared by op implementations. */
+/* Helpers shared by op implementations: presets and shapes, cases, reference outputs. Calls
+ * nothing of ops/ (the ops call these); finding an op by name or index is op_lookup.c. */
 #include "parity/op.h"
 
 #include <stdint.h>
@@ -9,22 +10,6 @@
 #include <unistd.h>
 
 #include "src/core/parallel.h"
-#include "src/op/registry.h"
-
-/* The registry, in ops/ops.def's order (ops/registry.c). */
-int parity_op_count(void) { return parity_registry_op_count(); }
-
-const parity_op_t *parity_op_at(int i)
-{
-    return parity_registry_op(i);
-}
-
-const parity_op_t *parity_op_find(const char *name)
-{
-    for (int i = 0; i < parity_op_count(); i++)
-        if (strcmp(parity_registry_op(i)->name, name) == 0) return parity_registry_op(i);
-    return NULL;
-}
 
 const parity_workload_t *parity_op_find_preset(const parity_op_t *op, const char *name)
 {

@@ -107,7 +107,7 @@ void train_corpus_free(corpus_t *c);
 void train_emb_rms_bwd_ref(parity_train_model_t *m, const float *dy, int N, float *dE, float *dg);
 void train_emb_rms_bwd_floor(parity_train_model_t *m, const float *dy, int N, uint64_t seed);
 void train_probe_grad(parity_train_model_t *m, const float *dy, int N);
-/* One row of RMSNorm backward, the reference's arithmetic (train_model.c). */
+/* One row of RMSNorm backward, the reference's arithmetic (train_probe.c). */
 void train_rms_bwd_row(float *dx, float *dg, const float *x, const float *dy, const float *g,
                        float r, int d);
 

@@ -88,21 +88,6 @@ static void rms_fwd(float *y, float *rs, const float *x, const float *g, int n, 
     }
 }
 
-/* One row of RMSNorm backward (the same arithmetic as the op's fp32 reference row):
- * dx = r (g dy - xhat c), c = mean(g dy xhat); dg += dy xhat. dx may alias nothing. */
-void train_rms_bwd_row(float *dx, float *dg, const float *x, const float *dy, const float *g,
-                       float r, int d)
-{
-    float c = 0.0f;
-    for (int k = 0; k < d; k++) c += g[k] * dy[k] * (x[k] * r);
-    c /= (float)d;
-    for (int k = 0; k < d; k++) {
-        float xh = x[k] * r;
-        dx[k] = r * (g[k] * dy[k] - xh * c);
-        dg[k] += dy[k] * xh;
-    }
-}
-
 /* SiLU, u * sigmoid(u) (as in Llama's MLP; tanh-GELU's tanhf cost 15% of a step). */
 static float sigmoid(float u) { return 1.0f / (1.0f + expf(-u)); }
 

@@ -14,6 +14,23 @@
 
 const int train_bucket_edges[PARITY_TRAIN_BUCKETS + 1] = {0, 10, 100, 1000, 5000, 1 << 30};
 
+/* One row of RMSNorm backward (the same arithmetic as the op's fp32 reference row):
+ * dx = r (g dy - xhat c), c = mean(g dy xhat); dg += dy xhat. dx may alias nothing. Here with the
+ * reference that is made of it; the model's backward (train_model.c) calls it too, and this file
+ * calls nothing of train_model.c. */
+void train_rms_bwd_row(float *dx, float *dg, const float *x, const float *dy, const float *g,
+                       float r, int d)
+{
+    float c = 0.0f;
+    for (int k = 0; k < d; k++) c += g[k] * dy[k] * (x[k] * r);
+    c /= (float)d;
+    for (int k = 0; k < d; k++) {
+        float xh = x[k] * r;
+        dx[k] = r * (g[k] * dy[k] - xh * c);
+        dg[k] += dy[k] * xh;
+    }
+}
+
 /* The reference embedding_rmsnorm_bwd: fp32, token order (as builtin:fp32_seq, fp32 inputs),
  * into dE (V, D) and dg (D). */
 void train_emb_rms_bwd_ref(parity_train_model_t *m, const float *dy, int N, float *dE, float *dg)

@@ -231,31 +231,6 @@ void parity_fill_reference(parity_tensor_t *t, const parity_ref_output_t *R)
     }
 }
 
-/* Judge every output of a case; sets verdict unfaithful when any element exceeds its tolerance. */
-static void judge_case_outputs(const parity_case_t *c, parity_tensor_t *const *o, parity_wl_result_t *res)
-{
-    double *row_err = NULL;
-    for (int i = 0; i < c->n_outputs; i++) {
-        const parity_ref_output_t *R = &c->ref[i];
-        double *re = (i == 0) ? (row_err = malloc((size_t)R->rows * sizeof *row_err)) : NULL;
-        parity_judge_output(R, &o[i]->view, PARITY_DT_F32, i, res, re);
-        if (i == 0 && row_err) res->hit_corr = R->slot ? parity_hit_correlation(R, row_err) : NAN;
-    }
-    free(row_err);
-    if (res->max_q > 1) {
-        res->verdict = PARITY_VERDICT_UNFAITHFUL;
-        if (res->nan_count)
-            snprintf(res->detail, sizeof res->detail,
-                     "%lld NaN outputs (NaN-prefilled outputs left unwritten, or NaN computed)",
-                     (long long)res->nan_count);
-    }
-}
-
-void check_judge_case(const parity_case_t *c, parity_tensor_t *const *o, parity_wl_result_t *res)
-{
-    judge_case_outputs(c, o, res);
-}
-
 /* check_stale_outputs with the decoy in buffers of its own (POOL_DECOY, mapped only for a
  * kernel whose rerun came out different): what the decoy alone does tells the probes apart.
  * NaN-prefilled there (check_stale_outputs): what a pooled buffer held before must not reach a
@@ -324,7 +299,7 @@ static void run_one(const parity_kernel_ref_t *kr, case_slot_t *cs, const parity
         }
     }
     /* Numeric judgement of the NaN-prefilled run. */
-    judge_case_outputs(c, o, res);
+    parity_judge_case(c, o, res);
     if (rerun && res->verdict == PARITY_VERDICT_FAITHFUL) {
         parity_tensor_t *o2[PARITY_OP_MAX_ARGS] = {0};
         parity_abi_tensor_t out2[PARITY_OP_MAX_ARGS];
@@ -779,7 +754,7 @@ parity_status_t parity_compare_case_diag(parity_case_t *c, parity_tensor_t *cons
         }
     }
     res->verdict = PARITY_VERDICT_FAITHFUL;
-    judge_case_outputs(c, outs, res);
+    parity_judge_case(c, outs, res);
     if (!c->wl->production && (diagnose_all || res->verdict == PARITY_VERDICT_UNFAITHFUL))
         diagnose(&cs, kr, (parity_tensor_t **)outs, res);
     slot_release(&cs);

@@ -117,7 +117,7 @@ int check_stale_outputs(const parity_case_t *c, const parity_abi_kernel_t *k, pa
     parity_wl_result_t after;
     memset(&after, 0, sizeof after);
     after.verdict = PARITY_VERDICT_FAITHFUL;
-    check_judge_case(c, o2, &after);
+    parity_judge_case(c, o2, &after);
     if (after.verdict == PARITY_VERDICT_FAITHFUL) return 0; /* bits differ, values fine */
     /* Faithful alone (the first run), wrong after the earlier calls: which one? The decoy alone
      * in buffers of its own (NaN-prefilled), then the judged call: wrong means the decoy's call
@@ -134,7 +134,7 @@ int check_stale_outputs(const parity_case_t *c, const parity_abi_kernel_t *k, pa
         memset(&d, 0, sizeof d);
         double secs;
         d.verdict = parity_run_isolated(k, decoy, call2, opts->timeout_s, d.detail, sizeof d.detail, &secs);
-        if (d.verdict == PARITY_VERDICT_FAITHFUL) check_judge_case(c, o2, &d);
+        if (d.verdict == PARITY_VERDICT_FAITHFUL) parity_judge_case(c, o2, &d);
         if (d.verdict != PARITY_VERDICT_FAITHFUL)
             probe = "a call on other buffers of the same shapes (a memo keyed on shapes or on nothing)";
     } else {
@@ -309,7 +309,7 @@ parity_status_t check_neighbours(check_nbr_t *nb, const parity_op_t *op, const p
         if (t.verdict != PARITY_VERDICT_FAITHFUL) break;
         memset(&judged[s], 0, sizeof judged[s]);
         judged[s].verdict = PARITY_VERDICT_FAITHFUL;
-        check_judge_case(c, nb->out[s], &judged[s]);
+        parity_judge_case(c, nb->out[s], &judged[s]);
         if (judged[s].verdict != PARITY_VERDICT_FAITHFUL && bad < 0) bad = s;
     }
     if (t.verdict == PARITY_VERDICT_FAITHFUL && bad < 0) return PARITY_OK;
@@ -329,7 +329,7 @@ parity_status_t check_neighbours(check_nbr_t *nb, const parity_op_t *op, const p
         for (int i = 0; i < c->n_outputs; i++) parity_tensor_fill_nan(nb->out[bad][i]);
         alone.verdict = parity_run_isolated(k, NULL, &calls[bad], opts->timeout_s, alone.detail,
                                             sizeof alone.detail, &alone.seconds);
-        if (alone.verdict == PARITY_VERDICT_FAITHFUL) check_judge_case(c, nb->out[bad], &alone);
+        if (alone.verdict == PARITY_VERDICT_FAITHFUL) parity_judge_case(c, nb->out[bad], &alone);
         for (int i = 0; i < c->n_inputs; i++)
             if (parity_tensor_hash(c->inputs[i]) != in_hash[bad][i]) nb->dirty = 1;
         if (!nb->dirty && alone.verdict == PARITY_VERDICT_FAITHFUL) {

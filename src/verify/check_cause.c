@@ -383,3 +383,17 @@ void check_cause_dropped(const parity_case_t *c, int o, const int64_t *rows, int
     }
     free(buf);
 }
+
+/* The refit causes in their order: a parameter, dropped terms (both here), a declared variant
+ * (check_variant.c, which calls nothing of this file). */
+void check_cause_refits(const parity_case_t *c, int o, const int64_t *rows, int64_t n,
+                        const double *vals, parity_dtype_t odt, parity_diagnosis_t *d)
+{
+    snprintf(d->output, sizeof d->output, "%s", c->ref[o].name);
+    for (int e = 0; e < PARITY_N_EMU; e++) d->emu_err[e] = NAN;
+    d->eff_bits = NAN;
+    check_cause_parameter(c, o, rows, n, vals, odt, d);
+    if (d->cause == PARITY_CAUSE_NONE) check_cause_dropped(c, o, rows, n, vals, odt, d);
+    if (d->cause == PARITY_CAUSE_NONE) check_cause_variants(c, o, rows, n, vals, odt, d);
+    d->available = d->cause != PARITY_CAUSE_NONE;
+}

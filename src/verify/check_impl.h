@@ -44,10 +44,6 @@ parity_status_t check_unit_kernel(check_worker_t *w, const parity_op_t *op,
 
 /* ---- caching probes (check_anticache.c) ---- */
 
-/* Judge every output of case c (check.c): verdict unfaithful when an element exceeds its
- * tolerance (res is accumulated into; the caller sets its verdict to faithful first). */
-void check_judge_case(const parity_case_t *c, parity_tensor_t *const *o, parity_wl_result_t *res);
-
 /* The child step of a judged run with the decoy (parity_run_isolated_step): one call on the
  * judged call's own buffers holding other contents, then the judged contents restored bit for
  * bit (in place: the change is undone, so an element the kernel changed stays changed and the
@@ -119,7 +115,7 @@ void check_cause_at(check_fit_fn fit, const parity_case_t *c, int o, const int64
                     const double *vals, parity_dtype_t odt, const parity_abi_tensor_t *out,
                     int64_t worst_row, parity_diagnosis_t *d);
 /* The diagnosis of an output without an accumulator emulation (a declared op without a
- * multilinear reduction; check_variant.c): the fits that recompute the op's reference only --
+ * multilinear reduction; check_cause.c): the fits that recompute the op's reference only --
  * parameter, dropped terms, variants, the first that names a cause -- and d->available only when
  * one does (no accumulator figures: d->emu_err NaN). */
 void check_cause_refits(const parity_case_t *c, int o, const int64_t *rows, int64_t n,

@@ -312,18 +312,6 @@ void check_cause_variants(const parity_case_t *c, int o, const int64_t *rows, in
         d->detail[sizeof d->detail - 2] = '.'; /* cut short: say so */
 }
 
-void check_cause_refits(const parity_case_t *c, int o, const int64_t *rows, int64_t n,
-                        const double *vals, parity_dtype_t odt, parity_diagnosis_t *d)
-{
-    snprintf(d->output, sizeof d->output, "%s", c->ref[o].name);
-    for (int e = 0; e < PARITY_N_EMU; e++) d->emu_err[e] = NAN;
-    d->eff_bits = NAN;
-    check_cause_parameter(c, o, rows, n, vals, odt, d);
-    if (d->cause == PARITY_CAUSE_NONE) check_cause_dropped(c, o, rows, n, vals, odt, d);
-    if (d->cause == PARITY_CAUSE_NONE) check_cause_variants(c, o, rows, n, vals, odt, d);
-    d->available = d->cause != PARITY_CAUSE_NONE;
-}
-
 void check_cause_at(check_fit_fn fit, const parity_case_t *c, int o, const int64_t *rows, int64_t n,
                     const double *vals, parity_dtype_t odt, const parity_abi_tensor_t *out,
                     int64_t worst_row, parity_diagnosis_t *d)

@@ -768,4 +768,26 @@ double parity_hit_correlation(const parity_ref_output_t *R, const double *row_er
     return cov / sqrt(vx * vy);
 }
 
+/* Judge every output of a case; sets verdict unfaithful when any element exceeds its tolerance.
+ * Here, below the check units (check.c) and the caching probes (check_anticache.c) that both judge
+ * cases, so neither calls into the other for it. */
+void parity_judge_case(const parity_case_t *c, parity_tensor_t *const *o, parity_wl_result_t *res)
+{
+    double *row_err = NULL;
+    for (int i = 0; i < c->n_outputs; i++) {
+        const parity_ref_output_t *R = &c->ref[i];
+        double *re = (i == 0) ? (row_err = malloc((size_t)R->rows * sizeof *row_err)) : NULL;
+        parity_judge_output(R, &o[i]->view, PARITY_DT_F32, i, res, re);
+        if (i == 0 && row_err) res->hit_corr = R->slot ? parity_hit_correlation(R, row_err) : NAN;
+    }
+    free(row_err);
+    if (res->max_q > 1) {
+        res->verdict = PARITY_VERDICT_UNFAITHFUL;
+        if (res->nan_count)
+            snprintf(res->detail, sizeof res->detail,
+                     "%lld NaN outputs (NaN-prefilled outputs left unwritten, or NaN computed)",
+                     (long long)res->nan_count);
+    }
+}
+
 void parity_populate_call(const parity_abi_call_t *c) { populate_call(c); }

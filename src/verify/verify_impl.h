@@ -73,6 +73,10 @@ parity_status_t parity_compare_case_diag(parity_case_t *c, parity_tensor_t *cons
                                          const parity_kernel_ref_t *kr, const parity_check_opts_t *opts,
                                          int diagnose_all, parity_wl_result_t *res);
 
+/* Judge every output of case c (verify.c): verdict unfaithful when an element exceeds its
+ * tolerance (res is accumulated into; the caller sets its verdict to faithful first). */
+void parity_judge_case(const parity_case_t *c, parity_tensor_t *const *o, parity_wl_result_t *res);
+
 /* Fill output t with reference R rounded to t's dtype (the rerun's prefill: an element a
  * kernel leaves unwritten then differs from the NaN-prefilled first run). */
 void parity_fill_reference(parity_tensor_t *t, const parity_ref_output_t *R);
