@@ -148,8 +148,6 @@ def _load_definition(def_path: str, folder: str, fmt: str) -> Problem:
             if part == "outputs" and dt not in _FLOAT_NAMES:
                 raise ProblemFileError(def_path, "outputs.%s.dtype" % k,
                                        "%s: integer outputs (indices, top-k) are not judged yet" % dt)
-            if part == "outputs" and s["shape"] is None:
-                raise ProblemFileError(def_path, "outputs.%s.shape" % k, "scalar outputs are not judged yet")
     p.inputs = {k: {"dtype": s["dtype"], "shape": s["shape"]} for k, s in d["inputs"].items()}
     p.outputs = {k: {"dtype": s["dtype"], "shape": s["shape"]} for k, s in d["outputs"].items()}
     p.order = list(p.inputs)

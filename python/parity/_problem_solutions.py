@@ -165,7 +165,7 @@ def load_solution(problem: Problem, path: Optional[str]) -> Tuple[Callable[[Dict
         with torch.no_grad():
             if dps:
                 sz = _axis_sizes(problem, args)
-                outs = [torch.empty([sz[a] for a in problem.outputs[o]["shape"]],
+                outs = [torch.empty([sz[a] for a in problem.outputs[o]["shape"] or ()],  # a scalar: 0-d
                                     dtype=_tdtype(problem.outputs[o]["dtype"])) for o in names]
                 fn(*pos, *outs)
                 return outs
