@@ -288,7 +288,7 @@ def test_cli_folder_of_problems(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     d = json.load(open(out))
     names = sorted(x["problem"]["name"] for x in d["problems"])
-    assert names == ["gemm", "rmsnorm_gamma", "softmax"] and d["verdict"] == "faithful"
+    assert names == ["gemm", "mse_loss", "rmsnorm_gamma", "softmax"] and d["verdict"] == "faithful"
     assert "summary" in r.stdout
 
 
