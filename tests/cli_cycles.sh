@@ -6,7 +6,8 @@
 # naming its files. Two files that call each other both ways are one concept split in two, or a
 # lower piece that should move down (docs/architecture.md); a new one is a regression. The Python
 # package gets the same over its imports (tests/import_cycles.py). Reads the built objects, so it
-# sees calls through macros and generated tables that a grep of the sources would miss.
+# sees calls through macros and generated tables that a grep of the sources would miss. No header
+# include circle either (tests/include_cycles.py).
 . "$(dirname "$0")/lib_cli.sh"
 S=${PARITY_SRC:?}
 B=${PARITY_BUILD:?}
@@ -86,14 +87,18 @@ check_target() {
 check_target library "$B/CMakeFiles/parity_obj.dir"
 check_target programs "$B/CMakeFiles/parity.dir"
 
-# the Python package: imports between python/parity modules, module-level or in a function
+# the Python package: imports between python/parity modules, module-level or in a function;
+# and the C headers: no include circle (tests/include_cycles.py)
 PY=${PARITY_PYTHON:-python3}
 if command -v "$PY" >/dev/null 2>&1; then
   if out=$("$PY" "$S/tests/import_cycles.py" "$S/python/parity" 2>&1); then ok; else
     bad "python/parity: $out"
   fi
+  if out=$("$PY" "$S/tests/include_cycles.py" "$S" 2>&1); then ok; else
+    bad "headers that include each other in a circle: $out"
+  fi
 else
-  echo "note: no Python ($PY): the python/parity import check not run"
+  echo "note: no Python ($PY): the python/parity import and header include checks not run"
 fi
 echo "cli_cycles: $pass passed, $fail failed"
 [ "$fail" = 0 ]
