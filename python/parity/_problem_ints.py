@@ -67,12 +67,10 @@ def compare(name: str, dtype: str, got: Any, oracle: Any, native: Any, workload:
         return res
     flat = int(bad.reshape(-1).nonzero()[0, 0])
     at = _index(flat, tuple(o64.shape))
-    first = {"index": list(at), "got": int(g64.reshape(-1)[flat]), "oracle": int(o64.reshape(-1)[flat]),
-             "native": int(n64.reshape(-1)[flat])}
-    res["first"] = first
+    got_, ora, nat = int(g64.reshape(-1)[flat]), int(o64.reshape(-1)[flat]), int(n64.reshape(-1)[flat])
+    res["first"] = {"index": list(at), "got": got_, "oracle": ora, "native": nat}
     res["detail"] = "%s: %d of %d elements differ; first at %s: got %d, oracle %d%s" % (
-        name, res["differ"], res["elements"], at, first["got"], first["oracle"],
-        "" if first["native"] == first["oracle"] else " (native %d)" % first["native"])
+        name, res["differ"], res["elements"], at, got_, ora, "" if nat == ora else " (native %d)" % nat)
     return res
 
 

@@ -122,6 +122,7 @@ def judged_calls(problem: Problem, call: Callable[[Dict[str, Any]], List[Any]], 
         if given and w in given:  # the problem's own workload: the inputs it was given
             args = problem._torch_args(given[w], "native")
         else:
+            assert problem.draw_op is not None  # set by with_contract (load returns it so)
             args = problem._torch_args(dict(parity.inputs(problem.draw_op, w, seed=seed, dtype=problem.dtype,
                                                           like="torch").items()), "native")
         try:
