@@ -46,16 +46,33 @@ class Problem:
         self.rule: Dict[str, Any] = {}
         self.notes: List[str] = []
         self.reference: Optional[_Run] = None
-        self.op: Op = None  # type: ignore[assignment]
+        # the declared op: the float outputs only (None when every output is an integer: argmax)
+        self.op: Optional[Op] = None
+        # the op parity draws a workload's inputs from: self.op, or for a problem with no float
+        # output one whose outputs are the integer ones as floats (never checked, only drawn)
+        self.draw_op: Optional[Op] = None
         self._kb: Dict[str, Any] = {}
         # the reference contract's evaluations are native runs: their inputs (cloned) and the
         # reference's outputs as it returned them, so that the benchmark's rule, which needs the
         # native reference on the judged inputs, finds them instead of running it again
         self._native_seen: List[Tuple[Dict[str, Any], List[Any]]] = []
 
+    @property
+    def int_outputs(self) -> List[str]:
+        """Outputs of an integer (or bool) dtype: indices, top-k ids. They are judged exactly
+        (_problem_ints), apart from the float outputs the declared op judges against a tolerance."""
+        return [o for o, s in self.outputs.items() if s["dtype"] not in _FLOAT_NAMES]
+
+    @property
+    def float_outputs(self) -> List[str]:
+        return [o for o, s in self.outputs.items() if s["dtype"] in _FLOAT_NAMES]
+
     # the reference as parity.Op calls it: numpy arrays in (float64: the oracle; float32: the
-    # contract evaluation), numpy arrays out in the same dtype
-    def _oracle(self, contract: str) -> Callable[..., Any]:
+    # contract evaluation), numpy arrays out in the same dtype; only the outputs named in `keep`
+    # (default: the float ones, the declared op's)
+    def _oracle(self, contract: str, keep: Optional[List[str]] = None) -> Callable[..., Any]:
+        idx = [i for i, o in enumerate(self.outputs) if o in (self.float_outputs if keep is None else keep)]
+
         def reference(**kw: Any) -> Any:
             fl = [np.asarray(kw[k]).dtype for k in self.inputs if k in kw and self._is_float(k)]
             f64 = bool(fl) and fl[0] == np.float64
@@ -78,7 +95,7 @@ class Problem:
                 raise ProblemError("%s: the reference raises when run %s%s (%s: %s)" % (
                     self.path, what, hint, type(e).__name__, e)) from e
             want = np.float64 if f64 else np.float32
-            return tuple(_to_numpy(o, want) for o in outs)
+            return tuple(_to_numpy(outs[i], want) for i in idx)
         reference.__name__ = "%s_reference_%s" % (self.name, contract)
         return reference
 
@@ -132,12 +149,18 @@ class Problem:
                 return list(outs)
         return self._run_reference("native", args)
 
-    def _build_op(self, contract: str) -> Op:
+    def _build_op(self, contract: str, draw: bool = False) -> Optional[Op]:
+        """The declared op of the float outputs (None when there is none). draw: for a problem
+        without a float output, an op whose outputs are the integer ones (the reference's values
+        as floats): parity.inputs draws the workloads' inputs from it; it is never checked."""
         if contract not in CONTRACTS:
             raise ValueError("contract %r: expected math or reference" % (contract,))
         ins = {k: Input(tuple(self.inputs[k]["shape"]), role=r, **({"vocab": v} if v else {}))
                for k, (r, v) in self.roles.items()}
-        outs = {o: tuple(s["shape"] or ()) for o, s in self.outputs.items()}
+        keep = self.int_outputs if draw else self.float_outputs
+        if not keep:
+            return None
+        outs = {o: tuple(self.outputs[o]["shape"] or ()) for o in keep}
         red: Dict[str, List[str]] = {}
         for o, shp in outs.items():  # axes an input carries and the output does not: summed into it
             # The input whose such axes hold the most terms, not their union over the inputs: a
@@ -160,13 +183,14 @@ class Problem:
             builtin = set()
         if name in builtin:  # a declared op may not take a built-in op's name
             name = name + "_problem"
-        return Op(name, inputs=ins, outputs=outs, reference=self._oracle(contract), shapes=self.shapes,
+        return Op(name, inputs=ins, outputs=outs, reference=self._oracle(contract, keep), shapes=self.shapes,
                   attrs=dict(self.scalars), reductions=red or None, multilinear=False, fixed=self.fixed)
 
     def with_contract(self, contract: str) -> "Problem":
         p = copy.copy(self)
         p.contract = contract
         p.op = self._build_op(contract)
+        p.draw_op = p.op if p.op is not None else self._build_op(contract, draw=True)
         return p
 
     def describe(self) -> str:
@@ -181,7 +205,8 @@ class Problem:
                 k, spec["dtype"], ", ".join(spec["shape"]), role, " over %s" % vocab if vocab else "",
                 self.role_why.get(k, "")))
         for o, spec in self.outputs.items():
-            lines.append("  output %-17s %-9s [%s]" % (o, spec["dtype"], ", ".join(spec["shape"] or [])))
+            lines.append("  output %-17s %-9s [%s]%s" % (o, spec["dtype"], ", ".join(spec["shape"] or []),
+                                                         "  judged exactly (integer)" if o in self.int_outputs else ""))
         lines.append("  sizes: %s" % ", ".join("%s=%s" % (d, "/".join(str(x) for x in s))
                                                for d, s in self.shapes.items()))
         for n in self.notes:

@@ -6,10 +6,11 @@ import copy
 import json
 import os
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from ._problem_core import Problem
-from ._problem_rules import apply_rule, rule_text
+from ._problem_ints import combine, judge_ints
+from ._problem_rules import apply_rule, judged_calls, rule_text
 from ._problem_solutions import Unsupported, _Recorder, load_solution, own_workloads
 
 
@@ -18,9 +19,14 @@ class Judgement:
     """parity's verdict under the problem's contract beside the benchmark's own rule."""
 
     def __init__(self, problem: Problem, report: Any, rule: Dict[str, Any], solution: str,
-                 verdict: Optional[str] = None, reason: str = "", seconds: float = 0.0) -> None:
+                 verdict: Optional[str] = None, reason: str = "", seconds: float = 0.0,
+                 ints: Optional[Dict[str, Any]] = None) -> None:
+        # report: parity.check's report of the float outputs (None when the problem has none, or
+        # the solution did not run); ints: the integer outputs' exact judgement (_problem_ints)
         self.problem, self.report, self.rule, self.solution = problem, report, rule, solution
-        self.verdict = verdict or report.verdict
+        self.ints = ints
+        self.verdict = verdict or combine(report.verdict if report is not None else None,
+                                          ints["verdict"] if ints is not None else None)
         self.reason, self.seconds = reason, seconds
         self.reproduce = ""  # the parity problem command that judges the same (set by judge())
 
@@ -45,6 +51,10 @@ class Judgement:
             d["reproduce"] = self.reproduce
         if self.report is not None:
             d["parity"] = json.loads(self.report.to_json())
+        elif self.ints is not None:
+            d["parity"] = None  # no float output: no declared op was checked
+        if self.ints is not None:
+            d["integer_outputs"] = self.ints
         return d
 
     def text(self) -> str:
@@ -52,12 +62,36 @@ class Judgement:
         if self.report is not None:
             lines.append(str(self.report).rstrip())
             lines.append("")
+        if self.ints is not None:
+            lines.extend(_ints_text(self.ints, self.report))
+            lines.append("")
         lines.append("parity verdict (contract %s): %s%s" % (self.problem.contract, self.verdict,
                                                             " -- " + self.reason if self.reason else ""))
         lines.append("benchmark rule (%s): %s" % (self.rule.get("rule", self.rule["name"]), self.rule["verdict"]))
         if self.reproduce:
             lines.append("reproduce: %s" % self.reproduce)
         return "\n".join(lines) + "\n"
+
+
+def _ints_text(ints: Dict[str, Any], report: Any) -> List[str]:
+    """The integer outputs' part of the text report: the rule, one line per output and workload
+    that differs (at most 8), else one line per output."""
+    lines = ["integer outputs (%s): %s" % (", ".join(ints["outputs"]), ints["rule"])]
+    if report is not None:
+        lines.append("  float outputs (parity.check): %s" % report.verdict)
+    bad = [r for r in ints["calls"] if not r["pass"]]
+    for r in bad[:8]:
+        lines.append("  %s" % r["detail"])
+    if len(bad) > 8:
+        lines.append("  ... %d more" % (len(bad) - 8))
+    if not bad:
+        ws = sorted(set(r["workload"] for r in ints["calls"]), key=[r["workload"] for r in ints["calls"]].index)
+        ties = sum(r.get("ties", 0) for r in ints["calls"])
+        lines.append("  all match on %d workload(s): %s%s" % (len(ws), ", ".join(ws), (
+            "; %d element(s) where the oracle and the native reference differ (either accepted)" % ties
+            if ties else "")))
+    lines.append("  integer outputs: %s" % ints["verdict"])
+    return lines
 
 
 def judge(problem: Problem, solution: Optional[str] = None, *, contract: Optional[str] = None, seed: int = 1,
@@ -84,13 +118,39 @@ def judge(problem: Problem, solution: Optional[str] = None, *, contract: Optiona
         if dicts:
             problem = copy.copy(problem)
             problem.notes = problem.notes + notes
-            wl = problem.op.workload_names(None) + dicts
-    report = parity.check(problem.op, rec, workloads=wl, seed=seed, dtype=problem.dtype, like="torch",
-                          progress=rec.progress)
-    rule = apply_rule(problem, call, [w.name for w in report.workloads], seed, given, rec)
-    j = Judgement(problem, report, rule, label, seconds=time.perf_counter() - t0)
+            wl = problem.draw_op.workload_names(None) + dicts  # type: ignore[union-attr]
+    report = None
+    if problem.op is not None:
+        report = parity.check(problem.op, rec, workloads=wl, seed=seed, dtype=problem.dtype, like="torch",
+                              progress=rec.progress)
+        names = [w.name for w in report.workloads]
+    else:  # integer outputs only (argmax): parity's workloads drawn, each judged call made here
+        assert problem.draw_op is not None
+        names = [w["name"] if isinstance(w, dict) else w for w in problem.draw_op.workload_names(wl)]
+    calls = judged_calls(problem, call, names, seed, given, rec if report is not None else None)
+    ints = None
+    if problem.int_outputs:
+        calls += _own_inputs_calls(problem, call)
+        ints = judge_ints(problem, calls)
+    rule = apply_rule(problem, call, names, seed, given, rec, calls=calls)
+    j = Judgement(problem, report, rule, label, seconds=time.perf_counter() - t0, ints=ints)
     j.reproduce = _reproduce(problem, solution, seed, quick and workloads is None)
     return j
+
+
+def _own_inputs_calls(problem: Problem, call: Any) -> List[Tuple[str, Any, Any, str]]:
+    """A KernelBench problem's own inputs (get_inputs() under its seed) as one more judged call,
+    named get_inputs, for the integer outputs: parity draws its workloads from the roles, which
+    rarely tie; a benchmark's rounded or integer-valued inputs do, and that is where a tie rule
+    is decided."""
+    own = problem._kb.get("inputs") if problem._kb else None
+    if not own:
+        return []
+    args = problem._torch_args(dict(own, **problem.scalars), "native")
+    try:
+        return [("get_inputs", args, list(call(args)), "")]
+    except Exception as e:
+        return [("get_inputs", args, None, "%s: %s" % (type(e).__name__, e))]
 
 
 def _reproduce(problem: Problem, solution: Optional[str], seed: int, quick: bool) -> str:

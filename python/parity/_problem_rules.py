@@ -35,10 +35,34 @@ def _t32(t: Any) -> Any:
     return torch.from_numpy(np.ascontiguousarray(np.asarray(t, dtype=np.float32)))
 
 
+def _is_int(t: Any) -> bool:
+    torch = _torch()
+    if isinstance(t, torch.Tensor):
+        return not t.is_floating_point() and not t.is_complex()
+    return np.asarray(t).dtype.kind in "iub"
+
+
+def _int_check(out: Any, ref: Any) -> Tuple[bool, str]:
+    """An integer output (indices, ids) under any of the three rules: exact equality. KernelBench's
+    torch.allclose on integer tensors is exact in effect (1e-4 relative of an index below 10^4 is
+    less than 1); SOL-ExecBench and FlashInfer-Bench are taken to compare ids exactly."""
+    torch = _torch()
+    if not _is_int(out):
+        return False, "integer output returned as %s" % (getattr(out, "dtype", type(out).__name__),)
+    x = out.detach().cpu() if isinstance(out, torch.Tensor) else torch.from_numpy(np.asarray(out))
+    y = ref.detach().cpu() if isinstance(ref, torch.Tensor) else torch.from_numpy(np.asarray(ref))
+    if tuple(x.shape) != tuple(y.shape):
+        return False, "shape %s, expected %s" % (tuple(x.shape), tuple(y.shape))
+    bad = int((x.to(torch.int64) != y.to(torch.int64)).sum())
+    return bad == 0, "exact (integer): %d of %d elements differ" % (bad, y.numel())
+
+
 def rule_check(rule: Dict[str, Any], out: Any, ref: Any) -> Tuple[bool, str]:
     """The benchmark's rule on one output (re-implemented from its public description), in torch
-    after fp32 casts of both."""
+    after fp32 casts of both; an integer reference output is compared exactly (_int_check)."""
     torch = _torch()
+    if _is_int(ref):
+        return _int_check(out, ref)
     x, y = _t32(out), _t32(ref)
     if tuple(x.shape) != tuple(y.shape):
         return False, "shape %s, expected %s" % (tuple(x.shape), tuple(y.shape))
@@ -77,35 +101,54 @@ def rule_check(rule: Dict[str, Any], out: Any, ref: Any) -> Tuple[bool, str]:
     return ok, "max |x-y| %.3g" % float(torch.nan_to_num(err, nan=math.inf).max())
 
 
-def apply_rule(problem: Problem, call: Callable[[Dict[str, Any]], List[Any]], workloads: Sequence[str],
-               seed: int, given: Optional[Dict[str, Dict[str, Any]]] = None,
-               rec: Optional[_Recorder] = None) -> Dict[str, Any]:
-    """The benchmark's rule on the inputs parity judged, the solution's outputs against the
-    reference run natively on them: the judged call's inputs and outputs as the recorder kept
-    them, else the inputs regenerated (parity.inputs, the same seed and dtype; a given workload's
-    own inputs) and the solution called once more."""
+Call = Tuple[str, Optional[Dict[str, Any]], Optional[List[Any]], str]
+
+
+def judged_calls(problem: Problem, call: Callable[[Dict[str, Any]], List[Any]], workloads: Sequence[str],
+                 seed: int, given: Optional[Dict[str, Dict[str, Any]]] = None,
+                 rec: Optional[_Recorder] = None) -> List[Call]:
+    """Per judged workload (workload, inputs, the solution's outputs, error): the judged call's
+    inputs and outputs as the recorder kept them, else the inputs regenerated (parity.inputs, the
+    same seed and dtype, from problem.draw_op; a given workload's own inputs) and the solution
+    called once more (outputs None and the error when it raises). The benchmark's rule and the
+    integer outputs' judgement both read them, so the solution runs at most once more."""
     import parity
-    results = []
+    out: List[Call] = []
     for i, w in enumerate(workloads):
         kept = rec.judged(i) if rec is not None else None
         if kept is not None:
-            args, outs = kept
+            out.append((w, kept[0], kept[1], ""))
+            continue
+        if given and w in given:  # the problem's own workload: the inputs it was given
+            args = problem._torch_args(given[w], "native")
         else:
-            if given and w in given:  # the problem's own workload: the inputs it was given
-                args = problem._torch_args(given[w], "native")
-            else:
-                args = problem._torch_args(dict(parity.inputs(problem.op, w, seed=seed, dtype=problem.dtype,
-                                                              like="torch").items()), "native")
-            try:
-                outs = call(args)
-            except Exception as e:  # parity's verdict already says how it failed
-                results.append({"workload": w, "output": "", "pass": False,
-                                "detail": "%s: %s" % (type(e).__name__, e)})
-                continue
+            assert problem.draw_op is not None  # set by with_contract (load returns it so)
+            args = problem._torch_args(dict(parity.inputs(problem.draw_op, w, seed=seed, dtype=problem.dtype,
+                                                          like="torch").items()), "native")
+        try:
+            outs = list(call(args))
+        except Exception as e:  # parity's verdict (or the integer judgement) says how it failed
+            out.append((w, args, None, "%s: %s" % (type(e).__name__, e)))
+            continue
+        out.append((w, args, outs, ""))
+    return out
+
+
+def apply_rule(problem: Problem, call: Callable[[Dict[str, Any]], List[Any]], workloads: Sequence[str],
+               seed: int, given: Optional[Dict[str, Dict[str, Any]]] = None,
+               rec: Optional[_Recorder] = None, calls: Optional[List[Call]] = None) -> Dict[str, Any]:
+    """The benchmark's rule on the inputs parity judged, the solution's outputs against the
+    reference run natively on them (judged_calls; `calls` when the caller has them already)."""
+    if calls is None:
+        calls = judged_calls(problem, call, workloads, seed, given, rec)
+    results = []
+    for w, args, outs, err in calls:
+        if outs is None or args is None:
+            results.append({"workload": w, "output": "", "pass": False, "detail": err})
+            continue
         refs = problem.native(args)
         for o, x, y in zip(problem.outputs, outs, refs):
             ok, det = rule_check(problem.rule, x, y)
             results.append({"workload": w, "output": o, "shape": list(_t32(y).shape), "pass": ok, "detail": det})
     verdict = "pass" if results and all(r["pass"] for r in results) else ("fail" if results else "not-run")
     return {"name": problem.rule["name"], "verdict": verdict, "rule": rule_text(problem.rule), "calls": results}
-

@@ -30,7 +30,7 @@ Formats read (facts from the benchmarks' public docs; no code of theirs):
 The code is split along its seams: _problem_oracle (errors, dtype tables, the fp64 oracle's torch
 modes), _problem_core (Problem), _problem_formats (reading the formats, roles, load),
 _problem_solutions (solutions, own workloads), _problem_rules (the benchmarks' rules),
-_problem_judge (judge, Judgement); this module re-exports them and holds the CLI.
+_problem_ints (integer outputs judged exactly), _problem_judge (judge, Judgement); this module re-exports them and holds the CLI.
 """
 from __future__ import annotations
 
@@ -71,7 +71,8 @@ fp32, 1e-2 otherwise, as KernelBench's). Without --quick the problem's own workl
 PATH may also be a folder of problem folders / KernelBench files: each is judged (its solution,
 with --solution-name NAME, the file of that name inside each problem folder). --jobs N: judge N
 problems at once, each in its own process (0: one per core; default 1); the report and the JSON
-keep the folder's order.
+keep the folder's order. Integer outputs (argmax, top-k indices) are judged exactly: each element
+must equal the fp64 oracle's or the native reference's (docs/problems.md, "Integer outputs").
 exit codes: 0 faithful, 1 not faithful (or unsupported), 2 usage, 3 bad problem or solution file.
 """
 

@@ -515,3 +515,169 @@ def test_reduction_to_a_scalar_has_a_derived_tolerance():
     for w in j.to_dict()["parity"]["kernels"][0]["workloads"]:
         assert w["worst"]["tol"] < 1e-3 * abs(w["worst"]["ref"]), w
 
+
+# -- integer outputs (argmax, top-k indices): judged exactly ---------------------------------------
+KBI = os.path.join(P, "kernelbench_int")
+TOPK = os.path.join(P, "sol_topk_routing")
+
+
+def test_integer_outputs_loaded_apart_from_the_float_ones():
+    p = problems.load(TOPK)
+    assert p.int_outputs == ["topk_indices"] and p.float_outputs == ["topk_weights"]
+    assert list(p.op.outputs) == ["topk_weights"]          # the declared op: the float outputs only
+    assert "judged exactly" in p.describe()
+    a = problems.load(os.path.join(KBI, "argmax_dim1.py"))
+    assert a.outputs == {"output": {"dtype": "int64", "shape": ["x_0", "x_2"]}}
+    assert a.op is None and a.draw_op is not None          # no float output: no declared op to check
+
+
+@pytest.mark.parametrize("problem,solution,verdict,rule", [
+    ("argmax_dim1", None, "faithful", "pass"),
+    ("argmax_dim1", "faithful", "faithful", "pass"),
+    ("argmax_dim1", "argmin", "unfaithful", "fail"),
+    ("argmax_dim1", "no_transpose", "unfaithful", "fail"),
+    # ties toward the last index: no exact ties in randn inputs, so the same indices as torch's
+    ("argmax_dim1", "last_tie", "faithful", "pass"),
+    ("argmax_ties", "faithful", "faithful", "pass"),
+    # on inputs that tie (values in {0..3}) it picks an index neither the oracle nor the native
+    # reference picks (both take the first maximum): a difference under the stated rule
+    ("argmax_ties", "last_tie", "unfaithful", "fail"),
+])
+def test_kernelbench_argmax(problem, solution, verdict, rule):
+    sol = None if solution is None else os.path.join(KBI, "argmax_dim1_new_%s.py" % solution)
+    j = _judge(os.path.join(KBI, problem + ".py"), sol, "reference")
+    assert j.verdict == verdict, j.text()
+    assert j.rule["verdict"] == rule, j.rule
+    assert j.report is None and j.ints["verdict"] == verdict
+    d = j.to_dict()
+    assert d["verdict"] == verdict and d["parity"] is None and d["integer_outputs"]["outputs"] == ["output"]
+    assert d["benchmark_rule"]["name"] == "kernelbench" and d["problem"]["name"] == problem
+    # parity's workloads and KernelBench's own inputs (get_inputs(), where the ties are)
+    assert [r["workload"] for r in d["integer_outputs"]["calls"]] == ["base", "outlier-ch", "odd", "magnitude",
+                                                                      "get_inputs"]
+    assert "integer outputs" in j.text() and "parity verdict (contract reference): %s" % verdict in j.text()
+
+
+def test_argmax_difference_named():
+    j = _judge(os.path.join(KBI, "argmax_ties.py"), os.path.join(KBI, "argmax_dim1_new_last_tie.py"), "math")
+    bad = [r for r in j.ints["calls"] if not r["pass"]]
+    assert [r["workload"] for r in bad] == ["get_inputs"]   # the role-drawn workloads do not tie
+    r = bad[0]
+    assert r["differ"] == r["elements"] == 16 * 64 and r["first"]["index"] == [0, 0]
+    assert r["first"]["got"] > r["first"]["oracle"]          # the last of the tied maxima, not the first
+    assert r["detail"].startswith("output on get_inputs: 1024 of 1024 elements differ; first at (0, 0): got ")
+    assert "output on get_inputs: 1024 of 1024" in j.text()
+    j = _judge(os.path.join(KBI, "argmax_dim1.py"), os.path.join(KBI, "argmax_dim1_new_argmin.py"), "reference")
+    assert all(not r["pass"] and r["differ"] > 0 for r in j.ints["calls"])
+
+
+def test_integer_output_returned_as_float_is_named():
+    j = _judge(os.path.join(KBI, "argmax_dim1.py"), os.path.join(KBI, "argmax_dim1_new_as_float.py"), "reference")
+    assert j.verdict == "unfaithful"
+    assert "output on base is returned as float32; the problem declares int64" in j.ints["calls"][0]["detail"]
+    assert not j.rule["calls"][0]["pass"] and "returned as" in j.rule["calls"][0]["detail"]
+
+
+@pytest.mark.parametrize("solution,verdict,float_part,int_part", [
+    ("faithful", "faithful", "faithful", "faithful"),
+    ("bf16_softmax", "unfaithful", "unfaithful", "faithful"),
+    ("off_by_one", "unfaithful", "faithful", "unfaithful"),
+    # the limit of the rule, measured: on `magnitude` the probabilities underflow to exactly 0 past
+    # the first two experts; the reference's topk picks among those tied zeros in its own order,
+    # this solution by logit, and neither reference picks its index
+    ("topk_of_logits", "unfaithful", "faithful", "unfaithful"),
+])
+def test_sol_topk_routing(solution, verdict, float_part, int_part):
+    j = _judge(TOPK, _sol("sol_topk_routing", solution), "reference")
+    assert j.verdict == verdict, j.text()
+    assert j.report.verdict == float_part and j.ints["verdict"] == int_part
+    bad = {r["workload"] for r in j.ints["calls"] if not r["pass"]}
+    if solution == "off_by_one":
+        assert bad == {"base", "odd", "magnitude"}
+        r = j.ints["calls"][0]
+        assert r["first"]["got"] == r["first"]["oracle"] + 1 and "topk_indices on base:" in r["detail"]
+    if solution == "topk_of_logits":
+        assert bad == {"magnitude"}
+    d = j.to_dict()
+    assert d["parity"]["kernels"][0]["verdict"] == float_part and d["integer_outputs"]["verdict"] == int_part
+    assert [c["output"] for c in d["benchmark_rule"]["calls"][:2]] == ["topk_weights", "topk_indices"]
+
+
+def test_sol_topk_own_workloads_judged_for_the_indices():
+    j = problems.judge(problems.load(TOPK), _sol("sol_topk_routing", "faithful"))
+    assert j.verdict == "faithful"
+    assert {r["workload"] for r in j.ints["calls"]} >= {"wl-1", "wl-2", "wl-3", "production"}
+
+
+def test_rounding_boundary_resolved_either_way(tmp_path):
+    """An argmax over bf16-rounded values: the native reference ties where the oracle (the cast
+    promoted away) does not. A solution that takes the exact maximum (the oracle's) and one that
+    takes the first of the rounded maxima (the native's) are both accepted; one that takes the
+    last of the rounded maxima is neither."""
+    d = {"name": "argmax_bf16_test", "axes": {"N": {"type": "const", "value": 256},
+                                                "H": {"type": "const", "value": 512}},
+         "inputs": {"x": {"shape": ["N", "H"], "dtype": "float32"}},
+         "outputs": {"idx": {"shape": ["N"], "dtype": "int64"}},
+         "reference": "import torch\ndef run(x):\n    return torch.argmax(x.to(torch.bfloat16), dim=-1)\n"}
+    (tmp_path / "definition.json").write_text(json.dumps(d))
+    bodies = {"exact": "torch.argmax(x, dim=-1)", "rounded": "torch.argmax(x.to(torch.bfloat16), dim=-1)",
+              "rounded_last": "(x.shape[-1] - 1) - torch.argmax(torch.flip(x.to(torch.bfloat16), [-1]), dim=-1)"}
+    p = problems.load(str(tmp_path))
+    got = {}
+    for name, body in bodies.items():
+        sol = {"name": name, "spec": {"entry_point": "k.py::run", "languages": ["pytorch"],
+                                      "destination_passing_style": False},
+               "sources": [{"path": "k.py", "content": "import torch\ndef run(x):\n    return %s\n" % body}]}
+        (tmp_path / ("%s.json" % name)).write_text(json.dumps(sol))
+        got[name] = problems.judge(p, str(tmp_path / ("%s.json" % name)), quick=True)
+    assert got["exact"].verdict == "faithful" and got["rounded"].verdict == "faithful"
+    assert sum(r["ties"] for r in got["exact"].ints["calls"]) > 0  # the two references do differ
+    assert got["rounded"].rule["verdict"] == "pass" and got["exact"].rule["verdict"] == "fail"
+    assert got["rounded_last"].verdict == "unfaithful", got["rounded_last"].text()
+
+
+def test_integer_rule_is_exact():
+    for rule in (dict(name="kernelbench", atol=1e-4, rtol=1e-4, precision="fp32"),
+                 dict(name="sol-execbench", max_atol=1e-2, max_rtol=1e-2, required_matched_ratio=0.99,
+                      max_error_cap=None, allow_negative_inf=False),
+                 dict(name="flashinfer-bench", atol=1e-2, rtol=1e-2, required_matched_ratio=0.95)):
+        y = torch.arange(1000, dtype=torch.int32)
+        assert problems.rule_check(rule, y.clone(), y)[0]
+        x = y.clone()
+        x[5] += 1                                    # 0.1% off: every rule's ratio would pass it
+        ok, det = problems.rule_check(rule, x, y)
+        assert not ok and "1 of 1000" in det
+        assert not problems.rule_check(rule, y.float(), y)[0]
+
+
+def test_combined_verdict():
+    from parity._problem_ints import combine
+    assert combine("faithful", "faithful") == "faithful"
+    assert combine("faithful", "unfaithful") == combine("unfaithful", "faithful") == "unfaithful"
+    assert combine("crashed", "unfaithful") == combine("unfaithful", "crashed") == "crashed"
+    assert combine(None, "faithful") == "faithful" and combine("modified-inputs", None) == "modified-inputs"
+
+
+def test_cli_integer_outputs(tmp_path):
+    out = str(tmp_path / "r.json")
+    r = _cli(TOPK, "--solution", _sol("sol_topk_routing", "faithful"), "--quick", "--json", out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    d = json.load(open(out))
+    assert d["verdict"] == "faithful" and d["integer_outputs"]["verdict"] == "faithful"
+    assert d["parity"]["kernels"][0]["verdict"] == "faithful"
+    r = _cli(TOPK, "--solution", _sol("sol_topk_routing", "off_by_one"), "--quick", "--json", out)
+    assert r.returncode == 1 and "topk_indices on base: 32 of 32 elements differ" in r.stdout
+    d = json.load(open(out))
+    assert d["verdict"] == "unfaithful" and d["integer_outputs"]["verdict"] == "unfaithful"
+    assert d["parity"]["kernels"][0]["verdict"] == "faithful"
+    r = _cli(os.path.join(KBI, "argmax_dim1.py"), "--solution", os.path.join(KBI, "argmax_dim1_new_faithful.py"),
+             "--quick", "--json", out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    d = json.load(open(out))
+    assert d["verdict"] == "faithful" and d["parity"] is None and d["benchmark_rule"]["verdict"] == "pass"
+    assert d["contract"] == "reference" and d["solution"].startswith("ModelNew") and d["problem"]["format"] == "kernelbench"
+    r = _cli(os.path.join(KBI, "argmax_ties.py"), "--solution", os.path.join(KBI, "argmax_dim1_new_last_tie.py"),
+             "--quick")
+    assert r.returncode == 1 and "parity verdict (contract reference): unfaithful" in r.stdout
+    r = _cli(KBI, "--quick")  # a folder: both problems' own Models, natively
+    assert r.returncode == 0 and "summary" in r.stdout, r.stdout + r.stderr
