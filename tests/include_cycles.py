@@ -13,6 +13,8 @@ import os
 import re
 import sys
 
+from import_cycles import components  # the same Tarjan walk (this script's folder is on sys.path)
+
 INCLUDE = re.compile(r'\s*#\s*include\s+"([^"]+)"')
 
 
@@ -45,36 +47,9 @@ def graph(src, hs):
 
 
 def cycles(g):
-    """Strongly connected components of more than one header, and headers that include themselves."""
-    index, low, on, stack, out, n = {}, {}, set(), [], [], [0]
-
-    def visit(v):
-        index[v] = low[v] = n[0]
-        n[0] += 1
-        stack.append(v)
-        on.add(v)
-        for w in g.get(v, []):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1 or v in g.get(v, []):
-                out.append(sorted(comp))
-
-    sys.setrecursionlimit(10000)
-    for v in g:
-        if v not in index:
-            visit(v)
-    return out
+    """Strongly connected components of more than one header (import_cycles.py's Tarjan), and
+    headers that include themselves."""
+    return [c for c in components(g) if len(c) > 1 or c[0] in g[c[0]]]
 
 
 def main():
