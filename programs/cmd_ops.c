@@ -66,8 +66,8 @@ int parity_cmd_ops(int argc, char **argv)
         for (int i = 0; i < op->n_inputs; i++) printf("%s%s", op->input_names[i], i + 1 < op->n_inputs ? ", " : "\n");
         printf("  outputs: ");
         for (int i = 0; i < op->n_outputs; i++) printf("%s%s", op->output_names[i], i + 1 < op->n_outputs ? ", " : "\n");
-        printf("  faithful accumulator: %s\n  error model: %s\n  workloads (their parameters: parity ops %s --workloads):\n",
-               op->faithful_accumulator, op->error_model, op->name);
+        printf("  faithful accumulator: %s\n  error model: %s\n  workloads:\n", op->faithful_accumulator,
+               op->error_model);
         /* ids= only where token ids mean something: an integer input (embedding ids, targets)
          * or a preset that draws from non-uniform ids (log_softmax puts its peaks on real text). */
         int uses_ids = 0;
@@ -86,6 +86,7 @@ int parity_cmd_ops(int argc, char **argv)
                    (long long)w->d, (long long)w->v, ids, w->summary,
                    w->production ? " [skipped by --quick]" : "");
         }
+        printf("  each preset's parameters: parity ops %s --workloads\n", op->name);
         return PARITY_EXIT_OK;
     }
     for (int i = 0; i < parity_op_count(); i++)
