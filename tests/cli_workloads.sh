@@ -84,5 +84,22 @@ for b in bad:
 sys.exit(1 if bad else 0)
 PYEOF
 
+# Typed workloads (issue #39): every preset of every op prints its parameters, each field of its
+# family as key=value, and the options are checked.
+for op in $("$P" ops | awk '{print $1}'); do
+  "$P" ops "$op" --workloads >"$tmp/wl_$op" 2>&1 || { bad "parity ops $op --workloads failed"; continue; }
+  n_presets=$("$P" ops "$op" | awk '/^  workloads:/ {on = 1; next} on && /^    / {n++} on && !/^    / {on = 0} END {print n + 0}')
+  n_params=$(grep -cE '^    N=[0-9]+ D=[0-9]+ V=[0-9]+ [a-z_]+=' "$tmp/wl_$op")
+  n_fields=$(awk '/^fields:/ {on = 1; next} on {n++} END {print n + 0}' "$tmp/wl_$op")
+  if [ "$n_presets" -gt 0 ] && [ "$n_params" = "$n_presets" ] && [ "$n_fields" -gt 0 ]; then ok
+  else bad "parity ops $op --workloads: $n_params parameter lines for $n_presets presets, $n_fields fields"; fi
+done
+"$P" ops --workloads >/dev/null 2>&1; [ $? = 2 ] && ok || bad "parity ops --workloads without OP: want exit 2"
+"$P" ops gemm --bogus >/dev/null 2>&1; [ $? = 2 ] && ok || bad "parity ops gemm --bogus: want exit 2"
+"$P" check gemm --kernel builtin:all --workload no-such-preset >/dev/null 2>"$tmp/e"; rc=$?
+[ "$rc" = 2 ] && grep -q "no-such-preset" "$tmp/e" && ok || { bad "an unknown preset: exit $rc, want 2 naming it"; cat "$tmp/e"; }
+"$P" ops attention_fwd --workloads | grep -A2 '^  softcap$' | grep -q 'causal=1 softcap=50 peaks=3 peak=75' && ok ||
+  bad "attention_fwd softcap preset: its mask, softcap and peaks not printed"
+
 echo "cli_workloads: $pass passed, $fail failed"
 [ $fail = 0 ]
