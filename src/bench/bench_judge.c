@@ -9,8 +9,7 @@
 #include <string.h>
 
 #include "src/bench/bench_impl.h"
-#include "src/verify/check_impl.h"
-#include "src/verify/verify_impl.h"
+#include "src/verify/verify_internal.h"
 
 void bench_expect_free(bench_expect_t *e)
 {
