@@ -2,11 +2,11 @@
  * with the same report and JSON as `parity check`. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "parity/report.h"
 #include "cli.h"
 #include "parity/fileflow.h"
+#include "src/core/internal.h"
 
 void parity_help_compare(FILE *out)
 {
@@ -29,13 +29,6 @@ void parity_help_compare(FILE *out)
         "  parity gen embedding_rmsnorm_bwd --workload text --out in.safetensors\n"
         "  python my_kernel.py in.safetensors out.safetensors\n"
         "  parity compare embedding_rmsnorm_bwd in.safetensors out.safetensors --json r.json\n");
-}
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 int parity_cmd_compare(int argc, char **argv)
@@ -62,13 +55,13 @@ int parity_cmd_compare(int argc, char **argv)
     if (!op) return cli_usage_error("compare", "parity ops", "no op '%s'", pos[0]);
     parity_diag_t diag = {{0}};
     parity_case_t *c;
-    double t0 = now_s();
+    double t0 = parity_now();
     parity_status_t st = parity_case_load(pos[1], op, &c, &diag);
     if (st != PARITY_OK) return cli_input_error("compare", "%s", diag.msg);
     if (!quiet)
         fprintf(stderr, "%s: inputs regenerated from %s, fp64 reference (N=%lld D=%lld V=%lld) in %.1f s\n",
                 c->wl->name, pos[1], (long long)c->wl->n, (long long)c->wl->d, (long long)c->wl->v,
-                now_s() - t0);
+                parity_now() - t0);
     parity_tensor_t *outs[PARITY_OP_MAX_ARGS] = {0};
     parity_dtype_t dt;
     st = parity_outputs_load(c, pos[2], outs, &dt, &diag);
@@ -81,11 +74,11 @@ int parity_cmd_compare(int argc, char **argv)
     parity_kernel_ref_t kr = {&fake, "", 0};
     snprintf(kr.label, sizeof kr.label, "%s", pos[2]);
     parity_kernel_result_t res;
-    t0 = now_s();
+    t0 = parity_now();
     st = parity_compare_run(c, outs, &kr, &opts, &res);
     if (!quiet && st == PARITY_OK)
         fprintf(stderr, "  %-14s %-40s %-18s err/tol %.3g (%.2f s%s)\n", c->wl->name, pos[2],
-                parity_verdict_name(res.verdict), res.wl[0].max_q, now_s() - t0,
+                parity_verdict_name(res.verdict), res.wl[0].max_q, parity_now() - t0,
                 opts.noise_floor ? ", with the noise floor" : "");
     int rc = PARITY_EXIT_OK;
     if (st != PARITY_OK) {

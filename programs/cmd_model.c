@@ -6,13 +6,13 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli.h"
 #include "cmd_model.h"
 #include "parity/metrics.h"
 #include "parity/model.h"
 #include "parity/tokenizer.h"
+#include "src/core/internal.h"
 
 void parity_help_model(FILE *out)
 {
@@ -120,13 +120,6 @@ static void print_piece(const char *s, size_t n)
     fwrite(s, 1, n, stdout);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* ------------------------------------------------------------------------------------------ */
 
 static int cmd_run(int argc, char **argv)
@@ -162,9 +155,9 @@ static int cmd_run(int argc, char **argv)
         goto done;
     }
     size_t n = 0;
-    double t0 = now_s();
+    double t0 = parity_now();
     parity_model_generate(r, prompt, np, steps, o.temp, o.seed, seq, &n);
-    double dt = now_s() - t0;
+    double dt = parity_now() - t0;
     for (size_t i = 1; i < n; i++) {
         size_t len;
         const char *piece = parity_llama_tok_decode_piece(L.tok, seq[i - 1], seq[i], &len);
@@ -314,14 +307,14 @@ static int cmd_upcycle(int argc, char **argv)
     loaded_t L = {0};
     if ((rc = model_cli_load_all(cmd, &o, &L))) return rc;
     parity_diag_t d;
-    double t0 = now_s();
+    double t0 = parity_now();
     parity_status_t st = parity_model_moe_build(L.m, &o.up, o.out, &d);
     if (st == PARITY_E_INVALID) rc = cli_usage_error(cmd, "--experts 8 --topk 4 --shared 108", "%s", d.msg);
     else if (st != PARITY_OK) rc = cli_input_error(cmd, "%s", d.msg);
     else
         fprintf(stderr, "parity model upcycle: wrote %s (E %d, top-%d, shared %d units; %d calibration "
                 "samples of %d tokens) in %.1f s\n", o.out, o.up.experts, o.up.topk, o.up.n_shared,
-                o.up.n_calib, o.up.calib_len, now_s() - t0);
+                o.up.n_calib, o.up.calib_len, parity_now() - t0);
     model_cli_unload(&L);
     return rc;
 }

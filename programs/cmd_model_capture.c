@@ -3,19 +3,12 @@
  * module of this path on A's recorded inputs (the introduced error, measured). */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli.h"
 #include "cmd_model.h"
 #include "parity/bisect.h"
 #include "parity/model.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "src/core/internal.h"
 
 /* One pass over the prompts with the capture set (replay_src NULL: record; else replay). */
 static int run_pass(parity_model_runner_t *r, const parity_model_path_t *p, const prompts_t *P,
@@ -94,12 +87,12 @@ int model_cli_capture(int argc, char **argv)
             if (cap->modality[row + t]) strcpy(cap->modality[row + t], mdl);
         }
     }
-    double t0 = now_s();
+    double t0 = parity_now();
     if (run_pass(r, &p, &P, cap, NULL, logits, &d) != 0) {
         rc = cli_input_error(cmd, "%s", d.msg);
         goto done;
     }
-    double t_fwd = now_s() - t0;
+    double t_fwd = parity_now() - t0;
     if (replay) {
         parity_status_t st = parity_capture_read(replay, &src, &d);
         if (st != PARITY_OK) {

@@ -9,7 +9,7 @@
 #include "cli.h"
 #include "json_out.h"
 #include "parity/power.h"
-#include <time.h>
+#include "src/core/internal.h"
 
 void parity_help_power(FILE *out)
 {
@@ -61,13 +61,6 @@ void parity_help_power(FILE *out)
             "  parity power all --markdown > power-tables.md\n"
             "\n"
             "exit codes: 0 printed, 2 usage error, 3 input error (missing data).\n");
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static const char *yes_no(int v) { return v < 0 ? "n/a" : v ? "yes" : "no"; }
@@ -245,7 +238,7 @@ int parity_cmd_power(int argc, char **argv)
     cJSON_AddNumberToObject(root, "budget", o.row_budget);
     arr = cJSON_AddArrayToObject(root, "ops");
     int rc = PARITY_EXIT_OK;
-    double t0 = now_s();
+    double t0 = parity_now();
     for (int i = 0; i < parity_op_count(); i++) {
         const parity_op_t *op = all ? parity_op_at(i) : parity_op_find(op_name);
         parity_power_result_t r;
@@ -260,7 +253,7 @@ int parity_cmd_power(int argc, char **argv)
         cJSON_AddItemToArray(arr, result_json(&r));
         if (!all) break;
     }
-    cJSON_AddNumberToObject(root, "seconds", now_s() - t0);
+    cJSON_AddNumberToObject(root, "seconds", parity_now() - t0);
     if (rc == PARITY_EXIT_OK && json && strcmp(json, "-") == 0) {
         char *text = cJSON_Print(root);
         if (text) printf("%s\n", text);

@@ -20,7 +20,7 @@
 #include "ops/ops_impl.h"
 #include "ops/rmsnorm/rmsnorm.h"
 #include "src/core/parallel.h"
-#include "src/core/tensor_impl.h"
+#include "src/core/internal.h"
 #include "src/kernel/kernel_util.h"
 #include "parity/format.h"
 #include "parity/op.h"

@@ -11,7 +11,7 @@
 
 #include "ops/ops_impl.h"
 #include "src/core/parallel.h"
-#include "src/core/tensor_impl.h"
+#include "src/core/internal.h"
 #include "ops/embedding/embedding_impl.h"
 
 /* ---- shared helpers ---------------------------------------------------------------------- */

@@ -7,7 +7,7 @@
 
 #include "ops/embedding/embedding_impl.h"
 #include "src/core/parallel.h"
-#include "src/core/tensor_impl.h"
+#include "src/core/internal.h"
 
 /* ---- embedding_bwd ------------------------------------------------------------------------- */
 /* Inputs: dY (N,D), ids (N). Output: dE (V,D), dE[v] = sum of dY rows whose id is v.

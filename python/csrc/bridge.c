@@ -24,7 +24,7 @@
 #include "parity/verify.h"
 #include "parity/version.h"
 #include "parity/workload.h"
-#include "src/verify/verify_impl.h"
+#include "src/verify/verify_internal.h"
 #include "python/csrc/bridge_impl.h"
 
 static void set_err(char *err, size_t len, const char *msg)

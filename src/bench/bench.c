@@ -13,21 +13,13 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "src/bench/bench_impl.h"
-#include "src/core/digest.h"
+#include "src/core/internal.h"
 #include "src/core/parallel.h"
-#include "src/verify/verify_impl.h"
+#include "src/verify/verify_internal.h"
 #include "parity/tensor.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void progress(const parity_bench_opts_t *o, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -137,9 +129,9 @@ static int bench_step(void *vctx, const parity_abi_kernel_t *k, const parity_abi
         if (e)
             for (int i = 0; i < e->c->n_outputs; i++) parity_tensor_fill_nan(e->outs[i]);
         scrub(buf, x->sb > 0 ? x->sb : 0, r);
-        double a = now_s();
+        double a = parity_now();
         int rc = k->run(call);
-        double b = now_s();
+        double b = parity_now();
         if (rc != PARITY_KERNEL_OK) return rc == PARITY_KERNEL_UNSUPPORTED ? 64 : 65;
         if (r >= x->warm) x->shm[r - x->warm] = b - a;
         bench_mismatch_t mm; /* outside the timed region */

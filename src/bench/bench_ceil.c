@@ -13,22 +13,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "src/core/internal.h"
 #include "src/core/parallel.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define PARITY_X86_PEAK 1
 #endif
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- STREAM -------------------------------------------------------------------------------- */
 
@@ -63,9 +56,9 @@ static double stream_run(parity_range_fn fn, stream_ctx_t *ctx, int64_t n, int n
     double best = 0, worst = INFINITY;
     if (reps < 1) reps = 1;
     for (int r = 0; r < reps; r++) {
-        double t0 = now_s();
+        double t0 = parity_now();
         parity_parallel_for(n, n_threads, fn, ctx);
-        double dt = now_s() - t0;
+        double dt = parity_now() - t0;
         double gbs = dt > 0 ? bytes_per_elem * (double)n / dt * 1e-9 : 0;
         if (gbs > best) best = gbs;
         if (gbs < worst) worst = gbs;
@@ -209,9 +202,9 @@ static double peak_measure(double (*fn)(int64_t), double flops_per_iter, int n_t
     /* Calibrate: iterations for about 20 ms on one thread. */
     int64_t it = 1 << 14;
     for (;;) {
-        double t0 = now_s();
+        double t0 = parity_now();
         ctx.sink[0] += fn(it);
-        double dt = now_s() - t0;
+        double dt = parity_now() - t0;
         if (dt > 0.004 || it > ((int64_t)1 << 34)) {
             double per = dt > 0 ? dt / (double)it : 1e-9;
             it = (int64_t)(0.02 / per) + 1;
@@ -222,9 +215,9 @@ static double peak_measure(double (*fn)(int64_t), double flops_per_iter, int n_t
     ctx.iters = it;
     double best = 0;
     for (int r = 0; r < reps; r++) {
-        double t0 = now_s();
+        double t0 = parity_now();
         parity_parallel_for(n_threads, n_threads, peak_range, &ctx);
-        double dt = now_s() - t0;
+        double dt = parity_now() - t0;
         double g = dt > 0 ? flops_per_iter * (double)it * n_threads / dt * 1e-9 : 0;
         if (g > best) best = g;
     }
@@ -442,7 +435,7 @@ parity_status_t parity_bench_ceilings(const parity_ceiling_opts_t *o, parity_cei
         }
     }
 
-    double t0 = now_s();
+    double t0 = parity_now();
     int64_t bytes = o->array_bytes;
     if (bytes <= 0) {
         bytes = 4 * out->llc_bytes;
@@ -471,7 +464,7 @@ parity_status_t parity_bench_ceilings(const parity_ceiling_opts_t *o, parity_cei
     free(a); free(b); free(c);
     out->bw_gbs = out->copy_gbs > out->triad_gbs ? out->copy_gbs : out->triad_gbs;
     measure_peaks(out->threads, reps < 3 ? reps : 3, &out->peak_gflops_f32, &out->peak_gflops_f64);
-    out->seconds = now_s() - t0;
+    out->seconds = parity_now() - t0;
     if (have_path && cache_write(path, out) != 0) out->cache_path[0] = 0; /* never an error */
     return PARITY_OK;
 }

@@ -9,8 +9,7 @@
 #include <string.h>
 
 #include "src/bench/bench_impl.h"
-#include "src/verify/check_impl.h"
-#include "src/verify/verify_impl.h"
+#include "src/verify/verify_internal.h"
 
 /* The float formats whose sign bit bench_flip_first_float flips (bench.c's first_float_digest
  * reads the same ones). */

@@ -1,7 +1,7 @@
 /* xoshiro256** seeded by splitmix64 (public-domain algorithms by Blackman and Vigna),
  * written from the published description. */
 #include "parity/rng.h"
-#include "src/core/rng_impl.h"
+#include "src/core/internal.h"
 
 #include <math.h>
 

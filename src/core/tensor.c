@@ -13,8 +13,7 @@
 #include <sys/mman.h>
 
 #include "parity/format.h"
-#include "src/core/tensor_impl.h"
-#include "src/core/digest.h"
+#include "src/core/internal.h"
 #include "src/core/parallel.h"
 
 size_t parity_dtype_size(parity_dtype_t dt)

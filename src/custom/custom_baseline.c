@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "src/custom/custom_impl.h"
-#include "src/verify/check_impl.h"
 #include "parity/baseline.h"
 
 int parity_custom_baseline_applies(int b, int n_out, const int *reduced, int multilinear, char *why, size_t cap)

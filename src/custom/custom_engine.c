@@ -20,8 +20,7 @@
 #include "parity/baseline.h"
 #include "src/custom/custom_impl.h"
 #include "src/format/format_fast.h"
-#include "src/verify/check_impl.h"
-#include "src/verify/verify_impl.h"
+#include "src/verify/verify_internal.h"
 
 /* The diagnosis's budgets (check.c picks the rows): the reference evaluated once per term of the
  * reduction on the whole inputs, and the terms of the diagnosis rows held for the emulations. */

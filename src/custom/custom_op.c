@@ -13,7 +13,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "src/core/tensor_impl.h"
+#include "src/core/internal.h"
 #include "src/custom/custom_impl.h"
 #include "parity/format.h"
 #include "parity/rng.h"

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 #include "src/logprob/logprob_impl.h"
-#include "src/metrics/metrics_impl.h"
+#include "src/metrics/metrics_internal.h"
 
 #define MAX_SLICES 512
 #define MAX_WORST 100

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "parity/tokenizer.h"
-#include "src/core/rng_impl.h"
+#include "src/core/internal.h"
 
 /* Streams: each independent draw from one seed gets its own rng stream so that changing one
  * generator (say, the ids) does not shift the values of another. */

@@ -11,7 +11,8 @@
 #include "parity/kernel.h"
 #include "parity/power.h"
 #include "parity/rng.h"
-#include "src/verify/verify_impl.h"
+#include "src/core/internal.h"
+#include "src/verify/verify_internal.h"
 
 /* Mutants, in a fixed order: accumulators (sequential 8..23, pairwise 8..23), the m = 24
  * control, dropped updates at 1e-2..1e-6, the dropped tail, inputs in tf32 and bf16, the

@@ -217,7 +217,7 @@ static void run_train(run_t *r)
     const parity_train_config_t *cfg = r->cfg;
     const corpus_t *c = r->corpus;
     int T = cfg->seq_len, B = cfg->batch_seqs, NV = cfg->val_seqs;
-    double t0 = train_now();
+    double t0 = parity_now();
     parity_train_model_t *m = NULL;
     parity_diag_t diag = {{0}};
     size_t N = (size_t)B * T, NVt = (size_t)(NV > 0 ? NV : 1) * T;
@@ -274,9 +274,9 @@ static void run_train(run_t *r)
             break;
         }
         if (r->grad) memcpy(r->grad + (size_t)step * PARITY_TRAIN_BUCKETS, m->probe, sizeof m->probe);
-        double to = train_now();
+        double to = parity_now();
         optimizer_step(cfg, r->opt, m, mom, vel, step);
-        r->stats.t_optimizer += train_now() - to;
+        r->stats.t_optimizer += parity_now() - to;
         r->steps_done = step + 1;
         if (r->liger && r->steps_done == liger_steps(cfg)) memcpy(r->liger_params, p, np * sizeof(float));
         int quarter = cfg->steps >= 40 ? cfg->steps / 4 : cfg->steps;
@@ -288,7 +288,7 @@ static void run_train(run_t *r)
 done:
     parity_train_model_free(m);
     free(in); free(tg); free(vin); free(vtg); free(mom); free(vel);
-    r->seconds = train_now() - t0;
+    r->seconds = parity_now() - t0;
 }
 
 /* ---- the matrix ------------------------------------------------------------------------------- */
@@ -313,7 +313,7 @@ static void tick(void *pool, const run_t *r, int step)
     pool_t *pl = pool;
     char line[320];
     snprintf(line, sizeof line, "%-44s %4d/%d steps  train %.4f  %.1f s", r->label, step,
-             pl->cfg->steps, r->train_loss[step - 1], train_now() - pl->t0);
+             pl->cfg->steps, r->train_loss[step - 1], parity_now() - pl->t0);
     pthread_mutex_lock(&pl->mu);
     say(pl, line);
     pthread_mutex_unlock(&pl->mu);
@@ -347,7 +347,7 @@ static void *worker(void *arg)
         double eff = done + 0.5 * (pl->next - done);
         if (done < pl->n_runs && n > 0 && (size_t)n < sizeof line)
             snprintf(line + n, sizeof line - (size_t)n, "  (about %.0f s left)",
-                     (train_now() - pl->t0) / eff * (pl->n_runs - eff));
+                     (parity_now() - pl->t0) / eff * (pl->n_runs - eff));
         say(pl, line);
         pthread_mutex_unlock(&pl->mu);
     }
@@ -666,7 +666,7 @@ parity_status_t parity_train_run(const parity_train_config_t *cfg,
     }
     if (st == PARITY_E_NOMEM) parity_diag_set(diag, st, "train: out of memory");
     if (!st) {
-        pool_t pl = {cfg, runs, nrun, 0, 0, PTHREAD_MUTEX_INITIALIZER, progress, ctx, train_now()};
+        pool_t pl = {cfg, runs, nrun, 0, 0, PTHREAD_MUTEX_INITIALIZER, progress, ctx, parity_now()};
         int nth = cfg->jobs < nrun ? cfg->jobs : nrun;
         if (progress) {
             char plan[200];

@@ -6,6 +6,7 @@
 
 #include "parity/tensor.h"
 #include "parity/train.h"
+#include "src/core/internal.h"
 
 #define TRAIN_RMS_EPS 1e-5f /* the op's attr "eps" */
 
@@ -113,8 +114,6 @@ void train_rms_bwd_row(float *dx, float *dg, const float *x, const float *dy, co
 
 /* Dense-id edges of the frequency-rank buckets (the last is clipped to V). */
 extern const int train_bucket_edges[PARITY_TRAIN_BUCKETS + 1];
-
-double train_now(void);
 
 /* Floor mode: order k >= 1 selects the k-th seeded permutation; 0 turns it off. in/out are
  * PARITY_DT_F32 or PARITY_DT_BF16. PARITY_E_NOMEM when the scratch cannot be allocated. */

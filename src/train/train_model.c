@@ -8,7 +8,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "parity/format.h"
 #include "parity/rng.h"
@@ -25,13 +24,6 @@
 #else
 #define HOT
 #endif
-
-double train_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- building blocks -------------------------------------------------------------------------- */
 
@@ -563,10 +555,10 @@ parity_status_t parity_train_model_grad(parity_train_model_t *m, const int32_t *
     for (int n = 0; n < N; n++)
         if (inputs[n] < 0 || inputs[n] >= V || targets[n] < 0 || targets[n] >= V)
             return parity_diag_set(diag, PARITY_E_INVALID, "train: id out of range at %d", n);
-    double t0 = train_now();
+    double t0 = parity_now();
     double total = forward(m, inputs, targets, nseq);
     *loss = total / (double)N;
-    double t1 = train_now();
+    double t1 = parity_now();
     st->t_forward += t1 - t0;
     memset(m->grads, 0, m->np * sizeof(float));
 
@@ -618,12 +610,12 @@ parity_status_t parity_train_model_grad(parity_train_model_t *m, const int32_t *
     for (int n = 0; n < N; n++)
         if (++m->hits[m->ids_buf[n]] > mh) mh = m->hits[m->ids_buf[n]];
     st->max_hits = mh;
-    double t2 = train_now();
+    double t2 = parity_now();
     parity_status_t s = PARITY_OK;
     if (kernel) s = emb_rms_bwd_kernel(m, kernel, dres, N, call_seed, st, diag);
     else if (m->floor_order > 0) train_emb_rms_bwd_floor(m, dres, N, call_seed);
     else train_emb_rms_bwd_ref(m, dres, N, m->dwte, m->dg0);
-    double t3 = train_now();
+    double t3 = parity_now();
     st->t_kernel += t3 - t2;
     st->t_backward += t3 - t1;
     /* the probe is measurement, not training: its time is in no step figure */

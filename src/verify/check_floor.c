@@ -7,9 +7,7 @@
  * the same bytes in front of each call, the same judgement code (parity_judge_output).
  * Deliberately not here: candidates. A candidate is judged by the parent from what it wrote,
  * never by code running in the candidate's own process. */
-#include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -155,8 +153,7 @@ int check_floor_child(const parity_case_t *c, parity_tensor_t *const *o, const u
         }
         if (w != 0) break; /* ended (or waitpid failed) */
         if (parity_now() - t_last > opts->timeout_s) {
-            kill(pid, SIGKILL);
-            while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+            parity_child_kill(pid, &status);
             break;
         }
     }

@@ -2,12 +2,14 @@
  * floor or one baseline costs) and the grid that schedules them (check_grid.c: jobs, ranks, the
  * floor cache). A unit's result depends on its inputs only, never on which worker ran it or what
  * ran before on that worker: that is what makes reports byte-identical for any --jobs and any
- * number of MPI ranks. */
+ * number of MPI ranks. Private to the verify module (its .c files under src/verify/, and
+ * white-box tests); the modules above verify include src/verify/verify_internal.h. */
 #ifndef PARITY_CHECK_IMPL_H
 #define PARITY_CHECK_IMPL_H
 
 #include "parity/verify.h"
-#include "src/core/digest.h"
+#include "src/core/internal.h"
+#include "src/verify/verify_internal.h"
 
 /* The faithful catalog variants whose spread is the noise floor (fp32 outputs). */
 #define CHECK_N_FLOOR_KERNELS 3

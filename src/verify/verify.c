@@ -4,15 +4,11 @@
 
 #include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <poll.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "src/core/parallel.h"
@@ -78,13 +74,6 @@ double parity_lambda(double n, double elements, double alpha)
     if (n < 1) n = 1;
     if (elements < 1) elements = 1;
     return sqrt(2.0 * log(2.0 * n * elements / alpha));
-}
-
-double parity_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* ---- isolated execution ---------------------------------------------------------------------- */
@@ -157,39 +146,6 @@ static parity_verdict_t parity_child_status_verdict(int code, const parity_abi_c
     return PARITY_VERDICT_CRASHED;
 }
 
-/* Waiting for a child: before, the parent slept in steps growing to 20 ms and looked again, so it
- * saw a child's end about 10 ms late on average, each of the three children of a judged workload
- * (floor, judged run, rerun), on every workload. A pidfd wakes the poll at the child's end. */
-int parity_child_fd(pid_t pid)
-{
-#ifdef SYS_pidfd_open
-    return (int)syscall(SYS_pidfd_open, pid, 0);
-#else
-    (void)pid;
-    return -1;
-#endif
-}
-
-int parity_child_wait(pid_t pid, int fd, int *status, double max_s, long *sleep_us)
-{
-    double t0 = parity_now();
-    for (;;) {
-        pid_t r = waitpid(pid, status, WNOHANG);
-        if (r == pid) return 1;
-        if (r < 0 && errno != EINTR) return -1;
-        double left = max_s - (parity_now() - t0);
-        if (left <= 0) return 0;
-        if (fd >= 0) {
-            struct pollfd p = {fd, POLLIN, 0};
-            (void)poll(&p, 1, left > 1.0 ? 1000 : (int)(left * 1000.0) + 1);
-        } else {
-            long us = *sleep_us < 200 ? 200 : *sleep_us;
-            usleep((useconds_t)(us < left * 1e6 ? us : left * 1e6 + 1));
-            *sleep_us = us < 20000 ? 2 * us : 20000;
-        }
-    }
-}
-
 parity_verdict_t parity_run_isolated(const parity_abi_kernel_t *k, const parity_abi_call_t *decoy,
                                      const parity_abi_call_t *call, double timeout_s, char *detail,
                                      size_t detail_len, double *seconds)
@@ -226,8 +182,7 @@ parity_verdict_t parity_run_isolated_step(const parity_abi_kernel_t *k, const pa
     int w = parity_child_wait(pid, fd, &status, timeout_s - (parity_now() - t0), &sleep_us);
     if (fd >= 0) close(fd);
     if (w == 0) {
-        kill(pid, SIGKILL);
-        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+        parity_child_kill(pid, &status);
         *seconds = parity_now() - t0;
         snprintf(detail, detail_len, "no result after %.0f s (killed)", timeout_s);
         return PARITY_VERDICT_TIMEOUT;
