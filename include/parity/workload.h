@@ -140,10 +140,10 @@ const void *parity_workload_params(const parity_workload_t *wl, const char *op, 
 void *parity_workload_own_params(const parity_workload_family_t *fam, parity_workload_t *w,
                                  parity_wl_params_store_t *store);
 /* Prints w's parameters, as family fam describes them, as "key=value" pairs separated by one
- * space, every field in table order: value schemes as KIND*SCALE ("normal*1", "gradscale*1e-35"), ids as "zipf(1.1)",
- * "text", "uniform"; numbers exact: the shortest %g that reads back, 2^e for a power of two beyond
- * 2^±10, or %a when hex is 1 (the cache key's form). Returns what
- * snprintf returns; "" and 0 for a workload without params. */
+ * space, every field in table order: value schemes as KIND*SCALE ("normal*1", "gradscale*1e-35"),
+ * ids as "zipf(1.1)", "text", "uniform"; numbers exact: the shortest %g that reads back, 2^e for a
+ * power of two beyond 2^±10, or %a when hex is 1 (the cache key's form). Returns what snprintf
+ * returns; "" and 0 for a workload without params. */
 int parity_workload_describe(const parity_workload_family_t *fam, const parity_workload_t *w, int hex,
                              char *buf, size_t cap);
 /* Applies map to every value scheme (PARITY_WL_VALS field) of params, a struct of family fam. */
