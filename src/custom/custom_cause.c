@@ -5,7 +5,8 @@
  * C: params[] / param_ref (the reference re-run with one parameter at a trial value) and one ROUNDED variant per intermediate with variant_ref (the reference re-run with that
  * intermediate rounded to bf16 or fp16). The fits themselves are the check engine's
  * (src/verify/check_cause.c, check_variant.c), the same as for the built-in ops.
- * Deliberately not here: the reference call itself (custom_tol.c, custom_op.c). */
+ * Deliberately not here: the reference call itself (custom_tol.c, custom_op.c), the trial state
+ * (custom_trial.c), the rounded intermediates' tolerance (custom_tol.c). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,30 +14,6 @@
 
 #include "parity/format.h"
 #include "src/custom/custom_impl.h"
-
-static _Thread_local parity_custom_trial_t *cur_trial;
-
-parity_custom_trial_t *parity_custom_trial(void) { return cur_trial; }
-
-double parity_custom_intermediate(const char *name, double x)
-{
-    parity_custom_trial_t *t = cur_trial;
-    parity_format_t f;
-    if (!t || !t->intermediate || !name || strcmp(t->intermediate, name) != 0 || !t->format ||
-        parity_format_get(t->format, &f, NULL) != PARITY_OK)
-        return x;
-    t->used = 1;
-    return parity_variant_round(&f, x, t->dir);
-}
-
-const double *custom_trial_attrs(const parity_custom_op_t *op, double *buf)
-{
-    const parity_abi_op_decl_t *d = op->d;
-    const parity_custom_trial_t *t = cur_trial;
-    if (!t || !t->param) return d->attr_values;
-    for (int a = 0; a < d->n_attrs; a++) buf[a] = strcmp(d->attr_names[a], t->param) == 0 ? t->value : d->attr_values[a];
-    return buf;
-}
 
 static parity_custom_op_t *op_of(const parity_op_t *d)
 {
@@ -65,12 +42,11 @@ static parity_status_t rerun(const parity_case_t *c, int o, parity_custom_trial_
         if (!(absv[i] = malloc((size_t)(cc->n_in[i] ? cc->n_in[i] : 1) * sizeof(double)))) goto done;
         for (int64_t j = 0; j < cc->n_in[i]; j++) absv[i][j] = fabs(cc->exact[i][j]);
     }
-    parity_custom_trial_t *prev = cur_trial;
     t->used = 0;
-    cur_trial = t;
+    parity_custom_trial_t *prev = custom_trial_enter(t);
     int rc = custom_reference(cc, PARITY_DT_F64, NULL, outs);
     if (!rc && model) rc = custom_reference(cc, PARITY_DT_F64, absv, sums);
-    cur_trial = prev;
+    custom_trial_enter(prev);
     st = rc ? PARITY_E_FORMAT : t->intermediate && !t->used ? PARITY_E_UNSUPPORTED : PARITY_OK;
     int64_t cols = cc->cols[o];
     for (int64_t q = 0; st == PARITY_OK && q < n; q++)
@@ -180,52 +156,4 @@ parity_status_t parity_custom_op_rounded(parity_custom_op_t *op, int n, const ch
     }
     op->n_rounded = n;
     return PARITY_OK;
-}
-
-parity_status_t custom_case_rounded_tol(custom_case_t *c, parity_diag_t *diag)
-{
-    const parity_custom_op_t *op = c->op;
-    double *outs[PARITY_CUSTOM_MAX_ARGS] = {0};
-    parity_status_t st = PARITY_OK;
-    for (int o = 0; o < op->n_out && !st; o++)
-        if (!(outs[o] = malloc((size_t)(c->n_out[o] ? c->n_out[o] : 1) * sizeof(double)))) st = PARITY_E_NOMEM;
-    for (int v = 0; v < op->n_rounded && !st; v++) {
-        /* dev: per element, the larger deviation of the reference with the intermediate rounded to
-         * the neighbour below or above (the kernel's own value of it, a few fp32 roundings off the
-         * exact one, rounds to one of the two) */
-        double *dev[PARITY_CUSTOM_MAX_ARGS] = {0};
-        for (int o = 0; o < op->n_out && !st; o++)
-            if (c->tol[o] && !(dev[o] = calloc((size_t)(c->n_out[o] ? c->n_out[o] : 1), sizeof(double))))
-                st = PARITY_E_NOMEM;
-        for (int dir = -1; dir <= 1 && !st; dir += 2) {
-            parity_custom_trial_t t = {NULL, 0, op->rounded_name[v], op->rounded_fmt[v], dir, 0};
-            parity_custom_trial_t *prev = cur_trial;
-            cur_trial = &t;
-            int rc = custom_reference(c, PARITY_DT_F64, NULL, outs);
-            cur_trial = prev;
-            if (rc) {
-                st = parity_diag_set(diag, PARITY_E_FORMAT, "op %s, workload %s: the reference returned %d with the "
-                                     "intermediate %s rounded to %s", op->d->name, c->wl->name, rc,
-                                     op->rounded_name[v], op->rounded_fmt[v]);
-                break;
-            }
-            if (!t.used) {
-                st = parity_diag_set(diag, PARITY_E_FORMAT, "op %s, workload %s: the reference never marks the "
-                                     "intermediate %s that the contract allows rounded", op->d->name, c->wl->name,
-                                     op->rounded_name[v]);
-                break;
-            }
-            for (int o = 0; o < op->n_out; o++)
-                for (int64_t j = 0; dev[o] && j < c->n_out[o]; j++) {
-                    double e = fabs(outs[o][j] - c->ref[o][j]);
-                    if (isfinite(e) && e > dev[o][j]) dev[o][j] = e; /* an overflow widens nothing */
-                }
-        }
-        for (int o = 0; o < op->n_out; o++) {
-            for (int64_t j = 0; !st && dev[o] && j < c->n_out[o]; j++) c->tol[o][j] += dev[o][j];
-            free(dev[o]);
-        }
-    }
-    for (int o = 0; o < PARITY_CUSTOM_MAX_ARGS; o++) free(outs[o]);
-    return st;
 }

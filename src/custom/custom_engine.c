@@ -27,23 +27,12 @@
 #define TERM_BUDGET (1LL << 28) /* k x (input + output elements) the slice evaluation may touch */
 #define TERMS_KEPT (1LL << 24)  /* terms held: 128 MiB of doubles */
 
-/* What a declared case owns beside the parity_case_t: the declared op's own arrays, and the
- * diagnosis rows' terms, evaluated once for the six emulations of one output. */
-typedef struct {
-    custom_workload_t wl; /* the sizes the case was built at (a shape neighbour's differ) */
-    custom_case_t cc;
-    int t_out;
-    const int64_t *t_rows;
-    int64_t t_n, t_k;
-    double *terms; /* t_k x (t_n x cols) fp32 terms, term-major */
-} desc_priv_t;
 
 static parity_custom_op_t *op_of(const parity_op_t *d)
 {
     return (parity_custom_op_t *)(void *)((char *)d - offsetof(parity_custom_op_t, desc));
 }
 
-const custom_case_t *custom_case_of(const parity_case_t *c) { return &((const desc_priv_t *)c->priv)->cc; }
 
 /* The declared workload a preset (or a shape neighbour derived from one: "base@31x0x0", whose n
  * is the size of nbr_dim) stands for, into *out. 0: none of that name. */
@@ -331,4 +320,28 @@ parity_status_t custom_desc_init(parity_custom_op_t *op, parity_diag_t *diag)
     }
     custom_cause_init(op);
     return PARITY_OK;
+}
+
+/* The public constructors (custom_op.h): the declaration parsed (custom_op.c), then made a
+ * descriptor of the check engine, here above the parts the descriptor calls. */
+static parity_status_t as_engine_op(parity_status_t st, parity_custom_op_t **out, parity_diag_t *diag)
+{
+    if (st == PARITY_OK) st = custom_desc_init(*out, diag);
+    if (st != PARITY_OK) {
+        parity_custom_op_free(*out); /* NULL-safe: the declaration's memory and its plugin handle */
+        *out = NULL;
+    }
+    return st;
+}
+
+parity_status_t parity_custom_op_load(const char *path, const char *name, parity_custom_op_t **out,
+                                      parity_diag_t *diag)
+{
+    return as_engine_op(custom_op_load(path, name, out, diag), out, diag);
+}
+
+parity_status_t parity_custom_op_declare(const parity_abi_op_decl_t *decl, parity_custom_ref_fn ref, void *arg,
+                                         parity_custom_op_t **out, parity_diag_t *diag)
+{
+    return as_engine_op(custom_op_declare(decl, ref, arg, out, diag), out, diag);
 }

@@ -120,10 +120,12 @@ int custom_reference(const custom_case_t *c, int dt, double *const *vals, double
  * one thread, the declared attributes. Its PARITY_KERNEL_* return. */
 int custom_call_reference(const parity_custom_op_t *op, parity_abi_tensor_t *in, parity_abi_tensor_t *ou);
 
-/* custom_power.c: the k terms of output o's declared reduction (a multilinear op), one slice at a
+/* custom_tol.c: the coordinate along dimension dim of element j of a tensor over dims a (row-major;
+ * -1: a does not carry dim); and the k terms of output o's declared reduction (a multilinear op), one slice at a
  * time in C order over the reduced dimensions: fn(ctx, t, out) gets the F64 reference on slice t
  * (every float input carrying a reduced dimension zeroed off the slice), so out[o][e] is term t of
  * element e. Returns 0, or the first non-zero return of the reference or of fn. */
+int64_t custom_coord(const custom_case_t *c, const custom_arg_t *a, int64_t j, int dim);
 int custom_for_each_term(const custom_case_t *c, int o, int (*fn)(void *ctx, int64_t t, double *const *out),
                          void *ctx);
 
@@ -132,20 +134,40 @@ int custom_for_each_term(const custom_case_t *c, int o, int (*fn)(void *ctx, int
  * mutants): the largest err/tol over every output element. */
 parity_status_t custom_desc_init(parity_custom_op_t *op, parity_diag_t *diag);
 double custom_judge_max_q(const custom_case_t *c, const float *const *outputs);
-/* The declared case the engine built (parity_case_t.priv): its custom_case_t. */
+/* custom_op.c: the declaration loaded and parsed, or declared and parsed, without the engine's
+ * descriptor (the public parity_custom_op_load / _declare, custom_engine.c, add it); and the
+ * declared case the engine built (parity_case_t.priv): its custom_case_t. */
+parity_status_t custom_op_load(const char *path, const char *name, parity_custom_op_t **out,
+                               parity_diag_t *diag);
+parity_status_t custom_op_declare(const parity_abi_op_decl_t *decl, parity_custom_ref_fn ref, void *arg,
+                                  parity_custom_op_t **out, parity_diag_t *diag);
 const custom_case_t *custom_case_of(const parity_case_t *c);
+/* What a declared case owns beside the parity_case_t: the declared op's own arrays, and the
+ * diagnosis rows' terms, evaluated once for the six emulations of one output. */
+typedef struct {
+    custom_workload_t wl; /* the sizes the case was built at (a shape neighbour's differ) */
+    custom_case_t cc;
+    int t_out;
+    const int64_t *t_rows;
+    int64_t t_n, t_k;
+    double *terms; /* t_k x (t_n x cols) fp32 terms, term-major */
+} desc_priv_t;
+
 
 /* custom_cause.c: the descriptor's param_* and variants (op.h) from op's parameters and
- * intermediates (called by custom_desc_init and when they change); and the attribute values the
- * reference is called with under the current trial (vals: op->d's, or buf with the trial's
- * parameter set, buf holding d->n_attrs entries). */
+ * intermediates (called by custom_desc_init and when they change). */
 void custom_cause_init(parity_custom_op_t *op);
-/* The tolerance the contract's rounded intermediates add (parity_custom_op_rounded), onto case
+/* custom_trial.c: the attribute values the reference is called with under the current trial
+ * (vals: op->d's, or buf with the trial's parameter set, buf holding d->n_attrs entries); and the
+ * trial the references on this thread run under from now on (NULL: none), returning the previous
+ * one, to be entered again after. */
+const double *custom_trial_attrs(const parity_custom_op_t *op, double *buf);
+parity_custom_trial_t *custom_trial_enter(parity_custom_trial_t *t);
+/* custom_tol.c: the tolerance the contract's rounded intermediates add (parity_custom_op_rounded), onto case
  * c's empirical floors (c->tol): per element, the largest |reference with the intermediate rounded
  * to either neighbour in its format - reference|, summed over the rounded intermediates.
  * PARITY_E_FORMAT when the reference fails or never marks one of them (diag says which). */
 parity_status_t custom_case_rounded_tol(custom_case_t *c, parity_diag_t *diag);
-const double *custom_trial_attrs(const parity_custom_op_t *op, double *buf);
 
 /* custom_baseline.c: the value variant (CV_BL_*) of baseline rule b's inputs. */
 int custom_baseline_variant(int b);

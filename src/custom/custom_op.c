@@ -196,8 +196,9 @@ static parity_status_t parse(parity_custom_op_t *op, parity_diag_t *diag)
     return PARITY_OK;
 }
 
-parity_status_t parity_custom_op_load(const char *path, const char *name, parity_custom_op_t **out,
-                                      parity_diag_t *diag)
+/* custom_impl.h: the declaration loaded and parsed (parity_custom_op_load adds the descriptor). */
+parity_status_t custom_op_load(const char *path, const char *name, parity_custom_op_t **out,
+                               parity_diag_t *diag)
 {
     *out = NULL;
     char full[4200];
@@ -236,7 +237,6 @@ parity_status_t parity_custom_op_load(const char *path, const char *name, parity
         op->d = d;
         st = parse(op, diag);
     }
-    if (!st) st = custom_desc_init(op, diag);
     if (st) {
         free(op);
         dlclose(h);
@@ -246,8 +246,9 @@ parity_status_t parity_custom_op_load(const char *path, const char *name, parity
     return PARITY_OK;
 }
 
-parity_status_t parity_custom_op_declare(const parity_abi_op_decl_t *decl, parity_custom_ref_fn ref, void *arg,
-                                         parity_custom_op_t **out, parity_diag_t *diag)
+/* custom_impl.h: the declaration parsed (parity_custom_op_declare adds the descriptor). */
+parity_status_t custom_op_declare(const parity_abi_op_decl_t *decl, parity_custom_ref_fn ref, void *arg,
+                                  parity_custom_op_t **out, parity_diag_t *diag)
 {
     *out = NULL;
     if (!decl || (!ref && !decl->reference))
@@ -258,7 +259,6 @@ parity_status_t parity_custom_op_declare(const parity_abi_op_decl_t *decl, parit
     op->ref = ref;
     op->ref_arg = arg;
     parity_status_t st = parse(op, diag);
-    if (!st) st = custom_desc_init(op, diag);
     if (st) {
         free(op);
         return st;
@@ -310,6 +310,8 @@ parity_status_t parity_custom_op_given(parity_custom_op_t *op, const char *name,
     snprintf(g->name, sizeof g->name, "%s", name);
     return PARITY_OK;
 }
+
+const custom_case_t *custom_case_of(const parity_case_t *c) { return &((const desc_priv_t *)c->priv)->cc; }
 
 void parity_custom_op_free(parity_custom_op_t *op)
 {

@@ -34,67 +34,6 @@ static int eval32(pw_t *p, double *const *vals, double **out)
     return rc;
 }
 
-/* Coordinate along dimension `dim` of element j of a tensor over dims a (row-major). */
-static int64_t coord(const custom_case_t *c, const custom_arg_t *a, int64_t j, int dim)
-{
-    for (int t = a->ndim - 1; t >= 0; t--) {
-        int64_t s = c->wl->size[a->dim[t]];
-        if (a->dim[t] == dim) return j % s;
-        j /= s;
-    }
-    return -1; /* not carried */
-}
-
-/* custom_impl.h: the terms of output o's declared reduction, slice by slice. */
-int custom_for_each_term(const custom_case_t *c, int o, int (*fn)(void *ctx, int64_t t, double *const *out),
-                         void *ctx)
-{
-    const parity_custom_op_t *op = c->op;
-    int nd = op->n_red[o];
-    int64_t k = 1, pos[PARITY_ABI_MAX_DIMS];
-    for (int d = 0; d < nd; d++) k *= c->wl->size[op->red[o][d]];
-    double *vals[PARITY_CUSTOM_MAX_ARGS] = {0}, *out[PARITY_CUSTOM_MAX_ARGS] = {0};
-    int64_t *crd[PARITY_CUSTOM_MAX_ARGS] = {0}; /* per float input: nd coordinates per element (-1: not carried) */
-    int rc = 0;
-    for (int i = 0; i < op->n_in && !rc; i++) {
-        if (!custom_is_float_role(op->role[i])) continue;
-        vals[i] = malloc((size_t)c->n_in[i] * sizeof(double) + 8);
-        crd[i] = malloc((size_t)c->n_in[i] * (size_t)(nd > 0 ? nd : 1) * sizeof(int64_t) + 8);
-        if (!vals[i] || !crd[i]) rc = PARITY_KERNEL_ERROR;
-        for (int64_t j = 0; !rc && j < c->n_in[i]; j++)
-            for (int d = 0; d < nd; d++) crd[i][j * nd + d] = coord(c, &op->in[i], j, op->red[o][d]);
-    }
-    for (int q = 0; q < op->n_out && !rc; q++)
-        if (!(out[q] = malloc((size_t)c->n_out[q] * sizeof(double) + 8))) rc = PARITY_KERNEL_ERROR;
-    for (int64_t t = 0; t < k && !rc; t++) {
-        int64_t r = t;
-        for (int d = nd - 1; d >= 0; d--) {
-            int64_t s = c->wl->size[op->red[o][d]];
-            pos[d] = r % s;
-            r /= s;
-        }
-        for (int i = 0; i < op->n_in; i++) {
-            if (!vals[i]) continue;
-            for (int64_t j = 0; j < c->n_in[i]; j++) {
-                int keep = 1;
-                for (int d = 0; d < nd && keep; d++) {
-                    int64_t x = crd[i][j * nd + d];
-                    keep = x < 0 || x == pos[d];
-                }
-                vals[i][j] = keep ? c->exact[i][j] : 0.0;
-            }
-        }
-        rc = custom_reference(c, PARITY_DT_F64, vals, out);
-        if (!rc) rc = fn(ctx, t, out);
-    }
-    for (int i = 0; i < PARITY_CUSTOM_MAX_ARGS; i++) {
-        free(vals[i]);
-        free(crd[i]);
-        free(out[i]);
-    }
-    return rc;
-}
-
 /* A sequential accumulator in fmt over output o's reduced dimensions, with fp32 terms: for a
  * multilinear op the reference on one slice of the reduced dimensions (every float input carrying
  * them zeroed elsewhere) is that slice's term, so acc = fmt(acc + fp32(term_t)), t = 0..k-1 in C
@@ -256,7 +195,7 @@ static parity_status_t mutants(pw_t *p, parity_custom_power_row_t *rows, parity_
                     for (int o = 0; o < op->n_out; o++)
                         for (int t = 0; t < op->n_red[o]; t++) {
                             int d = op->red[o][t];
-                            if (coord(c, &op->in[i], j, d) == c->wl->size[d] - 1) x = 0;
+                            if (custom_coord(c, &op->in[i], j, d) == c->wl->size[d] - 1) x = 0;
                         }
                 vals[i][j] = x;
             }

@@ -301,3 +301,112 @@ parity_status_t custom_case_reference(custom_case_t *c, parity_diag_t *diag)
     }
     return need_floor && op->n_rounded > 0 ? custom_case_rounded_tol(c, diag) : PARITY_OK;
 }
+
+/* Coordinate along dimension `dim` of element j of a tensor over dims a (row-major). */
+int64_t custom_coord(const custom_case_t *c, const custom_arg_t *a, int64_t j, int dim)
+{
+    for (int t = a->ndim - 1; t >= 0; t--) {
+        int64_t s = c->wl->size[a->dim[t]];
+        if (a->dim[t] == dim) return j % s;
+        j /= s;
+    }
+    return -1; /* not carried */
+}
+
+/* custom_impl.h: the terms of output o's declared reduction, slice by slice. */
+int custom_for_each_term(const custom_case_t *c, int o, int (*fn)(void *ctx, int64_t t, double *const *out),
+                         void *ctx)
+{
+    const parity_custom_op_t *op = c->op;
+    int nd = op->n_red[o];
+    int64_t k = 1, pos[PARITY_ABI_MAX_DIMS];
+    for (int d = 0; d < nd; d++) k *= c->wl->size[op->red[o][d]];
+    double *vals[PARITY_CUSTOM_MAX_ARGS] = {0}, *out[PARITY_CUSTOM_MAX_ARGS] = {0};
+    int64_t *crd[PARITY_CUSTOM_MAX_ARGS] = {0}; /* per float input: nd coordinates per element (-1: not carried) */
+    int rc = 0;
+    for (int i = 0; i < op->n_in && !rc; i++) {
+        if (!custom_is_float_role(op->role[i])) continue;
+        vals[i] = malloc((size_t)c->n_in[i] * sizeof(double) + 8);
+        crd[i] = malloc((size_t)c->n_in[i] * (size_t)(nd > 0 ? nd : 1) * sizeof(int64_t) + 8);
+        if (!vals[i] || !crd[i]) rc = PARITY_KERNEL_ERROR;
+        for (int64_t j = 0; !rc && j < c->n_in[i]; j++)
+            for (int d = 0; d < nd; d++) crd[i][j * nd + d] = custom_coord(c, &op->in[i], j, op->red[o][d]);
+    }
+    for (int q = 0; q < op->n_out && !rc; q++)
+        if (!(out[q] = malloc((size_t)c->n_out[q] * sizeof(double) + 8))) rc = PARITY_KERNEL_ERROR;
+    for (int64_t t = 0; t < k && !rc; t++) {
+        int64_t r = t;
+        for (int d = nd - 1; d >= 0; d--) {
+            int64_t s = c->wl->size[op->red[o][d]];
+            pos[d] = r % s;
+            r /= s;
+        }
+        for (int i = 0; i < op->n_in; i++) {
+            if (!vals[i]) continue;
+            for (int64_t j = 0; j < c->n_in[i]; j++) {
+                int keep = 1;
+                for (int d = 0; d < nd && keep; d++) {
+                    int64_t x = crd[i][j * nd + d];
+                    keep = x < 0 || x == pos[d];
+                }
+                vals[i][j] = keep ? c->exact[i][j] : 0.0;
+            }
+        }
+        rc = custom_reference(c, PARITY_DT_F64, vals, out);
+        if (!rc) rc = fn(ctx, t, out);
+    }
+    for (int i = 0; i < PARITY_CUSTOM_MAX_ARGS; i++) {
+        free(vals[i]);
+        free(crd[i]);
+        free(out[i]);
+    }
+    return rc;
+}
+
+/* custom_impl.h: the tolerance the contract's rounded intermediates add. */
+parity_status_t custom_case_rounded_tol(custom_case_t *c, parity_diag_t *diag)
+{
+    const parity_custom_op_t *op = c->op;
+    double *outs[PARITY_CUSTOM_MAX_ARGS] = {0};
+    parity_status_t st = PARITY_OK;
+    for (int o = 0; o < op->n_out && !st; o++)
+        if (!(outs[o] = malloc((size_t)(c->n_out[o] ? c->n_out[o] : 1) * sizeof(double)))) st = PARITY_E_NOMEM;
+    for (int v = 0; v < op->n_rounded && !st; v++) {
+        /* dev: per element, the larger deviation of the reference with the intermediate rounded to
+         * the neighbour below or above (the kernel's own value of it, a few fp32 roundings off the
+         * exact one, rounds to one of the two) */
+        double *dev[PARITY_CUSTOM_MAX_ARGS] = {0};
+        for (int o = 0; o < op->n_out && !st; o++)
+            if (c->tol[o] && !(dev[o] = calloc((size_t)(c->n_out[o] ? c->n_out[o] : 1), sizeof(double))))
+                st = PARITY_E_NOMEM;
+        for (int dir = -1; dir <= 1 && !st; dir += 2) {
+            parity_custom_trial_t t = {NULL, 0, op->rounded_name[v], op->rounded_fmt[v], dir, 0};
+            parity_custom_trial_t *prev = custom_trial_enter(&t);
+            int rc = custom_reference(c, PARITY_DT_F64, NULL, outs);
+            custom_trial_enter(prev);
+            if (rc) {
+                st = parity_diag_set(diag, PARITY_E_FORMAT, "op %s, workload %s: the reference returned %d with the "
+                                     "intermediate %s rounded to %s", op->d->name, c->wl->name, rc,
+                                     op->rounded_name[v], op->rounded_fmt[v]);
+                break;
+            }
+            if (!t.used) {
+                st = parity_diag_set(diag, PARITY_E_FORMAT, "op %s, workload %s: the reference never marks the "
+                                     "intermediate %s that the contract allows rounded", op->d->name, c->wl->name,
+                                     op->rounded_name[v]);
+                break;
+            }
+            for (int o = 0; o < op->n_out; o++)
+                for (int64_t j = 0; dev[o] && j < c->n_out[o]; j++) {
+                    double e = fabs(outs[o][j] - c->ref[o][j]);
+                    if (isfinite(e) && e > dev[o][j]) dev[o][j] = e; /* an overflow widens nothing */
+                }
+        }
+        for (int o = 0; o < op->n_out; o++) {
+            for (int64_t j = 0; !st && dev[o] && j < c->n_out[o]; j++) c->tol[o][j] += dev[o][j];
+            free(dev[o]);
+        }
+    }
+    for (int o = 0; o < PARITY_CUSTOM_MAX_ARGS; o++) free(outs[o]);
+    return st;
+}
