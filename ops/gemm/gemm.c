@@ -28,12 +28,10 @@
 /* ---- workloads ------------------------------------------------------------------------------
  * Shape: the workload's N, D, V are the GEMM's M, K, N (rows of A = tokens in a forward
  * projection, the reduction length, output columns), so `--workload llm-fwd@MxKxN`.
- * Field use (the workload struct is shared with the embedding family):
- *   x_vals, x_scale, outliers, outlier_factor   A (M,K): N(0,1)·x_scale, U[0,1)·x_scale, or with
- *                     `outliers` seed-chosen K columns (activation channels) times outlier_factor
- *   dy_vals, dy_scale B (K,N): N(0,1)·dy_scale (weights), U[0,1)·dy_scale, or gradient scale:
- *                     per row of B (per token, in dW = Xᵀ·dY) a magnitude 10^U(-6,-3)
- *   ids, zipf_s, gamma unused */
+ * Parameters (gemm_params_t, gemm.h): A (M,K) takes the value scheme `a`, N(0,1) or U[0,1) times
+ * its scale, with `outliers` seed-chosen K columns (activation channels) times outlier_factor;
+ * B (K,N) takes `b`: N(0,1) (weights), U[0,1), or gradient scale: per row of B (per token, in
+ * dW = Xᵀ·dY) a magnitude 10^U(-6,-3). */
 
 /* Precision (bits) of a float input dtype: with 2p <= 24 a product of two inputs is exact in
  * fp32, otherwise a faithful kernel rounds it once. */
@@ -394,14 +392,6 @@ static parity_status_t bwd_terms_ref(const parity_case_t *c, int out, int64_t fr
 
 /* ---- presets -------------------------------------------------------------------------------- */
 
-#define NORMAL PARITY_VALS_NORMAL
-#define GRAD PARITY_VALS_GRADSCALE
-#define OUTL PARITY_VALS_OUTLIER
-#define U01 PARITY_VALS_UNIFORM01
-#define IDS PARITY_IDS_UNIFORM
-#define G1 PARITY_GAMMA_ONES
-/* name, summary, M, K, N, ids (unused), zipf_s (unused), B values, B scale, A values, A scale,
- * gamma (unused), outlier channels of A, their factor, production */
 const parity_workload_family_t gemm_family = {
     "gemm", sizeof(gemm_params_t), 4,
     {PARITY_WL_FIELD(gemm_params_t, a, PARITY_WL_VALS, "A (M,K)"),
@@ -557,9 +547,9 @@ const parity_op_t parity_op_gemm = {
 };
 
 /* gemm_bwd presets. Shape letters: N tokens = M, D = K in-features, V = N out-features; dW's
- * reduction runs over the N tokens, dX's over the V out-features. X takes x_vals (outlier
- * channels are K columns, i.e. input features), dY takes dy_vals (gradient scale per token);
- * W is 0.02·N(0,1). */
+ * reduction runs over the N tokens, dX's over the V out-features. X takes the value scheme `x`
+ * (outlier channels are K columns, i.e. input features), dY takes `dy` (gradient scale per
+ * token); W is 0.02·N(0,1). */
 #define F(member, type, what) PARITY_WL_FIELD(gemm_bwd_params_t, member, type, what)
 const parity_workload_family_t gemm_bwd_family = {
     "gemm_bwd", sizeof(gemm_bwd_params_t), 4,
