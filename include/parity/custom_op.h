@@ -172,7 +172,9 @@ void parity_custom_opts_default(parity_custom_opts_t *o);
 
 /* The empirical floor for one output viewed as rows x cols (docs/custom-ops.md):
  * ref the fp64 reference, got the contract (fp32) evaluation, k the declared reduction length
- * (0: none), tol[rows*cols] written. Exposed for tests. Returns the factor F used. */
+ * (0: none), tol[rows*cols] written. Exposed for tests. Returns the largest factor, 2 sqrt(k) (2
+ * without a reduction); the sqrt(k) lift is capped per element at the error model's k-term
+ * accumulation term (docs/custom-ops.md). */
 double parity_custom_floor(const double *ref, const double *got, int64_t rows, int64_t cols,
                            int64_t k, double *tol);
 

@@ -222,7 +222,9 @@ void custom_model_text(const parity_custom_op_t *op, const custom_workload_t *wl
     if (op->multilinear && op->n_red[o] > 0)
         snprintf(buf, cap, "error-model k=%lld m_up=%d", (long long)k, m_up_of(op, dtype));
     else
-        snprintf(buf, cap, "empirical-floor F=%.3g", FORMULA_FACTOR * (op->n_red[o] > 0 ? sqrt((double)k) : 1.0));
+        /* a declared reduction's sqrt(k) lift is capped per element (parity_custom_floor) */
+        snprintf(buf, cap, op->n_red[o] > 0 ? "empirical-floor F=%.3g lift<=%.3g" : "empirical-floor F=%.3g",
+                 FORMULA_FACTOR, sqrt((double)k));
 }
 
 parity_status_t custom_case_reference(custom_case_t *c, parity_diag_t *diag)
