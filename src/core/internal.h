@@ -76,6 +76,12 @@ static inline uint64_t parity_rng_u64_inline(parity_rng_t *rng)
     return result;
 }
 
+/* n normals times scale into o by the ziggurat method (rng.c: Marsaglia and Tsang, exact up to
+ * its tables' rounding; one 64-bit draw and no libm call for 98.5% of the values, where
+ * parity_rng_normal's Box-Muller takes a log and a cos each): the built-in workloads' values
+ * (src/op/workload.c) and the declared ops' (src/custom/custom_op.c). */
+void parity_rng_normals(parity_rng_t *rng, double *o, int64_t n, double scale);
+
 /* Uniform double in [0, 1) with 53 random bits (exact: an integer below 2^53 times 2^-53). */
 static inline double parity_rng_uniform_inline(parity_rng_t *rng)
 {

@@ -387,18 +387,22 @@ static void values(const custom_case_t *c, int i, parity_rng_t *rng, double *a, 
         }
         return;
     }
-    if (var >= CV_BL_RANDN) { /* a baseline verifier's scheme: the float roles are not its concern */
-        for (int64_t j = 0; j < n; j++) {
-            if (role == PARITY_ROLE_MASK) a[j] = parity_rng_uniform(rng) < 0.9; /* a mask stays a mask */
-            else if (var == CV_BL_RAND01) a[j] = parity_rng_uniform(rng);      /* torch.rand */
-            else if (var == CV_BL_INT) a[j] = (double)parity_rng_below(rng, 9) - 4.0; /* CK's integers */
-            else if (var == CV_BL_SOL && role == PARITY_ROLE_NORM_WEIGHT) a[j] = 1.0; /* SOL: gamma = 1 */
-            else a[j] = parity_rng_normal(rng);                                   /* torch.randn */
-        }
+    if (role == PARITY_ROLE_MASK) { /* a mask stays a mask, under every scheme */
+        for (int64_t j = 0; j < n; j++) a[j] = parity_rng_uniform(rng) < 0.9;
+        if (var >= CV_BL_RANDN) return;
+    } else if (var >= CV_BL_RANDN) { /* a baseline verifier's scheme: the float roles are not its concern */
+        if (var == CV_BL_RAND01) /* torch.rand */
+            for (int64_t j = 0; j < n; j++) a[j] = parity_rng_uniform(rng);
+        else if (var == CV_BL_INT) /* CK's integers */
+            for (int64_t j = 0; j < n; j++) a[j] = (double)parity_rng_below(rng, 9) - 4.0;
+        else if (var == CV_BL_SOL && role == PARITY_ROLE_NORM_WEIGHT) /* SOL: gamma = 1 */
+            for (int64_t j = 0; j < n; j++) a[j] = 1.0;
+        else /* torch.randn */
+            parity_rng_normals(rng, a, n, 1.0);
         return;
+    } else {
+        parity_rng_normals(rng, a, n, 1.0); /* the ziggurat (src/core/rng.c), in bulk */
     }
-    for (int64_t j = 0; j < n; j++)
-        a[j] = role == PARITY_ROLE_MASK ? (parity_rng_uniform(rng) < 0.9) : parity_rng_normal(rng);
     if (role == PARITY_ROLE_GRADIENT)
         for (int64_t r = 0; r < rows; r++) {
             double g = pow(10.0, -6.0 + 3.0 * parity_rng_uniform(rng)); /* parity's gradient scale */

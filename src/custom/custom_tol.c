@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/core/parallel.h"
 #include "src/custom/custom_impl.h"
 #include "parity/verify.h"
 
@@ -90,6 +91,73 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The floor's passes over rows (or, for the column sums, over columns), on every core for large
+ * outputs: every element's arithmetic and every sum's order are those of one loop over the rows,
+ * so the tolerances are the same bits for any thread count. */
+typedef struct {
+    const double *ref, *got;
+    int64_t rows, cols;
+    double *sig, *rho, *col, *tol;
+    double lam, lam_k, red;
+} floor_ctx_t;
+
+static inline double dmax(double a, double b) { return a > b ? a : b; } /* no NaN reaches these */
+static inline double dmin(double a, double b) { return a < b ? a : b; }
+static inline double floor_err(const floor_ctx_t *f, int64_t j) /* infinities: judged by sign */
+{
+    double e = f->got[j] - f->ref[j];
+    return isfinite(e) ? fabs(e) : 0.0;
+}
+static inline double floor_ref(const floor_ctx_t *f, int64_t j) { return isfinite(f->ref[j]) ? f->ref[j] : 0.0; }
+
+static void floor_rows(void *p, int64_t r0, int64_t r1, int thread)
+{
+    (void)thread;
+    floor_ctx_t *f = p;
+    for (int64_t r = r0; r < r1; r++) {
+        double se = 0, sr = 0;
+        for (int64_t j = r * f->cols; j < (r + 1) * f->cols; j++) {
+            double e = floor_err(f, j), x = floor_ref(f, j);
+            se += e * e;
+            sr += x * x;
+        }
+        f->sig[r] = sqrt(se / (double)f->cols);
+        f->rho[r] = sqrt(sr / (double)f->cols);
+    }
+}
+
+static void floor_cols(void *p, int64_t c0, int64_t c1, int thread)
+{
+    (void)thread;
+    floor_ctx_t *f = p;
+    for (int64_t r = 0; r < f->rows; r++) {
+        if (!(f->rho[r] > 0)) continue;
+        for (int64_t j = c0; j < c1; j++) {
+            double q = floor_err(f, r * f->cols + j) / f->rho[r];
+            f->col[j] += q * q;
+        }
+    }
+    for (int64_t j = c0; j < c1; j++) f->col[j] = sqrt(f->col[j] / (double)f->rows);
+}
+
+static void floor_tol(void *p, int64_t r0, int64_t r1, int thread)
+{
+    (void)thread;
+    floor_ctx_t *f = p;
+    for (int64_t r = r0; r < r1; r++) {
+        double rho = f->rho[r], sig = f->sig[r];
+        for (int64_t j = 0; j < f->cols; j++) {
+            int64_t i = r * f->cols + j;
+            double e = floor_err(f, i), x = floor_ref(f, i);
+            double s = dmax(sig, f->col[j] * rho);
+            double scale = rho > 0 ? dmax(1.0, fabs(x) / rho) : 1.0;
+            double base = f->lam * s * scale, seq = f->lam_k * f->red * U32 * rho * scale;
+            double lifted = dmin(f->red * base, dmax(base, seq));
+            f->tol[i] = FORMULA_FACTOR * dmax(lifted, 2.0 * e) + MIN_ROUNDINGS * U32 * fabs(x) + TINY32;
+        }
+    }
+}
+
 double parity_custom_floor(const double *ref, const double *got, int64_t rows, int64_t cols, int64_t k,
                            double *tol)
 {
@@ -111,47 +179,26 @@ double parity_custom_floor(const double *ref, const double *got, int64_t rows, i
         for (int64_t j = 0; j < M; j++) tol[j] = 0;
         goto done;
     }
-#define E(j) (isfinite(got[j] - ref[j]) ? fabs(got[j] - ref[j]) : 0.0) /* infinities: judged by sign */
-#define R(j) (isfinite(ref[j]) ? ref[j] : 0.0)
+    floor_ctx_t f = {ref, got, rows, cols, sig, rho, col, tol, 0, 0, red};
+    /* one thread below 2^16 elements: starting the others costs more than they save */
+    int nt = M < (1 << 16) ? 1 : 0;
+    parity_parallel_for(rows, nt, floor_rows, &f);
     int nlive = 0;
-    for (int64_t r = 0; r < rows; r++) {
-        double se = 0, sr = 0;
-        for (int64_t j = r * cols; j < (r + 1) * cols; j++) {
-            se += E(j) * E(j);
-            sr += R(j) * R(j);
-        }
-        sig[r] = sqrt(se / (double)cols);
-        rho[r] = sqrt(sr / (double)cols);
+    for (int64_t r = 0; r < rows; r++)
         if (rho[r] > 0) rel[nlive++] = sig[r] / rho[r];
-    }
     /* A lucky row (its fp32 evaluation nearly exact) is raised to the median row's sigma/rho:
      * another faithful order is not as lucky (docs/custom-ops.md). */
     if (nlive > 0) {
         qsort(rel, (size_t)nlive, sizeof *rel, cmp_double);
         double med = nlive % 2 ? rel[nlive / 2] : 0.5 * (rel[nlive / 2 - 1] + rel[nlive / 2]);
-        for (int64_t r = 0; r < rows; r++) sig[r] = fmax(sig[r], med * rho[r]);
+        for (int64_t r = 0; r < rows; r++) sig[r] = dmax(sig[r], med * rho[r]);
     }
     /* Error scales vary by column (outlier channels, rotary frequencies). */
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t j = 0; rho[r] > 0 && j < cols; j++) {
-            double q = E(r * cols + j) / rho[r];
-            col[j] += q * q;
-        }
-    for (int64_t j = 0; j < cols; j++) col[j] = sqrt(col[j] / (double)rows);
-    double lam = sqrt(2.0 * log(2.0 * (double)(M > 1 ? M : 1) / ALPHA));
+    parity_parallel_for(cols, cols < 64 ? 1 : nt, floor_cols, &f);
+    f.lam = sqrt(2.0 * log(2.0 * (double)(M > 1 ? M : 1) / ALPHA));
     /* the error model's lambda for n = k terms per element (verify.c's union bound) */
-    double lam_k = sqrt(2.0 * log(2.0 * (double)(k > 1 ? k : 1) * (double)(M > 1 ? M : 1) / ALPHA));
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t j = 0; j < cols; j++) {
-            int64_t i = r * cols + j;
-            double s = fmax(sig[r], col[j] * rho[r]);
-            double scale = rho[r] > 0 ? fmax(1.0, fabs(R(i)) / rho[r]) : 1.0;
-            double base = lam * s * scale, seq = lam_k * red * U32 * rho[r] * scale;
-            double lifted = fmin(red * base, fmax(base, seq));
-            tol[i] = FORMULA_FACTOR * fmax(lifted, 2.0 * E(i)) + MIN_ROUNDINGS * U32 * fabs(R(i)) + TINY32;
-        }
-#undef E
-#undef R
+    f.lam_k = sqrt(2.0 * log(2.0 * (double)(k > 1 ? k : 1) * (double)(M > 1 ? M : 1) / ALPHA));
+    parity_parallel_for(rows, nt, floor_tol, &f);
 done:
     free(sig);
     free(rho);
