@@ -20,7 +20,7 @@ import numpy as np
 from ._custom import _is_float
 from ._custom_cause import active, params_of, trial_of
 from ._errors import ProblemError
-from ._lib import DTYPE_CODE, ROLES, b, errbuf, lib
+from ._lib import DTYPE_CODE, ROLES, USER_CODE, b, errbuf, lib
 
 if TYPE_CHECKING:
     from ._custom import Op
@@ -109,7 +109,8 @@ class Decl:
         classifier's (_custom_cause.trial_of), used[0] set when the reference marked the
         intermediate it rounds."""
         try:
-            return self._evaluate(dtype, shapes, ins, outs, trial, used)
+            with USER_CODE:  # never beside the candidate (_lib.py)
+                return self._evaluate(dtype, shapes, ins, outs, trial, used)
         except BaseException as e:  # noqa: B902 -- any failure of user code is reported, not raised through C
             self.error = e
             return REF_ERROR
@@ -123,6 +124,9 @@ class Decl:
             attrs = dict(attrs)
             attrs[str(t["param"])] = float(t["value"])
         fdt = np.float64 if dtype == _F64 else np.float32
+        # the reference gets copies of the C buffers (it may edit its inputs in place), unless it
+        # says it copies them itself (a benchmark problem's, _problem_core.py)
+        borrow = bool(getattr(op.reference, "_parity_borrows_inputs", False))
         arrays: Dict[str, Any] = {}
         off = 0
         for i, (k, x) in enumerate(op.inputs.items()):
@@ -130,7 +134,8 @@ class Decl:
             off += len(x.shape)
             dt = fdt if x.is_float else np.int64
             n = int(np.prod(shape, dtype=np.int64))
-            arrays[k] = _view(ins[i], n, dt).reshape(shape).copy()
+            a = _view(ins[i], n, dt).reshape(shape)
+            arrays[k] = a if borrow else a.copy()
         with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"), active(t) as run:
             res = op.reference(**arrays, **attrs)
         if run.used and used:

@@ -12,6 +12,7 @@ import glob
 import itertools
 import json
 import os
+import threading
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -149,3 +150,11 @@ def version() -> str:
         return "0+unknown"
     v = lib.parity_py_version()
     return v.decode() if isinstance(v, bytes) else "0+unknown"
+
+
+# User code (a candidate function, a declared op's reference) runs under this lock: parity.check
+# builds the next workload's case in a background thread while the current one runs (_check.py
+# _Ahead), and the lock keeps a reference called back from that build from running beside the
+# candidate (a reference may set process-wide state, such as the oracle's default dtype, or share
+# a library's buffers with the candidate). Only parity's own C work overlaps user code.
+USER_CODE = threading.RLock()

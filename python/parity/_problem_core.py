@@ -10,6 +10,7 @@ import numpy as np
 
 from ._custom import Input, Op
 from ._errors import ProblemError
+from ._lib import USER_CODE
 from ._problem_oracle import CONTRACTS, _FLOAT_NAMES, _outputs_list, _Run, _tdtype, _to_numpy, _torch
 
 # -- the problem -------------------------------------------------------------------------------------
@@ -78,6 +79,11 @@ class Problem:
             f64 = bool(fl) and fl[0] == np.float64
             mode = "f64" if f64 else ("f32" if contract == "math" else "native-unrounded")
             args = self._torch_args(kw, mode)
+            for k, t in args.items():  # the C engine's buffers come uncopied (_parity_borrows_inputs)
+                src = kw.get(k)
+                if isinstance(src, np.ndarray) and hasattr(t, "data_ptr") and src.size and \
+                        t.data_ptr() == src.__array_interface__["data"][0]:
+                    args[k] = t.clone()  # a reference editing its inputs in place edits its own copy
             try:
                 outs = self._run_reference(mode, args)
                 if mode == "native-unrounded" and self.reference is not None:
@@ -97,6 +103,9 @@ class Problem:
             want = np.float64 if f64 else np.float32
             return tuple(_to_numpy(outs[i], want) for i in idx)
         reference.__name__ = "%s_reference_%s" % (self.name, contract)
+        # _declared.py: the C engine's input buffers may be passed without a copy, since the
+        # tensors made of them above are new ones (a dtype conversion, else the clone)
+        reference._parity_borrows_inputs = True  # type: ignore[attr-defined]
         return reference
 
     def _is_float(self, k: str) -> bool:
@@ -144,10 +153,11 @@ class Problem:
         """The reference in its own dtypes on the inputs a kernel gets (torch tensors): a native
         run the reference contract's evaluation made on exactly these inputs, else run now."""
         args = self._torch_args(kw, "native")
-        for seen, outs in reversed(self._native_seen):
+        for seen, outs in reversed(list(self._native_seen)):  # a copy: a case build may append meanwhile
             if _same_args(seen, args):
                 return list(outs)
-        return self._run_reference("native", args)
+        with USER_CODE:  # the reference is user code: never beside the candidate (_lib.py)
+            return self._run_reference("native", args)
 
     def _build_op(self, contract: str, draw: bool = False) -> Optional[Op]:
         """The declared op of the float outputs (None when there is none). draw: for a problem

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ._problem_core import Problem
 from ._problem_ints import combine, judge_ints
-from ._problem_rules import apply_rule, judged_calls, rule_text
+from ._problem_rules import apply_rule, judged_calls, rule_rows, rule_text
 from ._problem_solutions import Unsupported, _Recorder, load_solution, own_workloads
 
 
@@ -120,9 +120,30 @@ def judge(problem: Problem, solution: Optional[str] = None, *, contract: Optiona
             problem.notes = problem.notes + notes
             wl = problem.draw_op.workload_names(None) + dicts  # type: ignore[union-attr]
     report = None
+    early: Dict[int, Any] = {}
+    pool = None
     if problem.op is not None:
-        report = parity.check(problem.op, rec, workloads=wl, seed=seed, dtype=problem.dtype, like="torch",
-                              progress=rec.progress)
+        if not problem.int_outputs:
+            # The benchmark's rule on each workload's judged call, in a thread of its own as soon as
+            # the check moves on to the next workload (it is parity's code on copies the recorder
+            # keeps: it runs beside the candidate, and the rule costs nothing at the end).
+            from concurrent.futures import ThreadPoolExecutor
+            pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="parity-rule")
+
+            def done(i: int) -> None:
+                kept = rec.judged(i)
+                if kept is not None:
+                    early[i] = pool.submit(rule_rows, problem, kept[0], kept[1])
+            rec.on_done = done
+        try:
+            report = parity.check(problem.op, rec, workloads=wl, seed=seed, dtype=problem.dtype, like="torch",
+                                  progress=rec.progress)
+            if pool is not None:
+                done(rec.group)  # the last workload's
+        finally:
+            rec.on_done = None
+            if pool is not None and report is None:
+                pool.shutdown(wait=True)
         names = [w.name for w in report.workloads]
     else:  # integer outputs only (argmax): parity's workloads drawn, each judged call made here
         assert problem.draw_op is not None
@@ -132,7 +153,11 @@ def judge(problem: Problem, solution: Optional[str] = None, *, contract: Optiona
     if problem.int_outputs:
         calls += _own_inputs_calls(problem, call)
         ints = judge_ints(problem, calls)
-    rule = apply_rule(problem, call, names, seed, given, rec, calls=calls)
+    try:
+        rule = apply_rule(problem, call, names, seed, given, rec, calls=calls, early=early)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True)
     j = Judgement(problem, report, rule, label, seconds=time.perf_counter() - t0, ints=ints)
     j.reproduce = _reproduce(problem, solution, seed, quick and workloads is None)
     return j

@@ -134,21 +134,34 @@ def judged_calls(problem: Problem, call: Callable[[Dict[str, Any]], List[Any]], 
     return out
 
 
+def rule_rows(problem: Problem, args: Dict[str, Any], outs: List[Any]) -> List[Dict[str, Any]]:
+    """The rule on one judged call, one row per output: the solution's outputs against the
+    reference run natively on the same inputs (parity's own code: safe beside the candidate)."""
+    refs = problem.native(args)
+    rows = []
+    for o, x, y in zip(problem.outputs, outs, refs):
+        ok, det = rule_check(problem.rule, x, y)
+        rows.append({"output": o, "shape": list(_t32(y).shape), "pass": ok, "detail": det})
+    return rows
+
+
 def apply_rule(problem: Problem, call: Callable[[Dict[str, Any]], List[Any]], workloads: Sequence[str],
                seed: int, given: Optional[Dict[str, Dict[str, Any]]] = None,
-               rec: Optional[_Recorder] = None, calls: Optional[List[Call]] = None) -> Dict[str, Any]:
+               rec: Optional[_Recorder] = None, calls: Optional[List[Call]] = None,
+               early: Optional[Dict[int, Any]] = None) -> Dict[str, Any]:
     """The benchmark's rule on the inputs parity judged, the solution's outputs against the
-    reference run natively on them (judged_calls; `calls` when the caller has them already)."""
+    reference run natively on them (judged_calls; `calls` when the caller has them already;
+    early: futures of rule_rows already under way for the i-th call, started while the check
+    went on, used where that call is the one judged_calls took)."""
     if calls is None:
         calls = judged_calls(problem, call, workloads, seed, given, rec)
     results = []
-    for w, args, outs, err in calls:
+    for i, (w, args, outs, err) in enumerate(calls):
         if outs is None or args is None:
             results.append({"workload": w, "output": "", "pass": False, "detail": err})
             continue
-        refs = problem.native(args)
-        for o, x, y in zip(problem.outputs, outs, refs):
-            ok, det = rule_check(problem.rule, x, y)
-            results.append({"workload": w, "output": o, "shape": list(_t32(y).shape), "pass": ok, "detail": det})
+        kept = rec.judged(i) if rec is not None and early and i in early else None
+        rows = early[i].result() if early and kept is not None and kept[0] is args else rule_rows(problem, args, outs)
+        results.extend({"workload": w, **r} for r in rows)
     verdict = "pass" if results and all(r["pass"] for r in results) else ("fail" if results else "not-run")
     return {"name": problem.rule["name"], "verdict": verdict, "rule": rule_text(problem.rule), "calls": results}

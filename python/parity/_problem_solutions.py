@@ -40,6 +40,8 @@ class _Recorder:
         self.__doc__ = label
         self.group = -1
         self.last: Dict[int, Tuple[Dict[str, Any], List[Any], bool, int]] = {}
+        # called with i when the check moves on from the i-th workload (its calls are all made)
+        self.on_done: Optional[Callable[[int], None]] = None
         # parity.check judges the declared op's outputs, the float ones; the integer ones are
         # kept (self.last) for the exact judgement after it
         self._floats = [i for i, o in enumerate(problem.outputs) if o in problem.float_outputs]
@@ -47,7 +49,9 @@ class _Recorder:
     def progress(self, msg: str) -> None:
         m = re.match(r"\s*\[(\d+)/\d+\]", msg)
         if m:
-            self.group = int(m.group(1)) - 1
+            done, self.group = self.group, int(m.group(1)) - 1
+            if self.on_done is not None and 0 <= done != self.group:
+                self.on_done(done)
 
     def __call__(self, **kw: Any) -> Any:
         torch = _torch()

@@ -82,7 +82,6 @@ typedef struct {
     double *exact[PARITY_CUSTOM_MAX_ARGS];  /* float inputs: the stored values, exactly */
     int64_t *ids[PARITY_CUSTOM_MAX_ARGS];   /* token-id inputs */
     void *store[PARITY_CUSTOM_MAX_ARGS];    /* float inputs in dtype */
-    void *decoy[PARITY_CUSTOM_MAX_ARGS];    /* float inputs x -2 in dtype (exact) */
     double *ref[PARITY_CUSTOM_MAX_ARGS];
     double *tol[PARITY_CUSTOM_MAX_ARGS];    /* the empirical floor of the outputs without a
                                                multilinear reduction; NULL elsewhere */
@@ -99,7 +98,7 @@ int64_t custom_numel(const parity_custom_op_t *op, const custom_arg_t *a, const 
 void custom_tensor(const parity_custom_op_t *op, const custom_arg_t *a, const int64_t *size, void *data,
                    int dtype, parity_abi_tensor_t *t);
 
-/* custom_op.c: inputs of a workload (exact, ids, storage, decoy). */
+/* custom_op.c: inputs of a workload (exact, ids, storage). */
 parity_status_t custom_case_inputs(custom_case_t *c, uint64_t seed, parity_diag_t *diag);
 void custom_case_free(custom_case_t *c);
 double custom_decode(int dtype, const void *data, int64_t i);
