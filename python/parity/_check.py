@@ -172,7 +172,7 @@ class _Ahead:
     def case(self, w: int) -> _case.Case:
         if self.pending is not None and self.pending[0] == w:
             fut, self.pending = self.pending[1], None
-            c = fut.result()  # the build's exception, raised here
+            c: _case.Case = fut.result()  # the build's exception, raised here
         else:
             c = self._build(w)
         if self.ok and w + 1 < len(self.names) and not c.production:
