@@ -17,11 +17,11 @@ Timed, best of --reps, in one process:
   solution run once, SOL-ExecBench's rule (|x-y| <= atol + rtol|y| on >= 99% after fp32 casts,
   NaN/Inf and all-zero checks).
 
-Printed: wall and process CPU seconds of each (best of --reps) and the ratios parity / benchmark
-check. Like `parity problem`, the script first lets glibc keep freed memory
+Printed: wall and process CPU seconds of each (best of --reps, the three taking turns within each
+repetition) and the ratios parity / benchmark check. Like `parity problem`, the script first lets glibc keep freed memory
 (problems.keep_freed_memory; --no-keep-heap leaves malloc as it is), for all three alike.
 usage: PYTHONPATH=python PARITY_PY_LIB=build/python/libparity_python.so \\
-       python3 bench/bench_problem.py [PATH --solution FILE] [--rows 512] [--reps 3] [--contract C]"""
+       python3 bench/bench_problem.py [PATH --solution FILE] [--rows 512] [--reps 7] [--contract C]"""
 import argparse
 import json
 import os
@@ -74,17 +74,19 @@ def write_default(root, rows):
     return d, sol
 
 
-def best(reps, fn):
-    """(wall seconds, process CPU seconds), each the best of reps (CPU time is steadier than wall
-    time on a shared machine; both are printed)."""
-    t = c = None
+def best(reps, fns):
+    """Per function, (wall seconds, process CPU seconds), each the best of reps. The functions
+    take turns within each repetition, so that a slow spell of a shared machine falls on all of
+    them alike rather than on whichever ran then."""
+    out = [[None, None] for _ in fns]
     for _ in range(reps):
-        t0, c0 = time.perf_counter(), time.process_time()
-        fn()
-        dt, dc = time.perf_counter() - t0, time.process_time() - c0
-        t = dt if t is None else min(t, dt)
-        c = dc if c is None else min(c, dc)
-    return t, c
+        for i, fn in enumerate(fns):
+            t0, c0 = time.perf_counter(), time.process_time()
+            fn()
+            dt, dc = time.perf_counter() - t0, time.process_time() - c0
+            out[i][0] = dt if out[i][0] is None else min(out[i][0], dt)
+            out[i][1] = dc if out[i][1] is None else min(out[i][1], dc)
+    return [tuple(x) for x in out]
 
 
 def benchmark_check(p, call, sizes_list):
@@ -112,7 +114,7 @@ def main():
     ap.add_argument("path", nargs="?")
     ap.add_argument("--solution")
     ap.add_argument("--rows", type=int, default=512)
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--contract", default="reference")
     ap.add_argument("--no-keep-heap", action="store_true",
                     help="leave glibc's malloc as it is (parity problem keeps freed memory: problems.keep_freed_memory)")
@@ -133,10 +135,11 @@ def main():
     j = problems.judge(p, sol, quick=True)
     print("parity verdict: %s (worst err/tol %.3g); benchmark rule: %s" % (
         j.verdict, max(w.err_over_tol for w in j.report.workloads), j.rule["verdict"]))
-    t_bench = best(a.reps, lambda: benchmark_check(p, call, sizes_list))
-    t_check = best(a.reps, lambda: __import__("parity").check(
-        p.op, problems._Recorder(p, call, label), workloads="quick", dtype=p.dtype, like="torch"))
-    t_judge = best(a.reps, lambda: problems.judge(p, sol, quick=True))
+    t_bench, t_check, t_judge = best(a.reps, [
+        lambda: benchmark_check(p, call, sizes_list),
+        lambda: __import__("parity").check(p.op, problems._Recorder(p, call, label), workloads="quick",
+                                           dtype=p.dtype, like="torch"),
+        lambda: problems.judge(p, sol, quick=True)])
     print("                                       wall s   ratio    CPU s   ratio   (malloc keeps freed memory: %s)"
           % ("no" if a.no_keep_heap else "yes"))
     for what, t in (("benchmark's own check (same shapes)", t_bench), ("parity.check (judging alone)", t_check),

@@ -121,7 +121,9 @@ class Case:
         # referring to the Case itself made a reference cycle, so every case's buffers (tens of
         # MB at production shapes) waited for Python's cyclic collector, and a judgement's heap
         # grew by each check's cases (fresh pages the kernel zeroes: ~20% of a problem's time).
-        self._hd = _CaseHandle(lib.parity_py_case_new(b(op), b(workload), int(seed), b(self.dtype), err, len(err)))
+        with _declared.building(self.dtype):
+            self._hd = _CaseHandle(lib.parity_py_case_new(b(op), b(workload), int(seed), b(self.dtype), err,
+                                                          len(err)))
         if self.given is not None and self.decl is not None:
             self.decl.given_clear()  # built: a preset of the same name is the preset again
         if not self.h:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import threading
 import weakref
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
@@ -44,6 +45,28 @@ for _n, (_r, _a) in _SIGS.items():
     _f.restype, _f.argtypes = _r, _a
 
 _BY_KEY: "weakref.WeakValueDictionary[str, Decl]" = weakref.WeakValueDictionary()
+
+# The dtype of the case this thread is building (_case.Case), None outside a build: the inputs a
+# reference is called with during a build are exact in it (the C engine rounds every float input
+# to the case's dtype; the build's reruns double, take |x| or zero them, which keeps that).
+_building = threading.local()
+
+
+def building_dtype() -> Optional[str]:
+    return getattr(_building, "dtype", None)
+
+
+class building:
+    """`with building(dtype):` around a case build on this thread."""
+
+    def __init__(self, dtype: str) -> None:
+        self.dtype = dtype
+
+    def __enter__(self) -> None:
+        self.prev, _building.dtype = building_dtype(), self.dtype
+
+    def __exit__(self, *exc: Any) -> None:
+        _building.dtype = self.prev
 
 
 def declaration(op: "Op") -> Dict[str, Any]:
@@ -109,6 +132,8 @@ class Decl:
         classifier's (_custom_cause.trial_of), used[0] set when the reference marked the
         intermediate it rounds."""
         try:
+            if getattr(self.op.reference, "_parity_locks_itself", False):  # a problem's (_problem_core.py)
+                return self._evaluate(dtype, shapes, ins, outs, trial, used)
             with USER_CODE:  # never beside the candidate (_lib.py)
                 return self._evaluate(dtype, shapes, ins, outs, trial, used)
         except BaseException as e:  # noqa: B902 -- any failure of user code is reported, not raised through C

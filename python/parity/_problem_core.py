@@ -9,6 +9,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 from ._custom import Input, Op
+from ._declared import building_dtype
 from ._errors import ProblemError
 from ._lib import USER_CODE
 from ._problem_oracle import CONTRACTS, _FLOAT_NAMES, _outputs_list, _Run, _tdtype, _to_numpy, _torch
@@ -78,16 +79,18 @@ class Problem:
             fl = [np.asarray(kw[k]).dtype for k in self.inputs if k in kw and self._is_float(k)]
             f64 = bool(fl) and fl[0] == np.float64
             mode = "f64" if f64 else ("f32" if contract == "math" else "native-unrounded")
-            args = self._torch_args(kw, mode)
+            args = self._torch_args(kw, mode, held=building_dtype())
             for k, t in args.items():  # the C engine's buffers come uncopied (_parity_borrows_inputs)
                 src = kw.get(k)
                 if isinstance(src, np.ndarray) and hasattr(t, "data_ptr") and src.size and \
                         t.data_ptr() == src.__array_interface__["data"][0]:
                     args[k] = t.clone()  # a reference editing its inputs in place edits its own copy
             try:
-                outs = self._run_reference(mode, args)
+                with USER_CODE:  # the run and what it left in self.reference, together
+                    outs = self._run_reference(mode, args)
+                    rounded = self.reference.rounded if self.reference is not None else None
                 if mode == "native-unrounded" and self.reference is not None:
-                    self._remember_native(args, self.reference.rounded)
+                    self._remember_native(args, rounded)
             except ProblemError:
                 raise
             except Exception as e:  # name what failed: an op with no fp64 path, a reference bug
@@ -106,15 +109,20 @@ class Problem:
         # _declared.py: the C engine's input buffers may be passed without a copy, since the
         # tensors made of them above are new ones (a dtype conversion, else the clone)
         reference._parity_borrows_inputs = True  # type: ignore[attr-defined]
+        # ... and it holds the user-code lock only while the problem's own code runs
+        # (_run_reference), not while parity converts its inputs and outputs
+        reference._parity_locks_itself = True  # type: ignore[attr-defined]
         return reference
 
     def _is_float(self, k: str) -> bool:
         return self.inputs[k]["dtype"] in _FLOAT_NAMES
 
-    def _torch_args(self, kw: Dict[str, Any], mode: str) -> Dict[str, Any]:
+    def _torch_args(self, kw: Dict[str, Any], mode: str, held: Optional[str] = None) -> Dict[str, Any]:
         """parity's arrays or tensors -> torch tensors in the problem's declared dtypes (values
         rounded to the declared dtype: the kernel gets exactly these), then promoted for the
-        oracle modes."""
+        oracle modes. held: a parity dtype every float value is known to be exact in (the C
+        engine's inputs are exact in the case's dtype); in the oracle modes an input whose
+        declared dtype holds all of that dtype's values skips the rounding, which is then exact."""
         torch = _torch()
         out: Dict[str, Any] = {}
         for k, spec in self.inputs.items():
@@ -123,19 +131,24 @@ class Problem:
                 continue
             v = kw[k]
             t = v if isinstance(v, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(v))
-            t = t.detach().cpu().to(_tdtype(spec["dtype"]))
-            if self._is_float(k) and mode in ("f64", "f32"):
+            t = t.detach().cpu()
+            promote = self._is_float(k) and mode in ("f64", "f32")
+            if not (promote and held is not None and spec["dtype"] in _HOLDS.get(held, ())):
+                t = t.to(_tdtype(spec["dtype"]))
+            if promote:
                 t = t.to(torch.float64 if mode == "f64" else torch.float32)
             out[k] = t
         return out
 
     def _run_reference(self, mode: str, args: Dict[str, Any]) -> List[Any]:
+        """The problem's reference (user code: under the user-code lock, _lib.py) in `mode`."""
         assert self.reference is not None
-        if self.format == "kernelbench":
-            model = self._kb["models"][mode]
-            res = self.reference(mode, model, *[args[k] for k in self.order])
-        else:
-            res = self.reference(mode, *[args[k] for k in self.order])
+        with USER_CODE:
+            if self.format == "kernelbench":
+                model = self._kb["models"][mode]
+                res = self.reference(mode, model, *[args[k] for k in self.order])
+            else:
+                res = self.reference(mode, *[args[k] for k in self.order])
         return _outputs_list(res, list(self.outputs), self.path)
 
     _NATIVE_KEPT = 16  # native runs remembered (a judgement's workloads: parity's and the problem's own)
@@ -156,8 +169,7 @@ class Problem:
         for seen, outs in reversed(list(self._native_seen)):  # a copy: a case build may append meanwhile
             if _same_args(seen, args):
                 return list(outs)
-        with USER_CODE:  # the reference is user code: never beside the candidate (_lib.py)
-            return self._run_reference("native", args)
+        return self._run_reference("native", args)  # under the user-code lock
 
     def _build_op(self, contract: str, draw: bool = False) -> Optional[Op]:
         """The declared op of the float outputs (None when there is none). draw: for a problem
@@ -222,6 +234,11 @@ class Problem:
         for n in self.notes:
             lines.append("  note: %s" % n)
         return "\n".join(lines)
+
+
+# torch dtypes that hold every value of a parity dtype exactly (bf16 and fp16 in fp32 and fp64)
+_HOLDS = {"bf16": ("bfloat16", "float32", "float64"), "f16": ("float16", "float32", "float64"),
+          "f32": ("float32", "float64")}
 
 
 def _same_args(a: Dict[str, Any], b: Dict[str, Any]) -> bool:

@@ -10,6 +10,7 @@
  *    tolerance (parity_ref_output_t.tol) the same judge applies.
  * Deliberately not here: workloads and values (custom_op.c), running and judging kernels (the
  * check engine, through custom_engine.c). */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,7 +42,7 @@ int custom_reference(const custom_case_t *c, int dt, double *const *vals, double
         }
         const double *v = vals ? vals[i] : c->exact[i];
         if (dt == PARITY_DT_F32) {
-            float *f = tmp_in[i] = malloc((size_t)c->n_in[i] * sizeof *f);
+            float *restrict f = tmp_in[i] = malloc((size_t)c->n_in[i] * sizeof *f);
             if (!f) goto done;
             for (int64_t j = 0; j < c->n_in[i]; j++) f[j] = (float)v[j]; /* exact: stored values */
             custom_tensor(op, &op->in[i], c->wl->size, f, dt, &in[i]);
@@ -52,14 +53,20 @@ int custom_reference(const custom_case_t *c, int dt, double *const *vals, double
     for (int o = 0; o < op->n_out; o++) {
         void *p = dt == PARITY_DT_F32 ? (tmp_out[o] = malloc((size_t)c->n_out[o] * sizeof(float))) : out[o];
         if (!p) goto done;
-        for (int64_t j = 0; j < c->n_out[o]; j++) /* NaN-filled: an element it forgets shows */
-            if (dt == PARITY_DT_F32) ((float *)p)[j] = NAN; else ((double *)p)[j] = NAN;
+        /* NaN-filled: an element it forgets shows */
+        if (dt == PARITY_DT_F32)
+            for (int64_t j = 0; j < c->n_out[o]; j++) ((float *)p)[j] = NAN;
+        else
+            for (int64_t j = 0; j < c->n_out[o]; j++) ((double *)p)[j] = NAN;
         custom_tensor(op, &op->out[o], c->wl->size, p, dt, &ou[o]);
     }
     rc = custom_call_reference(op, in, ou);
     if (rc == PARITY_KERNEL_OK && dt == PARITY_DT_F32)
-        for (int o = 0; o < op->n_out; o++)
-            for (int64_t j = 0; j < c->n_out[o]; j++) out[o][j] = ((float *)tmp_out[o])[j];
+        for (int o = 0; o < op->n_out; o++) {
+            const float *restrict t = tmp_out[o];
+            double *restrict d = out[o];
+            for (int64_t j = 0; j < c->n_out[o]; j++) d[j] = t[j];
+        }
 done:
     for (int i = 0; i < PARITY_CUSTOM_MAX_ARGS; i++) {
         free(tmp_in[i]);
@@ -92,8 +99,10 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* The floor's passes over rows (or, for the column sums, over columns), on every core for large
- * outputs: every element's arithmetic and every sum's order are those of one loop over the rows,
- * so the tolerances are the same bits for any thread count. */
+ * outputs: every element's arithmetic and every sum's order are fixed (four interleaved partial
+ * sums per row, the column sums in row order), so the tolerances are the same bits for any
+ * thread count. Written without branches or divisions per element, so that the compiler
+ * vectorizes the loops (an element's err, |ref| and the row's 1/rho). */
 typedef struct {
     const double *ref, *got;
     int64_t rows, cols;
@@ -103,57 +112,74 @@ typedef struct {
 
 static inline double dmax(double a, double b) { return a > b ? a : b; } /* no NaN reaches these */
 static inline double dmin(double a, double b) { return a < b ? a : b; }
-static inline double floor_err(const floor_ctx_t *f, int64_t j) /* infinities: judged by sign */
+static inline double err_of(double got, double ref) /* infinities and NaN: judged by sign */
 {
-    double e = f->got[j] - f->ref[j];
-    return isfinite(e) ? fabs(e) : 0.0;
+    double e = fabs(got - ref);
+    return e <= DBL_MAX ? e : 0.0;
 }
-static inline double floor_ref(const floor_ctx_t *f, int64_t j) { return isfinite(f->ref[j]) ? f->ref[j] : 0.0; }
+static inline double ref_of(double x) { return fabs(x) <= DBL_MAX ? x : 0.0; }
 
 static void floor_rows(void *p, int64_t r0, int64_t r1, int thread)
 {
     (void)thread;
-    floor_ctx_t *f = p;
+    const floor_ctx_t *f = p;
+    const int64_t cols = f->cols;
     for (int64_t r = r0; r < r1; r++) {
-        double se = 0, sr = 0;
-        for (int64_t j = r * f->cols; j < (r + 1) * f->cols; j++) {
-            double e = floor_err(f, j), x = floor_ref(f, j);
-            se += e * e;
-            sr += x * x;
+        const double *restrict g = f->got + r * cols, *restrict x = f->ref + r * cols;
+        double se[4] = {0, 0, 0, 0}, sr[4] = {0, 0, 0, 0};
+        int64_t j = 0;
+        for (; j + 4 <= cols; j += 4)
+            for (int l = 0; l < 4; l++) {
+                double e = err_of(g[j + l], x[j + l]), y = ref_of(x[j + l]);
+                se[l] += e * e;
+                sr[l] += y * y;
+            }
+        for (; j < cols; j++) {
+            double e = err_of(g[j], x[j]), y = ref_of(x[j]);
+            se[0] += e * e;
+            sr[0] += y * y;
         }
-        f->sig[r] = sqrt(se / (double)f->cols);
-        f->rho[r] = sqrt(sr / (double)f->cols);
+        f->sig[r] = sqrt(((se[0] + se[1]) + (se[2] + se[3])) / (double)cols);
+        f->rho[r] = sqrt(((sr[0] + sr[1]) + (sr[2] + sr[3])) / (double)cols);
     }
 }
 
 static void floor_cols(void *p, int64_t c0, int64_t c1, int thread)
 {
     (void)thread;
-    floor_ctx_t *f = p;
-    for (int64_t r = 0; r < f->rows; r++) {
+    const floor_ctx_t *f = p;
+    const int64_t cols = f->cols, rows = f->rows;
+    double *restrict col = f->col;
+    for (int64_t r = 0; r < rows; r++) {
         if (!(f->rho[r] > 0)) continue;
+        const double inv = 1.0 / f->rho[r];
+        const double *restrict g = f->got + r * cols, *restrict x = f->ref + r * cols;
         for (int64_t j = c0; j < c1; j++) {
-            double q = floor_err(f, r * f->cols + j) / f->rho[r];
-            f->col[j] += q * q;
+            double q = err_of(g[j], x[j]) * inv;
+            col[j] += q * q;
         }
     }
-    for (int64_t j = c0; j < c1; j++) f->col[j] = sqrt(f->col[j] / (double)f->rows);
+    for (int64_t j = c0; j < c1; j++) col[j] = sqrt(col[j] / (double)rows);
 }
 
 static void floor_tol(void *p, int64_t r0, int64_t r1, int thread)
 {
     (void)thread;
-    floor_ctx_t *f = p;
+    const floor_ctx_t *f = p;
+    const int64_t cols = f->cols;
+    const double lam = f->lam, red = f->red, *restrict col = f->col;
     for (int64_t r = r0; r < r1; r++) {
-        double rho = f->rho[r], sig = f->sig[r];
-        for (int64_t j = 0; j < f->cols; j++) {
-            int64_t i = r * f->cols + j;
-            double e = floor_err(f, i), x = floor_ref(f, i);
-            double s = dmax(sig, f->col[j] * rho);
-            double scale = rho > 0 ? dmax(1.0, fabs(x) / rho) : 1.0;
-            double base = f->lam * s * scale, seq = f->lam_k * f->red * U32 * rho * scale;
-            double lifted = dmin(f->red * base, dmax(base, seq));
-            f->tol[i] = FORMULA_FACTOR * dmax(lifted, 2.0 * e) + MIN_ROUNDINGS * U32 * fabs(x) + TINY32;
+        const double rho = f->rho[r], sig = f->sig[r], inv = rho > 0 ? 1.0 / rho : 0.0;
+        const double seq_c = f->lam_k * red * U32 * rho; /* times the element's scale */
+        const double *restrict g = f->got + r * cols, *restrict x = f->ref + r * cols;
+        double *restrict tol = f->tol + r * cols;
+        for (int64_t j = 0; j < cols; j++) {
+            double e = err_of(g[j], x[j]), ax = fabs(ref_of(x[j]));
+            double s = dmax(sig, col[j] * rho);
+            double scale = dmax(1.0, ax * inv); /* 1 where rho = 0 (inv = 0) */
+            double base = lam * s * scale, seq = seq_c * scale;
+            double lifted = dmin(red * base, dmax(base, seq));
+            tol[j] = FORMULA_FACTOR * dmax(lifted, 2.0 * e) + MIN_ROUNDINGS * U32 * ax + TINY32;
         }
     }
 }
