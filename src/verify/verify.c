@@ -478,8 +478,10 @@ static void judge_rows(const judge_ctx_t *jc, int64_t r0, int64_t r1, parity_wl_
                 tp = elem_tol(jc, &rc, e, &td, &sym, &split);
                 res->sym_elements += sym;
                 res->perterm_elements += split;
-                double sc = R->s_acc[e];
-                rscale = sc > rscale ? sc : rscale;
+                if (row_err) { /* the row's scale is for row_err alone */
+                    double sc = R->s_acc[e];
+                    rscale = sc > rscale ? sc : rscale;
+                }
             }
             int special;
             double err = elem_err(y, ref, &special);
