@@ -139,7 +139,7 @@ def judge(problem: Problem, solution: Optional[str] = None, *, contract: Optiona
             report = parity.check(problem.op, rec, workloads=wl, seed=seed, dtype=problem.dtype, like="torch",
                                   progress=rec.progress)
             if pool is not None:
-                done(rec.group)  # the last workload's
+                rec.finished(rec.group)  # the last workload's, unless its verdict line started it
         finally:
             rec.on_done = None
             if pool is not None and report is None:

@@ -141,7 +141,7 @@ def rule_rows(problem: Problem, args: Dict[str, Any], outs: List[Any]) -> List[D
     rows = []
     for o, x, y in zip(problem.outputs, outs, refs):
         ok, det = rule_check(problem.rule, x, y)
-        rows.append({"output": o, "shape": list(_t32(y).shape), "pass": ok, "detail": det})
+        rows.append({"output": o, "shape": [int(d) for d in np.shape(y)], "pass": ok, "detail": det})
     return rows
 
 

@@ -9,7 +9,7 @@ import os
 import re
 import sys
 import tempfile
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import numpy as np
 
@@ -42,6 +42,7 @@ class _Recorder:
         self.last: Dict[int, Tuple[Dict[str, Any], List[Any], bool, int]] = {}
         # called with i when the check moves on from the i-th workload (its calls are all made)
         self.on_done: Optional[Callable[[int], None]] = None
+        self._finished: Set[int] = set()
         # parity.check judges the declared op's outputs, the float ones; the integer ones are
         # kept (self.last) for the exact judgement after it
         self._floats = [i for i, o in enumerate(problem.outputs) if o in problem.float_outputs]
@@ -49,9 +50,16 @@ class _Recorder:
     def progress(self, msg: str) -> None:
         m = re.match(r"\s*\[(\d+)/\d+\]", msg)
         if m:
-            done, self.group = self.group, int(m.group(1)) - 1
-            if self.on_done is not None and 0 <= done != self.group:
-                self.on_done(done)
+            self.finished(self.group)
+            self.group = int(m.group(1)) - 1
+        elif re.match(r" {6}\S.* \([0-9.]+ s\)$", msg):  # the workload's verdict line: its calls are made
+            self.finished(self.group)
+
+    def finished(self, i: int) -> None:
+        """The check is done with the i-th workload: on_done(i), once."""
+        if self.on_done is not None and i >= 0 and i not in self._finished:
+            self._finished.add(i)
+            self.on_done(i)
 
     def __call__(self, **kw: Any) -> Any:
         torch = _torch()
