@@ -149,16 +149,18 @@ class _Ahead:
     time per workload) while the candidate runs on case w and is judged. The cases are the same
     either way (a case is a function of op, workload, seed and dtype); a reference called back
     from the build holds the user-code lock (_lib.USER_CODE), so it never runs beside the
-    candidate, and only parity's own work overlaps. Not ahead of a production-sized workload's
-    judgement (two such cases would be in memory at once), nor for a plugin op's C reference
-    (it may share state with a candidate from the same library). A build's error is raised when
-    its workload comes, as without the thread."""
+    candidate, and only parity's own work overlaps. For declared ops (parity.Op, benchmark
+    problems) only: a built-in op's judgement forks the noise floor's children, which must not
+    inherit a build under way in another thread (a lock it holds stays held in the child), and a
+    plugin op's C reference may share state with a kernel of the same library. Not ahead of a
+    production-sized workload's judgement either (two such cases would be in memory at once). A
+    build's error is raised when its workload comes, as without the thread."""
 
     def __init__(self, key: str, decl: Any, names: Sequence[Any], seed: int, dtype: str) -> None:
         self.key, self.decl, self.names, self.seed, self.dtype = key, decl, list(names), seed, dtype
         self.pending: Optional[Tuple[int, Any]] = None
         self.pool: Any = None
-        self.ok = decl is not None or key in _case.ops()
+        self.ok = decl is not None
 
     def _build(self, w: int) -> _case.Case:
         wl = self.names[w]
