@@ -88,7 +88,7 @@ def _needed_letters(op: str) -> Optional[FrozenSet[str]]:
 
 class _CaseHandle:
     """Owns one C case: freed when the Case and every view of its inputs are gone."""
-    __slots__ = ("h",)
+    __slots__ = ("h", "__weakref__")
 
     def __init__(self, h: Any) -> None:
         self.h = h
