@@ -106,14 +106,14 @@ def _host(a: Any) -> Any:
 class Decl:
     """One parity.Op declared to the C library: .key names it to every name-taking bridge
     function; .op the parity.Op; .error the exception (or the note) of the reference's last
-    failed call, for the message the caller raises."""
+    failed call on this thread, for the message the caller raises (per thread: parity.check
+    builds the next case on another thread, _check.py _Ahead)."""
 
     def __init__(self, op: "Op", spec: str) -> None:
         self.op = op
         self.spec = spec
         self.attrs: Dict[str, Any] = dict(op.attrs)
-        self.error: Optional[BaseException] = None
-        self.note = ""
+        self._last = threading.local()
         self._cb = _REF_FN(self._reference)  # kept alive as long as the C op
         err = errbuf()
         self.h = lib.parity_py_decl_new(b(spec), self._cb, err, len(err))
@@ -121,6 +121,23 @@ class Decl:
             raise ProblemError("op %s: %s" % (op.name, err.value.decode()))
         self.key: str = lib.parity_py_decl_key(self.h).decode()
         _BY_KEY[self.key] = self
+
+    @property
+    def error(self) -> Optional[BaseException]:
+        e: Optional[BaseException] = getattr(self._last, "error", None)
+        return e
+
+    @error.setter
+    def error(self, e: Optional[BaseException]) -> None:
+        self._last.error = e
+
+    @property
+    def note(self) -> str:
+        return str(getattr(self._last, "note", ""))
+
+    @note.setter
+    def note(self, n: str) -> None:
+        self._last.note = n
 
     def __del__(self) -> None:
         h, self.h = getattr(self, "h", None), None

@@ -133,13 +133,11 @@ def test_the_probes_run_once_per_set_of_input_shapes():
 
     memo = {}
 
-    def cached(x):
+    def cached(x):  # keyed on the input pointer; the inputs kept, so no address comes back
         k = x.data_ptr()
         if k not in memo:
             y = x.float()
-            memo[k] = (y * (1 / (1 + (-y).exp()))).to(x.dtype)
-        return memo[k]
+            memo[k] = (x, (y * (1 / (1 + (-y).exp()))).to(x.dtype))
+        return memo[k][1]
     rep = parity.check(op, cached, workloads="quick", like="torch")
-    # the probes on base expose it; a later workload whose inputs land at a remembered address
-    # gets the memo's stale outputs in its judged call: caught there as wrong numbers
-    assert rep.workloads[0].verdict == "stale-cache" and rep.verdict != "faithful", str(rep)
+    assert [w.verdict for w in rep.workloads] == ["stale-cache", "faithful", "stale-cache", "faithful"], str(rep)
