@@ -119,7 +119,7 @@ def judge(problem: Problem, solution: Optional[str] = None, *, contract: Optiona
             problem = copy.copy(problem)
             problem.notes = problem.notes + notes
             wl = problem.draw_op.workload_names(None) + dicts  # type: ignore[union-attr]
-    report = None
+    report = harness = None
     early: Dict[int, Any] = {}
     pool = None
     if problem.op is not None:
@@ -145,10 +145,18 @@ def judge(problem: Problem, solution: Optional[str] = None, *, contract: Optiona
             if pool is not None and report is None:
                 pool.shutdown(wait=True)
         names = [w.name for w in report.workloads]
-    else:  # integer outputs only (argmax): parity's workloads drawn, each judged call made here
+    else:
+        # Integer outputs only (argmax): the solution runs through the harness all the same
+        # (decoy and probes, modified inputs, a crash, stale or nondeterministic outputs), on the
+        # op that draws the workloads, its outputs the integer ones as float64. Its numbers are
+        # not the judgement (an index has no tolerance; ties): the exact one below is, and of the
+        # harness's verdicts only those that are not about numbers count (_harness_verdict).
         assert problem.draw_op is not None
-        names = [w["name"] if isinstance(w, dict) else w for w in problem.draw_op.workload_names(wl)]
-    calls = judged_calls(problem, call, names, seed, given, rec if report is not None else None)
+        rec.ints_as_floats = True
+        harness = parity.check(problem.draw_op, rec, workloads=wl, seed=seed, dtype=problem.dtype, like="torch",
+                               progress=rec.progress)
+        names = [w.name for w in harness.workloads]
+    calls = judged_calls(problem, call, names, seed, given, rec)
     ints = None
     if problem.int_outputs:
         calls += _own_inputs_calls(problem, call)
@@ -158,9 +166,21 @@ def judge(problem: Problem, solution: Optional[str] = None, *, contract: Optiona
     finally:
         if pool is not None:
             pool.shutdown(wait=True)
-    j = Judgement(problem, report, rule, label, seconds=time.perf_counter() - t0, ints=ints)
+    hv, why = _harness_verdict(harness)
+    j = Judgement(problem, report, rule, label, seconds=time.perf_counter() - t0, ints=ints,
+                  verdict=combine(hv, ints["verdict"] if ints is not None else None) if hv else None, reason=why)
     j.reproduce = _reproduce(problem, solution, seed, quick and workloads is None)
     return j
+
+
+def _harness_verdict(harness: Any) -> Tuple[Optional[str], str]:
+    """The first harness verdict (crashed, timeout, modified-inputs, stale-cache, ...) of the
+    harness run of a problem with integer outputs only, and what it says; (None, "") when every
+    workload was judged on numbers (those the exact judgement decides)."""
+    for w in harness.workloads if harness is not None else []:
+        if w.verdict not in ("faithful", "unfaithful"):
+            return w.verdict, "%s on workload %s: %s" % (w.verdict, w.name, w.detail)
+    return None, ""
 
 
 def _own_inputs_calls(problem: Problem, call: Any) -> List[Tuple[str, Any, Any, str]]:

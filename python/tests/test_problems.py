@@ -558,6 +558,23 @@ def test_kernelbench_argmax(problem, solution, verdict, rule):
     assert "integer outputs" in j.text() and "parity verdict (contract reference): %s" % verdict in j.text()
 
 
+@pytest.mark.parametrize("solution,verdict,where", [
+    ("cached", "stale-cache", "base"),
+    ("edits_input", "modified-inputs", "base"),
+    ("raises_on_outliers", "crashed", "outlier-ch"),
+])
+def test_integer_only_problems_get_the_harness(solution, verdict, where):
+    """A problem with integer outputs only runs its solution through the harness too (decoy and
+    probes, inputs verified, exceptions caught): right indices from a memo, from a kernel that
+    scribbles on its input, or from a kernel that refuses large inputs are not faithful."""
+    j = _judge(os.path.join(KBI, "argmax_dim1.py"), os.path.join(KBI, "argmax_dim1_new_%s.py" % solution),
+               "reference")
+    assert j.verdict == verdict, j.text()
+    assert j.reason.startswith("%s on workload %s: " % (verdict, where)), j.reason
+    assert j.to_dict()["verdict"] == verdict and j.report is None
+    assert ("parity verdict (contract reference): %s -- %s" % (verdict, j.reason)) in j.text()
+
+
 def test_argmax_difference_named():
     j = _judge(os.path.join(KBI, "argmax_ties.py"), os.path.join(KBI, "argmax_dim1_new_last_tie.py"), "math")
     bad = [r for r in j.ints["calls"] if not r["pass"]]
