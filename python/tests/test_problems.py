@@ -271,6 +271,8 @@ def test_cli_exit_codes_and_json(tmp_path):
     assert d["benchmark_rule"]["name"] == "sol-execbench" and d["benchmark_rule"]["verdict"] == "pass"
     assert d["parity"]["kernels"][0]["verdict"] == "faithful"
     assert d["reproduce"].startswith("parity problem ") and "--solution" in d["reproduce"] and "--quick" in d["reproduce"]
+    # one reproduce line in the text: the command (the inner op's parity.check lines are dropped)
+    assert [x.strip() for x in r.stdout.splitlines() if "reproduce:" in x] == ["reproduce: " + d["reproduce"]]
     r = _cli(os.path.join(P, "sol_gemm"), "--solution", _sol("sol_gemm", "ktail"), "--quick", "--contract", "math")
     assert r.returncode == 1 and "unfaithful" in r.stdout
     r = _cli(os.path.join(P, "sol_gemm"), "--contract", "fp8")
