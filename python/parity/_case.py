@@ -87,11 +87,12 @@ def _needed_letters(op: str) -> Optional[FrozenSet[str]]:
 
 
 class _CaseHandle:
-    """Owns one C case: freed when the Case and every view of its inputs are gone."""
-    __slots__ = ("h", "__weakref__")
+    """Owns one C case: freed when the Case and every view of its inputs are gone. It keeps the
+    declared op the case belongs to (decl) alive as long: freeing the case reads its op."""
+    __slots__ = ("h", "decl", "__weakref__")
 
-    def __init__(self, h: Any) -> None:
-        self.h = h
+    def __init__(self, h: Any, decl: Any = None) -> None:
+        self.h, self.decl = h, decl
 
     def __del__(self) -> None:
         h, self.h = self.h, None
@@ -123,7 +124,7 @@ class Case:
         # grew by each check's cases (fresh pages the kernel zeroes: ~20% of a problem's time).
         with _declared.building(self.dtype):
             self._hd = _CaseHandle(lib.parity_py_case_new(b(op), b(workload), int(seed), b(self.dtype), err,
-                                                          len(err)))
+                                                          len(err)), self.decl)
         if self.given is not None and self.decl is not None:
             self.decl.given_clear()  # built: a preset of the same name is the preset again
         if not self.h:
