@@ -182,7 +182,7 @@ parity_verdict_t bench_time_kernel_judged(const parity_abi_kernel_t *k, const pa
      * runs (--runs 5) left them flipped, and every kernel timed after was judged on inputs
      * that were not the reference's: "unfaithful", err/tol 1e5. */
     uint64_t in_digest = first_float_digest(call);
-    /* The timed runs are one step of the check engine's isolated run (verify.c: the fork, the
+    /* The timed runs are one step of the check engine's isolated run (isolate.c: the fork, the
      * parent-side deadline and kill, the exit-status verdicts), the whole of the child's work. */
     bench_step_t ctx = {o, e, shm, sm, runs, warm, sb};
     double secs = 0;

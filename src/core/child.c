@@ -1,5 +1,5 @@
 /* Waiting for a forked child with a deadline, and ending it (internal.h): the lowest pieces of
- * the isolated runs (src/verify/verify.c), the floor's child (check_floor.c) and the workers. */
+ * the isolated runs (src/verify/isolate.c), the floor's child (check_floor.c) and the workers. */
 #include "src/core/internal.h"
 
 #include <errno.h>

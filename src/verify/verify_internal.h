@@ -11,7 +11,7 @@
 
 #include "parity/verify.h"
 
-/* ---- isolated runs (verify.c) ---------------------------------------------------------------- */
+/* ---- isolated runs (isolate.c) -------------------------------------------------------------- */
 
 /* Run k on call in a child process with a time limit. When decoy is non-NULL the child first
  * runs k on it (results ignored), so state a kernel keeps across calls is exposed. Returns
