@@ -19,6 +19,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "parity/kernel_abi.h"
@@ -46,6 +47,17 @@ void parity_child_kill(pid_t pid, int *status);
 /* x[0..n) stored into v's elements [start, start + n), each rounded to v's dtype as
  * parity_tensor_set does. */
 void parity_tensor_store_f64(parity_abi_tensor_t *v, int64_t start, const double *x, int64_t n);
+
+/* A bf16's value from its bits, the top half of an fp32's (NaN and Inf included): inline for the
+ * per-element loops (the judge's rows, the declared ops' inputs read back), where a call per
+ * element cost as much as the rest; format_bulk.c's parity_bf16_to_fp32_1 is this. */
+static inline float parity_bf16_bits_to_f32(uint16_t b)
+{
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
 
 /* ---- digests (digest.c) and the RNG's step (rng.c) ---------------------------------------- */
 

@@ -496,12 +496,7 @@ static void store(int dtype, const parity_format_t *f, const double *x, int64_t 
         view.dtype = PARITY_DT_BF16;
         view.data = out;
         parity_tensor_store_f64(&view, 0, x, n);
-        for (int64_t j = 0; j < n; j++) { /* bf16 is the top half of an fp32 */
-            uint32_t b = (uint32_t)((const uint16_t *)out)[j] << 16;
-            float v;
-            memcpy(&v, &b, sizeof v);
-            exact[j] = v;
-        }
+        for (int64_t j = 0; j < n; j++) exact[j] = parity_bf16_bits_to_f32(((const uint16_t *)out)[j]);
         return;
     }
     for (int64_t j = 0; j < n; j++) {

@@ -7,6 +7,8 @@
 
 #include <string.h>
 
+#include "src/core/internal.h"
+
 /* The hot loops get -O3 (full vectorizer cost model) on top of the project's -O2; this changes
  * no floating-point semantics (still no fast-math, no contraction). */
 #if defined(__GNUC__) && !defined(__clang__)
@@ -127,6 +129,6 @@ PARITY_HOT void parity_e4m3fn_to_fp32(const uint8_t *in, float *out, size_t n)
 
 uint16_t parity_fp32_to_bf16_1(float x) { return bf16_rne(f2u(x)); }
 
-float parity_bf16_to_fp32_1(uint16_t b) { return u2f((uint32_t)b << 16); }
+float parity_bf16_to_fp32_1(uint16_t b) { return parity_bf16_bits_to_f32(b); }
 
 float parity_round_bf16(float x) { return u2f((uint32_t)bf16_rne(f2u(x)) << 16); }

@@ -281,12 +281,7 @@ static inline double elem_tol(const judge_ctx_t *jc, const row_consts_t *rc, int
 static inline double elem_y(const parity_abi_tensor_t *out, int64_t idx)
 {
     if (out->dtype == PARITY_DT_F32) return ((const float *)out->data)[idx];
-    if (out->dtype == PARITY_DT_BF16) { /* bf16: the top half of an fp32 (NaN and Inf included) */
-        uint32_t b = (uint32_t)((const uint16_t *)out->data)[idx] << 16;
-        float f;
-        memcpy(&f, &b, sizeof f);
-        return f;
-    }
+    if (out->dtype == PARITY_DT_BF16) return parity_bf16_bits_to_f32(((const uint16_t *)out->data)[idx]);
     return parity_tensor_get(out, idx);
 }
 
