@@ -75,6 +75,13 @@ const parity_op_t *parity_custom_op_desc(const parity_custom_op_t *op);
  * PARITY_E_INVALID (a name empty or over 31 characters, a size out of range); PARITY_E_NOMEM. */
 parity_status_t parity_custom_op_given(parity_custom_op_t *op, const char *name, const int64_t *sizes,
                                        const void *const *inputs, parity_diag_t *diag);
+/* The same, where float inputs may be left to parity (inputs[i] NULL): drawn from their roles
+ * under the variant `draw` names ("base", "outlier-ch" or "magnitude"; the workload of that
+ * name's values, at the given sizes) -- parity's value stress on a structure only the caller can
+ * give (page tables, offsets: a benchmark problem's own workloads, docs/problems.md). Token ids
+ * are always given. draw NULL: every input is given. */
+parity_status_t parity_custom_op_given_drawn(parity_custom_op_t *op, const char *name, const int64_t *sizes,
+                                             const void *const *inputs, const char *draw, parity_diag_t *diag);
 
 /* ---- the cause classifier's hooks (docs/custom-ops.md, "Causes"; docs/error-model.md "Cause") --
  * A declared op names its refittable parameters and its intermediates once, and the diagnosis's

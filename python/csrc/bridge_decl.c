@@ -267,16 +267,17 @@ EXPORT int parity_py_decl_baseline_judge(const parity_case_t *c, int b, parity_t
     return 0;
 }
 
-/* Given inputs (custom_op.h parity_custom_op_given): a workload `name` of the caller's values,
- * sizes per declared dimension, inputs[i] doubles (float inputs) or int64 (token ids); name
- * empty: dropped. 0, or -1 with err filled. */
+/* Given inputs (custom_op.h parity_custom_op_given_drawn): a workload `name` of the caller's
+ * values, sizes per declared dimension, inputs[i] doubles (float inputs) or int64 (token ids), a
+ * float input NULL drawn from its role under the variant `draw` names (NULL or empty: none);
+ * name empty: dropped. 0, or -1 with err filled. */
 EXPORT int parity_py_decl_given(void *h, const char *name, const int64_t *sizes, const void *const *inputs,
-                                char *err, size_t cap)
+                                const char *draw, char *err, size_t cap)
 {
     parity_diag_t diag;
     memset(&diag, 0, sizeof diag);
-    if (parity_custom_op_given(((py_decl_t *)h)->op, name && name[0] ? name : NULL, sizes, inputs, &diag) !=
-        PARITY_OK) {
+    if (parity_custom_op_given_drawn(((py_decl_t *)h)->op, name && name[0] ? name : NULL, sizes, inputs,
+                                     draw && draw[0] ? draw : NULL, &diag) != PARITY_OK) {
         snprintf(err, cap, "%s", diag.msg[0] ? diag.msg : "out of memory");
         return -1;
     }

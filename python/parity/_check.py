@@ -168,7 +168,7 @@ class _Ahead:
         if isinstance(wl, Mapping) and self.decl is not None:  # given inputs {"name", "inputs", "attrs"}
             from . import _declared
             name = _declared.given_of(self.decl.op, str(wl.get("name", "given")), wl.get("inputs", wl),
-                                      wl.get("attrs"))
+                                      wl.get("attrs"), wl.get("draw"), wl.get("sizes"), wl.get("dtype", ""))
         return _case.Case(self.key, name, self.seed, self.dtype)
 
     def case(self, w: int) -> _case.Case:
@@ -368,7 +368,8 @@ def compare(op: Union[str, "Op"], inputs: Any, outputs: Any, *, workload: Option
             # the inputs as given (a dict of arrays, or {"name", "inputs", "attrs"})
             from . import _declared
             g = inputs if "inputs" in inputs else {"name": "given", "inputs": inputs}
-            given = _declared.given_of(decl.op, str(g.get("name", "given")), g["inputs"], g.get("attrs"))
+            given = _declared.given_of(decl.op, str(g.get("name", "given")), g["inputs"], g.get("attrs"),
+                                       g.get("draw"), g.get("sizes"), g.get("dtype", ""))
     floor = True if floor is None else bool(floor)
     case = getattr(inputs, "_case", None)
     if case is not None and decl is not None and case.op != key:

@@ -14,7 +14,7 @@ import ctypes
 import json
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional
 
 import numpy as np
 
@@ -38,7 +38,8 @@ _SIGS = {
     "parity_py_decl_key": (ctypes.c_char_p, [ctypes.c_void_p]),
     "parity_py_decl_free": (None, [ctypes.c_void_p]),
     "parity_py_decl_given": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int64),
-                                            ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_size_t]),
+                                            ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_char_p,
+                                            ctypes.c_size_t]),
 }
 for _n, (_r, _a) in _SIGS.items():
     _f = getattr(lib, _n)
@@ -205,14 +206,14 @@ class Decl:
     def given(self, g: Dict[str, Any]) -> None:
         """Make g (given_of's) the op's given workload in C (parity_custom_op_given)."""
         sizes = (ctypes.c_int64 * len(g["sizes"]))(*g["sizes"])
-        ptrs = (ctypes.c_void_p * len(g["values"]))(*[v.ctypes.data for v in g["values"]])
+        ptrs = (ctypes.c_void_p * len(g["values"]))(*[None if v is None else v.ctypes.data for v in g["values"]])
         err = errbuf()
-        if lib.parity_py_decl_given(self.h, b(g["name"]), sizes, ptrs, err, len(err)) != 0:
+        if lib.parity_py_decl_given(self.h, b(g["name"]), sizes, ptrs, b(g.get("draw") or ""), err, len(err)) != 0:
             raise ValueError(err.value.decode())
 
     def given_clear(self) -> None:
         err = errbuf()
-        lib.parity_py_decl_given(self.h, b"", None, None, err, len(err))
+        lib.parity_py_decl_given(self.h, b"", None, None, None, err, len(err))
 
     def failure(self, msg: str) -> ProblemError:
         """The error for a C message about this op: with the reference's own exception or note."""
@@ -233,29 +234,41 @@ class Decl:
 _GIVEN_DTYPES = {"float32": "f32", "float16": "f16", "uint16": "bf16"}
 
 
-def given_of(op: Any, name: str, arrays: Any, attrs: Any = None) -> Dict[str, Any]:
+def given_of(op: Any, name: str, arrays: Any, attrs: Any = None, draw: Optional[str] = None,
+             sizes: Optional[Mapping[str, int]] = None, dtype: str = "") -> Dict[str, Any]:
     """Given inputs of op ({input: array}; bf16 as uint16 bits) as what Decl.given takes:
     {"name", "dtype", "sizes" (per declared dimension), "values" (float inputs as float64,
-    token ids as int64)}. Sizes come from the arrays' shapes, a dimension no input carries from
-    the declaration's first size. Raises ValueError naming what is wrong."""
+    token ids as int64), "draw"}. Sizes come from `sizes`, then the arrays' shapes, a dimension no
+    input carries from the declaration's first size. With draw ("base", "outlier-ch",
+    "magnitude"), a float input left out of arrays is drawn from its role under that variant
+    (its value None here; `dtype` then names the float dtype when no float input is given).
+    Raises ValueError naming what is wrong."""
     for k, v in (attrs or {}).items():
         if k in op.attrs and v != op.attrs[k]:
             raise ValueError("given inputs: attribute %s=%r differs from the op's %r: declare the op with "
                              "attrs={%r: %r}" % (k, v, op.attrs[k], k, v))
     from . import _arrays
-    sizes: Dict[str, int] = {}
+    have: Dict[str, int] = {k: int(v) for k, v in (sizes or {}).items()}
     values: List[Any] = []
-    dtype = ""
     for k, x in op.inputs.items():
+        if k not in arrays and draw and x.is_float:
+            values.append(None)  # drawn from its role (parity_custom_op_given_drawn)
+            continue
         if k not in arrays:
             raise ValueError("inputs lack %s (op %s takes %s)" % (k, op.name, ", ".join(op.inputs)))
-        a, dt = _arrays.to_host(arrays[k])
+        if x.is_float:
+            a, dt = _arrays.to_host(arrays[k])
+        else:  # token ids (any integer dtype)
+            a, dt = np.asarray(_host(arrays[k])), ""
+            if a.dtype.kind not in "iub":
+                raise ValueError("input %s: token ids of dtype %s (expected an integer dtype)" % (k, a.dtype))
         if a.ndim != len(x.shape):
             raise ValueError("input %s has %d dimensions, the op's has %d (%s)" % (k, a.ndim, len(x.shape),
                                                                                ", ".join(x.shape)))
         for d, n in zip(x.shape, a.shape):
-            if sizes.setdefault(d, int(n)) != int(n):
-                raise ValueError("input %s: dimension %s is %d here, %d in another input" % (k, d, n, sizes[d]))
+            if have.setdefault(d, int(n)) != int(n):
+                raise ValueError("input %s: dimension %s is %d here, %d %s" % (
+                    k, d, n, have[d], "given" if sizes and d in sizes else "in another input"))
         if x.is_float:
             if dt not in ("f32", "f16", "bf16"):
                 raise ValueError("input %s: dtype %s (declared ops take float32, float16 or bf16 inputs, bf16 as "
@@ -270,8 +283,8 @@ def given_of(op: Any, name: str, arrays: Any, attrs: Any = None) -> Dict[str, An
         else:
             v = a.astype(np.int64)
         values.append(np.ascontiguousarray(v))
-    return {"name": name, "dtype": dtype or "f32",
-            "sizes": [sizes.get(d, int(s[0])) for d, s in op.shapes.items()], "values": values}
+    return {"name": name, "dtype": dtype or "f32", "draw": draw or "",
+            "sizes": [have.get(d, int(s[0])) for d, s in op.shapes.items()], "values": values}
 
 
 def decl_of(op: "Op") -> Decl:

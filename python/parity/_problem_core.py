@@ -42,6 +42,9 @@ class Problem:
         self.scalars: Dict[str, Any] = {}              # scalar inputs -> value (parity attrs)
         self.roles: Dict[str, Tuple[str, Optional[str]]] = {}
         self.role_why: Dict[str, str] = {}
+        # integer inputs only the problem's own workload lines give (offsets, page tables): role
+        # "structure"; parity's workloads then take them from a line (structure_workloads)
+        self.structure: List[str] = []
         self.shapes: Dict[str, List[int]] = {}
         self.fixed: List[str] = []
         self.dtype = "f32"
@@ -177,7 +180,10 @@ class Problem:
         as floats): parity.inputs draws the workloads' inputs from it; it is never checked."""
         if contract not in CONTRACTS:
             raise ValueError("contract %r: expected math or reference" % (contract,))
-        ins = {k: Input(tuple(self.inputs[k]["shape"]), role=r, **({"vocab": v} if v else {}))
+        # a structure input is declared as ids over its own first axis: its values always come
+        # given (structure_workloads), never drawn, so the bound is never used
+        ins = {k: Input(tuple(self.inputs[k]["shape"]), role="token_ids", vocab=self.inputs[k]["shape"][0])
+               if r == "structure" else Input(tuple(self.inputs[k]["shape"]), role=r, **({"vocab": v} if v else {}))
                for k, (r, v) in self.roles.items()}
         keep = self.int_outputs if draw else self.float_outputs
         if not keep:

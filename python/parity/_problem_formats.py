@@ -34,9 +34,10 @@ def _infer_role(name: str, spec: Dict[str, Any], axes: Dict[str, Any], problem_t
         if m and m.group(1) in inputs and inputs[m.group(1)]["shape"]:
             d = inputs[m.group(1)]["shape"][0]
             return "token_ids", d, "integer, indexes %s whose first axis is %s" % (m.group(1), d)
+        if spec["shape"]:
+            return "structure", None, "integer, not ids over an axis (offsets, page indices): the problem's own workloads give it"
         raise ProblemError("integer input %s: parity cannot tell which axis bounds its values (no vocabulary "
-                           "axis, and the reference does not index a tensor with it); integer inputs other "
-                           "than ids are not supported yet" % name)
+                           "axis, and the reference does not index a tensor with it)" % name)
     shape = spec["shape"] or []
     is_norm = "norm" in problem_text.lower()
     if "norm_weight" in low or "gamma" in low or (is_norm and len(shape) == 1 and
@@ -256,6 +257,7 @@ def _load_definition(def_path: str, folder: str, fmt: str) -> Problem:
         role, vocab, why = _infer_role(k, s, axes, text, src, p.inputs)
         p.roles[k], p.role_why[k] = (role, vocab), why
     _apply_sidecar(p, folder)
+    _structure(p, wls, wl_path or def_path)
     fl = [s["dtype"] for k, s in p.inputs.items() if s["shape"] is not None and s["dtype"] in _FLOAT_NAMES]
     p.dtype = _PARITY_DTYPE[fl[0]] if fl else "f32"
     if fmt == "sol":
@@ -267,6 +269,31 @@ def _load_definition(def_path: str, folder: str, fmt: str) -> Problem:
         ratio = 0.95 if d.get("op_type") == "moe" else 1.0
         p.rule = dict(name="flashinfer-bench", atol=1e-2, rtol=1e-2, required_matched_ratio=ratio)
     return p
+
+
+def _structure(p: Problem, wls: List[Dict[str, Any]], where: str) -> None:
+    """Integer inputs that are not ids over an axis (offsets, page tables: role "structure") are
+    judged on the values the problem's own workload lines give them (safetensors or custom):
+    keep the lines that give every one; none: the problem is refused (exit 3), with the way out."""
+    p.structure = [k for k, (r, _) in p.roles.items() if r == "structure"]
+    if not p.structure:
+        return
+
+    def gives(w: Dict[str, Any], k: str) -> bool:
+        return ((w.get("inputs") or {}).get(k) or {}).get("type") in ("safetensors", "custom")
+    keep = [w for w in wls if all(gives(w, k) for k in p.structure)]
+    if not keep:
+        raise ProblemError("%s: integer input(s) %s are not ids over an axis (no vocabulary axis, and the reference "
+                           "does not index a tensor with them), so parity cannot draw them, and no workload line "
+                           "gives their values (\"type\": \"safetensors\" or \"custom\"): add such workload lines, or "
+                           "name the axis that bounds them in parity_roles.json ({\"roles\": {\"%s\": {\"role\": "
+                           "\"token_ids\", \"vocab\": AXIS}}})" % (where, ", ".join(p.structure), p.structure[0]))
+    # the notes on custom and safetensors inputs say parity's workloads draw every input; here
+    # the structure comes from the lines (structure_workloads' note says how)
+    p.notes = [n for n in p.notes if not n.startswith(("custom inputs (", "safetensors inputs are"))]
+    if len(keep) < len(wls):
+        p.notes.append("%d workload line(s) that do not give %s left out" % (len(wls) - len(keep), ", ".join(p.structure)))
+        p.own_lines = keep  # type: ignore[attr-defined]
 
 
 def _pick_tolerance(ws: List[Dict[str, Any]], base: Dict[str, int]) -> Dict[str, Any]:

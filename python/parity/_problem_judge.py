@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ._problem_core import Problem
 from ._problem_ints import combine, judge_ints
 from ._problem_rules import apply_rule, judged_calls, rule_rows, rule_text
-from ._problem_solutions import Unsupported, _Recorder, load_solution, own_workloads
+from ._problem_solutions import Unsupported, _Recorder, load_solution, own_workloads, structure_workloads
 
 
 # -- judging ----------------------------------------------------------------------------------------
@@ -116,7 +116,13 @@ def judge(problem: Problem, solution: Optional[str] = None, *, contract: Optiona
     rec = _Recorder(problem, call, label)
     wl = workloads if workloads is not None else ("quick" if quick else None)
     given: Dict[str, Dict[str, Any]] = {}
-    if own and workloads is None and not quick:
+    if problem.structure and workloads is None:
+        # integer structure only the problem's lines give: parity's workloads on their values
+        dicts, given, notes = structure_workloads(problem, seed, quick or not own)
+        problem = copy.copy(problem)
+        problem.notes = problem.notes + notes
+        wl = dicts
+    elif own and workloads is None and not quick:
         dicts, given, notes = own_workloads(problem, seed)
         if dicts:
             problem = copy.copy(problem)

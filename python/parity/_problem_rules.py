@@ -119,7 +119,15 @@ def judged_calls(problem: Problem, call: Callable[[Dict[str, Any]], List[Any]], 
         if kept is not None:
             out.append((w, kept[0], kept[1], ""))
             continue
-        if given and w in given:  # the problem's own workload: the inputs it was given
+        if given and w in given and "draw" in given[w]:  # structure given, floats drawn (structure_workloads)
+            from . import _case, _declared
+            g = given[w]
+            assert problem.draw_op is not None
+            spec = _declared.given_of(problem.draw_op, g["name"], g["inputs"], g.get("attrs"), g["draw"],
+                                      g["sizes"], g["dtype"])
+            drawn = _case.inputs(problem.draw_op, spec, seed=seed, dtype=problem.dtype, like="torch")  # type: ignore[arg-type]
+            args = problem._torch_args(dict(dict(drawn.items()), **problem.scalars), "native")
+        elif given and w in given:  # the problem's own workload: the inputs it was given
             args = problem._torch_args(given[w], "native")
         else:
             assert problem.draw_op is not None  # set by with_contract (load returns it so)

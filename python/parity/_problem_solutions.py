@@ -221,6 +221,89 @@ def _read_safetensors(path: str, key: str, where: str) -> Any:
     return t.reshape(meta["shape"]).clone()
 
 
+def _line_sizes(problem: Problem, i: int, w: Dict[str, Any]) -> Tuple[Dict[str, int], int]:
+    """A workload line's size of every axis (const, its var axes, expr axes computed) and the
+    element count of the largest tensor it makes."""
+    sizes = {a: s[0] for a, s in problem.shapes.items() if a in problem.fixed}
+    sizes.update({a: int(v) for a, v in w["axes"].items()})
+    for a, spec in getattr(problem, "axes_spec", {}).items():
+        if isinstance(spec, dict) and spec.get("type") == "expr":
+            sizes[a] = _eval_expr(spec["expression"], sizes, problem.path, a)
+    try:
+        big = max(int(np.prod([sizes[a] for a in s["shape"]])) for s in
+                  list(problem.inputs.values()) + list(problem.outputs.values()) if s["shape"] is not None)
+    except KeyError as e:
+        raise ProblemFileError(problem.path, "workload line %d: axes" % (i + 1), "no size for axis %s" % e) from e
+    return sizes, big
+
+
+def _line_args(problem: Problem, i: int, w: Dict[str, Any], sizes: Dict[str, int], seed: int,
+               only: Optional[Set[str]] = None) -> Dict[str, Any]:
+    """A workload line's tensor inputs as it describes them (torch, in the declared dtypes):
+    `random` drawn with torch.randn / randint from a generator seeded by (seed, line), `safetensors`
+    read, `custom` from the definition's entry point; only: those inputs (None: all)."""
+    torch = _torch()
+    ins = w.get("inputs") or {}
+    gen = torch.Generator().manual_seed(int(seed) * 1000003 + i)
+    args: Dict[str, Any] = {}
+    custom = [k for k, v in ins.items() if isinstance(v, dict) and v.get("type") == "custom"
+              and (only is None or k in only)]
+    if custom:
+        entry = getattr(problem, "custom_entry", None)
+        if entry is None:
+            raise ProblemFileError(problem.path, "custom_inputs_entrypoint",
+                                   "workload line %d has custom inputs and the definition names no entry point" % (i + 1))
+        torch.manual_seed(int(seed) * 1000003 + i)
+        made = entry(dict(sizes, **problem.scalars), torch.device("cpu"))
+        args.update({k: v for k, v in made.items() if k in problem.inputs and (only is None or k in only)})
+    for k, s in problem.inputs.items():
+        if s["shape"] is None or k in args or (only is not None and k not in only):
+            continue
+        shape = [sizes[a] for a in s["shape"]]
+        kind = (ins.get(k) or {}).get("type", "random")
+        if kind == "safetensors":
+            rel = ins[k].get("path", "")
+            cands = [rel] if os.path.isabs(rel) else [os.path.join(problem.own_root, rel),  # type: ignore[attr-defined]
+                                                      os.path.join(os.path.dirname(problem.path), rel)]
+            path = next((c for c in cands if os.path.isfile(c)), cands[0])
+            t = _read_safetensors(path, ins[k].get("tensor_key", k), problem.path)
+            args[k] = t.to(_tdtype(s["dtype"]))
+        elif s["dtype"] in _FLOAT_NAMES:
+            args[k] = torch.randn(shape, generator=gen).to(_tdtype(s["dtype"]))
+        else:
+            role, vocab = problem.roles.get(k, ("", None))
+            hi = sizes.get(vocab, 2) if vocab else 2
+            args[k] = torch.randint(0, hi, shape, generator=gen).to(_tdtype(s["dtype"]))
+    for k in args:
+        want = [sizes[a] for a in problem.inputs[k]["shape"] or []]
+        if list(args[k].shape) != want:
+            raise ProblemFileError(problem.path, "workload line %d: inputs.%s" % (i + 1, k),
+                                   "shape %s, the line's axes make %s" % (list(args[k].shape), want))
+    return args
+
+
+def _as_given(problem: Problem, args: Dict[str, Any]) -> Dict[str, Any]:
+    """Torch inputs as parity.check's given arrays: float inputs in the problem's dtype (bf16 as
+    uint16 bits), integers as int64."""
+    torch = _torch()
+    given: Dict[str, Any] = {}
+    for k, t in args.items():
+        if problem._is_float(k):
+            if problem.dtype == "bf16":
+                given[k] = t.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16).copy()
+            else:
+                given[k] = t.to(torch.float16 if problem.dtype == "f16" else torch.float32).numpy().copy()
+        else:
+            given[k] = t.to(torch.int64).numpy().copy()
+    return given
+
+
+def _scalars_differ(problem: Problem, w: Dict[str, Any]) -> bool:
+    ins = w.get("inputs") or {}
+    scal = {k: v.get("value") for k, v in ins.items() if isinstance(v, dict) and v.get("type") == "scalar"}
+    return any(problem.scalars.get(k) != v for k, v in scal.items() if k in problem.scalars)
+
+
 def own_workloads(problem: Problem, seed: int = 1, limit: int = 6,
                   max_elems: int = 1 << 22) -> Tuple[List[Dict[str, Any]], Dict[str, Dict[str, Any]], List[str]]:
     """The problem's own workload lines as given workloads for parity.check: their axes, their
@@ -228,74 +311,24 @@ def own_workloads(problem: Problem, seed: int = 1, limit: int = 6,
     loaded; `custom`: the definition's custom_inputs_entrypoint), at most `limit` lines whose
     largest tensor holds at most max_elems elements, those whose scalars are the op's (an op has
     one set of attributes). Returns (given workloads, {name: torch inputs}, notes)."""
-    torch = _torch()
     lines = getattr(problem, "own_lines", [])
     out: List[Dict[str, Any]] = []
     args_of: Dict[str, Dict[str, Any]] = {}
     notes: List[str] = []
     skipped_big = skipped_scalar = 0
-    axes = getattr(problem, "axes_spec", {})
     for i, w in enumerate(lines):
         if len(out) >= limit:
             break
-        sizes = {a: s[0] for a, s in problem.shapes.items() if a in problem.fixed}
-        sizes.update({a: int(v) for a, v in w["axes"].items()})
-        for a, spec in axes.items():
-            if isinstance(spec, dict) and spec.get("type") == "expr":
-                sizes[a] = _eval_expr(spec["expression"], sizes, problem.path, a)
-        ins = w.get("inputs") or {}
-        scal = {k: v.get("value") for k, v in ins.items() if isinstance(v, dict) and v.get("type") == "scalar"}
-        if any(problem.scalars.get(k) != v for k, v in scal.items() if k in problem.scalars):
+        if _scalars_differ(problem, w):
             skipped_scalar += 1
             continue
-        try:
-            big = max(int(np.prod([sizes[a] for a in s["shape"]])) for s in
-                      list(problem.inputs.values()) + list(problem.outputs.values()) if s["shape"] is not None)
-        except KeyError as e:
-            raise ProblemFileError(problem.path, "workload line %d: axes" % (i + 1), "no size for axis %s" % e) from e
+        sizes, big = _line_sizes(problem, i, w)
         if big > max_elems:
             skipped_big += 1
             continue
-        gen = torch.Generator().manual_seed(int(seed) * 1000003 + i)
-        args: Dict[str, Any] = {}
-        custom = [k for k, v in ins.items() if isinstance(v, dict) and v.get("type") == "custom"]
-        if custom:
-            entry = getattr(problem, "custom_entry", None)
-            if entry is None:
-                raise ProblemFileError(problem.path, "custom_inputs_entrypoint",
-                                       "workload line %d has custom inputs and the definition names no entry point" % (i + 1))
-            torch.manual_seed(int(seed) * 1000003 + i)
-            made = entry(dict(sizes, **problem.scalars), torch.device("cpu"))
-            args.update({k: v for k, v in made.items() if k in problem.inputs})
-        for k, s in problem.inputs.items():
-            if s["shape"] is None or k in args:
-                continue
-            shape = [sizes[a] for a in s["shape"]]
-            kind = (ins.get(k) or {}).get("type", "random")
-            if kind == "safetensors":
-                rel = ins[k].get("path", "")
-                cands = [rel] if os.path.isabs(rel) else [os.path.join(problem.own_root, rel),  # type: ignore[attr-defined]
-                                                          os.path.join(os.path.dirname(problem.path), rel)]
-                path = next((c for c in cands if os.path.isfile(c)), cands[0])
-                t = _read_safetensors(path, ins[k].get("tensor_key", k), problem.path)
-                args[k] = t.to(_tdtype(s["dtype"]))
-            elif s["dtype"] in _FLOAT_NAMES:
-                args[k] = torch.randn(shape, generator=gen).to(_tdtype(s["dtype"]))
-            else:
-                role, vocab = problem.roles.get(k, ("", None))
-                hi = sizes.get(vocab, 2) if vocab else 2
-                args[k] = torch.randint(0, hi, shape, generator=gen).to(_tdtype(s["dtype"]))
+        args = _line_args(problem, i, w, sizes, seed)
         name = "wl-%d" % (i + 1)
-        given: Dict[str, Any] = {}
-        for k, t in args.items():
-            if problem._is_float(k):
-                if problem.dtype == "bf16":
-                    given[k] = t.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16).copy()
-                else:
-                    given[k] = t.to(torch.float16 if problem.dtype == "f16" else torch.float32).numpy().copy()
-            else:
-                given[k] = t.to(torch.int64).numpy().copy()
-        out.append({"name": name, "inputs": given, "attrs": dict(problem.scalars)})
+        out.append({"name": name, "inputs": _as_given(problem, args), "attrs": dict(problem.scalars)})
         args_of[name] = dict(args, **problem.scalars)
     if out:
         notes.append("the problem's own workloads judged too: %s (its axes and inputs, float inputs given in %s)"
@@ -307,3 +340,58 @@ def own_workloads(problem: Problem, seed: int = 1, limit: int = 6,
                      % skipped_scalar)
     return out, args_of, notes
 
+
+_STRUCTURE_DRAWS = ("base", "outlier-ch", "magnitude")
+
+
+def _lines_named(ns: List[int]) -> str:
+    return "line %d" % ns[0] if len(ns) == 1 else "lines %s and %d" % (", ".join(str(n) for n in ns[:-1]), ns[-1])
+
+
+def structure_workloads(problem: Problem, seed: int = 1, quick: bool = False,
+                        max_elems: int = 1 << 24) -> Tuple[List[Dict[str, Any]], Dict[str, Any], List[str]]:
+    """parity's workloads of a problem with structure inputs (integers only its own workload
+    lines give: offsets, page tables; Problem.structure): the structure of one line, the float
+    inputs drawn from their roles by parity's generator -- base, outlier-ch and magnitude on the
+    smallest line whose var axes are all at least 8 (else the smallest), production on the
+    largest line within max_elems elements per tensor (not with quick) -- then, unless quick, the
+    own lines themselves (own_workloads). Returns (workloads, {name: torch inputs or the drawn
+    workload}, notes)."""
+    lines = getattr(problem, "own_lines", [])
+    cands = []
+    for i, w in enumerate(lines):
+        if _scalars_differ(problem, w):
+            continue
+        sizes, big = _line_sizes(problem, i, w)
+        cands.append((big, i, w, sizes))
+    if not cands:
+        raise ProblemFileError(problem.path, "workloads", "the structure inputs (%s) come from the problem's own "
+                               "workload lines, and no line has the definition's scalar values"
+                               % ", ".join(problem.structure))
+    cands.sort(key=lambda t: (t[0], t[1]))
+    var = [a for a in problem.shapes if a not in problem.fixed]
+    rows_ok = [t for t in cands if all(t[3].get(a, 0) >= 8 for a in var)]
+    picks = [(d, (rows_ok or cands)[0]) for d in _STRUCTURE_DRAWS]
+    fit = [t for t in cands if t[0] <= max_elems]
+    if not quick and fit and fit[-1] is not picks[0][1]:
+        picks.append(("production", fit[-1]))
+    out: List[Dict[str, Any]] = []
+    given: Dict[str, Any] = {}
+    for draw, (_, i, w, sizes) in picks:
+        ints = _line_args(problem, i, w, sizes, seed, only=set(problem.structure))
+        wl = {"name": draw, "inputs": _as_given(problem, ints), "attrs": dict(problem.scalars),
+              "draw": "base" if draw == "production" else draw, "dtype": problem.dtype,
+              "sizes": {a: int(sizes[a]) for a in problem.shapes}}
+        out.append(wl)
+        given[draw] = wl
+    notes = ["structure input(s) %s: the values of the problem's own workload lines (%s); parity's workloads "
+             "%s take them from line %s, the float inputs drawn from their roles" % (
+                 ", ".join(problem.structure), "offsets, page tables: nothing to draw them from",
+                 ", ".join(x["name"] for x in out),
+                 _lines_named(sorted(set(t[1] + 1 for _, t in picks))))]
+    if not quick:
+        own, args_of, more = own_workloads(problem, seed)
+        out += own
+        given.update(args_of)
+        notes += more
+    return out, given, notes

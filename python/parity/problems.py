@@ -48,10 +48,11 @@ from ._problem_oracle import (CONTRACTS as CONTRACTS, ProblemFileError as Proble
                               RefusedReference as RefusedReference, keep_freed_memory as keep_freed_memory)
 from ._problem_rules import apply_rule as apply_rule, rule_check as rule_check, rule_text as rule_text
 from ._problem_solutions import (Unsupported as Unsupported, _Recorder as _Recorder,
-                                 load_solution as load_solution, own_workloads as own_workloads)
+                                 load_solution as load_solution, own_workloads as own_workloads,
+                                 structure_workloads as structure_workloads)
 
 __all__ = ["load", "judge", "Problem", "Judgement", "ProblemFileError", "RefusedReference", "main",
-           "CONTRACTS", "load_solution", "ProblemError", "Unsupported", "own_workloads", "apply_rule",
+           "CONTRACTS", "load_solution", "ProblemError", "Unsupported", "own_workloads", "structure_workloads", "apply_rule",
            "rule_check", "rule_text"]
 
 

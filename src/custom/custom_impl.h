@@ -19,6 +19,7 @@ enum { CV_BASE, CV_ZIPF, CV_OUTLIER, CV_MAGNITUDE, CV_TEXT, CV_BL_RANDN, CV_BL_S
 typedef struct {
     char name[32];
     int variant, production;
+    int draw; /* CV_GIVEN: the variant of the float inputs the caller leaves to the roles */
     int64_t size[PARITY_CUSTOM_MAX_ARGS]; /* per dimension */
 } custom_workload_t;
 

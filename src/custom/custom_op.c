@@ -281,6 +281,12 @@ static void given_free(parity_custom_op_t *op)
 parity_status_t parity_custom_op_given(parity_custom_op_t *op, const char *name, const int64_t *sizes,
                                        const void *const *inputs, parity_diag_t *diag)
 {
+    return parity_custom_op_given_drawn(op, name, sizes, inputs, NULL, diag);
+}
+
+parity_status_t parity_custom_op_given_drawn(parity_custom_op_t *op, const char *name, const int64_t *sizes,
+                                             const void *const *inputs, const char *draw, parity_diag_t *diag)
+{
     given_free(op);
     if (!name) return PARITY_OK;
     if (!name[0] || strlen(name) >= sizeof op->given_wl.name)
@@ -288,6 +294,16 @@ parity_status_t parity_custom_op_given(parity_custom_op_t *op, const char *name,
                                (int)sizeof op->given_wl.name - 1);
     custom_workload_t *g = &op->given_wl;
     memset(g, 0, sizeof *g);
+    static const struct {
+        const char *name;
+        int variant;
+    } draws[] = {{"base", CV_BASE}, {"outlier-ch", CV_OUTLIER}, {"magnitude", CV_MAGNITUDE}};
+    g->draw = -1;
+    for (size_t k = 0; draw && k < sizeof draws / sizeof draws[0]; k++)
+        if (!strcmp(draw, draws[k].name)) g->draw = draws[k].variant;
+    if (draw && g->draw < 0)
+        return parity_diag_set(diag, PARITY_E_INVALID, "given inputs: draw %s: expected base, outlier-ch or magnitude",
+                               draw);
     for (int d = 0; d < op->n_dims; d++) {
         if (sizes[d] < 1 || sizes[d] > ((int64_t)1 << 31))
             return parity_diag_set(diag, PARITY_E_INVALID, "given inputs: dimension %s of size %lld outside 1..2^31",
@@ -296,6 +312,13 @@ parity_status_t parity_custom_op_given(parity_custom_op_t *op, const char *name,
     }
     g->variant = CV_GIVEN;
     for (int i = 0; i < op->n_in; i++) {
+        int is_float = custom_is_float_role(op->role[i]);
+        if (!inputs[i] && is_float && g->draw >= 0) continue; /* drawn from its role (values()) */
+        if (!inputs[i]) {
+            given_free(op);
+            return parity_diag_set(diag, PARITY_E_INVALID, "given inputs: no values for input %s%s", op->in[i].name,
+                                   is_float ? " (and no draw)" : " (token ids are never drawn here)");
+        }
         int64_t n = custom_numel(op, &op->in[i], g->size);
         size_t bytes = (size_t)(n > 0 ? n : 1) * 8;
         void *p = malloc(bytes);
@@ -304,7 +327,7 @@ parity_status_t parity_custom_op_given(parity_custom_op_t *op, const char *name,
             return PARITY_E_NOMEM;
         }
         memcpy(p, inputs[i], (size_t)n * 8);
-        if (custom_is_float_role(op->role[i])) op->given[i] = p;
+        if (is_float) op->given[i] = p;
         else op->given_ids[i] = p;
     }
     snprintf(g->name, sizeof g->name, "%s", name);
@@ -349,11 +372,12 @@ static void values(const custom_case_t *c, int i, parity_rng_t *rng, double *a, 
     int64_t n = c->n_in[i], rows = x->ndim ? size[x->dim[0]] : 1, cols = x->ndim ? size[x->dim[x->ndim - 1]] : 1;
     int64_t per_row = rows > 0 ? n / rows : n;
     int role = op->role[i], var = c->wl->variant;
-    if (var == CV_GIVEN) { /* the caller's values (parity_custom_op_given) */
+    if (var == CV_GIVEN && (ids || op->given[i])) { /* the caller's values (parity_custom_op_given) */
         if (ids) memcpy(ids, op->given_ids[i], (size_t)n * sizeof *ids);
         else memcpy(a, op->given[i], (size_t)n * sizeof *a);
         return;
     }
+    if (var == CV_GIVEN) var = c->wl->draw; /* a float input the caller left to its role */
     if (role == PARITY_ROLE_TOKEN_IDS) {
         int64_t v = size[op->vocab[i]];
         if (var == CV_ZIPF) { /* Zipf s = 1.1 over a permuted vocabulary, by inverse CDF */
