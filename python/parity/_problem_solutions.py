@@ -385,7 +385,7 @@ def structure_workloads(problem: Problem, seed: int = 1, quick: bool = False,
         out.append(wl)
         given[draw] = wl
     notes = ["structure input(s) %s: the values of the problem's own workload lines (%s); parity's workloads "
-             "%s take them from line %s, the float inputs drawn from their roles" % (
+             "%s take them from %s, the float inputs drawn from their roles" % (
                  ", ".join(problem.structure), "offsets, page tables: nothing to draw them from",
                  ", ".join(x["name"] for x in out),
                  _lines_named(sorted(set(t[1] + 1 for _, t in picks))))]
