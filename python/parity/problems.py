@@ -40,6 +40,7 @@ import os
 import sys
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
+from . import _problem_folders as _folders
 from ._errors import ProblemError as ProblemError
 from ._problem_core import Problem as Problem
 from ._problem_formats import _KB_PRECISION, load as load
@@ -57,23 +58,30 @@ __all__ = ["load", "judge", "Problem", "Judgement", "ProblemFileError", "Refused
 
 
 # -- CLI --------------------------------------------------------------------------------------------
-_USAGE = """usage: parity problem PATH [--solution FILE] [--contract math|reference] [--json FILE] [--seed N] [--quick]
-                      [--solution-name NAME] [--precision fp32|fp16|bf16] [--jobs N]
+_USAGE = """usage: parity problem PATH [--solution FILE | --solutions DIR [--sample S]] [--contract math|reference]
+                      [--json FILE] [--seed N] [--quick] [--solution-name NAME] [--precision fp32|fp16|bf16]
+                      [--jobs N]
 
 Judge a benchmark problem as it is: PATH is a SOL-ExecBench / FlashInfer-Bench problem folder
 (definition.json, optional workload.jsonl and reference.py) or definition JSON, or a KernelBench
 problem .py file. The solution is the benchmark's own format (a solution JSON with a Python entry
 point "file.py::fn", destination-passing or value-returning; a KernelBench file with ModelNew);
-without --solution the problem's reference itself, run in its own dtypes, is judged.
+without one the problem's reference itself, run in its own dtypes, is judged.
 --contract: math (fp32 internals, one rounding per output) or reference (default: the roundings
 the reference performs are allowed). The benchmark's own rule is reported beside the verdict.
 --precision: a KernelBench problem's precision (its inputs and models cast to it; tolerance 1e-4 for
 fp32, 1e-2 otherwise, as KernelBench's). Without --quick the problem's own workloads are judged too.
-PATH may also be a folder of problem folders / KernelBench files: each is judged (its solution,
-with --solution-name NAME, the file of that name inside each problem folder). --jobs N: judge N
-problems at once, each in its own process (0: one per core; default 1); the report and the JSON
-keep the folder's order. Integer outputs (argmax, top-k indices) are judged exactly: each element
-must equal the fp64 oracle's or the native reference's (docs/problems.md, "Integer outputs").
+
+Many at once. PATH may be a folder of problem folders / KernelBench files (levelN/ subfolders
+included), or a FlashInfer-Bench dataset root (definitions/, workloads/, solutions/). Solutions are
+found by the benchmark's naming: --solutions DIR, a folder of solution JSONs, each judged on the
+problem its "definition" field names (a FlashInfer-Bench root uses its own solutions/), or a
+KernelBench run folder, whose level_L_problem_P_sample_S_kernel.py files are judged on levelL/P_*.py
+(--sample S: that sample only); --solution-name NAME: the file of that name inside each problem
+folder. Problems the solutions folder has nothing for are listed and skipped. --jobs N: judge N at
+once, each in its own process (0: one per core; default 1); the report and the JSON keep the order.
+Integer outputs (argmax, top-k indices) are judged exactly: each element must equal the fp64
+oracle's or the native reference's (docs/problems.md, "Integer outputs").
 exit codes: 0 faithful, 1 not faithful (or unsupported), 2 usage, 3 bad problem or solution file.
 """
 
@@ -82,21 +90,6 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # usage errors exit 2 with parity's wording
         sys.stderr.write("parity problem: %s\n%s" % (message, _USAGE))
         raise SystemExit(2)
-
-
-def _is_problem(path: str) -> bool:
-    """A problem folder (definition.json inside) or a KernelBench problem file (class Model and
-    get_inputs, no ModelNew: solution files beside the problems are skipped)."""
-    if os.path.isdir(path):
-        return os.path.isfile(os.path.join(path, "definition.json"))
-    if os.path.isfile(path) and path.endswith(".py"):
-        try:
-            with open(path) as f:
-                src = f.read()
-        except OSError:
-            return False
-        return "class Model(" in src and "def get_inputs" in src and "class ModelNew" not in src
-    return False
 
 
 def _judge_item(item: str, sol: Optional[str], contract: Optional[str], precision: str, seed: int,
@@ -148,6 +141,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("path", nargs="?")
     ap.add_argument("--solution")
     ap.add_argument("--solution-name")
+    ap.add_argument("--solutions")
+    ap.add_argument("--sample", type=int)
     ap.add_argument("--contract", choices=CONTRACTS)
     ap.add_argument("--json")
     ap.add_argument("--seed", type=int, default=1)
@@ -174,26 +169,39 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not os.path.exists(a.path):
         sys.stderr.write("parity problem: %s: no such file or folder\n" % a.path)
         return 3
+    if a.solution and a.solutions:
+        ap.error("--solution names one file, --solutions a folder of them: give one")
+        return 2
+    if a.sample is not None and not a.solutions:
+        ap.error("--sample picks a KernelBench run's sample: give --solutions RUN_DIR")
+        return 2
+    if a.solutions and not os.path.isdir(a.solutions):
+        sys.stderr.write("parity problem: --solutions %s: no such folder\n" % a.solutions)
+        return 3
     if os.path.isdir(a.path) and not os.path.isfile(os.path.join(a.path, "definition.json")):
-        items = sorted(os.path.join(a.path, n) for n in os.listdir(a.path))
-        items = [x for x in items if _is_problem(x)]
+        items = _folders.problems_in(a.path)
         if not items:
-            sys.stderr.write("parity problem: %s: neither a problem nor a folder of problems\n" % a.path)
+            sys.stderr.write("parity problem: %s: neither a problem nor a folder of problems (problem folders with "
+                             "definition.json, KernelBench files, levelN/ folders, or definitions/)\n" % a.path)
             return 3
         if a.solution:
-            ap.error("--solution names one file; with a folder of problems use --solution-name")
+            ap.error("--solution names one file; with a folder of problems use --solutions or --solution-name")
             return 2
     else:
         items = [a.path]
     dicts: List[Dict[str, Any]] = []
     worst = 0
-    todo: List[Tuple[str, Optional[str]]] = []
-    for item in items:
-        sol = a.solution
-        if a.solution_name and os.path.isdir(item):
-            cand = os.path.join(item, a.solution_name)
-            sol = cand if os.path.isfile(cand) else None
-        todo.append((item, sol))
+    todo, missing = _folders.pair(items, a.solution_name, a.solutions, a.sample, a.path if os.path.isdir(a.path) else None)
+    if a.solution:
+        todo = [(a.path, a.solution)]
+    if missing:
+        sys.stderr.write("parity problem: no solution in %s for %d problem(s), skipped: %s\n" % (
+            a.solutions or os.path.join(a.path, "solutions"), len(missing),
+            ", ".join(os.path.basename(m) for m in missing)))
+    if not todo:
+        sys.stderr.write("parity problem: nothing to judge\n")
+        return 3
+    items = [t[0] for t in todo]
     for text, d, code, err in _judge_all(todo, a):
         if err:
             sys.stderr.write("parity problem: %s\n" % err)
@@ -209,11 +217,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if len(items) > 1:
         sys.stdout.write("summary\n")
         for d in dicts:
-            sys.stdout.write("  %-40s %-12s rule %s\n" % (d["problem"].get("name", d["problem"]["path"]),
-                                                      d["verdict"], d.get("benchmark_rule", {}).get("verdict", "-")))
+            sol = d.get("solution") or "-"
+            sys.stdout.write("  %-40s %-12s rule %-8s %s\n" % (d["problem"].get("name", d["problem"]["path"]),
+                                                            d["verdict"], d.get("benchmark_rule", {}).get("verdict", "-"),
+                                                            sol if len(sol) <= 60 else "..." + sol[-57:]))
     if a.json:
         out = dicts[0] if len(items) == 1 else {"verdict": "faithful" if worst == 0 else "unfaithful",
-                                                "problems": dicts}
+                                                "problems": dicts, "skipped": [{"path": m, "reason": "no solution"}
+                                                                               for m in missing]}
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1, default=str)
             f.write("\n")
