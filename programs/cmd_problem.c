@@ -28,6 +28,7 @@ void parity_help_problem(FILE *out)
     fprintf(out,
             "usage: parity problem PATH [--solution FILE | --solutions DIR [--sample S]]\n"
             "                           [--contract math|reference] [--json FILE] [--seed N] [--quick]\n"
+            "                           [--own-lines N]\n"
             "                           [--solution-name NAME] [--precision fp32|fp16|bf16] [--jobs N]\n"
             "\n"
             "Judge a benchmark problem as it is. PATH: a SOL-ExecBench / FlashInfer-Bench problem\n"
@@ -50,7 +51,9 @@ void parity_help_problem(FILE *out)
             "(SOL-ExecBench, FlashInfer-Bench or KernelBench) is reported beside the verdict;\n"
             "--json writes verdict, contract, benchmark_rule {name, verdict} and parity's report.\n"
             "Without --quick the problem's own workload lines are judged too (their axes, random,\n"
-            "scalar, safetensors and custom inputs). --precision: a KernelBench problem's precision.\n"
+            "scalar, safetensors and custom inputs; at most --own-lines N, default 6, per set of\n"
+            "scalar values, spread over their sizes; lines with other scalars judged as an op of\n"
+            "their own). --precision: a KernelBench problem's precision.\n"
             "\n"
             "Runs the Python package: $PARITY_PYTHON, else the source tree's .venv/bin/python, else\n"
             "/usr/bin/python3, else python3 on PATH; it needs numpy and torch.\n"

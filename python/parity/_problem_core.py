@@ -221,6 +221,17 @@ class Problem:
         p.draw_op = p.op if p.op is not None else self._build_op(contract, draw=True)
         return p
 
+    def with_scalars(self, scalars: Dict[str, Any]) -> "Problem":
+        """The same problem with other scalar values (an op of its own: a declared op has one set
+        of attributes); the lines of the problem's own workloads that give them are its own."""
+        p = copy.copy(self)
+        p.scalars = dict(scalars)
+        p.notes = list(self.notes)
+        p._native_seen = []
+        p.op = p._build_op(self.contract)
+        p.draw_op = p.op if p.op is not None else p._build_op(self.contract, draw=True)
+        return p
+
     def describe(self) -> str:
         lines = ["problem %s (%s: %s)" % (self.name, self.format, self.path),
                  "  contract: %s" % self.contract]

@@ -11,7 +11,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from ._problem_core import Problem
 from ._problem_ints import combine, judge_ints
 from ._problem_rules import apply_rule, judged_calls, rule_rows, rule_text
-from ._problem_solutions import Unsupported, _Recorder, load_solution, own_workloads, structure_workloads
+from ._problem_solutions import (Unsupported, _Recorder, load_solution, other_scalar_sets, own_workloads,
+                                 structure_workloads)
 
 
 # -- judging ----------------------------------------------------------------------------------------
@@ -29,6 +30,16 @@ class Judgement:
                                           ints["verdict"] if ints is not None else None)
         self.reason, self.seconds = reason, seconds
         self.reproduce = ""  # the parity problem command that judges the same (set by judge())
+        # the own workload lines with other scalar values, each judged as an op of its own
+        self.parts: List[Tuple[Dict[str, Any], "Judgement"]] = []
+
+    def add_part(self, scalars: Dict[str, Any], j: "Judgement") -> None:
+        """Lines with other scalars, judged apart: the verdict is the worse one, the benchmark
+        rule fails when it fails there."""
+        self.parts.append((scalars, j))
+        self.verdict = combine(self.verdict, j.verdict)
+        if j.rule.get("verdict") == "fail" and self.rule.get("verdict") == "pass":
+            self.rule = dict(self.rule, verdict="fail")
 
     @property
     def ok(self) -> bool:
@@ -55,6 +66,13 @@ class Judgement:
             d["parity"] = None  # no float output: no declared op was checked
         if self.ints is not None:
             d["integer_outputs"] = self.ints
+        if self.parts:
+            d["scalar_sets"] = [{"scalars": sc, "verdict": j.verdict,
+                                 "benchmark_rule": {"name": j.rule["name"], "verdict": j.rule["verdict"],
+                                                    "calls": j.rule.get("calls", [])},
+                                 "parity": json.loads(j.report.to_json()) if j.report is not None else None,
+                                 **({"integer_outputs": j.ints} if j.ints is not None else {})}
+                                for sc, j in self.parts]
         return d
 
     def text(self) -> str:
@@ -67,6 +85,16 @@ class Judgement:
             lines.append("")
         if self.ints is not None:
             lines.extend(_ints_text(self.ints, self.report))
+            lines.append("")
+        for sc, j in self.parts:
+            lines.append("own workload lines with %s (an op of its own):" % ", ".join(
+                "%s=%r" % kv for kv in sc.items()))
+            if j.report is not None:
+                lines.extend("  " + x for x in str(j.report).rstrip().split("\n")
+                             if not x.strip().startswith("reproduce: parity.check("))
+            if j.ints is not None:
+                lines.extend("  " + x for x in _ints_text(j.ints, j.report))
+            lines.append("  verdict: %s; benchmark rule: %s" % (j.verdict, j.rule["verdict"]))
             lines.append("")
         lines.append("parity verdict (contract %s): %s%s" % (self.problem.contract, self.verdict,
                                                             " -- " + self.reason if self.reason else ""))
@@ -98,11 +126,14 @@ def _ints_text(ints: Dict[str, Any], report: Any) -> List[str]:
 
 
 def judge(problem: Problem, solution: Optional[str] = None, *, contract: Optional[str] = None, seed: int = 1,
-          quick: bool = False, workloads: Any = None, own: bool = True) -> Judgement:
+          quick: bool = False, workloads: Any = None, own: bool = True, own_lines: int = 6,
+          _given: Optional[Dict[str, Any]] = None) -> Judgement:
     """parity.check of the solution (None: the problem's reference run natively) on the problem's
     op under `contract` (default: the problem's), with the benchmark's own rule beside it. Unless
     quick (or workloads= is given, or own=False), the problem's own workload lines are judged
-    too (own_workloads)."""
+    too (own_workloads: at most own_lines of them per set of scalar values, spread over their
+    sizes); lines with other scalar values than the op's are judged as ops of their own
+    (Judgement.parts)."""
     import parity
     if contract and contract != problem.contract:
         problem = problem.with_contract(contract)
@@ -115,15 +146,15 @@ def judge(problem: Problem, solution: Optional[str] = None, *, contract: Optiona
                          solution or "", verdict="unsupported", reason=str(e))
     rec = _Recorder(problem, call, label)
     wl = workloads if workloads is not None else ("quick" if quick else None)
-    given: Dict[str, Dict[str, Any]] = {}
+    given: Dict[str, Any] = dict(_given or {})
     if problem.structure and workloads is None:
         # integer structure only the problem's lines give: parity's workloads on their values
-        dicts, given, notes = structure_workloads(problem, seed, quick or not own)
+        dicts, given, notes = structure_workloads(problem, seed, quick or not own, limit=own_lines)
         problem = copy.copy(problem)
         problem.notes = problem.notes + notes
         wl = dicts
     elif own and workloads is None and not quick:
-        dicts, given, notes = own_workloads(problem, seed)
+        dicts, given, notes = own_workloads(problem, seed, own_lines)
         if dicts:
             problem = copy.copy(problem)
             problem.notes = problem.notes + notes
@@ -178,7 +209,13 @@ def judge(problem: Problem, solution: Optional[str] = None, *, contract: Optiona
     hv, why = _harness_verdict(harness)
     j = Judgement(problem, report, rule, label, seconds=time.perf_counter() - t0, ints=ints,
                   verdict=combine(hv, ints["verdict"] if ints is not None else None) if hv else None, reason=why)
-    j.reproduce = _reproduce(problem, solution, seed, quick and workloads is None)
+    j.reproduce = _reproduce(problem, solution, seed, quick and workloads is None, own_lines)
+    if own and workloads is None and not quick and own_lines > 0:
+        for sc in other_scalar_sets(problem):
+            sub = problem.with_scalars(sc)
+            dicts, sub_given, _ = own_workloads(sub, seed, own_lines)
+            if dicts:
+                j.add_part(sc, judge(sub, solution, seed=seed, workloads=dicts, _given=sub_given))
     return j
 
 
@@ -207,7 +244,7 @@ def _own_inputs_calls(problem: Problem, call: Any) -> List[Tuple[str, Any, Any, 
         return [("get_inputs", args, None, "%s: %s" % (type(e).__name__, e))]
 
 
-def _reproduce(problem: Problem, solution: Optional[str], seed: int, quick: bool) -> str:
+def _reproduce(problem: Problem, solution: Optional[str], seed: int, quick: bool, own_lines: int = 6) -> str:
     import shlex
     path = problem.path
     if problem.format == "sol" and os.path.basename(path) == "definition.json":
@@ -221,5 +258,7 @@ def _reproduce(problem: Problem, solution: Optional[str], seed: int, quick: bool
         cmd += ["--precision", prec]
     if quick:
         cmd.append("--quick")
+    elif own_lines != 6:
+        cmd += ["--own-lines", str(own_lines)]
     return " ".join(shlex.quote(c) for c in cmd)
 

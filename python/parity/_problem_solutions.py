@@ -298,27 +298,56 @@ def _as_given(problem: Problem, args: Dict[str, Any]) -> Dict[str, Any]:
     return given
 
 
-def _scalars_differ(problem: Problem, w: Dict[str, Any]) -> bool:
+def _line_scalars(problem: Problem, w: Dict[str, Any]) -> Dict[str, Any]:
+    """The scalar inputs' values on a workload line (the problem's where the line gives none)."""
     ins = w.get("inputs") or {}
-    scal = {k: v.get("value") for k, v in ins.items() if isinstance(v, dict) and v.get("type") == "scalar"}
-    return any(problem.scalars.get(k) != v for k, v in scal.items() if k in problem.scalars)
+    out = dict(problem.scalars)
+    for k, v in ins.items():
+        if k in problem.scalars and isinstance(v, dict) and v.get("type") == "scalar":
+            out[k] = v.get("value")
+    return out
+
+
+def _scalars_differ(problem: Problem, w: Dict[str, Any]) -> bool:
+    return _line_scalars(problem, w) != dict(problem.scalars)
+
+
+def other_scalar_sets(problem: Problem) -> List[Dict[str, Any]]:
+    """The sets of scalar values the problem's own lines give other than the op's, in line order
+    (each is judged as an op of its own: a declared op has one set of attributes)."""
+    out: List[Dict[str, Any]] = []
+    for w in getattr(problem, "own_lines", []):
+        s = _line_scalars(problem, w)
+        if s != dict(problem.scalars) and s not in out:
+            out.append(s)
+    return out
+
+
+def _spread(n: int, k: int) -> List[int]:
+    """k of n positions spread evenly from the first to the last (all of them when k >= n)."""
+    if k >= n:
+        return list(range(n))
+    if k <= 1:
+        return [0][:k]
+    return sorted(set(round(j * (n - 1) / (k - 1)) for j in range(k)))
 
 
 def own_workloads(problem: Problem, seed: int = 1, limit: int = 6,
                   max_elems: int = 1 << 22) -> Tuple[List[Dict[str, Any]], Dict[str, Dict[str, Any]], List[str]]:
     """The problem's own workload lines as given workloads for parity.check: their axes, their
     inputs (`random`: torch.randn / randint in the declared dtypes, seeded; `scalar`; `safetensors`
-    loaded; `custom`: the definition's custom_inputs_entrypoint), at most `limit` lines whose
-    largest tensor holds at most max_elems elements, those whose scalars are the op's (an op has
-    one set of attributes). Returns (given workloads, {name: torch inputs}, notes)."""
+    loaded; `custom`: the definition's custom_inputs_entrypoint), of the lines whose scalars are
+    the op's (an op has one set of attributes: other_scalar_sets) and whose largest tensor holds
+    at most max_elems elements, at most `limit` spread evenly over their sizes (the smallest and
+    the largest among them), named wl-N after their line N. Returns (given workloads,
+    {name: torch inputs}, notes)."""
     lines = getattr(problem, "own_lines", [])
     out: List[Dict[str, Any]] = []
     args_of: Dict[str, Dict[str, Any]] = {}
     notes: List[str] = []
     skipped_big = skipped_scalar = 0
+    fit = []
     for i, w in enumerate(lines):
-        if len(out) >= limit:
-            break
         if _scalars_differ(problem, w):
             skipped_scalar += 1
             continue
@@ -326,6 +355,10 @@ def own_workloads(problem: Problem, seed: int = 1, limit: int = 6,
         if big > max_elems:
             skipped_big += 1
             continue
+        fit.append((big, i, w, sizes))
+    by_size = sorted(fit, key=lambda t: (t[0], t[1]))
+    chosen = sorted((by_size[j] for j in _spread(len(by_size), max(0, limit))), key=lambda t: t[1])
+    for _, i, w, sizes in chosen:
         args = _line_args(problem, i, w, sizes, seed)
         name = "wl-%d" % (i + 1)
         out.append({"name": name, "inputs": _as_given(problem, args), "attrs": dict(problem.scalars)})
@@ -333,10 +366,13 @@ def own_workloads(problem: Problem, seed: int = 1, limit: int = 6,
     if out:
         notes.append("the problem's own workloads judged too: %s (its axes and inputs, float inputs given in %s)"
                      % (", ".join(x["name"] for x in out), problem.dtype))
+    if len(chosen) < len(fit):
+        notes.append("%d of %d own workload lines judged, spread over their sizes (--own-lines N judges more)"
+                     % (len(chosen), len(fit)))
     if skipped_big:
         notes.append("%d own workload line(s) over %d elements per tensor not judged" % (skipped_big, max_elems))
     if skipped_scalar:
-        notes.append("%d own workload line(s) with other scalar values not judged (one op, one set of scalars)"
+        notes.append("%d own workload line(s) with other scalar values judged apart (one op per set of scalars)"
                      % skipped_scalar)
     return out, args_of, notes
 
@@ -349,7 +385,7 @@ def _lines_named(ns: List[int]) -> str:
 
 
 def structure_workloads(problem: Problem, seed: int = 1, quick: bool = False,
-                        max_elems: int = 1 << 24) -> Tuple[List[Dict[str, Any]], Dict[str, Any], List[str]]:
+                        max_elems: int = 1 << 24, limit: int = 6) -> Tuple[List[Dict[str, Any]], Dict[str, Any], List[str]]:
     """parity's workloads of a problem with structure inputs (integers only its own workload
     lines give: offsets, page tables; Problem.structure): the structure of one line, the float
     inputs drawn from their roles by parity's generator -- base, outlier-ch and magnitude on the
@@ -390,7 +426,7 @@ def structure_workloads(problem: Problem, seed: int = 1, quick: bool = False,
                  ", ".join(x["name"] for x in out),
                  _lines_named(sorted(set(t[1] + 1 for _, t in picks))))]
     if not quick:
-        own, args_of, more = own_workloads(problem, seed)
+        own, args_of, more = own_workloads(problem, seed, limit)
         out += own
         given.update(args_of)
         notes += more

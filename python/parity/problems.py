@@ -59,8 +59,8 @@ __all__ = ["load", "judge", "Problem", "Judgement", "ProblemFileError", "Refused
 
 # -- CLI --------------------------------------------------------------------------------------------
 _USAGE = """usage: parity problem PATH [--solution FILE | --solutions DIR [--sample S]] [--contract math|reference]
-                      [--json FILE] [--seed N] [--quick] [--solution-name NAME] [--precision fp32|fp16|bf16]
-                      [--jobs N]
+                      [--json FILE] [--seed N] [--quick] [--own-lines N] [--solution-name NAME]
+                      [--precision fp32|fp16|bf16] [--jobs N]
 
 Judge a benchmark problem as it is: PATH is a SOL-ExecBench / FlashInfer-Bench problem folder
 (definition.json, optional workload.jsonl and reference.py) or definition JSON, or a KernelBench
@@ -70,7 +70,9 @@ without one the problem's reference itself, run in its own dtypes, is judged.
 --contract: math (fp32 internals, one rounding per output) or reference (default: the roundings
 the reference performs are allowed). The benchmark's own rule is reported beside the verdict.
 --precision: a KernelBench problem's precision (its inputs and models cast to it; tolerance 1e-4 for
-fp32, 1e-2 otherwise, as KernelBench's). Without --quick the problem's own workloads are judged too.
+fp32, 1e-2 otherwise, as KernelBench's). Without --quick the problem's own workload lines are judged
+too: at most --own-lines N (default 6) per set of scalar values, spread over their sizes; lines whose
+scalars (eps, sm_scale) differ from the definition's first are judged as an op of their own.
 
 Many at once. PATH may be a folder of problem folders / KernelBench files (levelN/ subfolders
 included), or a FlashInfer-Bench dataset root (definitions/, workloads/, solutions/). Solutions are
@@ -93,12 +95,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _judge_item(item: str, sol: Optional[str], contract: Optional[str], precision: str, seed: int,
-                quick: bool) -> Tuple[str, Dict[str, Any], int, str]:
+                quick: bool, own_lines: int = 6) -> Tuple[str, Dict[str, Any], int, str]:
     """One problem of the command: (report text, JSON dict, exit code, error message). Runs in
     the command's process, or in a worker process with --jobs."""
     try:
         p = load(item, contract, precision=precision)
-        j = judge(p, sol, seed=seed, quick=quick)
+        j = judge(p, sol, seed=seed, quick=quick, own_lines=own_lines)
     except ProblemError as e:
         return "", {"verdict": "bad-problem", "problem": {"path": item}, "reason": str(e)}, 3, str(e)
     return j.text(), j.to_dict(), 0 if j.ok else 1, ""
@@ -125,13 +127,14 @@ def _judge_all(jobs_: List[Tuple[str, Optional[str]]], a: Any) -> Iterator[Tuple
     n = min(a.jobs if a.jobs > 0 else _cores(), len(jobs_))
     if n <= 1:
         for item, sol in jobs_:
-            yield _judge_item(item, sol, a.contract, a.precision, a.seed, a.quick)
+            yield _judge_item(item, sol, a.contract, a.precision, a.seed, a.quick, a.own_lines)
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
     with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"),
                              initializer=_worker_init, initargs=(max(1, _cores() // n),)) as ex:
-        futs = [ex.submit(_judge_item, item, sol, a.contract, a.precision, a.seed, a.quick) for item, sol in jobs_]
+        futs = [ex.submit(_judge_item, item, sol, a.contract, a.precision, a.seed, a.quick, a.own_lines)
+                for item, sol in jobs_]
         for f in futs:
             yield f.result()
 
@@ -149,8 +152,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--precision", choices=tuple(_KB_PRECISION), default="fp32")
     ap.add_argument("--jobs", "-j", type=int, default=1)
+    ap.add_argument("--own-lines", type=int, default=6)
     ap.add_argument("-h", "--help", action="store_true")
     a = ap.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if a.own_lines < 0:
+        ap.error("--own-lines wants 0 or more, got %d" % a.own_lines)
+        return 2
     if not 0 <= a.jobs <= 256:
         ap.error("--jobs wants 0..256, got %d" % a.jobs)
         return 2

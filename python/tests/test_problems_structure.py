@@ -189,3 +189,74 @@ def test_given_workload_with_drawn_floats():
         parity.check(op, fn, workloads=[dict(wls[0], draw="zipf")], dtype="f32")
     with pytest.raises(ValueError, match="inputs lack idx"):
         parity.check(op, fn, workloads=[dict(wls[0], inputs={})], dtype="f32")
+
+
+# -- the problem's own lines: other scalar values, many lines ------------------------------------------
+RMS = os.path.join(HERE, "problems", "sol_rmsnorm")
+
+
+def _rms_with_lines(tmp_path, lines):
+    d = tmp_path / "p"
+    shutil.copytree(RMS, str(d))
+    (d / "workload.jsonl").write_text("".join(json.dumps(w) + "\n" for w in lines))
+    return str(d)
+
+
+def _line(batch, eps, **inputs):
+    ins = {"x": {"type": "random"}, "weight": {"type": "random"}, "eps": {"type": "scalar", "value": eps}}
+    ins.update(inputs)
+    return {"uuid": "l%d-%g" % (batch, eps), "axes": {"batch": batch}, "inputs": ins}
+
+
+def _solution(tmp_path, name, eps_expr):
+    src = ("import torch\n\ndef run(x, weight, eps):\n    xf = x.float()\n"
+           "    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + %s) * weight.float()).to(x.dtype)\n" % eps_expr)
+    s = {"name": name, "definition": "rmsnorm_h256_test", "author": "parity tests",
+         "spec": {"languages": ["pytorch"], "entry_point": "k.py::run", "destination_passing_style": False},
+         "sources": [{"path": "k.py", "content": src}]}
+    path = tmp_path / ("%s.json" % name)
+    path.write_text(json.dumps(s))
+    return str(path)
+
+
+def test_lines_with_other_scalars_are_an_op_of_their_own(tmp_path):
+    g = torch.Generator().manual_seed(7)
+    x = (torch.randn(128, 256, generator=g) * 1e-3).bfloat16()  # small rows: eps matters
+    w = (1 + 0.1 * torch.randn(256, generator=g)).bfloat16()
+    d = _rms_with_lines(tmp_path, [_line(24, 1e-5), _line(96, 1e-5), _line(128, 1e-6, **{
+        "x": {"type": "safetensors", "path": "small.safetensors", "tensor_key": "x"},
+        "weight": {"type": "safetensors", "path": "small.safetensors", "tensor_key": "weight"}}), _line(200, 1e-6)])
+    _write_safetensors(os.path.join(d, "small.safetensors"), {"x": x, "weight": w})
+    p = problems.load(d)
+    assert p.scalars == {"eps": 1e-5}  # the base line's (the smallest with at least 8 rows: 24)
+    good = problems.judge(p, _solution(tmp_path, "uses_eps", "eps"))
+    assert good.verdict == "faithful", good.text()
+    assert [sc for sc, _ in good.parts] == [{"eps": 1e-6}]
+    assert [w.name for w in good.parts[0][1].report.workloads] == ["wl-3", "wl-4"]
+    assert "own workload lines with eps=1e-06" in good.text()
+    d1 = good.to_dict()
+    assert d1["scalar_sets"][0]["scalars"] == {"eps": 1e-6} and d1["scalar_sets"][0]["verdict"] == "faithful"
+    # a kernel that keeps the definition's first eps: right on its lines, wrong on the small rows of eps 1e-6
+    fixed = problems.judge(p, _solution(tmp_path, "eps_1e5", "1e-5"))
+    assert fixed.report.verdict == "faithful" and fixed.parts[0][1].verdict == "unfaithful"
+    assert fixed.verdict == "unfaithful"
+    by = {w.name: w for w in fixed.parts[0][1].report.workloads}
+    assert not by["wl-3"].ok and by["wl-3"].err_over_tol > 10, by["wl-3"]
+    assert fixed.to_dict()["scalar_sets"][0]["verdict"] == "unfaithful"
+    # --quick judges parity's workloads only
+    assert problems.judge(p, _solution(tmp_path, "eps_1e5", "1e-5"), quick=True).parts == []
+
+
+def test_own_lines_spread_over_sizes(tmp_path):
+    d = _rms_with_lines(tmp_path, [_line(b, 1e-5) for b in (40, 8, 24, 16, 64, 32, 48, 56, 12, 20)])
+    p = problems.load(d)
+    dicts, _, notes = problems.own_workloads(p, limit=3)
+    # by size 8 < 12 < 16 < 20 < 24 < 32 < ... < 64: the smallest (8, line 2), the fifth of ten (24,
+    # line 3) and the largest (64, line 5), in line order
+    assert [x["name"] for x in dicts] == ["wl-2", "wl-3", "wl-5"], [x["name"] for x in dicts]
+    assert any("3 of 10 own workload lines judged" in n for n in notes)
+    assert len(problems.own_workloads(p, limit=20)[0]) == 10
+    assert problems.own_workloads(p, limit=0)[0] == []
+    j = problems.judge(p, _solution(tmp_path, "uses_eps", "eps"), own_lines=2)
+    assert [w.name for w in j.report.workloads if w.name.startswith("wl-")] == ["wl-2", "wl-5"]  # 8 and 64
+    assert "--own-lines 2" in j.reproduce
