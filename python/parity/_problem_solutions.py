@@ -106,7 +106,8 @@ def load_solution(problem: Problem, path: Optional[str]) -> Tuple[Callable[[Dict
     if problem.format == "kernelbench":
         with open(path) as f:
             src = f.read()
-        if ("load_inline" in src or "triton" in src or ".cuda" in src) and not torch.cuda.is_available():
+        gpu = "load_inline" in src or "triton" in src or ".cuda" in src
+        if gpu and not torch.cuda.is_available():
             raise Unsupported("the solution builds or launches GPU code (load_inline/Triton/CUDA) and no "
                               "CUDA device is available here")
         ns = _exec_source(src, "solution_" + os.path.basename(path), path)
@@ -123,12 +124,16 @@ def load_solution(problem: Problem, path: Optional[str]) -> Tuple[Callable[[Dict
                                    % (type(e).__name__, e)) from e
         if kb["precision"] != "fp32":
             mnew = mnew.to(dtype=_tdtype(_KB_PRECISION[kb["precision"]]))
+        dev = torch.device("cuda") if gpu else None
+        if dev is not None:
+            mnew = mnew.to(dev)
 
         def call_kb(args: Dict[str, Any]) -> List[Any]:
-            with torch.no_grad():
-                res = mnew(*[args[k] for k in problem.order])
-            return _outputs_list(res, list(problem.outputs), path)
-        return call_kb, "ModelNew (%s)" % os.path.basename(path)
+            with torch.no_grad(), on_device(args, dev) as a:
+                res = mnew(*[a[k] for k in problem.order])
+                return [o.cpu() if isinstance(o, torch.Tensor) else o
+                        for o in _outputs_list(res, list(problem.outputs), path)]
+        return call_kb, "ModelNew (%s%s)" % (os.path.basename(path), ", on %s" % dev if dev is not None else "")
     d = _read_json(path)
     spec = d.get("spec") if isinstance(d, dict) else None
     if not isinstance(spec, dict):
@@ -143,10 +148,11 @@ def load_solution(problem: Problem, path: Optional[str]) -> Tuple[Callable[[Dict
     if any(x not in _PY_LANGS for x in langs):
         raise Unsupported("language %s: building C++/CUDA solutions is not implemented (only Python entry "
                           "points run)" % ", ".join(langs))
-    if any(x not in _CPU_LANGS for x in langs) and not torch.cuda.is_available():
-        raise Unsupported("language %s needs a CUDA device and none is available here" % ", ".join(langs))
+    dev = None
     if any(x not in _CPU_LANGS for x in langs):
-        raise Unsupported("language %s: GPU solutions are not run by this slice yet" % ", ".join(langs))
+        if not torch.cuda.is_available():
+            raise Unsupported("language %s needs a CUDA device and none is available here" % ", ".join(langs))
+        dev = torch.device("cuda")  # the inputs there, the outputs back (on_device)
     sources = d.get("sources")
     if not isinstance(sources, list) or not sources:
         raise ProblemFileError(path, "sources", "expected a list of {path, content}")
@@ -181,17 +187,48 @@ def load_solution(problem: Problem, path: Optional[str]) -> Tuple[Callable[[Dict
     names = list(problem.outputs)
 
     def call_sol(args: Dict[str, Any]) -> List[Any]:
-        pos = [args[k] for k in problem.order]
-        with torch.no_grad():
+        with torch.no_grad(), on_device(args, dev) as a:
+            pos = [a[k] for k in problem.order]
             if dps:
                 sz = _axis_sizes(problem, args)
-                outs = [torch.empty([sz[a] for a in problem.outputs[o]["shape"] or ()],  # a scalar: 0-d
-                                    dtype=_tdtype(problem.outputs[o]["dtype"])) for o in names]
+                outs = [torch.empty([sz[x] for x in problem.outputs[o]["shape"] or ()],  # a scalar: 0-d
+                                    dtype=_tdtype(problem.outputs[o]["dtype"]), device=dev) for o in names]
                 fn(*pos, *outs)
-                return outs
-            return _outputs_list(fn(*pos), names, path)
-    return call_sol, "%s (%s, %s)" % (d.get("name", os.path.basename(path)), ep,
-                                      "destination-passing" if dps else "value-returning")
+            else:
+                outs = _outputs_list(fn(*pos), names, path)
+            return [o.cpu() if isinstance(o, torch.Tensor) else o for o in outs]
+    return call_sol, "%s (%s, %s%s)" % (d.get("name", os.path.basename(path)), ep,
+                                        "destination-passing" if dps else "value-returning",
+                                        ", on %s" % dev if dev is not None else "")
+
+
+class on_device:
+    """`with on_device(args, dev) as a:` -- the tensor arguments copied to device dev (None: args
+    as they are) for a GPU solution (Triton, CuTe DSL, a KernelBench ModelNew with CUDA), and,
+    after the call, copied back into the caller's tensors: parity's harness checks the tensors it
+    passed, so an input the solution edits on the device shows as edited (modified-inputs).
+    Outputs come back with .cpu() (synchronizing). Written for a CUDA device; this machine has
+    none, and the tests run it with dev = the CPU (docs/problems.md, "Solutions and verdicts")."""
+
+    def __init__(self, args: Dict[str, Any], dev: Any) -> None:
+        self.args, self.dev = args, dev
+        self.moved: Dict[str, Any] = {}
+
+    def __enter__(self) -> Dict[str, Any]:
+        torch = _torch()
+        if self.dev is None:
+            return self.args
+        self.moved = {k: v.to(self.dev, copy=True) if isinstance(v, torch.Tensor) else v
+                      for k, v in self.args.items()}
+        return self.moved
+
+    def __exit__(self, *exc: Any) -> None:
+        torch = _torch()
+        for k, v in self.moved.items():
+            if isinstance(v, torch.Tensor):
+                back = v.to("cpu")
+                if not torch.equal(back, self.args[k]):
+                    self.args[k].copy_(back)
 
 
 _ST_DTYPES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32", "F64": "float64", "I64": "int64",

@@ -260,3 +260,20 @@ def test_own_lines_spread_over_sizes(tmp_path):
     j = problems.judge(p, _solution(tmp_path, "uses_eps", "eps"), own_lines=2)
     assert [w.name for w in j.report.workloads if w.name.startswith("wl-")] == ["wl-2", "wl-5"]  # 8 and 64
     assert "--own-lines 2" in j.reproduce
+
+
+# -- a GPU solution's inputs on its device ---------------------------------------------------------------
+def test_on_device_copies_there_and_edits_back():
+    """The wrapper GPU solutions run under (a CUDA device where one is; this machine has none, so
+    the CPU stands in): the solution sees copies, and an input it edits shows in the caller's
+    tensor, where parity's harness looks (modified-inputs)."""
+    from parity._problem_solutions import on_device
+    x = torch.arange(6.0).reshape(2, 3)
+    ids = torch.tensor([1, 2], dtype=torch.int32)
+    args = {"x": x, "ids": ids, "eps": 1e-5}
+    with on_device(args, torch.device("cpu")) as a:
+        assert a["x"] is not x and torch.equal(a["x"], x) and a["eps"] == 1e-5
+        a["x"][0, 0] = 42.0
+    assert x[0, 0] == 42.0 and torch.equal(ids, torch.tensor([1, 2], dtype=torch.int32))
+    with on_device(args, None) as a:
+        assert a is args
