@@ -350,26 +350,49 @@ def _meta_numel(ns: Dict[str, Any]) -> int:
 
 
 def _kb_scale(ns: Dict[str, Any], path: str, cap: int) -> str:
-    """Halve the largest module-level integer constant get_inputs() or get_init_inputs() use until
-    the inputs and the Model's parameters hold at most cap elements in all (KernelBench sizes its problems for a GPU; the fp64 oracle runs on
-    the CPU). The constants are shared with get_init_inputs() and the Model, so the shapes stay
-    consistent. Returns what was changed ("" when nothing)."""
+    """Halve the largest module-level size get_inputs() or get_init_inputs() use -- an integer
+    constant, or an integer inside a tuple or list constant (`input_shape = (32768,)`) -- until the
+    inputs and the Model's parameters hold at most cap elements in all (KernelBench sizes its
+    problems for a GPU; the fp64 oracle runs on the CPU). Every occurrence of that value is halved
+    together, so sizes the problem keeps equal stay equal (HingeLoss broadcasts a (batch, 32768)
+    tensor against a (batch,) one, batch = 32768); the constants are shared with get_init_inputs()
+    and the Model, so the shapes stay consistent. Returns what was changed ("" when nothing)."""
+    def sizes_in(v: Any) -> bool:
+        if isinstance(v, bool):
+            return False
+        if isinstance(v, int):
+            return True
+        return isinstance(v, (tuple, list)) and bool(v) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
     names = sorted(set(n for f in ("get_inputs", "get_init_inputs") for n in getattr(ns[f], "__code__").co_names
-                       if isinstance(ns.get(n), int) and not isinstance(ns.get(n), bool)))
+                       if sizes_in(ns.get(n))))
     orig = {n: ns[n] for n in names}
+
+    def values(n: str) -> List[int]:
+        return [ns[n]] if isinstance(ns[n], int) else list(ns[n])
+
+    def halve(v: Any, big: int) -> Any:
+        if isinstance(v, int):
+            return (v + 1) // 2 if v == big else v
+        return type(v)((x + 1) // 2 if x == big else x for x in v)
     try:
         total = _meta_numel(ns)
     except Exception:  # a get_inputs the meta device cannot run: drawn as written
         return ""
     steps = 0
     while total > cap and steps < 200:
-        big = max(names, key=lambda n: ns[n], default=None)
-        if big is None or ns[big] <= 1:
+        big = max((x for n in names for x in values(n)), default=None)
+        if big is None or big <= 1:
             break
-        ns[big] = (ns[big] + 1) // 2
-        total = _meta_numel(ns)
+        prev = {n: ns[n] for n in names}
+        for n in names:
+            ns[n] = halve(ns[n], big)
+        try:
+            total = _meta_numel(ns)
+        except Exception:  # halving made the problem unbuildable: the step undone
+            ns.update(prev)
+            break
         steps += 1
-    return ", ".join("%s %d -> %d" % (n, orig[n], ns[n]) for n in names if ns[n] != orig[n])
+    return ", ".join("%s %s -> %s" % (n, orig[n], ns[n]) for n in names if ns[n] != orig[n])
 
 
 _KB_PRECISION = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}

@@ -112,3 +112,15 @@ def test_folder_usage_errors(tmp_path):
     assert r.returncode == 3 and "no such folder" in r.stderr
     r = _cli(str(root), "--solutions", str(tmp_path))  # no kernels at all
     assert r.returncode == 3 and "nothing to judge" in r.stderr
+
+
+def test_kernelbench_scaling_keeps_equal_sizes_equal():
+    """KernelBench problems sized for a GPU are scaled down by halving their size constants; a
+    size held in a tuple constant (input_shape = (4096,)) that must equal an int constant
+    (batch_size) is halved with it, so the problem still runs."""
+    from parity import problems
+    p = problems.load(os.path.join(KB, "row_scale_tuple_shape.py"))
+    note = next(n for n in p.notes if n.startswith("scaled shapes"))
+    assert "batch_size 4096 -> 512" in note and "input_shape (4096,) -> (512,)" in note, note
+    j = problems.judge(p, None, quick=True)
+    assert j.verdict == "faithful", j.text()
