@@ -111,6 +111,29 @@ def _eval_expr(expr: str, env: Dict[str, int], path: str, axis: str) -> int:
 _MAX_ELEMS = 1 << 24  # the production workload's largest tensor (fp64 oracle on CPU)
 
 
+def _shape_axis(a: Any, axes: Dict[str, Any], def_path: str, field: str) -> str:
+    """A shape entry as an axis name: an axis of the definition; an integer literal (1, "1": a
+    broadcast dimension) or an arithmetic expression over the axes ("2 * N"), which become const
+    and expr axes named by their text (SOL-ExecBench resolves shape entries as expressions)."""
+    if isinstance(a, str) and a in axes:
+        return a
+    if isinstance(a, int) and not isinstance(a, bool) or (isinstance(a, str) and re.fullmatch(r"\s*\d+\s*", a)):
+        name = str(int(a))
+        axes.setdefault(name, {"type": "const", "value": int(a)})
+        return name
+    if isinstance(a, str) and a.strip():
+        try:
+            tree = ast.parse(a, mode="eval")
+        except SyntaxError:
+            tree = None
+        names = [n.id for n in ast.walk(tree) if isinstance(n, ast.Name)] if tree is not None else []
+        if tree is not None and names and all(n in axes for n in names):
+            name = re.sub(r"\s+", "", a)
+            axes.setdefault(name, {"type": "expr", "expression": a})
+            return name
+    raise ProblemFileError(def_path, field, "axis %r is not in axes (nor an integer or an expression over them)" % (a,))
+
+
 def _load_definition(def_path: str, folder: str, fmt: str) -> Problem:
     d = _read_json(def_path)
     if not isinstance(d, dict):
@@ -143,16 +166,16 @@ def _load_definition(def_path: str, folder: str, fmt: str) -> Problem:
             if dt not in _FLOAT_NAMES and dt not in _INT_NAMES:
                 raise ProblemFileError(def_path, "%s.%s.dtype" % (part, k), "unknown dtype %r" % dt)
             if s["shape"] is not None:
-                for a in s["shape"]:
-                    if a not in axes:
-                        raise ProblemFileError(def_path, "%s.%s.shape" % (part, k), "axis %r is not in axes" % a)
+                if not isinstance(s["shape"], list):
+                    raise ProblemFileError(def_path, "%s.%s.shape" % (part, k), "expected a list of axis names or null")
+                s["shape"] = [_shape_axis(a, axes, def_path, "%s.%s.shape" % (part, k)) for a in s["shape"]]
     p.inputs = {k: {"dtype": s["dtype"], "shape": s["shape"]} for k, s in d["inputs"].items()}
     p.outputs = {k: {"dtype": s["dtype"], "shape": s["shape"]} for k, s in d["outputs"].items()}
     p.order = list(p.inputs)
     ns = _exec_source(src, p.name, def_path)
     if not callable(ns.get("run")):
         raise ProblemFileError(def_path, "reference", "defines no function run")
-    p.reference = _Run(ns["run"])
+    p.reference = _Run(ns["run"], grad=True)  # a reference may compute a backward with autograd
 
     # workloads and sizes
     wl_path = None

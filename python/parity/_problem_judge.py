@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ._problem_core import Problem
 from ._problem_ints import combine, judge_ints
+from ._problem_oracle import LOW_FALLBACK_USED
 from ._problem_rules import apply_rule, judged_calls, rule_rows, rule_text
 from ._problem_solutions import (Unsupported, _Recorder, load_solution, other_scalar_sets, own_workloads,
                                  structure_workloads)
@@ -144,6 +145,7 @@ def judge(problem: Problem, solution: Optional[str] = None, *, contract: Optiona
         return Judgement(problem, None, {"name": problem.rule["name"], "verdict": "not-run",
                                          "rule": rule_text(problem.rule), "calls": []},
                          solution or "", verdict="unsupported", reason=str(e))
+    LOW_FALLBACK_USED.clear()
     rec = _Recorder(problem, call, label)
     wl = workloads if workloads is not None else ("quick" if quick else None)
     given: Dict[str, Any] = dict(_given or {})
@@ -206,6 +208,12 @@ def judge(problem: Problem, solution: Optional[str] = None, *, contract: Optiona
     finally:
         if pool is not None:
             pool.shutdown(wait=True)
+    if LOW_FALLBACK_USED:  # said in the report (docs/problems.md, "Low precision on this CPU")
+        problem = copy.copy(problem)
+        problem.notes = problem.notes + [
+            "torch here has no fp16/bf16 CPU kernel for %s: those ops ran in fp32 with their outputs rounded to "
+            "the low-precision dtype (in the reference's native runs and the solution alike)"
+            % ", ".join(sorted(LOW_FALLBACK_USED))]
     hv, why = _harness_verdict(harness)
     j = Judgement(problem, report, rule, label, seconds=time.perf_counter() - t0, ints=ints,
                   verdict=combine(hv, ints["verdict"] if ints is not None else None) if hv else None, reason=why)

@@ -3,7 +3,8 @@ fp64 oracle -- a PyTorch reference run with every floating dtype promoted (a tor
 or natively with an output's own final narrowing cast undone (the reference contract)."""
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Tuple
+import re
+from typing import Any, Callable, Dict, List, Set, Tuple
 
 import numpy as np
 
@@ -80,6 +81,47 @@ def _promote_mode(target: Any) -> Any:
     return Promote()
 
 
+_NO_LOW = re.compile(r"not implemented for '(Half|BFloat16)'")
+# torch ops that had no fp16/bf16 path on this CPU and ran in fp32 instead (call_low), by name
+LOW_FALLBACK_USED: Set[str] = set()
+
+
+def call_low(func: Any, args: Any, kwargs: Any) -> Any:
+    """func(*args, **kwargs); where torch has no Half/BFloat16 kernel for it on this CPU (torch
+    1.13 lacks fp16 GEMM, GELU, ... on the CPU), the op run on fp32 copies of its low-precision
+    tensors and its fp32 results rounded back to that dtype -- what a GPU kernel with fp32
+    internals and a low-precision output gives. Not for in-place or out= calls (re-raised)."""
+    try:
+        return func(*args, **kwargs)
+    except RuntimeError as e:
+        m = _NO_LOW.search(str(e))
+        name = getattr(func, "__name__", str(func))
+        if not m or name.endswith("_") or "out" in kwargs:
+            raise
+        torch = _torch()
+        from torch.utils._pytree import tree_map
+        low = torch.float16 if m.group(1) == "Half" else torch.bfloat16
+
+        def up(x: Any) -> Any:
+            return x.float() if isinstance(x, torch.Tensor) and x.dtype == low else x
+
+        def down(x: Any) -> Any:
+            return x.to(low) if isinstance(x, torch.Tensor) and x.dtype == torch.float32 else x
+        res = func(*tree_map(up, list(args)), **tree_map(up, dict(kwargs)))
+        LOW_FALLBACK_USED.add(name)
+        return tree_map(down, res)
+
+
+def low_fallback() -> Any:
+    """A torch function mode that runs every call through call_low."""
+    from torch.overrides import TorchFunctionMode
+
+    class LowFallback(TorchFunctionMode):  # type: ignore[misc]
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            return call_low(func, args, kwargs or {})
+    return LowFallback()
+
+
 def _track_casts() -> Any:
     """A torch function mode that runs everything as written and remembers, for every cast to a
     narrower floating dtype, the value before it; undo(result) replaces an output that is the
@@ -96,7 +138,7 @@ def _track_casts() -> Any:
             self.before: Dict[int, Tuple[Any, Any]] = {}
 
         def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-            res = func(*args, **(kwargs or {}))
+            res = call_low(func, args, kwargs or {})
             if func in casts and args and isinstance(args[0], torch.Tensor) and isinstance(res, torch.Tensor) \
                     and res is not args[0] and res.is_floating_point() and args[0].is_floating_point() \
                     and res.element_size() < args[0].element_size():
@@ -157,23 +199,45 @@ def _restore(saved: List[Tuple[Any, str, Any]]) -> None:
         setattr(mod, name, v)
 
 
+def grad_mode(grad: bool) -> Any:
+    """torch.enable_grad() for code that may use autograd itself (a definition's reference or a
+    solution computing a backward with .backward() or torch.autograd.grad: SOL-ExecBench runs them
+    with autograd on), else torch.no_grad() (a KernelBench model, whose parameters require grad)."""
+    torch = _torch()
+    return torch.enable_grad() if grad else torch.no_grad()
+
+
+def detached(res: Any) -> Any:
+    """A result with every tensor detached (one, or a tuple, list or dict of them)."""
+    torch = _torch()
+    if isinstance(res, torch.Tensor):
+        return res.detach()
+    if isinstance(res, (tuple, list)):
+        return type(res)(detached(x) for x in res)
+    if isinstance(res, dict):
+        return {k: detached(v) for k, v in res.items()}
+    return res
+
+
 class _Run:
     """Runs a PyTorch callable in one of three modes: 'f64' (every float promoted to float64),
-    'f32' (every float promoted to float32) or 'native' (as written)."""
+    'f32' (every float promoted to float32) or 'native' (as written); grad: with autograd on
+    (grad_mode), the results detached."""
 
-    def __init__(self, fn: Callable[..., Any]) -> None:
+    def __init__(self, fn: Callable[..., Any], grad: bool = False) -> None:
         self.fn = fn
+        self.grad = grad
         self.rounded: Any = None  # the last 'native-unrounded' run's result as the reference returned it
 
     def __call__(self, mode: str, *args: Any, **kwargs: Any) -> Any:
         torch = _torch()
         if mode == "native":
-            with torch.no_grad():
-                return self.fn(*args, **kwargs)
+            with grad_mode(self.grad), low_fallback():
+                return detached(self.fn(*args, **kwargs))
         if mode == "native-unrounded":  # native, but an output's own final cast to a narrower dtype undone
             mode_ = _track_casts()
-            with torch.no_grad(), mode_:
-                res = self.fn(*args, **kwargs)
+            with grad_mode(self.grad), mode_:
+                res = detached(self.fn(*args, **kwargs))
             self.rounded = res
             return mode_.undo(res)
         target = torch.float64 if mode == "f64" else torch.float32
@@ -181,8 +245,8 @@ class _Run:
         torch.set_default_dtype(target)
         saved = _disable_autocast()
         try:
-            with torch.no_grad(), _promote_mode(target):
-                return self.fn(*args, **kwargs)
+            with grad_mode(self.grad), _promote_mode(target):
+                return detached(self.fn(*args, **kwargs))
         finally:
             torch.set_default_dtype(old)
             _restore(saved)

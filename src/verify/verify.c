@@ -224,6 +224,7 @@ typedef struct {
     const parity_ref_output_t *R;
     const parity_abi_tensor_t *out;
     double u_acc, tiny_acc, u_out, tiny_out, lambda, m, gm_p, gm_d, c_split, lin;
+    double ovf; /* the output dtype's overflow threshold: exact values this large round to inf */
     double *row_err;
     parity_wl_result_t *block; /* one result per block of JUDGE_ROWS rows */
     parity_steal_t steal;      /* which thread judges which block (never what it finds) */
@@ -299,6 +300,14 @@ static inline double elem_err(double y, double ref, int *special)
     return fabs(y - ref);
 }
 
+/* An infinite output where the reference is finite is the correctly rounded result when the
+ * exact value may lie at or beyond the output dtype's overflow threshold (round to nearest sends
+ * everything from max + half an ulp on to inf): |ref| + t reaches it, with ref's sign. */
+static inline int overflow_ok(double ovf, double y, double ref, double t)
+{
+    return isinf(y) && isfinite(ref) && (y > 0) == (ref > 0) && fabs(ref) + t >= ovf;
+}
+
 /* err over tolerance t as the verdict uses it (a zero tolerance: any error is infinitely over). */
 static inline double elem_quot(double err, double t, int special)
 {
@@ -323,10 +332,10 @@ static int judge_rows_tol(const judge_ctx_t *jc, int64_t r0, int64_t r1, parity_
         const double *ref = R->ref + r * cols, *tol = R->tol + r * cols;
         int64_t nan = 0;
         for (int64_t j = 0; j < cols; j++) {
-            double y = elem_y(out, r * cols + j);
+            double y = elem_y(out, r * cols + j), t = tol_from(tol[j], 0, ref[j], 0, u_out, tiny_out);
             int special;
             double err = elem_err(y, ref[j], &special);
-            q[j] = elem_quot(err, tol_from(tol[j], 0, ref[j], 0, u_out, tiny_out), special);
+            q[j] = special && overflow_ok(jc->ovf, y, ref[j], t) ? 0 : elem_quot(err, t, special);
             nan += isnan(y);
         }
         int64_t a = 0;
@@ -392,6 +401,7 @@ static void judge_rows(const judge_ctx_t *jc, int64_t r0, int64_t r1, parity_wl_
             }
             int special;
             double err = elem_err(y, ref, &special);
+            if (special && overflow_ok(jc->ovf, y, ref, tp)) err = 0, special = 0;
             if (err > rerr) rerr = err;
             /* The common element: its err/tol below the row's largest so far (so below the
              * worst so far) and below the largest worst-case quotient: no division needed, and
@@ -491,6 +501,9 @@ static void judge_setup(judge_ctx_t *jc, const parity_ref_output_t *R, parity_dt
     jc->R = R;
     dtype_precision(acc_dt, &jc->u_acc, &jc->tiny_acc);
     dtype_precision(out_dt, &jc->u_out, &jc->tiny_out);
+    /* max finite + half an ulp: 2^128 (1 - 2^-25) for fp32, 2^128 (1 - 2^-9) for bf16, 65520 for fp16 */
+    jc->ovf = out_dt == PARITY_DT_F16 ? 65520.0 : out_dt == PARITY_DT_BF16 ? 0x1p128 * (1 - 0x1p-9)
+              : out_dt == PARITY_DT_F64 ? INFINITY : 0x1p128 * (1 - 0x1p-25);
     if (jc->u_out <= jc->u_acc) { /* output as wide as the accumulator: its rounding is in gamma_k */
         jc->u_out = 0;
         jc->tiny_out = 0;

@@ -1,0 +1,113 @@
+"""What real benchmark files do that the first test problems did not (docs/problems.md): shape
+entries that are integers or expressions, references and solutions that use autograd, fp16 ops
+torch has no CPU kernel for, outputs that overflow their dtype. Each problem is written here for
+these tests, in SOL-ExecBench's folder layout."""
+import json
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="parity.problems runs PyTorch references")
+
+from parity import problems  # noqa: E402
+
+
+def _problem(tmp_path, name, axes, inputs, outputs, reference, lines):
+    d = tmp_path / name
+    d.mkdir()
+    (d / "definition.json").write_text(json.dumps({"name": name, "axes": axes, "inputs": inputs, "outputs": outputs,
+                                                   "reference": reference}))
+    (d / "workload.jsonl").write_text("".join(json.dumps(w) + "\n" for w in lines))
+    return str(d)
+
+
+def _solution(tmp_path, name, src, dps=False):
+    s = {"name": name, "definition": "x", "spec": {"languages": ["pytorch"], "entry_point": "k.py::run",
+                                                   "destination_passing_style": dps},
+         "sources": [{"path": "k.py", "content": src}]}
+    p = tmp_path / ("%s.json" % name)
+    p.write_text(json.dumps(s))
+    return str(p)
+
+
+def test_integer_and_expression_shape_entries(tmp_path):
+    """["M", "1"] (a kept reduced dimension) and "2 * N" are sizes, not axis names: they become a
+    const axis "1" and an expr axis "2*N"."""
+    d = _problem(tmp_path, "rowsum_pairs_test", {"M": {"type": "var"}, "N": {"type": "const", "value": 64}},
+                 {"x": {"shape": ["M", "2 * N"], "dtype": "float32"}},
+                 {"y": {"shape": ["M", 1], "dtype": "float32"}},
+                 "import torch\n\ndef run(x):\n    return x.sum(dim=1, keepdim=True)\n",
+                 [{"uuid": "a", "axes": {"M": 16}, "inputs": {"x": {"type": "random"}}}])
+    p = problems.load(d)
+    assert p.inputs["x"]["shape"] == ["M", "2*N"] and p.outputs["y"]["shape"] == ["M", "1"]
+    assert p.shapes["2*N"] == [128] and p.shapes["1"] == [1]
+    j = problems.judge(p, _solution(tmp_path, "ok", "def run(x):\n    return x.double().sum(1, keepdim=True).float()\n"))
+    assert j.verdict == "faithful", j.text()
+    bad = problems.judge(p, _solution(tmp_path, "tail", "def run(x):\n    return x[:, :-1].sum(1, keepdim=True)\n"),
+                         quick=True)
+    assert bad.verdict == "unfaithful"
+
+
+def test_autograd_in_reference_and_solution(tmp_path):
+    """A backward written with autograd (x.requires_grad_(), y.backward(dy)) in the reference and
+    in the solution: both run with autograd on."""
+    ref = ("import torch\n\ndef run(x, dy):\n    xr = x.clone().requires_grad_()\n"
+           "    y = torch.tanh(xr) * xr\n    y.backward(dy)\n    return xr.grad\n")
+    d = _problem(tmp_path, "tanh_mul_bwd_test", {"M": {"type": "var"}, "N": {"type": "const", "value": 96}},
+                 {"x": {"shape": ["M", "N"], "dtype": "float32"}, "dy": {"shape": ["M", "N"], "dtype": "float32"}},
+                 {"dx": {"shape": ["M", "N"], "dtype": "float32"}}, ref,
+                 [{"uuid": "a", "axes": {"M": 24}, "inputs": {"x": {"type": "random"}, "dy": {"type": "random"}}}])
+    p = problems.load(d, "math")
+    same = problems.judge(p, _solution(tmp_path, "autograd", ref.replace("import torch\n", "import torch  # same\n")))
+    assert same.verdict == "faithful", same.text()
+    closed = ("import torch\n\ndef run(x, dy):\n    t = torch.tanh(x)\n    return dy * (t + x * (1 - t * t))\n")
+    assert problems.judge(p, _solution(tmp_path, "closed", closed), quick=True).verdict == "faithful"
+    wrong = ("import torch\n\ndef run(x, dy):\n    t = torch.tanh(x)\n    return dy * (t + x * (1 - t))\n")
+    assert problems.judge(p, _solution(tmp_path, "wrong", wrong), quick=True).verdict == "unfaithful"
+
+
+def test_fp16_ops_without_a_cpu_kernel_and_overflow(tmp_path):
+    """An fp16 GEMM: torch 1.13 has no fp16 matmul on the CPU, so the reference's native run and
+    the solution run it in fp32 with fp16 outputs (said in the notes). On the magnitude workload
+    (rows scaled by up to 2^6) some outputs exceed fp16's range: inf is then the correctly
+    rounded output, not an error."""
+    d = _problem(tmp_path, "gemm_f16_test", {"M": {"type": "var"}, "N": {"type": "const", "value": 48},
+                                             "K": {"type": "const", "value": 512}},
+                 {"a": {"shape": ["M", "K"], "dtype": "float16"}, "b": {"shape": ["K", "N"], "dtype": "float16"}},
+                 {"c": {"shape": ["M", "N"], "dtype": "float16"}},
+                 "import torch\n\ndef run(a, b):\n    return a @ b\n",
+                 [{"uuid": "a", "axes": {"M": 32}, "inputs": {"a": {"type": "random"}, "b": {"type": "random"}}}])
+    p = problems.load(d)
+    j = problems.judge(p, None, quick=True)  # the reference itself
+    assert j.verdict == "faithful", j.text()
+    assert any("no fp16/bf16 CPU kernel for matmul" in n for n in j.problem.notes), j.problem.notes
+    # SOL-ExecBench's rule fails any Inf, though inf is the fp16 value of those outputs
+    assert any(c["workload"] == "magnitude" and "Inf" in c["detail"] for c in j.rule["calls"]), j.rule["calls"]
+    acc16 = ("import torch\n\ndef run(a, b):\n    c = torch.zeros(a.shape[0], b.shape[1], dtype=torch.float16)\n"
+             "    for k in range(a.shape[1]):\n        c = (c.float() + a[:, k:k + 1].float() * b[k:k + 1].float()).half()\n"
+             "    return c\n")
+    bad = problems.judge(p, _solution(tmp_path, "acc16", acc16), quick=True)
+    assert bad.verdict == "unfaithful", bad.text()
+
+
+def test_overflow_to_inf_is_the_rounded_value():
+    """The judge's rule directly: an fp16 output of inf where the exact value is beyond 65520 is
+    faithful; inf where the exact value is 1000 is not; -inf for +70000 is not."""
+    import numpy as np
+    import parity
+
+    def ref(x):
+        return {"y": x * 1000.0}
+    op = parity.Op("scale_1000_test", inputs={"x": parity.Input(("N",))}, outputs={"y": ("N",)}, reference=ref,
+                   shapes={"N": [4]})
+    x = np.array([70.0, 1.0, -80.0, 0.5], dtype=np.float32)
+    given = {"name": "g", "inputs": {"x": x}}
+
+    def run(out):
+        return lambda x: {"y": np.array(out, dtype=np.float16)}
+    assert parity.check(op, run([np.inf, 1000, -np.inf, 500]), workloads=[given], dtype="f32",
+                        out_dtype="f16").verdict == "faithful"
+    assert parity.check(op, run([np.inf, np.inf, -np.inf, 500]), workloads=[given], dtype="f32",
+                        out_dtype="f16").verdict == "unfaithful"
+    assert parity.check(op, run([-np.inf, 1000, -np.inf, 500]), workloads=[given], dtype="f32",
+                        out_dtype="f16").verdict == "unfaithful"
