@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define PARITY_OP_MAX_ARGS 8
+#define PARITY_OP_MAX_ARGS 16
 
 /* Reference and error-model data of one output, viewed as rows x cols. Rows are the unit of
  * judgement (an embedding row, a channel). Row-sparse: rows whose slot is -1 have no terms and

@@ -91,8 +91,8 @@ def test_fp16_ops_without_a_cpu_kernel_and_overflow(tmp_path):
 
 
 def test_overflow_to_inf_is_the_rounded_value():
-    """The judge's rule directly: an fp16 output of inf where the exact value is beyond 65520 is
-    faithful; inf where the exact value is 1000 is not; -inf for +70000 is not."""
+    """The judge's rule directly: an fp16 output of inf (or NaN) where the exact value is beyond
+    65520 is faithful; inf or NaN where the exact value is 1000 is not; -inf for +70000 is not."""
     import numpy as np
     import parity
 
@@ -110,4 +110,9 @@ def test_overflow_to_inf_is_the_rounded_value():
     assert parity.check(op, run([np.inf, np.inf, -np.inf, 500]), workloads=[given], dtype="f32",
                         out_dtype="f16").verdict == "unfaithful"
     assert parity.check(op, run([-np.inf, 1000, -np.inf, 500]), workloads=[given], dtype="f32",
+                        out_dtype="f16").verdict == "unfaithful"
+    # NaN (an intermediate inf - inf) where the exact value has no fp16 value; nowhere else
+    assert parity.check(op, run([np.nan, 1000, np.nan, 500]), workloads=[given], dtype="f32",
+                        out_dtype="f16").verdict == "faithful"
+    assert parity.check(op, run([np.inf, np.nan, -np.inf, 500]), workloads=[given], dtype="f32",
                         out_dtype="f16").verdict == "unfaithful"
