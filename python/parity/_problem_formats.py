@@ -346,9 +346,9 @@ def _apply_sidecar(p: Problem, folder: str) -> None:
 
 # -- KernelBench ------------------------------------------------------------------------------------
 def _meta_numel(ns: Dict[str, Any]) -> int:
-    """The element count of get_inputs()'s tensors plus the Model's parameters, every tensor
-    factory run on the meta device (no memory, no compute): a KernelBench problem of billions of
-    elements is sized, not drawn."""
+    """The element count of get_inputs()'s tensors plus the Model's parameters and outputs, every
+    tensor factory run on the meta device (no memory, no compute): a KernelBench problem of
+    billions of elements is sized, not drawn."""
     torch = _torch()
     from torch.overrides import TorchFunctionMode
     factories = {torch.randn, torch.rand, torch.randint, torch.zeros, torch.ones, torch.empty, torch.full,
@@ -368,6 +368,13 @@ def _meta_numel(ns: Dict[str, Any]) -> int:
             model = ns["Model"](*ns["get_init_inputs"]())
             n += sum(int(q.numel()) for q in model.parameters())
         except Exception:  # a Model the meta device cannot build: its inputs alone
+            return n
+        try:  # the outputs too (a tall-skinny GEMM's output is M x M of two M x 32 inputs)
+            with torch.no_grad():
+                out = model(*xs)
+            outs = out if isinstance(out, (tuple, list)) else [out]
+            n += sum(int(o.numel()) for o in outs if isinstance(o, torch.Tensor))
+        except Exception:  # an op without a meta kernel: inputs and parameters
             pass
     return n
 
@@ -438,7 +445,7 @@ def _load_kernelbench(path: str, seed: int = 42, max_elems: int = 1 << 20, preci
     p.name = re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
     scaled = _kb_scale(ns, path, max_elems)
     if scaled:
-        p.notes.append("scaled shapes (inputs and parameters over %d elements; the fp64 oracle runs on the "
+        p.notes.append("scaled shapes (inputs, parameters and outputs over %d elements; the fp64 oracle runs on the "
                        "CPU): %s" % (max_elems, scaled))
     try:
         torch.manual_seed(seed)

@@ -414,6 +414,29 @@ def own_workloads(problem: Problem, seed: int = 1, limit: int = 6,
     return out, args_of, notes
 
 
+def kernelbench_own_workloads(problem: Problem, seeds: Tuple[int, ...] = (42, 43, 44)) -> Tuple[
+        List[Dict[str, Any]], Dict[str, Dict[str, Any]], List[str]]:
+    """A KernelBench problem's inputs as its get_inputs() draws them (at the scaled sizes), one
+    given workload per seed, named get_inputs-sSEED: for references defined only on the inputs the
+    problem draws (a KL divergence of softmax outputs: the log of parity's N(0,1) inputs is NaN).
+    Returns (given workloads, {name: torch inputs}, notes)."""
+    torch = _torch()
+    kb = problem._kb
+    out: List[Dict[str, Any]] = []
+    args_of: Dict[str, Dict[str, Any]] = {}
+    for s in seeds:
+        torch.manual_seed(s)
+        xs = list(kb["ns"]["get_inputs"]())
+        args = {k: x for k, x in zip(problem.order, xs) if isinstance(x, torch.Tensor) and k in problem.inputs}
+        if problem.dtype != "f32":
+            args = {k: x.to(_tdtype(problem.inputs[k]["dtype"])) if x.is_floating_point() else x for k, x in args.items()}
+        name = "get_inputs-s%d" % s
+        out.append({"name": name, "inputs": _as_given(problem, args), "attrs": dict(problem.scalars)})
+        args_of[name] = dict(args, **problem.scalars)
+    return out, args_of, ["the reference is not defined on parity's role-drawn inputs (%s); judged on the problem's "
+                          "own get_inputs() draws instead: %s" % ("%s", ", ".join(x["name"] for x in out))]
+
+
 _STRUCTURE_DRAWS = ("base", "outlier-ch", "magnitude")
 
 
