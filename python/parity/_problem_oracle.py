@@ -38,7 +38,35 @@ def _torch() -> Any:
         import torch
     except ImportError as e:  # pragma: no cover - the CLI checks first
         raise ProblemError("parity.problems needs torch (the references are PyTorch): %s" % e) from e
+    if not hasattr(torch.nn.functional, "scaled_dot_product_attention"):
+        torch.nn.functional.scaled_dot_product_attention = _sdpa_math  # torch < 2.0
     return torch
+
+
+def _sdpa_math(query: Any, key: Any, value: Any, attn_mask: Any = None, dropout_p: float = 0.0,
+               is_causal: bool = False, scale: Any = None, enable_gqa: bool = False) -> Any:
+    """torch.nn.functional.scaled_dot_product_attention where the torch here predates it (2.0):
+    the math its documentation states -- softmax(q k^T * scale + bias) v, scale 1/sqrt(E) unless
+    given, bias -inf above the diagonal with is_causal and where a bool mask is False, a float
+    mask added; with enable_gqa, key and value heads repeated to the query's. Problems and
+    solutions that call it run on it (docs/problems.md, "Older torch"). Dropout is random: refused."""
+    import math
+    torch = _torch()
+    if dropout_p:
+        raise NotImplementedError("scaled_dot_product_attention with dropout_p > 0 is random: not judged")
+    L, S = query.size(-2), key.size(-2)
+    f = 1 / math.sqrt(query.size(-1)) if scale is None else scale
+    bias = torch.zeros(L, S, dtype=query.dtype, device=query.device)
+    if is_causal:
+        keep = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
+        bias = bias.masked_fill(~keep, float("-inf"))
+    if attn_mask is not None:
+        bias = bias.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else bias + attn_mask
+    if enable_gqa and key.dim() >= 3 and key.size(-3) != query.size(-3):
+        key = key.repeat_interleave(query.size(-3) // key.size(-3), dim=-3)
+        value = value.repeat_interleave(query.size(-3) // value.size(-3), dim=-3)
+    w = torch.softmax(query @ key.transpose(-2, -1) * f + bias, dim=-1)
+    return w @ value
 
 
 # -- the fp64 oracle: every floating dtype promoted ------------------------------------------------

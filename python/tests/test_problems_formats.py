@@ -116,3 +116,30 @@ def test_overflow_to_inf_is_the_rounded_value():
                         out_dtype="f16").verdict == "faithful"
     assert parity.check(op, run([np.inf, np.nan, -np.inf, 500]), workloads=[given], dtype="f32",
                         out_dtype="f16").verdict == "unfaithful"
+
+
+def test_sdpa_where_torch_predates_it():
+    """torch 1.13 has no F.scaled_dot_product_attention (2.0); problems and solutions that call it
+    run on the math its documentation states. Checked against that math written out, causal, with
+    a bool mask, a float mask, a given scale and grouped KV heads."""
+    from parity._problem_oracle import _sdpa_math, _torch
+    F = _torch().nn.functional
+    assert hasattr(F, "scaled_dot_product_attention")
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 5, 8, generator=g, dtype=torch.float64) for _ in range(3))
+
+    def explicit(q, k, v, bias, scale):
+        return torch.softmax(q @ k.transpose(-2, -1) * scale + bias, dim=-1) @ v
+    causal = torch.full((5, 5), float("-inf"), dtype=torch.float64).triu(1)
+    assert torch.allclose(_sdpa_math(q, k, v, is_causal=True), explicit(q, k, v, causal, 8 ** -0.5))
+    m = torch.rand(5, 5, generator=g) > 0.3
+    m[:, 0] = True
+    assert torch.allclose(_sdpa_math(q, k, v, attn_mask=m, scale=0.5),
+                          explicit(q, k, v, torch.zeros(5, 5, dtype=torch.float64).masked_fill(~m, float("-inf")), 0.5))
+    fm = torch.randn(5, 5, generator=g, dtype=torch.float64)
+    assert torch.allclose(_sdpa_math(q, k, v, attn_mask=fm), explicit(q, k, v, fm, 8 ** -0.5))
+    k2, v2 = k[:, :2], v[:, :2]
+    assert torch.allclose(_sdpa_math(q, k2, v2, enable_gqa=True),
+                          explicit(q, k2.repeat_interleave(2, 1), v2.repeat_interleave(2, 1), 0, 8 ** -0.5))
+    with pytest.raises(NotImplementedError):
+        _sdpa_math(q, k, v, dropout_p=0.1)
