@@ -34,6 +34,14 @@ def _infer_role(name: str, spec: Dict[str, Any], axes: Dict[str, Any], problem_t
         if m and m.group(1) in inputs and inputs[m.group(1)]["shape"]:
             d = inputs[m.group(1)]["shape"][0]
             return "token_ids", d, "integer, indexes %s whose first axis is %s" % (m.group(1), d)
+        # class targets of a classification loss: bounded by the logits' class axis (dim 1, or
+        # dim 0 of unbatched logits)
+        m = re.search(r"(?:cross_entropy|nll_loss|multi_margin_loss)\s*\(\s*(\w+)\s*,\s*%s\b" % re.escape(name),
+                      reference_src)
+        if m and m.group(1) in inputs and inputs[m.group(1)]["shape"]:
+            shp = inputs[m.group(1)]["shape"]
+            d = shp[1] if len(shp) >= 2 else shp[0]
+            return "token_ids", d, "integer, class targets of %s over its class axis %s" % (m.group(1), d)
         if spec["shape"]:
             return "structure", None, "integer, not ids over an axis (offsets, page indices): the problem's own workloads give it"
         raise ProblemError("integer input %s: parity cannot tell which axis bounds its values (no vocabulary "
@@ -253,6 +261,7 @@ def _load_definition(def_path: str, folder: str, fmt: str) -> Problem:
                     if n not in p.fixed:
                         p.fixed.append(n)
             p.fixed.append(a)
+    _fits_memory(p, def_path)
     # scalars: the first workload's value (the base workload's when it gives one)
     for k, s in p.inputs.items():
         if s["shape"] is None:
@@ -292,6 +301,32 @@ def _load_definition(def_path: str, folder: str, fmt: str) -> Problem:
         ratio = 0.95 if d.get("op_type") == "moe" else 1.0
         p.rule = dict(name="flashinfer-bench", atol=1e-2, rtol=1e-2, required_matched_ratio=ratio)
     return p
+
+
+# fp64 copies of the base workload's tensors a judgement holds at once (the case's inputs and
+# reference, the oracle's promoted inputs and result, the contract evaluation's, the floor's
+# passes, the candidate's inputs and outputs): an estimate of their number, for a guard, not
+# part of the error model; past half of this machine's memory the run would be killed midway.
+_COPIES = 12
+
+
+def _fits_memory(p: Problem, where: str) -> None:
+    """Refuse (exit 3) a problem whose base workload cannot be judged in this machine's memory:
+    const axes sized for a GPU (a 32768 x 32768 weight is 8.6 GB per fp64 copy) cannot be scaled
+    the way KernelBench's module constants are, since the reference may assert them."""
+    base = {a: int(v[0]) for a, v in p.shapes.items()}
+    n = sum(int(np.prod([base.get(a, 1) for a in s["shape"] or []], dtype=np.float64))
+            for s in list(p.inputs.values()) + list(p.outputs.values()))
+    try:
+        mem = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not Linux
+        return
+    need = n * 8 * _COPIES
+    if need > mem // 2:
+        raise ProblemError("%s: too large for this machine: the smallest workload's tensors hold %.3g elements "
+                           "(sizes %s), about %.1f GB of fp64 copies while judged, over half of its %.1f GB; the "
+                           "const axes fix them (a workload line with smaller var axes does not help)"
+                           % (where, n, ", ".join("%s=%d" % kv for kv in base.items()), need / 1e9, mem / 1e9))
 
 
 def _structure(p: Problem, wls: List[Dict[str, Any]], where: str) -> None:

@@ -143,3 +143,28 @@ def test_sdpa_where_torch_predates_it():
                           explicit(q, k2.repeat_interleave(2, 1), v2.repeat_interleave(2, 1), 0, 8 ** -0.5))
     with pytest.raises(NotImplementedError):
         _sdpa_math(q, k, v, dropout_p=0.1)
+
+
+def test_class_targets_of_a_loss_are_bounded_by_the_class_axis(tmp_path):
+    d = _problem(tmp_path, "xent_test", {"B": {"type": "var"}, "C": {"type": "var"}},
+                 {"logits": {"shape": ["B", "C"], "dtype": "float32"}, "labels": {"shape": ["B"], "dtype": "int64"}},
+                 {"loss": {"shape": None, "dtype": "float32"}},
+                 "import torch.nn.functional as F\n\ndef run(logits, labels):\n    return F.cross_entropy(logits, labels)\n",
+                 [{"uuid": "a", "axes": {"B": 64, "C": 100}, "inputs": {"logits": {"type": "random"},
+                                                                         "labels": {"type": "random"}}}])
+    p = problems.load(d)
+    assert p.roles["labels"] == ("token_ids", "C"), p.roles
+    assert problems.judge(p, None, quick=True).verdict == "faithful"
+
+
+def test_too_large_for_this_machine_is_refused_up_front(tmp_path):
+    """Const axes sized for a GPU (a 65536 x 65536 fp32 weight) are refused with the sizes named,
+    instead of the process being killed midway."""
+    d = _problem(tmp_path, "huge_linear_test", {"B": {"type": "var"}, "IN": {"type": "const", "value": 65536},
+                                                "OUT": {"type": "const", "value": 65536}},
+                 {"x": {"shape": ["B", "IN"], "dtype": "float32"}, "w": {"shape": ["OUT", "IN"], "dtype": "float32"}},
+                 {"y": {"shape": ["B", "OUT"], "dtype": "float32"}},
+                 "def run(x, w):\n    return x @ w.t()\n",
+                 [{"uuid": "a", "axes": {"B": 8}, "inputs": {"x": {"type": "random"}, "w": {"type": "random"}}}])
+    with pytest.raises(problems.ProblemError, match="too large for this machine.*IN=65536"):
+        problems.load(d)
