@@ -276,6 +276,7 @@ def _load_definition(def_path: str, folder: str, fmt: str) -> Problem:
                                        "scalar input %s has no value (a workload line gives it as "
                                        "{\"type\": \"scalar\", \"value\": ...})" % k)
             p.scalars[k] = val
+    _tie_axes_to_scalars(p, wls, var_values)
     if any(((w.get("inputs") or {}).get(k) or {}).get("type") == "custom" for w in wls for k in p.inputs):
         p.notes.append("custom inputs (custom_inputs_entrypoint) are drawn for the problem's own workloads only "
                        "(not with --quick); parity's workloads draw from the roles")
@@ -301,6 +302,24 @@ def _load_definition(def_path: str, folder: str, fmt: str) -> Problem:
         ratio = 0.95 if d.get("op_type") == "moe" else 1.0
         p.rule = dict(name="flashinfer-bench", atol=1e-2, rtol=1e-2, required_matched_ratio=ratio)
     return p
+
+
+def _tie_axes_to_scalars(p: Problem, wls: List[Dict[str, Any]], var_values: Dict[str, List[int]]) -> None:
+    """A var axis whose size equals an integer scalar input on every workload line (K and topk:
+    the outputs hold topk columns) is the scalar's: fixed at its value, so that parity's odd and
+    production sizes do not move it away from the scalar the op is declared with."""
+    for a in var_values:
+        if a in p.fixed:
+            continue
+        for k, v in p.scalars.items():
+            if isinstance(v, bool) or not isinstance(v, int) or p.shapes.get(a, [None])[0] != v:
+                continue
+            pairs = [(w["axes"].get(a), ((w.get("inputs") or {}).get(k) or {}).get("value")) for w in wls]
+            if pairs and all(x == y for x, y in pairs if x is not None and y is not None):
+                p.shapes[a] = [v]
+                p.fixed.append(a)
+                p.notes.append("axis %s equals the scalar %s (%d) on every workload line: fixed at it" % (a, k, v))
+                break
 
 
 # fp64 copies of the base workload's tensors a judgement holds at once (the case's inputs and

@@ -183,12 +183,21 @@ def judge(problem: Problem, solution: Optional[str] = None, *, contract: Optiona
                 report = parity.check(problem.op, rec, workloads=wl, seed=seed, dtype=problem.dtype, like="torch",
                                       progress=rec.progress)
             except ProblemError as e:
-                # A KernelBench reference defined only on the inputs its get_inputs() draws (log
-                # of probabilities): judged on those draws, said in the notes
-                if problem.format != "kernelbench" or workloads is not None or "not defined on these inputs" \
-                        not in str(e) or _given:
+                # A reference defined only on the inputs the problem draws itself (the log of
+                # probabilities, the square root of a variance): judged on the problem's own
+                # inputs -- KernelBench's get_inputs() draws, a definition's workload lines --
+                # said in the notes
+                if workloads is not None or "not defined on these inputs" not in str(e) or _given or \
+                        problem.structure or (problem.format != "kernelbench" and not getattr(problem, "own_lines", [])):
                     raise
-                wl, given, notes = kernelbench_own_workloads(problem)
+                if problem.format == "kernelbench":
+                    wl, given, notes = kernelbench_own_workloads(problem)
+                else:
+                    wl, given, notes = own_workloads(problem, seed, max(own_lines, 1))
+                    notes = ["the reference is not defined on parity's role-drawn inputs (%s); judged on the problem's "
+                             "own workload lines instead: " + ", ".join(x["name"] for x in wl)]
+                if not wl:
+                    raise
                 problem = copy.copy(problem)
                 problem.notes = problem.notes + [notes[0] % str(e).split(": ", 1)[-1]]
                 early.clear()

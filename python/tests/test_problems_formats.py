@@ -168,3 +168,29 @@ def test_too_large_for_this_machine_is_refused_up_front(tmp_path):
                  [{"uuid": "a", "axes": {"B": 8}, "inputs": {"x": {"type": "random"}, "w": {"type": "random"}}}])
     with pytest.raises(problems.ProblemError, match="too large for this machine.*IN=65536"):
         problems.load(d)
+
+
+def test_reference_defined_on_the_problems_own_inputs_only(tmp_path):
+    """A normalisation by a variance input: on parity's N(0,1) draws the square root of a negative
+    variance is NaN, so the problem is judged on its own workload lines (custom inputs with
+    positive variances), said in a note."""
+    ref = ("import torch\n\ndef make(axes_and_scalars, device):\n    n, c = axes_and_scalars['N'], axes_and_scalars['C']\n"
+           "    return {'x': torch.randn(n, c), 'var': torch.rand(c) + 0.5}\n\n"
+           "def run(x, var):\n    return x / torch.sqrt(var + 1e-5)\n")
+    d = tmp_path / "norm_by_var_test"
+    d.mkdir()
+    (d / "definition.json").write_text(json.dumps({
+        "name": "norm_by_var_test", "axes": {"N": {"type": "var"}, "C": {"type": "const", "value": 64}},
+        "custom_inputs_entrypoint": "make",
+        "inputs": {"x": {"shape": ["N", "C"], "dtype": "float32"}, "var": {"shape": ["C"], "dtype": "float32"}},
+        "outputs": {"y": {"shape": ["N", "C"], "dtype": "float32"}}, "reference": ref}))
+    (d / "workload.jsonl").write_text("".join(json.dumps({"uuid": str(n), "axes": {"N": n}, "inputs": {
+        "x": {"type": "custom"}, "var": {"type": "custom"}}}) + "\n" for n in (16, 40)))
+    p = problems.load(str(d))
+    j = problems.judge(p, None, quick=True)
+    assert j.verdict == "faithful", j.text()
+    assert [w.name for w in j.report.workloads] == ["wl-1", "wl-2"]
+    assert any("not defined on parity's role-drawn inputs" in n for n in j.problem.notes)
+    bad = problems.judge(p, _solution(tmp_path, "no_eps", "import torch\n\ndef run(x, var):\n"
+                                      "    return x * torch.rsqrt(var.half().float())\n"), quick=True)
+    assert bad.verdict == "unfaithful"
