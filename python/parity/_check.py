@@ -5,7 +5,7 @@ ValueError, never silently dropped."""
 from __future__ import annotations
 
 import ctypes
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union, cast
 
 import numpy as np
 
@@ -369,7 +369,8 @@ def compare(op: Union[str, "Op"], inputs: Any, outputs: Any, *, workload: Option
             from . import _declared
             g = inputs if "inputs" in inputs else {"name": "given", "inputs": inputs}
             given = _declared.given_of(decl.op, str(g.get("name", "given")), g["inputs"], g.get("attrs"),
-                                       g.get("draw"), g.get("sizes"), g.get("dtype", ""))
+                                       cast(Optional[str], g.get("draw")), cast(Any, g.get("sizes")),
+                                       str(g.get("dtype", "")))
     floor = True if floor is None else bool(floor)
     case = getattr(inputs, "_case", None)
     if case is not None and decl is not None and case.op != key:

@@ -148,7 +148,7 @@ def judge(problem: Problem, solution: Optional[str] = None, *, contract: Optiona
                          solution or "", verdict="unsupported", reason=str(e))
     LOW_FALLBACK_USED.clear()
     rec = _Recorder(problem, call, label)
-    wl = workloads if workloads is not None else ("quick" if quick else None)
+    wl: Any = workloads if workloads is not None else ("quick" if quick else None)
     given: Dict[str, Any] = dict(_given or {})
     if problem.structure and workloads is None:
         # integer structure only the problem's lines give: parity's workloads on their values
@@ -203,6 +203,7 @@ def judge(problem: Problem, solution: Optional[str] = None, *, contract: Optiona
                 early.clear()
                 rec = _Recorder(problem, call, label)
                 rec.on_done = done if pool is not None else None
+                assert problem.op is not None
                 report = parity.check(problem.op, rec, workloads=wl, seed=seed, dtype=problem.dtype,
                                       like="torch", progress=rec.progress)
             if pool is not None:

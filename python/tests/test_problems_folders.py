@@ -18,6 +18,7 @@ from parity import _problem_folders as folders  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 P = os.path.join(HERE, "problems")
 KB = os.path.join(P, "kernelbench")
+KB2 = os.path.join(P, "kernelbench_more")  # problems written for the scaling and own-inputs cases
 
 
 def _cli(*args):
@@ -119,7 +120,7 @@ def test_kernelbench_scaling_keeps_equal_sizes_equal():
     size held in a tuple constant (input_shape = (4096,)) that must equal an int constant
     (batch_size) is halved with it, so the problem still runs."""
     from parity import problems
-    p = problems.load(os.path.join(KB, "row_scale_tuple_shape.py"))
+    p = problems.load(os.path.join(KB2, "row_scale_tuple_shape.py"))
     note = next(n for n in p.notes if n.startswith("scaled shapes"))
     assert "batch_size 4096 -> 512" in note and "input_shape (4096,) -> (512,)" in note, note
     j = problems.judge(p, None, quick=True)
@@ -130,7 +131,7 @@ def test_kernelbench_scaling_counts_the_outputs():
     """An 8192 x 16 by 16 x 8192 product: 262144 input elements, 67 million output elements.
     The outputs count towards the cap, so the fp64 oracle's output fits this machine."""
     from parity import problems
-    p = problems.load(os.path.join(KB, "outer_gemm.py"))
+    p = problems.load(os.path.join(KB2, "outer_gemm.py"))
     m = p.shapes[p.inputs["a"]["shape"][0]][0]
     assert m * m <= 1 << 20 and m < 8192, p.shapes
     assert problems.judge(p, None, quick=True).verdict == "faithful"
@@ -140,10 +141,10 @@ def test_kernelbench_reference_defined_on_its_own_inputs_only():
     """A KL divergence takes the log of probabilities: on parity's N(0,1) inputs the reference is
     NaN, so the problem is judged on its own get_inputs() draws (three seeds), said in a note."""
     from parity import problems
-    p = problems.load(os.path.join(KB, "kl_div_probs.py"))
-    good = problems.judge(p, os.path.join(KB, "kl_div_probs_new_faithful.py"), quick=True)
+    p = problems.load(os.path.join(KB2, "kl_div_probs.py"))
+    good = problems.judge(p, os.path.join(KB2, "kl_div_probs_new_faithful.py"), quick=True)
     assert good.verdict == "faithful", good.text()
     assert [w.name for w in good.report.workloads] == ["get_inputs-s42", "get_inputs-s43", "get_inputs-s44"]
     assert any("not defined on parity's role-drawn inputs" in n for n in good.problem.notes)
-    bad = problems.judge(p, os.path.join(KB, "kl_div_probs_new_mean.py"), quick=True)
+    bad = problems.judge(p, os.path.join(KB2, "kl_div_probs_new_mean.py"), quick=True)
     assert bad.verdict == "unfaithful" and bad.rule["verdict"] == "fail"
