@@ -265,9 +265,9 @@ class _Run:
         if mode == "native-unrounded":  # native, but an output's own final cast to a narrower dtype undone
             mode_ = _track_casts()
             with grad_mode(self.grad), mode_:
-                res = detached(self.fn(*args, **kwargs))
-            self.rounded = res
-            return mode_.undo(res)
+                res = self.fn(*args, **kwargs)
+            self.rounded = detached(res)
+            return detached(mode_.undo(res))  # undo first: it knows the cast results by identity
         target = torch.float64 if mode == "f64" else torch.float32
         old = torch.get_default_dtype()
         torch.set_default_dtype(target)
