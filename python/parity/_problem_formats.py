@@ -291,6 +291,8 @@ def _load_definition(def_path: str, folder: str, fmt: str) -> Problem:
         p.roles[k], p.role_why[k] = (role, vocab), why
     _apply_sidecar(p, folder)
     _structure(p, wls, wl_path or def_path)
+    if not p.structure:
+        _shrink_base(p)
     fl = [s["dtype"] for k, s in p.inputs.items() if s["shape"] is not None and s["dtype"] in _FLOAT_NAMES]
     p.dtype = _PARITY_DTYPE[fl[0]] if fl else "f32"
     if fmt == "sol":
@@ -302,6 +304,61 @@ def _load_definition(def_path: str, folder: str, fmt: str) -> Problem:
         ratio = 0.95 if d.get("op_type") == "moe" else 1.0
         p.rule = dict(name="flashinfer-bench", atol=1e-2, rtol=1e-2, required_matched_ratio=ratio)
     return p
+
+
+_BASE_ELEMS = 1 << 22  # elements of the tensors var axes size, in parity's base workload, where they allow it
+
+
+def _var_elems(p: Problem, sizes: Dict[str, int], var: List[str]) -> int:
+    """Elements of the tensors that carry a var axis (what shrinking var axes can reduce)."""
+    return sum(int(np.prod([sizes.get(a, 1) for a in s["shape"]], dtype=np.float64))
+               for s in list(p.inputs.values()) + list(p.outputs.values())
+               if s["shape"] and any(a in var for a in s["shape"]))
+
+
+def _shrink_base(p: Problem) -> None:
+    """Workload lines sized for a GPU (batch 2048 rows of a 4096-wide GEMM) make parity's own
+    workloads minutes of fp64 on a CPU. Var axes are the problem's to vary: while the tensors
+    that carry a var axis hold more than 2^22 elements at the base sizes, the largest var axis
+    (not fixed, kept at least 8) is halved, and the reference is run once, natively, at the
+    smaller sizes; if it raises there, the line's sizes stay. The problem's own lines keep their
+    sizes (judged without --quick), and production its own."""
+    var = [a for a in p.shapes if a not in p.fixed]
+    base = {a: int(v[0]) for a, v in p.shapes.items()}
+    new = dict(base)
+    while _var_elems(p, new, var) > _BASE_ELEMS:
+        cand = [a for a in var if new[a] >= 16]
+        if not cand:
+            break
+        a = max(cand, key=lambda x: new[x])
+        new[a] //= 2
+    if new == base or p.reference is None:
+        return
+    torch = _torch()
+    gen = torch.Generator().manual_seed(0)
+    args: Dict[str, Any] = {}
+    for k, spec in p.inputs.items():
+        if spec["shape"] is None:
+            args[k] = p.scalars.get(k)
+            continue
+        shape = [new[a] for a in spec["shape"]]
+        if spec["dtype"] in _FLOAT_NAMES:
+            args[k] = torch.randn(shape, generator=gen).to(_tdtype(spec["dtype"]))
+        else:
+            vocab = p.roles.get(k, ("", None))[1]
+            args[k] = torch.randint(0, max(new.get(vocab, 2) if vocab else 2, 1), shape, generator=gen).to(
+                _tdtype(spec["dtype"]))
+    try:
+        p._run_reference("native", args)
+    except Exception:  # the reference needs the line's sizes: they stay
+        return
+    for a in var:
+        if new[a] != base[a]:
+            p.shapes[a] = [new[a]] + [x for x in p.shapes[a][1:] if x != new[a]]
+    p.notes.append("parity's workloads at smaller var sizes than the smallest workload line (%d -> %d elements in "
+                   "the tensors they size; the fp64 oracle runs on the CPU): %s; the lines keep theirs" % (
+                       _var_elems(p, base, var), _var_elems(p, new, var),
+                       ", ".join("%s %d -> %d" % (a, base[a], new[a]) for a in var if new[a] != base[a])))
 
 
 def _tie_axes_to_scalars(p: Problem, wls: List[Dict[str, Any]], var_values: Dict[str, List[int]]) -> None:

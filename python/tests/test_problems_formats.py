@@ -194,3 +194,34 @@ def test_reference_defined_on_the_problems_own_inputs_only(tmp_path):
     bad = problems.judge(p, _solution(tmp_path, "no_eps", "import torch\n\ndef run(x, var):\n"
                                       "    return x * torch.rsqrt(var.half().float())\n"), quick=True)
     assert bad.verdict == "unfaithful"
+
+
+def test_gpu_sized_lines_give_smaller_var_sizes(tmp_path):
+    """The smallest workload line has 4096 rows of a 1024-wide GEMM (8M elements in the tensors M
+    sizes): parity's own workloads halve M until they hold at most 2^22, after a native run of the
+    reference there; a reference that asserts the line's M keeps it."""
+    def make(name, ref):
+        return _problem(tmp_path, name, {"M": {"type": "var"}, "K": {"type": "const", "value": 1024},
+                                         "N": {"type": "const", "value": 1024}},
+                        {"a": {"shape": ["M", "K"], "dtype": "float32"}, "b": {"shape": ["K", "N"], "dtype": "float32"}},
+                        {"c": {"shape": ["M", "N"], "dtype": "float32"}}, ref,
+                        [{"uuid": "a", "axes": {"M": 4096}, "inputs": {"a": {"type": "random"}, "b": {"type": "random"}}}])
+    p = problems.load(make("gemm_big_test", "def run(a, b):\n    return a @ b\n"))
+    assert p.shapes["M"][0] == 2048, p.shapes
+    assert any("M 4096 -> 2048" in n for n in p.notes), p.notes
+    q = problems.load(make("gemm_fixed_test", "def run(a, b):\n    assert a.shape[0] == 4096\n    return a @ b\n"))
+    assert q.shapes["M"][0] == 4096 and not any("smaller var sizes" in n for n in q.notes)
+
+
+def test_odd_sizes_left_out_where_the_reference_refuses_them(tmp_path):
+    """A rotation of pairs needs an even last dimension: at parity's odd sizes the reference
+    raises, so `odd` is left out with the reason; the other workloads are judged."""
+    ref = ("import torch\n\ndef run(x):\n    p = x.reshape(*x.shape[:-1], -1, 2)\n"
+           "    return torch.stack([-p[..., 1], p[..., 0]], dim=-1).reshape(x.shape)\n")
+    d = _problem(tmp_path, "pair_rotate_test", {"T": {"type": "var"}, "D": {"type": "var"}},
+                 {"x": {"shape": ["T", "D"], "dtype": "float32"}}, {"y": {"shape": ["T", "D"], "dtype": "float32"}}, ref,
+                 [{"uuid": "a", "axes": {"T": 16, "D": 64}, "inputs": {"x": {"type": "random"}}}])
+    j = problems.judge(problems.load(d), None, quick=True)
+    assert j.verdict == "faithful", j.text()
+    assert [w.name for w in j.report.workloads] == ["base", "outlier-ch", "magnitude"]
+    assert any("raises at the odd sizes" in n and "D=65" in n for n in j.problem.notes), j.problem.notes
