@@ -4,8 +4,6 @@ Every problem and solution here is written for these tests (python/tests/problem
 formats SOL-ExecBench / FlashInfer-Bench and KernelBench document; none is a copy of theirs."""
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -13,6 +11,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="parity.problems runs PyTorch references")
 
 from parity import problems  # noqa: E402
+from problem_helpers import cli, write_safetensors  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 P = os.path.join(HERE, "problems")
@@ -254,11 +253,7 @@ def test_kernelbench_rule():
 
 
 # -- the CLI -----------------------------------------------------------------------------------------
-def _cli(*args):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(x for x in (os.path.dirname(HERE), env.get("PYTHONPATH", "")) if x)
-    return subprocess.run([sys.executable, "-m", "parity", "problem"] + list(args), capture_output=True,
-                          text=True, env=env, timeout=600)
+_cli = cli
 
 
 def test_cli_exit_codes_and_json(tmp_path):
@@ -372,17 +367,7 @@ def test_custom_inputs_two_outputs_one_op():
     assert bad.verdict == "unfaithful" and all(w.err_over_tol > 100 for w in bad.report.workloads)
 
 
-def _write_safetensors(path, tensors):
-    head, blobs, off = {}, [], 0
-    for k, t in tensors.items():
-        raw = t.contiguous().view(torch.int16).numpy().tobytes() if t.dtype == torch.bfloat16 else t.numpy().tobytes()
-        head[k] = {"dtype": {torch.bfloat16: "BF16", torch.float32: "F32"}[t.dtype], "shape": list(t.shape),
-                   "data_offsets": [off, off + len(raw)]}
-        blobs.append(raw)
-        off += len(raw)
-    h = json.dumps(head).encode()
-    with open(path, "wb") as f:
-        f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
+_write_safetensors = write_safetensors
 
 
 def test_safetensors_inputs(tmp_path):

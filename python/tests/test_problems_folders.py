@@ -6,14 +6,13 @@ JSONs matched by their "definition" field. The problems and solutions are parity
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 
 pytest.importorskip("torch", reason="parity.problems runs PyTorch references")
 
 from parity import _problem_folders as folders  # noqa: E402
+from problem_helpers import cli  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 P = os.path.join(HERE, "problems")
@@ -21,11 +20,7 @@ KB = os.path.join(P, "kernelbench")
 KB2 = os.path.join(P, "kernelbench_more")  # problems written for the scaling and own-inputs cases
 
 
-def _cli(*args):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(x for x in (os.path.dirname(HERE), env.get("PYTHONPATH", "")) if x)
-    return subprocess.run([sys.executable, "-m", "parity", "problem"] + list(args), capture_output=True,
-                          text=True, env=env, timeout=600)
+_cli = cli
 
 
 def _kernelbench_run(tmp_path):

@@ -3,7 +3,6 @@ entries that are integers or expressions, references and solutions that use auto
 torch has no CPU kernel for, outputs that overflow their dtype. Each problem is written here for
 these tests, in SOL-ExecBench's folder layout."""
 import json
-import os
 
 import pytest
 

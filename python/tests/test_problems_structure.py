@@ -8,8 +8,6 @@ FlashInfer-Bench layout with safetensors page tables is written to a temporary f
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -20,6 +18,7 @@ import parity  # noqa: E402
 from parity import problems  # noqa: E402
 from parity._problem_rules import judged_calls  # noqa: E402
 from parity._problem_solutions import _line_args, _line_sizes  # noqa: E402
+from problem_helpers import cli, write_safetensors  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PAGED = os.path.join(HERE, "problems", "sol_paged_decode")
@@ -100,23 +99,12 @@ def test_structure_lines_required():
             f.write("".join(json.dumps(w) + "\n" for w in lines))
         with pytest.raises(parity.ProblemError, match="parity_roles.json"):
             problems.load(d)
-        r = subprocess.run([sys.executable, "-m", "parity", "problem", d, "--quick"], capture_output=True, text=True,
-                           env=dict(os.environ))
+        r = cli(d, "--quick")
         assert r.returncode == 3, r.stdout + r.stderr
         assert "kv_indptr" in r.stderr and "safetensors" in r.stderr
 
 
-def _write_safetensors(path, tensors):
-    names = {torch.int32: "I32", torch.bfloat16: "BF16", torch.float32: "F32"}
-    head, blobs, off = {}, [], 0
-    for k, t in tensors.items():
-        raw = (t.view(torch.int16) if t.dtype == torch.bfloat16 else t).contiguous().numpy().tobytes()
-        head[k] = {"dtype": names[t.dtype], "shape": list(t.shape), "data_offsets": [off, off + len(raw)]}
-        blobs.append(raw)
-        off += len(raw)
-    h = json.dumps(head).encode()
-    with open(path, "wb") as f:
-        f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
+_write_safetensors = write_safetensors
 
 
 def test_structure_from_safetensors_in_flashinfer_layout(tmp_path):
