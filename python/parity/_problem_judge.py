@@ -162,11 +162,6 @@ def judge(problem: Problem, solution: Optional[str] = None, *, contract: Optiona
             problem = copy.copy(problem)
             problem.notes = problem.notes + notes
             wl = problem.draw_op.workload_names(None) + dicts  # type: ignore[union-attr]
-    if workloads is None and not problem.structure and problem.draw_op is not None:
-        wl, why = _without_odd_if_refused(problem, wl)
-        if why:
-            problem = copy.copy(problem)
-            problem.notes = problem.notes + [why]
     report = harness = None
     early: Dict[int, Any] = {}
     pool = None
@@ -184,39 +179,31 @@ def judge(problem: Problem, solution: Optional[str] = None, *, contract: Optiona
                     early[i] = pool.submit(rule_rows, problem, kept[0], kept[1])
             rec.on_done = done
         try:
-            try:
-                report = parity.check(problem.op, rec, workloads=wl, seed=seed, dtype=problem.dtype, like="torch",
-                                      progress=rec.progress)
-            except ProblemError as e:
-                # A reference defined only on the inputs the problem draws itself (the log of
-                # probabilities, the square root of a variance): judged on the problem's own
-                # inputs -- KernelBench's get_inputs() draws, a definition's workload lines --
-                # said in the notes
-                if workloads is not None or "not defined on these inputs" not in str(e) or _given or \
-                        problem.structure or (problem.format != "kernelbench" and not getattr(problem, "own_lines", [])):
-                    raise
-                if problem.format == "kernelbench":
-                    wl, given, notes = kernelbench_own_workloads(problem)
-                else:
-                    wl, given, notes = own_workloads(problem, seed, max(own_lines, 1))
-                    notes = ["the reference is not defined on parity's role-drawn inputs (%s); judged on the problem's "
-                             "own workload lines instead: " + ", ".join(x["name"] for x in wl)]
-                if not wl:
-                    raise
-                problem = copy.copy(problem)
-                problem.notes = problem.notes + [notes[0] % str(e).split(": ", 1)[-1]]
-                early.clear()
-                rec = _Recorder(problem, call, label)
-                rec.on_done = done if pool is not None else None
+            for attempt in range(3):
                 assert problem.op is not None
-                report = parity.check(problem.op, rec, workloads=wl, seed=seed, dtype=problem.dtype,
-                                      like="torch", progress=rec.progress)
+                try:
+                    report = parity.check(problem.op, rec, workloads=wl, seed=seed, dtype=problem.dtype,
+                                          like="torch", progress=rec.progress)
+                    break
+                except ProblemError as e:
+                    if workloads is not None or _given or attempt == 2:
+                        raise
+                    wl2, given2, note = _remedy(problem, e, wl, seed, own_lines)
+                    if wl2 is None:
+                        raise
+                    wl, given = wl2, (given2 if given2 is not None else given)
+                    problem = copy.copy(problem)
+                    problem.notes = problem.notes + [note]
+                    early.clear()
+                    rec = _Recorder(problem, call, label)
+                    rec.on_done = done if pool is not None else None
             if pool is not None:
                 rec.finished(rec.group)  # the last workload's, unless its verdict line started it
         finally:
             rec.on_done = None
             if pool is not None and report is None:
                 pool.shutdown(wait=True)
+        assert report is not None
         names = [w.name for w in report.workloads]
     else:
         # Integer outputs only (argmax): the solution runs through the harness all the same
@@ -258,11 +245,35 @@ def judge(problem: Problem, solution: Optional[str] = None, *, contract: Optiona
     return j
 
 
+def _remedy(problem: Problem, e: ProblemError, wl: Any, seed: int, own_lines: int) -> Tuple[Any, Any, str]:
+    """What to judge instead when the problem's reference fails on parity's workloads (e: the
+    check's error), as (workloads, given inputs or None to keep them, note), or (None, None, ""):
+    the odd workload left out when the reference raises at the odd sizes only; the problem's own
+    inputs when the reference is NaN on parity's role-drawn ones (a log of probabilities, the
+    square root of a variance) -- KernelBench's get_inputs() draws, a definition's workload lines."""
+    msg = str(e)
+    if "the reference raises" in msg and problem.draw_op is not None and not problem.structure:
+        wl2, why = _without_odd_if_refused(problem, wl)
+        if why:
+            return wl2, None, why
+    if "not defined on these inputs" in msg and not problem.structure:
+        if problem.format == "kernelbench":
+            dicts, given, notes = kernelbench_own_workloads(problem)
+            return dicts, given, notes[0] % msg.split(": ", 1)[-1]
+        dicts, given, _ = own_workloads(problem, seed, max(own_lines, 1), max_elems=1 << 24)
+        if dicts:
+            return dicts, given, ("the reference is not defined on parity's role-drawn inputs (%s); judged on the "
+                                  "problem's own workload lines instead: %s"
+                                  % (msg.split(": ", 1)[-1], ", ".join(x["name"] for x in dicts)))
+    return None, None, ""
+
+
 def _without_odd_if_refused(problem: Problem, wl: Any) -> Tuple[Any, str]:
     """parity's `odd` workload moves every var axis to an odd size; a reference that needs some
     divisibility (a rotary embedding's even head dimension, quantization blocks of 16) raises
-    there. Probed once, natively, on N(0,1) inputs: when the reference runs at the base sizes and
-    raises at the odd ones, `odd` is left out, with the reason. wl: None, "quick" or a list."""
+    there. Probed, once the check has failed on a reference error, natively on N(0,1) inputs:
+    when the reference runs at the base sizes and raises at the odd ones, `odd` is left out, with
+    the reason. wl: None, "quick" or a list."""
     op = problem.draw_op
     assert op is not None
     names = op.workload_names(wl) if wl is None or isinstance(wl, str) else list(wl)
