@@ -490,14 +490,19 @@ def _meta_numel(ns: Dict[str, Any]) -> int:
     return n
 
 
+_KB_SIZE_MIN = 16  # module constants below this are kernel sizes, strides, paddings, groups: never halved
+
+
 def _kb_scale(ns: Dict[str, Any], path: str, cap: int) -> str:
-    """Halve the largest module-level size get_inputs() or get_init_inputs() use -- an integer
-    constant, or an integer inside a tuple or list constant (`input_shape = (32768,)`) -- until the
-    inputs and the Model's parameters hold at most cap elements in all (KernelBench sizes its
-    problems for a GPU; the fp64 oracle runs on the CPU). Every occurrence of that value is halved
-    together, so sizes the problem keeps equal stay equal (HingeLoss broadcasts a (batch, 32768)
-    tensor against a (batch,) one, batch = 32768); the constants are shared with get_init_inputs()
-    and the Model, so the shapes stay consistent. Returns what was changed ("" when nothing)."""
+    """Halve every module-level size get_inputs() or get_init_inputs() use -- an integer
+    constant of at least 16, or such an integer inside a tuple or list constant (`input_shape =
+    (32768,)`) -- all together, until the inputs, the Model's parameters and its outputs hold at
+    most cap elements in all (KernelBench sizes its problems for a GPU; the fp64 oracle runs on
+    the CPU). Halving them together keeps the relations a problem relies on: HingeLoss broadcasts
+    a (batch, 32768) tensor against a (batch,) one with batch = 32768; a ConvTranspose3d's output
+    width 2W is the LayerNorm's out_channels. Kernel sizes, strides and paddings (below 16) stay.
+    The constants are shared with get_init_inputs() and the Model, so the shapes stay
+    consistent. Returns what was changed ("" when nothing)."""
     def sizes_in(v: Any) -> bool:
         if isinstance(v, bool):
             return False
@@ -508,25 +513,22 @@ def _kb_scale(ns: Dict[str, Any], path: str, cap: int) -> str:
                        if sizes_in(ns.get(n))))
     orig = {n: ns[n] for n in names}
 
-    def values(n: str) -> List[int]:
-        return [ns[n]] if isinstance(ns[n], int) else list(ns[n])
+    def half(x: int) -> int:
+        return (x + 1) // 2 if x >= _KB_SIZE_MIN else x
 
-    def halve(v: Any, big: int) -> Any:
-        if isinstance(v, int):
-            return (v + 1) // 2 if v == big else v
-        return type(v)((x + 1) // 2 if x == big else x for x in v)
+    def halve(v: Any) -> Any:
+        return half(v) if isinstance(v, int) else type(v)(half(x) for x in v)
     try:
         total = _meta_numel(ns)
     except Exception:  # a get_inputs the meta device cannot run: drawn as written
         return ""
     steps = 0
-    while total > cap and steps < 200:
-        big = max((x for n in names for x in values(n)), default=None)
-        if big is None or big <= 1:
-            break
+    while total > cap and steps < 64:
         prev = {n: ns[n] for n in names}
         for n in names:
-            ns[n] = halve(ns[n], big)
+            ns[n] = halve(ns[n])
+        if all(ns[n] == prev[n] for n in names):
+            break  # nothing of at least 16 left
         try:
             total = _meta_numel(ns)
         except Exception:  # halving made the problem unbuildable: the step undone

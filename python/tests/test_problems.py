@@ -318,14 +318,15 @@ def get_init_inputs():
 
 def test_kernelbench_too_large_is_scaled(tmp_path):
     """A problem sized for a GPU (16384 x 8192 inputs, a 8192 x 4096 Linear: 168M elements) is sized
-    on the meta device, never drawn, and its module-level constants halved until inputs,
-    parameters and outputs fit; the model and get_inputs see the same constants."""
+    on the meta device, never drawn, and its module-level size constants halved together until
+    inputs, parameters and outputs fit; the model and get_inputs see the same constants."""
     f = tmp_path / "big_linear_softmax.py"
     f.write_text(BIG_KB)
     p = problems.load(str(f))
-    # inputs, parameters and outputs counted (the output is batch x out_features): all three halved to 512
-    assert p.shapes == {"x_0": [512], "x_1": [512]}, p.shapes
-    assert any("batch_size 16384 -> 512, in_features 8192 -> 512, out_features 4096 -> 512" in n for n in p.notes)
+    # inputs, parameters and outputs counted (the output is batch x out_features), every size halved
+    # together (4 times: 234M elements -> 0.9M), so their proportions stay
+    assert p.shapes == {"x_0": [1024], "x_1": [512], "out0_1": [256]}, p.shapes
+    assert any("batch_size 16384 -> 1024, in_features 8192 -> 512, out_features 4096 -> 256" in n for n in p.notes)
     small = problems.load(str(f), max_elems=1 << 13)
     assert small.shapes["x_0"][0] * small.shapes["x_1"][0] <= 1 << 13 and any("scaled" in n for n in small.notes)
     j = problems.judge(small, None, quick=True)
