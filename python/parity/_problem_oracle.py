@@ -150,6 +150,19 @@ def low_fallback() -> Any:
     return LowFallback()
 
 
+def run_low(fn: Callable[[], Any]) -> Any:
+    """fn(); if it fails on a torch op with no fp16/bf16 CPU kernel, fn() again under
+    low_fallback. The mode costs a Python call per torch op, so it is only entered for code
+    that needs it."""
+    try:
+        return fn()
+    except RuntimeError as e:
+        if not _NO_LOW.search(str(e)):
+            raise
+    with low_fallback():
+        return fn()
+
+
 def _track_casts() -> Any:
     """A torch function mode that runs everything as written and remembers, for every cast to a
     narrower floating dtype, the value before it; undo(result) replaces an output that is the
@@ -260,8 +273,8 @@ class _Run:
     def __call__(self, mode: str, *args: Any, **kwargs: Any) -> Any:
         torch = _torch()
         if mode == "native":
-            with grad_mode(self.grad), low_fallback():
-                return detached(self.fn(*args, **kwargs))
+            with grad_mode(self.grad):
+                return detached(run_low(lambda: self.fn(*args, **kwargs)))
         if mode == "native-unrounded":  # native, but an output's own final cast to a narrower dtype undone
             mode_ = _track_casts()
             with grad_mode(self.grad), mode_:

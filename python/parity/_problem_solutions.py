@@ -16,7 +16,7 @@ import numpy as np
 from ._problem_core import Problem, _same_args
 from ._problem_formats import _KB_PRECISION, _eval_expr, _exec_source, _read_json
 from ._problem_oracle import (_CPU_LANGS, _FLOAT_NAMES, _PY_LANGS, ProblemFileError, _outputs_list, _tdtype,
-                              _torch, grad_mode, low_fallback)
+                              _torch, grad_mode, run_low)
 
 
 # -- solutions --------------------------------------------------------------------------------------
@@ -129,8 +129,8 @@ def load_solution(problem: Problem, path: Optional[str]) -> Tuple[Callable[[Dict
             mnew = mnew.to(dev)
 
         def call_kb(args: Dict[str, Any]) -> List[Any]:
-            with torch.no_grad(), low_fallback(), on_device(args, dev) as a:
-                res = mnew(*[a[k] for k in problem.order])
+            with torch.no_grad(), on_device(args, dev) as a:
+                res = run_low(lambda: mnew(*[a[k] for k in problem.order]))
                 return [o.cpu() if isinstance(o, torch.Tensor) else o
                         for o in _outputs_list(res, list(problem.outputs), path)]
         return call_kb, "ModelNew (%s%s)" % (os.path.basename(path), ", on %s" % dev if dev is not None else "")
@@ -187,15 +187,18 @@ def load_solution(problem: Problem, path: Optional[str]) -> Tuple[Callable[[Dict
     names = list(problem.outputs)
 
     def call_sol(args: Dict[str, Any]) -> List[Any]:
-        with grad_mode(True), low_fallback(), on_device(args, dev) as a:  # a backward may use autograd
+        with grad_mode(True), on_device(args, dev) as a:  # a backward may use autograd
             pos = [a[k] for k in problem.order]
-            if dps:
-                sz = _axis_sizes(problem, args)
-                outs = [torch.empty([sz[x] for x in problem.outputs[o]["shape"] or ()],  # a scalar: 0-d
-                                    dtype=_tdtype(problem.outputs[o]["dtype"]), device=dev) for o in names]
-                fn(*pos, *outs)
-            else:
-                outs = _outputs_list(fn(*pos), names, path)
+
+            def once() -> List[Any]:
+                if dps:
+                    sz = _axis_sizes(problem, args)
+                    outs = [torch.empty([sz[x] for x in problem.outputs[o]["shape"] or ()],  # a scalar: 0-d
+                                        dtype=_tdtype(problem.outputs[o]["dtype"]), device=dev) for o in names]
+                    fn(*pos, *outs)
+                    return outs
+                return _outputs_list(fn(*pos), names, path)
+            outs = run_low(once)
             return [o.detach().cpu() if isinstance(o, torch.Tensor) else o for o in outs]
     return call_sol, "%s (%s, %s%s)" % (d.get("name", os.path.basename(path)), ep,
                                         "destination-passing" if dps else "value-returning",
