@@ -261,7 +261,6 @@ def _load_definition(def_path: str, folder: str, fmt: str) -> Problem:
                     if n not in p.fixed:
                         p.fixed.append(n)
             p.fixed.append(a)
-    _fits_memory(p, def_path)
     # scalars: the first workload's value (the base workload's when it gives one)
     for k, s in p.inputs.items():
         if s["shape"] is None:
@@ -293,6 +292,7 @@ def _load_definition(def_path: str, folder: str, fmt: str) -> Problem:
     _structure(p, wls, wl_path or def_path)
     if not p.structure:
         _shrink_base(p)
+    _fits_memory(p, def_path)
     fl = [s["dtype"] for k, s in p.inputs.items() if s["shape"] is not None and s["dtype"] in _FLOAT_NAMES]
     p.dtype = _PARITY_DTYPE[fl[0]] if fl else "f32"
     if fmt == "sol":
@@ -333,6 +333,9 @@ def _shrink_base(p: Problem) -> None:
         a = max(cand, key=lambda x: new[x])
         new[a] //= 2
     if new == base or p.reference is None:
+        return
+    _, need, mem = _memory(p, new)
+    if mem and need > mem // 2:  # not even probed: _fits_memory refuses the problem
         return
     torch = _torch()
     gen = torch.Generator().manual_seed(0)
@@ -386,22 +389,28 @@ def _tie_axes_to_scalars(p: Problem, wls: List[Dict[str, Any]], var_values: Dict
 _COPIES = 12
 
 
+def _memory(p: Problem, sizes: Dict[str, int]) -> Tuple[int, int, int]:
+    """(elements of every tensor at these sizes, bytes of their fp64 copies a judgement holds,
+    this machine's memory in bytes; 0 when unknown)."""
+    n = sum(int(np.prod([sizes.get(a, 1) for a in s["shape"] or []], dtype=np.float64))
+            for s in list(p.inputs.values()) + list(p.outputs.values()))
+    try:
+        mem = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not Linux
+        mem = 0
+    return n, n * 8 * _COPIES, mem
+
+
 def _fits_memory(p: Problem, where: str) -> None:
     """Refuse (exit 3) a problem whose base workload cannot be judged in this machine's memory:
     const axes sized for a GPU (a 32768 x 32768 weight is 8.6 GB per fp64 copy) cannot be scaled
     the way KernelBench's module constants are, since the reference may assert them."""
     base = {a: int(v[0]) for a, v in p.shapes.items()}
-    n = sum(int(np.prod([base.get(a, 1) for a in s["shape"] or []], dtype=np.float64))
-            for s in list(p.inputs.values()) + list(p.outputs.values()))
-    try:
-        mem = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - not Linux
-        return
-    need = n * 8 * _COPIES
-    if need > mem // 2:
-        raise ProblemError("%s: too large for this machine: the smallest workload's tensors hold %.3g elements "
-                           "(sizes %s), about %.1f GB of fp64 copies while judged, over half of its %.1f GB; the "
-                           "const axes fix them (a workload line with smaller var axes does not help)"
+    n, need, mem = _memory(p, base)
+    if mem and need > mem // 2:
+        raise ProblemError("%s: too large for this machine: parity's base workload's tensors hold %.3g elements "
+                           "(sizes %s: the const axes, and the var axes as small as the workload lines and the "
+                           "reference allow), about %.1f GB of fp64 copies while judged, over half of its %.1f GB"
                            % (where, n, ", ".join("%s=%d" % kv for kv in base.items()), need / 1e9, mem / 1e9))
 
 
