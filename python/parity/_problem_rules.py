@@ -119,7 +119,8 @@ def judged_calls(problem: Problem, call: Callable[[Dict[str, Any]], List[Any]], 
         if kept is not None:
             out.append((w, kept[0], kept[1], ""))
             continue
-        if given and w in given and "draw" in given[w]:  # structure given, floats drawn (structure_workloads)
+        if given and w in given and given[w].get("name") == w and "draw" in given[w] and "sizes" in given[w]:
+            # a workload of given structure whose floats parity draws (structure_workloads)
             from . import _case, _declared
             g = given[w]
             assert problem.draw_op is not None
