@@ -421,6 +421,11 @@ def _structure(p: Problem, wls: List[Dict[str, Any]], where: str) -> None:
     p.structure = [k for k, (r, _) in p.roles.items() if r == "structure"]
     if not p.structure:
         return
+    floats = [k for k in p.structure if p.inputs[k]["dtype"] in _FLOAT_NAMES]
+    if floats:
+        raise ProblemFileError(os.path.join(os.path.dirname(p.path), "parity_roles.json"), "roles.%s" % floats[0],
+                               "structure is a role of integer inputs (offsets, "
+                               "page tables); %s is %s" % (floats[0], p.inputs[floats[0]]["dtype"]))
 
     def gives(w: Dict[str, Any], k: str) -> bool:
         return ((w.get("inputs") or {}).get(k) or {}).get("type") in ("safetensors", "custom")

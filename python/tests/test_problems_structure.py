@@ -265,3 +265,11 @@ def test_on_device_copies_there_and_edits_back():
     assert x[0, 0] == 42.0 and torch.equal(ids, torch.tensor([1, 2], dtype=torch.int32))
     with on_device(args, None) as a:
         assert a is args
+
+
+def test_structure_role_is_for_integer_inputs(tmp_path):
+    d = tmp_path / "p"
+    shutil.copytree(RMS, str(d))
+    (d / "parity_roles.json").write_text(json.dumps({"roles": {"x": "structure"}}))
+    with pytest.raises(problems.ProblemFileError, match="parity_roles.json: roles.x: structure is a role of integer"):
+        problems.load(str(d))
