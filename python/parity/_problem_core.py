@@ -221,6 +221,31 @@ class Problem:
         p.draw_op = p.op if p.op is not None else self._build_op(contract, draw=True)
         return p
 
+    def fails_at(self, sizes: Dict[str, int]) -> str:
+        """The reference run once, natively, on N(0,1) float inputs (integers below their bound,
+        else 0/1) at these axis sizes: "" when it runs, else its error ("Type: message"). How
+        parity learns that a reference needs sizes it cannot read from the definition (smaller
+        var axes, parity's odd sizes)."""
+        torch = _torch()
+        gen = torch.Generator().manual_seed(0)
+        args: Dict[str, Any] = {}
+        for k, spec in self.inputs.items():
+            if spec["shape"] is None:
+                args[k] = self.scalars.get(k)
+                continue
+            shape = [int(sizes[a]) for a in spec["shape"]]
+            if self._is_float(k):
+                args[k] = torch.randn(shape, generator=gen).to(_tdtype(spec["dtype"]))
+            else:
+                vocab = self.roles.get(k, ("", None))[1]
+                hi = int(sizes.get(vocab, 2)) if vocab else 2
+                args[k] = torch.randint(0, max(hi, 1), shape, generator=gen).to(_tdtype(spec["dtype"]))
+        try:
+            self._run_reference("native", args)
+        except Exception as e:  # the reference's own failure at these sizes
+            return "%s: %s" % (type(e).__name__, e)
+        return ""
+
     def with_scalars(self, scalars: Dict[str, Any]) -> "Problem":
         """The same problem with other scalar values (an op of its own: a declared op has one set
         of attributes); the lines of the problem's own workloads that give them are its own."""

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ._problem_core import Problem
 from ._problem_ints import combine, judge_ints
-from ._problem_oracle import LOW_FALLBACK_USED, _tdtype, _torch
+from ._problem_oracle import LOW_FALLBACK_USED
 from ._problem_rules import apply_rule, judged_calls, rule_rows, rule_text
 from ._errors import ProblemError
 from ._problem_solutions import (Unsupported, _Recorder, kernelbench_own_workloads, load_solution,
@@ -283,27 +283,8 @@ def _without_odd_if_refused(problem: Problem, wl: Any) -> Tuple[Any, str]:
     if dims.get("odd") == dims.get("base"):
         return wl, ""
 
-    def runs(sizes: Dict[str, int]) -> str:
-        torch = _torch()
-        gen = torch.Generator().manual_seed(0)
-        args: Dict[str, Any] = {}
-        for k, spec in problem.inputs.items():
-            if spec["shape"] is None:
-                continue
-            shape = [int(sizes[a]) for a in spec["shape"]]
-            if problem._is_float(k):
-                args[k] = torch.randn(shape, generator=gen).to(_tdtype(spec["dtype"]))
-            else:
-                _, vocab = problem.roles.get(k, ("", None))
-                hi = int(sizes.get(vocab, 2)) if vocab else 2
-                args[k] = torch.randint(0, max(hi, 1), shape, generator=gen).to(_tdtype(spec["dtype"]))
-        try:
-            problem._run_reference("native", dict(args, **problem.scalars))
-        except Exception as e:  # the reference's own failure at these sizes
-            return "%s: %s" % (type(e).__name__, e)
-        return ""
-    err = runs(dims["odd"])
-    if not err or runs(dims["base"]):
+    err = problem.fails_at(dims["odd"])
+    if not err or problem.fails_at(dims["base"]):
         return wl, ""
     return [x for x in names if x != "odd"], (
         "the reference raises at the odd sizes (%s: %s), so odd is not judged; it runs at the base sizes"
