@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "problem_mpi.h"
 
 #ifndef PARITY_SOURCE_DIR
 #define PARITY_SOURCE_DIR ""
@@ -39,7 +40,8 @@ void parity_help_problem(FILE *out)
             "by their \"definition\" field (a FlashInfer-Bench root uses its solutions/), or a\n"
             "KernelBench run folder of level_L_problem_P_sample_S_kernel.py (--sample S: one sample);\n"
             "--solution-name picks each problem folder's solution file. --jobs N judges N at once in\n"
-            "worker processes (0: one per core).\n"
+            "worker processes (0: one per core). Under mpirun or srun the ranks split a folder's\n"
+            "problems and rank 0 prints the report and writes the JSON one process would.\n"
             "The problem becomes a declared op: roles inferred from the definition (printed), its\n"
             "PyTorch reference re-run with every float dtype promoted to fp64 as the oracle.\n"
             "--solution: the benchmark's own format (a solution JSON whose Python entry point\n"
@@ -63,6 +65,7 @@ void parity_help_problem(FILE *out)
             "  parity problem level1/23_Softmax.py --solution my_softmax.py --contract math\n"
             "  parity problem KernelBench/level1 --solutions runs/my_run --quick --json all.json\n"
             "  parity problem flashinfer-trace --quick          # its definitions and solutions/\n"
+            "  mpirun -n 8 parity problem KernelBench/level2 --quick --json level2.json\n"
             "\n"
             "exit codes: 0 faithful, 1 not faithful (or unsupported), 2 usage error or no Python\n"
             "with torch, 3 a problem or solution file parity cannot read (file and field named).\n");
@@ -139,7 +142,7 @@ int parity_cmd_problem(int argc, char **argv)
         }
     }
 
-    char **args = calloc((size_t)argc + 4, sizeof *args);
+    char **args = calloc((size_t)argc + 8, sizeof *args); /* + problem_mpi_run's 4 */
     if (!args) return cli_input_error("problem", "out of memory");
     int k = 0;
     args[k++] = (char *)py;
@@ -147,6 +150,12 @@ int parity_cmd_problem(int argc, char **argv)
     args[k++] = (char *)BOOT;
     for (int i = 1; i < argc; i++) args[k++] = argv[i];
     args[k] = NULL;
+    /* Under mpirun or srun, the ranks split a folder's problems and rank 0 reports. */
+    int mpi = problem_mpi_run(args, k);
+    if (mpi >= 0) {
+        free(args);
+        return mpi;
+    }
     fflush(stdout);
     fflush(stderr);
     execvp(py, args);

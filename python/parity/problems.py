@@ -82,6 +82,7 @@ KernelBench run folder, whose level_L_problem_P_sample_S_kernel.py files are jud
 (--sample S: that sample only); --solution-name NAME: the file of that name inside each problem
 folder. Problems the solutions folder has nothing for are listed and skipped. --jobs N: judge N at
 once, each in its own process (0: one per core; default 1); the report and the JSON keep the order.
+Under mpirun or srun, the ranks split a folder's problems; rank 0 reports (docs/problems.md).
 Integer outputs (argmax, top-k indices) are judged exactly: each element must equal the fp64
 oracle's or the native reference's (docs/problems.md, "Integer outputs").
 exit codes: 0 faithful, 1 not faithful (or unsupported), 2 usage, 3 bad problem or solution file.
@@ -139,6 +140,64 @@ def _judge_all(jobs_: List[Tuple[str, Optional[str]]], a: Any) -> Iterator[Tuple
             yield f.result()
 
 
+def _shard_spec(text: str) -> Tuple[int, int]:
+    """--shard R/S: rank R of S."""
+    try:
+        r, s = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError("--shard wants RANK/SIZE, got %r" % text) from None
+    if not 0 <= r < s:
+        raise argparse.ArgumentTypeError("--shard wants 0 <= RANK < SIZE, got %r" % text)
+    return r, s
+
+
+def _local_ranks() -> int:
+    """How many ranks of the job share this machine (Open MPI, MPICH, Slurm say so)."""
+    for k in ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"):
+        try:
+            return max(1, int(os.environ.get(k, "").split("(")[0]))
+        except ValueError:
+            continue
+    return 1
+
+
+def _run_shard(todo: List[Tuple[str, Optional[str]]], a: Any) -> int:
+    """One MPI rank's share (problems R, R+S, R+2S, ...): its results into --shard-out, for rank
+    0's --merge; a line per problem on stderr as it is judged. The ranks on one machine share its
+    cores (torch's threads), as check's ranks do."""
+    rank, size = a.shard
+    import torch
+    torch.set_num_threads(max(1, _cores() // _local_ranks()))
+    mine = list(range(rank, len(todo), size))
+    rows: List[Dict[str, Any]] = []
+    for k, (i, (text, d, code, err)) in enumerate(zip(mine, _judge_all([todo[i] for i in mine], a))):
+        rows.append({"index": i, "text": text, "dict": d, "code": code, "err": err})
+        sys.stderr.write("parity problem: rank %d: %d/%d %s: %s\n" % (
+            rank, k + 1, len(mine), d["problem"].get("name", d["problem"]["path"]), d["verdict"]))
+        sys.stderr.flush()
+    tmp = a.shard_out + ".part"
+    with open(tmp, "w") as f:
+        json.dump({"rank": rank, "size": size, "n": len(todo), "results": rows}, f, default=str)
+    os.replace(tmp, a.shard_out)
+    return 0
+
+
+def _merged(files: Sequence[str], n: int) -> List[Tuple[str, Dict[str, Any], int, str]]:
+    """The ranks' shard files as one run's results, in the problems' order."""
+    got: Dict[int, Tuple[str, Dict[str, Any], int, str]] = {}
+    for path in files:
+        try:
+            with open(path) as f:
+                doc = json.load(f)
+            for row in doc["results"]:
+                got[int(row["index"])] = (row["text"], row["dict"], int(row["code"]), row["err"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise ValueError("--merge %s: not a rank's results (%s)" % (path, e)) from None
+    if sorted(got) != list(range(n)):
+        raise ValueError("--merge: the ranks' results cover %d of %d problems" % (len(got), n))
+    return [got[i] for i in range(n)]
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = _Parser(prog="parity problem", add_help=False)
     ap.add_argument("path", nargs="?")
@@ -154,7 +213,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--jobs", "-j", type=int, default=1)
     ap.add_argument("--own-lines", type=int, default=6)
     ap.add_argument("-h", "--help", action="store_true")
-    a = ap.parse_args(list(sys.argv[1:] if argv is None else argv))
+    # Between the C command and this module under an MPI launcher (programs/problem_mpi.c): one
+    # rank's share of the problems into a file, then rank 0 merges the ranks' files.
+    ap.add_argument("--shard", type=_shard_spec, help=argparse.SUPPRESS)
+    ap.add_argument("--shard-out", help=argparse.SUPPRESS)
+    ap.add_argument("--merge", nargs="+", help=argparse.SUPPRESS)
+    args = list(sys.argv[1:] if argv is None else argv)
+    stderr = sys.stderr
+    if "--shard" in args[:-1] and not args[args.index("--shard") + 1].startswith("0/"):
+        sys.stderr = open(os.devnull, "w")  # under MPI, rank 0 says what is wrong with the command
+    a = ap.parse_args(args)
     if a.own_lines < 0:
         ap.error("--own-lines wants 0 or more, got %d" % a.own_lines)
         return 2
@@ -164,6 +232,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if a.help:
         sys.stdout.write(_USAGE)
         return 0
+    if a.shard and not a.shard_out:
+        ap.error("--shard wants --shard-out FILE")
+        return 2
     if not a.path:
         ap.error("PATH is required")
         return 2
@@ -201,7 +272,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     todo, missing = _folders.pair(items, a.solution_name, a.solutions, a.sample, a.path if os.path.isdir(a.path) else None)
     if a.solution:
         todo = [(a.path, a.solution)]
-    if missing:
+    if missing and not a.shard:  # under MPI, rank 0's --merge says it
         sys.stderr.write("parity problem: no solution in %s for %d problem(s), skipped: %s\n" % (
             a.solutions or os.path.join(a.path, "solutions"), len(missing),
             ", ".join(os.path.basename(m) for m in missing)))
@@ -209,7 +280,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         sys.stderr.write("parity problem: nothing to judge\n")
         return 3
     items = [t[0] for t in todo]
-    for text, d, code, err in _judge_all(todo, a):
+    if a.shard:
+        sys.stderr = stderr
+        return _run_shard(todo, a)
+    results: Iterator[Tuple[str, Dict[str, Any], int, str]]
+    if a.merge:
+        try:
+            results = iter(_merged(a.merge, len(todo)))
+        except ValueError as e:
+            sys.stderr.write("parity problem: %s\n" % e)
+            return 2
+    else:
+        results = _judge_all(todo, a)
+    for text, d, code, err in results:
         if err:
             sys.stderr.write("parity problem: %s\n" % err)
             if len(items) == 1:
