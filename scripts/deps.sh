@@ -2,7 +2,8 @@
 # Make sure the Debian packages parity needs are present, split by purpose:
 #   scripts/deps.sh build   what the library and the CLI need to build (`make`, `make demo`)
 #   scripts/deps.sh test    that, plus what the test suite uses (`make test`): cmocka, Python with
-#                           numpy and torch, Open MPI, clang's libFuzzer; and .venv (Debian's Python
+#                           numpy and torch (and torch's C++ headers, ninja, Python's headers: C++
+#                           solutions built by parity problem), Open MPI, clang's libFuzzer; and .venv (Debian's Python
 #                           plus ml_dtypes, safetensors and pytest from PyPI) for the oracle tests
 # As root it installs what is missing (apt-get); otherwise it prints the exact command to run and
 # exits 1 for build packages. A missing *test* package is not fatal for a normal user: its tests
@@ -13,7 +14,7 @@ cd "$(dirname "$0")/.."
 
 BUILD_PKGS=(build-essential cmake pkg-config libcjson-dev libpcre2-dev)
 TEST_PKGS=(libcmocka-dev python3 python3-numpy python3-venv python3-pip python3-torch
-           clang libclang-rt-14-dev libopenmpi-dev openmpi-bin)
+           clang libclang-rt-14-dev libopenmpi-dev openmpi-bin libtorch-dev pybind11-dev ninja-build python3-dev)
 
 mode=build
 if [ "${1:-}" = "--list" ]; then

@@ -61,6 +61,7 @@ class Problem:
         # reference's outputs as it returned them, so that the benchmark's rule, which needs the
         # native reference on the judged inputs, finds them instead of running it again
         self._native_seen: List[Tuple[Dict[str, Any], List[Any]]] = []
+        self._mixed: Optional[Dict[str, List[str]]] = None  # _mixed_axes(), once
 
     @property
     def int_outputs(self) -> List[str]:
@@ -201,6 +202,8 @@ class Problem:
                 ds = sorted(set(ins[k].shape) - set(shp))
                 if ds and _axes_terms(ds, self.shapes) > _axes_terms(best, self.shapes):
                     best = ds
+            if not best:  # a reduction inside (softmax's row sum, a norm's mean square): probed
+                best = self._mixed_axes().get(o, [])
             if best:
                 red[o] = best
         import parity
@@ -226,6 +229,15 @@ class Problem:
         else 0/1) at these axis sizes: "" when it runs, else its error ("Type: message"). How
         parity learns that a reference needs sizes it cannot read from the definition (smaller
         var axes, parity's odd sizes)."""
+        try:
+            self._run_reference("native", self._probe_args(sizes))
+        except Exception as e:  # the reference's own failure at these sizes
+            return "%s: %s" % (type(e).__name__, e)
+        return ""
+
+    def _probe_args(self, sizes: Dict[str, int], f64: bool = False) -> Dict[str, Any]:
+        """N(0,1) float inputs (rounded to their dtype; promoted to float64 when f64), integers
+        below their bound (else 0/1), at these axis sizes: the inputs of parity's probes."""
         torch = _torch()
         gen = torch.Generator().manual_seed(0)
         args: Dict[str, Any] = {}
@@ -235,16 +247,68 @@ class Problem:
                 continue
             shape = [int(sizes[a]) for a in spec["shape"]]
             if self._is_float(k):
-                args[k] = torch.randn(shape, generator=gen).to(_tdtype(spec["dtype"]))
+                t = torch.randn(shape, generator=gen).to(_tdtype(spec["dtype"]))
+                args[k] = t.to(torch.float64) if f64 else t
             else:
                 vocab = self.roles.get(k, ("", None))[1]
                 hi = int(sizes.get(vocab, 2)) if vocab else 2
                 args[k] = torch.randint(0, max(hi, 1), shape, generator=gen).to(_tdtype(spec["dtype"]))
+        return args
+
+    _MIXED_MAX_ELEMS = 1 << 24  # inputs and outputs a probe may hold (three fp64 runs of the reference)
+
+    def _mixed_axes(self) -> Dict[str, List[str]]:
+        """{output: the axes it shares with an input along which one input element reaches many
+        output elements}: a reduction inside the op that no axis names (softmax's row sum, a
+        norm's mean square, attention's sum over keys when the names coincide). Found by
+        perturbing the middle element of each float input in the fp64 oracle at the base sizes
+        and seeing which output elements move; for each output, the input whose mixed axes hold
+        the most terms. Once per problem (copies share it); {} when the reference does not run
+        there, is not deterministic, or the probe is too large (docs/problems.md, "Reductions")."""
+        if self._mixed is not None:
+            return self._mixed
+        self._mixed = {}
+        torch = _torch()
+        sizes = {a: int(v[0] if isinstance(v, (list, tuple)) else v) for a, v in self.shapes.items()}
         try:
-            self._run_reference("native", args)
-        except Exception as e:  # the reference's own failure at these sizes
-            return "%s: %s" % (type(e).__name__, e)
-        return ""
+            elems = sum(int(np.prod([sizes[a] for a in sp["shape"]])) for sp in
+                        list(self.inputs.values()) + list(self.outputs.values()) if sp["shape"])
+            if elems > self._MIXED_MAX_ELEMS:
+                return self._mixed
+            args = self._probe_args(sizes, f64=True)
+            with torch.no_grad():
+                base = self._run_reference("f64", args)
+                if not all(torch.equal(a, b) for a, b in zip(base, self._run_reference("f64", args))
+                           if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+                    return self._mixed  # not deterministic: no reading of what moved
+                found: Dict[str, Tuple[int, List[str]]] = {}
+                for k, spec in self.inputs.items():
+                    if not spec["shape"] or not self._is_float(k):
+                        continue
+                    x = args[k]
+                    mid = tuple(n // 2 for n in x.shape)
+                    pert = dict(args)
+                    pert[k] = x.clone()
+                    pert[k][mid] += (abs(float(x[mid])) + 1.0) * 2.0 ** -10
+                    moved = self._run_reference("f64", pert)
+                    for o, before, after in zip(self.outputs, base, moved):
+                        oshape = self.outputs[o]["shape"] or []
+                        if o not in self.float_outputs or not isinstance(before, torch.Tensor):
+                            continue
+                        where = (before != after).nonzero()
+                        axes = [a for i, a in enumerate(oshape) if a in spec["shape"] and where.shape[0] > 1
+                                and int(where[:, i].unique().numel()) > 1]
+                        terms = _axes_terms(axes, self.shapes)
+                        if axes and terms > found.get(o, (0, []))[0]:
+                            found[o] = (terms, axes)
+        except Exception:  # the reference does not run on these probes: nothing inferred
+            return self._mixed
+        self._mixed = {o: axes for o, (_, axes) in found.items()}
+        for o, axes in self._mixed.items():
+            self.notes.append("output %s mixes axis %s of its input (a reduction inside the op, %d terms, found by "
+                              "perturbing one input element): the floor admits a sequential fp32 sum over it"
+                              % (o, ", ".join(axes), _axes_terms(axes, self.shapes)))
+        return self._mixed
 
     def with_scalars(self, scalars: Dict[str, Any]) -> "Problem":
         """The same problem with other scalar values (an op of its own: a declared op has one set

@@ -498,7 +498,7 @@ def _meta_numel(ns: Dict[str, Any]) -> int:
 _KB_SIZE_MIN = 16  # module constants below this are kernel sizes, strides, paddings, groups: never halved
 
 
-def _kb_scale(ns: Dict[str, Any], path: str, cap: int) -> str:
+def _kb_scale(ns: Dict[str, Any], path: str, cap: int) -> List[Dict[str, Any]]:
     """Halve every module-level size get_inputs() or get_init_inputs() use -- an integer
     constant of at least 16, or such an integer inside a tuple or list constant (`input_shape =
     (32768,)`) -- all together, until the inputs, the Model's parameters and its outputs hold at
@@ -507,7 +507,9 @@ def _kb_scale(ns: Dict[str, Any], path: str, cap: int) -> str:
     a (batch, 32768) tensor against a (batch,) one with batch = 32768; a ConvTranspose3d's output
     width 2W is the LayerNorm's out_channels. Kernel sizes, strides and paddings (below 16) stay.
     The constants are shared with get_init_inputs() and the Model, so the shapes stay
-    consistent. Returns what was changed ("" when nothing)."""
+    consistent. Returns the sizes after each step, the problem's own first (one entry: nothing
+    changed): a model the meta device cannot check may break only when run, and the caller then
+    steps back."""
     def sizes_in(v: Any) -> bool:
         if isinstance(v, bool):
             return False
@@ -523,10 +525,11 @@ def _kb_scale(ns: Dict[str, Any], path: str, cap: int) -> str:
 
     def halve(v: Any) -> Any:
         return half(v) if isinstance(v, int) else type(v)(half(x) for x in v)
+    states = [dict(orig)]
     try:
         total = _meta_numel(ns)
     except Exception:  # a get_inputs the meta device cannot run: drawn as written
-        return ""
+        return states
     steps = 0
     while total > cap and steps < 64:
         prev = {n: ns[n] for n in names}
@@ -540,7 +543,14 @@ def _kb_scale(ns: Dict[str, Any], path: str, cap: int) -> str:
             ns.update(prev)
             break
         steps += 1
-    return ", ".join("%s %s -> %s" % (n, orig[n], ns[n]) for n in names if ns[n] != orig[n])
+        states.append({n: ns[n] for n in names})
+    return states
+
+
+def _kb_changes(states: List[Dict[str, Any]]) -> str:
+    """The scaling's changes, from the problem's own sizes to the last state ("" for none)."""
+    first, last = states[0], states[-1]
+    return ", ".join("%s %s -> %s" % (n, first[n], last[n]) for n in first if last[n] != first[n])
 
 
 _KB_PRECISION = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
@@ -561,19 +571,34 @@ def _load_kernelbench(path: str, seed: int = 42, max_elems: int = 1 << 20, preci
     p = Problem()
     p.format, p.path = "kernelbench", path
     p.name = re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
-    scaled = _kb_scale(ns, path, max_elems)
+    states = _kb_scale(ns, path, max_elems)
+    stepped_back: List[str] = []
+    while True:  # built and run at the scaled sizes; a step back for a model they break
+        try:
+            torch.manual_seed(seed)
+            init = list(ns["get_init_inputs"]())
+            torch.manual_seed(seed)
+            model = ns["Model"](*init)
+            torch.manual_seed(seed)
+            xs = list(ns["get_inputs"]())
+            with torch.no_grad():
+                ref = model(*xs)
+            break
+        except Exception as e:
+            if len(states) > 1:  # halving broke it (a pooling pyramid, an asserted image size)
+                stepped_back.append("%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else ""))
+                states.pop()
+                ns.update(states[-1])
+                continue
+            raise ProblemFileError(path, "Model", "building the model, its inputs or running it raises %s: %s"
+                                   % (type(e).__name__, e)) from e
+    scaled = _kb_changes(states)
     if scaled:
         p.notes.append("scaled shapes (inputs, parameters and outputs over %d elements; the fp64 oracle runs on the "
                        "CPU): %s" % (max_elems, scaled))
-    try:
-        torch.manual_seed(seed)
-        init = list(ns["get_init_inputs"]())
-        torch.manual_seed(seed)
-        model = ns["Model"](*init)
-        torch.manual_seed(seed)
-        xs = list(ns["get_inputs"]())
-    except Exception as e:
-        raise ProblemFileError(path, "Model", "building the model or its inputs raises %s: %s" % (type(e).__name__, e)) from e
+    if stepped_back:
+        p.notes.append("%d halving step(s) undone: the model does not run at those sizes (%s)%s"
+                       % (len(stepped_back), stepped_back[-1], "" if scaled else "; run at its own sizes"))
     import inspect
     try:
         params = [q for q in inspect.signature(model.forward).parameters.values()
@@ -600,8 +625,6 @@ def _load_kernelbench(path: str, seed: int = 42, max_elems: int = 1 << 20, preci
             p.inputs[n] = {"dtype": "float64", "shape": None}
             p.scalars[n] = x
     p.order = names
-    with torch.no_grad():
-        ref = model(*xs)
     outs = list(ref) if isinstance(ref, (tuple, list)) else [ref]
     for i, o in enumerate(outs):
         if not isinstance(o, torch.Tensor):

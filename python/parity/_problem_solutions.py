@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import numpy as np
 
+from . import _problem_build as _build
 from ._problem_core import Problem, _same_args
 from ._problem_formats import _KB_PRECISION, _eval_expr, _exec_source, _read_json
 from ._problem_oracle import (_CPU_LANGS, _FLOAT_NAMES, _PY_LANGS, ProblemFileError, _outputs_list, _tdtype,
@@ -97,6 +98,33 @@ def _axis_sizes(problem: Problem, args: Dict[str, Any]) -> Dict[str, int]:
     return sz
 
 
+# A KernelBench ModelNew that needs a CUDA device: CUDA sources for load_inline/load, Triton, tensors
+# or modules moved to CUDA. A load_inline of C++ sources alone builds and runs on the CPU.
+_GPU_SOURCE = re.compile(r"cuda_sources|\.cu\b|\btriton\b|\.cuda\(|torch\.cuda\.|device\s*=\s*['\"]cuda|"
+                         r"with_cuda\s*=\s*True|__global__")
+_CPP_SOURCE = re.compile(r"\bload_inline\b|cpp_extension")
+
+
+def _python_entry(path: str, tmp: str, file: str, fn_name: str) -> Any:
+    """The function fn_name of the solution's Python file (its sources written in tmp)."""
+    full = os.path.join(tmp, os.path.normpath(file))
+    if not os.path.isfile(full):
+        raise ProblemFileError(path, "spec.entry_point", "file %s is not among the sources" % file)
+    sys.path.insert(0, tmp)
+    try:
+        mspec = importlib.util.spec_from_file_location("parity_solution_%d" % abs(hash(full)), full)
+        mod = importlib.util.module_from_spec(mspec)  # type: ignore[arg-type]
+        mspec.loader.exec_module(mod)  # type: ignore[union-attr]
+    except Exception as e:
+        raise ProblemFileError(path, "sources", "%s raises on import: %s: %s" % (file, type(e).__name__, e)) from e
+    finally:
+        sys.path.remove(tmp)
+    fn = getattr(mod, fn_name, None)
+    if not callable(fn):
+        raise ProblemFileError(path, "spec.entry_point", "%s defines no function %s" % (file, fn_name))
+    return fn
+
+
 def load_solution(problem: Problem, path: Optional[str]) -> Tuple[Callable[[Dict[str, Any]], List[Any]], str]:
     """(call(args) -> outputs, label) for the solution at path (None: the problem's own reference,
     run natively). Raises Unsupported with the reason when it cannot run here."""
@@ -106,10 +134,14 @@ def load_solution(problem: Problem, path: Optional[str]) -> Tuple[Callable[[Dict
     if problem.format == "kernelbench":
         with open(path) as f:
             src = f.read()
-        gpu = "load_inline" in src or "triton" in src or ".cuda" in src
+        gpu = _GPU_SOURCE.search(src) is not None
         if gpu and not torch.cuda.is_available():
-            raise Unsupported("the solution builds or launches GPU code (load_inline/Triton/CUDA) and no "
+            raise Unsupported("the solution builds or launches GPU code (CUDA sources, Triton, .cuda()) and no "
                               "CUDA device is available here")
+        if not gpu and _CPP_SOURCE.search(src):  # C++ for the CPU through torch's extension loader
+            why = _build.toolchain_missing()
+            if why:
+                raise Unsupported(why)
         ns = _exec_source(src, "solution_" + os.path.basename(path), path)
         if "ModelNew" not in ns:
             raise ProblemFileError(path, "ModelNew", "a KernelBench solution defines class ModelNew")
@@ -145,11 +177,13 @@ def load_solution(problem: Problem, path: Optional[str]) -> Tuple[Callable[[Dict
     ep = spec.get("entry_point")
     if not isinstance(ep, str) or ep.count("::") != 1:
         raise ProblemFileError(path, "spec.entry_point", "expected \"file.py::function\", got %r" % (ep,))
-    if any(x not in _PY_LANGS for x in langs):
-        raise Unsupported("language %s: building C++/CUDA solutions is not implemented (only Python entry "
-                          "points run)" % ", ".join(langs))
+    cpp = any(x in _build.CPP_LANGS | _build.CUDA_LANGS for x in langs)
+    other = [x for x in langs if x not in _PY_LANGS | _build.CPP_LANGS | _build.CUDA_LANGS]
+    if other:
+        raise Unsupported("language %s: parity runs Python entry points and builds C++/CUDA (cpp, cuda) with torch's "
+                          "extension loader; not %s" % (", ".join(langs), ", ".join(other)))
     dev = None
-    if any(x not in _CPU_LANGS for x in langs):
+    if any(x not in _CPU_LANGS | _build.CPP_LANGS for x in langs):
         if not torch.cuda.is_available():
             raise Unsupported("language %s needs a CUDA device and none is available here" % ", ".join(langs))
         dev = torch.device("cuda")  # the inputs there, the outputs back (on_device)
@@ -157,6 +191,7 @@ def load_solution(problem: Problem, path: Optional[str]) -> Tuple[Callable[[Dict
     if not isinstance(sources, list) or not sources:
         raise ProblemFileError(path, "sources", "expected a list of {path, content}")
     tmp = tempfile.mkdtemp(prefix="parity_solution_")
+    written: List[str] = []
     for i, s in enumerate(sources):
         if not isinstance(s, dict) or not isinstance(s.get("path"), str) or not isinstance(s.get("content"), str):
             raise ProblemFileError(path, "sources[%d]" % i, "expected {path, content}")
@@ -167,22 +202,16 @@ def load_solution(problem: Problem, path: Optional[str]) -> Tuple[Callable[[Dict
         os.makedirs(os.path.dirname(full), exist_ok=True)
         with open(full, "w") as f:
             f.write(s["content"])
+        written.append(full)
     file, fn_name = ep.split("::")
-    full = os.path.join(tmp, os.path.normpath(file))
-    if not os.path.isfile(full):
-        raise ProblemFileError(path, "spec.entry_point", "file %s is not among the sources" % file)
-    sys.path.insert(0, tmp)
-    try:
-        mspec = importlib.util.spec_from_file_location("parity_solution_%d" % abs(hash(full)), full)
-        mod = importlib.util.module_from_spec(mspec)  # type: ignore[arg-type]
-        mspec.loader.exec_module(mod)  # type: ignore[union-attr]
-    except Exception as e:
-        raise ProblemFileError(path, "sources", "%s raises on import: %s: %s" % (file, type(e).__name__, e)) from e
-    finally:
-        sys.path.remove(tmp)
-    fn = getattr(mod, fn_name, None)
-    if not callable(fn):
-        raise ProblemFileError(path, "spec.entry_point", "%s defines no function %s" % (file, fn_name))
+    if cpp:
+        try:
+            fn = _build.build_entry(path, tmp, written, spec, fn_name, cuda=dev is not None,
+                                    default_binding="tvm-ffi" if problem.format == "flashinfer" else "torch")
+        except _build.BuildUnavailable as e:
+            raise Unsupported(str(e)) from e
+    else:
+        fn = _python_entry(path, tmp, file, fn_name)
     dps = bool(spec.get("destination_passing_style", True))
     names = list(problem.outputs)
 

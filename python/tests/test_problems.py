@@ -216,7 +216,7 @@ def test_gpu_solutions_unsupported_without_gpu():
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is present: Triton/CUDA solutions are not unsupported here")
     for path, sol, why in [(os.path.join(P, "sol_rmsnorm"), _sol("sol_rmsnorm", "triton"), "CUDA device"),
-                           (os.path.join(P, "sol_gemm"), _sol("sol_gemm", "cuda"), "C++/CUDA"),
+                           (os.path.join(P, "sol_gemm"), _sol("sol_gemm", "cuda"), "CUDA device"),
                            (os.path.join(KB, "gemm.py"), os.path.join(KB, "gemm_new_cuda.py"), "CUDA device")]:
         j = _judge(path, sol, "reference")
         assert j.verdict == "unsupported" and why in j.reason

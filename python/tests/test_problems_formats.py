@@ -224,3 +224,44 @@ def test_odd_sizes_left_out_where_the_reference_refuses_them(tmp_path):
     assert j.verdict == "faithful", j.text()
     assert [w.name for w in j.report.workloads] == ["base", "outlier-ch", "magnitude"]
     assert any("raises at the odd sizes" in n and "D=65" in n for n in j.problem.notes), j.problem.notes
+
+
+def test_reduction_inside_the_op_is_found_by_perturbing(tmp_path):
+    """A row softmax keeps its reduced axis in the output: the probe finds it (a note, the op's
+    reduction), so a plain sequential fp32 row sum is faithful; an elementwise op mixes nothing."""
+    d = _problem(tmp_path, "softmax_rows_test", {"M": {"type": "var"}, "N": {"type": "const", "value": 1000}},
+                 {"x": {"shape": ["M", "N"], "dtype": "float32"}}, {"y": {"shape": ["M", "N"], "dtype": "float32"}},
+                 "import torch\n\ndef run(x):\n    return torch.softmax(x, dim=-1)\n",
+                 [{"uuid": "a", "axes": {"M": 24}, "inputs": {"x": {"type": "random"}}}])
+    p = problems.load(d)
+    assert p._mixed_axes() == {"y": ["N"]}
+    assert any("mixes axis N" in n for n in p.notes), p.notes
+    seq = ("import torch\n\ndef run(x):\n    m = x.max(dim=-1, keepdim=True).values\n    e = torch.exp(x - m)\n"
+           "    s = torch.zeros(x.shape[0], 1)\n    for j in range(x.shape[1]):\n        s = s + e[:, j:j + 1]\n"
+           "    return e / s\n")
+    j = problems.judge(p, _solution(tmp_path, "seq", seq), quick=True)
+    assert j.verdict == "faithful", j.text()
+    tail = seq.replace("range(x.shape[1])", "range(x.shape[1] - 1)")
+    j = problems.judge(p, _solution(tmp_path, "tail", tail), quick=True)
+    assert j.verdict == "unfaithful", j.text()
+    e = _problem(tmp_path, "gelu_test", {"M": {"type": "var"}, "N": {"type": "const", "value": 64}},
+                 {"x": {"shape": ["M", "N"], "dtype": "float32"}}, {"y": {"shape": ["M", "N"], "dtype": "float32"}},
+                 "import torch\n\ndef run(x):\n    return torch.nn.functional.gelu(x)\n",
+                 [{"uuid": "a", "axes": {"M": 8}, "inputs": {"x": {"type": "random"}}}])
+    assert problems.load(e)._mixed_axes() == {}
+
+
+def test_kernelbench_scaling_steps_back_where_the_model_breaks(tmp_path):
+    """The meta device passes a halving the model does not survive (it asserts its width): the
+    model is run at the scaled sizes and the step undone, with a note; the problem judges."""
+    src = ('import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def __init__(self):\n'
+           '        super().__init__()\n\n    def forward(self, x):\n'
+           '        assert x.shape[1] >= 512, "needs 512 columns"\n        return torch.relu(x)\n\n\n'
+           'batch_size = 4096\ndim = 1024\n\n\ndef get_inputs():\n    return [torch.randn(batch_size, dim)]\n\n\n'
+           'def get_init_inputs():\n    return []\n')
+    f = tmp_path / "1_Asserting.py"
+    f.write_text(src)
+    p = problems.load(str(f))
+    assert any("halving step(s) undone" in n and "needs 512 columns" in n for n in p.notes), p.notes
+    assert [v[0] for a, v in p.shapes.items() if a == "x_1"] == [512]
+    assert problems.judge(p, None, quick=True).verdict == "faithful"
