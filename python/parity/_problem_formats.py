@@ -556,6 +556,22 @@ def _kb_changes(states: List[Dict[str, Any]]) -> str:
 _KB_PRECISION = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 
+def _kb_copy(ns: Dict[str, Any], init: List[Any], seed: int, model: Any) -> Any:
+    """Another Model with model's parameters and buffers, to be cast to fp64 or the precision. A
+    new instance, not copy.deepcopy: deepcopy shares functions, so a closure the model keeps
+    (minGPT's `self.mlpf = lambda x: m.c_proj(...)` over its own ModuleDict) would run the
+    original's fp32 layers inside the copy. Falls back to deepcopy where a second instance cannot
+    take the first's state."""
+    torch = _torch()
+    try:
+        torch.manual_seed(seed)
+        twin = ns["Model"](*init)
+        twin.load_state_dict(model.state_dict())
+        return twin
+    except Exception:  # a Model whose state does not load into a second instance
+        return copy.deepcopy(model)
+
+
 def _load_kernelbench(path: str, seed: int = 42, max_elems: int = 1 << 20, precision: str = "fp32") -> Problem:
     torch = _torch()
     if precision not in _KB_PRECISION:
@@ -659,8 +675,8 @@ def _load_kernelbench(path: str, seed: int = 42, max_elems: int = 1 << 20, preci
         role, vocab, why = _infer_role(k, s, {}, text, src, p.inputs)
         p.roles[k], p.role_why[k] = (role, vocab), why
     p.dtype = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}[precision]
-    m64 = copy.deepcopy(model).to(torch.float64)
-    native = model if precision == "fp32" else copy.deepcopy(model).to(_tdtype(prec))
+    m64 = _kb_copy(ns, init, seed, model).to(torch.float64)
+    native = model if precision == "fp32" else _kb_copy(ns, init, seed, model).to(_tdtype(prec))
     # KernelBench's own inputs (get_inputs() under its seed, scaled as above): the integer outputs
     # are judged on them too, since parity's role-drawn inputs rarely tie and a benchmark's
     # rounded or integer-valued inputs do (docs/problems.md, "Integer outputs")

@@ -265,3 +265,18 @@ def test_kernelbench_scaling_steps_back_where_the_model_breaks(tmp_path):
     assert any("halving step(s) undone" in n and "needs 512 columns" in n for n in p.notes), p.notes
     assert [v[0] for a, v in p.shapes.items() if a == "x_1"] == [512]
     assert problems.judge(p, None, quick=True).verdict == "faithful"
+
+
+def test_kernelbench_model_with_a_closure_over_its_layers(tmp_path):
+    """minGPT's block keeps `self.mlpf = lambda x: m.c_proj(m.c_fc(x))` over its own layers: the
+    fp64 oracle's model is a new instance with the same state (a deepcopy would share the lambda
+    and run the original's fp32 layers on fp64 inputs: 'mat1 and mat2 must have the same dtype')."""
+    src = ('import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def __init__(self, d):\n'
+           '        super().__init__()\n        self.mlp = nn.ModuleDict(dict(fc=nn.Linear(d, 2 * d), proj=nn.Linear(2 * d, d)))\n'
+           '        m = self.mlp\n        self.mlpf = lambda x: m.proj(torch.relu(m.fc(x)))\n\n'
+           '    def forward(self, x):\n        return x + self.mlpf(x)\n\n\nd = 32\n\n\n'
+           'def get_inputs():\n    return [torch.randn(8, d)]\n\n\ndef get_init_inputs():\n    return [d]\n')
+    f = tmp_path / "1_Closure.py"
+    f.write_text(src)
+    j = problems.judge(problems.load(str(f)), None, quick=True)
+    assert j.verdict == "faithful", j.text()
