@@ -158,10 +158,14 @@ int problem_mpi_run(char **args, int nargs)
         if (rank == 0) {
             lens = calloc((size_t)size, sizeof *lens);
             offs = calloc((size_t)size, sizeof *offs);
+            if (!lens || !offs) {
+                fprintf(stderr, "parity problem: out of memory gathering %d ranks' results\n", size);
+                MPI_Abort(MPI_COMM_WORLD, 2);
+            }
         }
         MPI_Gather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, MPI_COMM_WORLD);
         long total = 0;
-        if (rank == 0 && lens && offs) {
+        if (rank == 0) {
             for (int r = 0; r < size; r++) {
                 offs[r] = (int)total;
                 total += lens[r];

@@ -280,3 +280,18 @@ def test_kernelbench_model_with_a_closure_over_its_layers(tmp_path):
     f.write_text(src)
     j = problems.judge(problems.load(str(f)), None, quick=True)
     assert j.verdict == "faithful", j.text()
+
+
+def test_reference_past_fp32_range_keeps_a_finite_floor(tmp_path):
+    """A cumulative product on the magnitude workload: the fp64 oracle reaches 1e200 where the
+    fp32 output is inf (the overflow rule's). Squared in a row's statistics such values made the
+    row's tolerances NaN and the problem's own reference unfaithful (KernelBench 90_cumprod);
+    the floor now leaves values past 2^128 to the overflow rule."""
+    src = ('import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def __init__(self):\n'
+           '        super().__init__()\n\n    def forward(self, x):\n        return torch.cumprod(x, dim=1)\n\n\n'
+           'def get_inputs():\n    return [torch.rand(64, 96)]\n\n\ndef get_init_inputs():\n    return []\n')
+    f = tmp_path / "90_Cumprod.py"
+    f.write_text(src)
+    j = problems.judge(problems.load(str(f)), None, quick=True)
+    assert j.verdict == "faithful", j.text()
+    assert "nan" not in j.text().lower()
