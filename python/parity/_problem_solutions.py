@@ -3,10 +3,12 @@
 own workload lines made into given workloads."""
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
@@ -191,6 +193,9 @@ def load_solution(problem: Problem, path: Optional[str]) -> Tuple[Callable[[Dict
     if not isinstance(sources, list) or not sources:
         raise ProblemFileError(path, "sources", "expected a list of {path, content}")
     tmp = tempfile.mkdtemp(prefix="parity_solution_")
+    # removed when the process ends, not before: Triton reads a kernel's source when it first
+    # compiles it, and a folder of problems loads a solution per problem
+    atexit.register(shutil.rmtree, tmp, True)
     written: List[str] = []
     for i, s in enumerate(sources):
         if not isinstance(s, dict) or not isinstance(s.get("path"), str) or not isinstance(s.get("content"), str):
