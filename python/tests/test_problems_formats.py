@@ -251,17 +251,24 @@ def test_reduction_inside_the_op_is_found_by_perturbing(tmp_path):
     assert problems.load(e)._mixed_axes() == {}
 
 
+def _kb_file(tmp_path, name, init, body, consts, inputs, init_inputs="[]"):
+    """A KernelBench problem file written for a test: Model(*init) with `body` (its __init__'s
+    extra lines and forward), module constants, get_inputs() returning `inputs`."""
+    src = ("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def __init__(self%s):\n"
+           "        super().__init__()\n%s\n\n\n%s\n\n\ndef get_inputs():\n    return %s\n\n\n"
+           "def get_init_inputs():\n    return %s\n" % (init, body, consts, inputs, init_inputs))
+    f = tmp_path / name
+    f.write_text(src)
+    return str(f)
+
+
 def test_kernelbench_scaling_steps_back_where_the_model_breaks(tmp_path):
     """The meta device passes a halving the model does not survive (it asserts its width): the
     model is run at the scaled sizes and the step undone, with a note; the problem judges."""
-    src = ('import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def __init__(self):\n'
-           '        super().__init__()\n\n    def forward(self, x):\n'
-           '        assert x.shape[1] >= 512, "needs 512 columns"\n        return torch.relu(x)\n\n\n'
-           'batch_size = 4096\ndim = 1024\n\n\ndef get_inputs():\n    return [torch.randn(batch_size, dim)]\n\n\n'
-           'def get_init_inputs():\n    return []\n')
-    f = tmp_path / "1_Asserting.py"
-    f.write_text(src)
-    p = problems.load(str(f))
+    f = _kb_file(tmp_path, "1_Asserting.py", "", "\n    def forward(self, x):\n        assert x.shape[1] >= 512, "
+                 "\"needs 512 columns\"\n        return torch.relu(x)", "batch_size = 4096\ndim = 1024",
+                 "[torch.randn(batch_size, dim)]")
+    p = problems.load(f)
     assert any("halving step(s) undone" in n and "needs 512 columns" in n for n in p.notes), p.notes
     assert [v[0] for a, v in p.shapes.items() if a == "x_1"] == [512]
     assert problems.judge(p, None, quick=True).verdict == "faithful"
@@ -271,14 +278,10 @@ def test_kernelbench_model_with_a_closure_over_its_layers(tmp_path):
     """minGPT's block keeps `self.mlpf = lambda x: m.c_proj(m.c_fc(x))` over its own layers: the
     fp64 oracle's model is a new instance with the same state (a deepcopy would share the lambda
     and run the original's fp32 layers on fp64 inputs: 'mat1 and mat2 must have the same dtype')."""
-    src = ('import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def __init__(self, d):\n'
-           '        super().__init__()\n        self.mlp = nn.ModuleDict(dict(fc=nn.Linear(d, 2 * d), proj=nn.Linear(2 * d, d)))\n'
-           '        m = self.mlp\n        self.mlpf = lambda x: m.proj(torch.relu(m.fc(x)))\n\n'
-           '    def forward(self, x):\n        return x + self.mlpf(x)\n\n\nd = 32\n\n\n'
-           'def get_inputs():\n    return [torch.randn(8, d)]\n\n\ndef get_init_inputs():\n    return [d]\n')
-    f = tmp_path / "1_Closure.py"
-    f.write_text(src)
-    j = problems.judge(problems.load(str(f)), None, quick=True)
+    f = _kb_file(tmp_path, "1_Closure.py", ", d", "        self.mlp = nn.ModuleDict(dict(fc=nn.Linear(d, 2 * d), "
+                 "proj=nn.Linear(2 * d, d)))\n        m = self.mlp\n        self.mlpf = lambda x: m.proj(torch.relu(m.fc(x)))"
+                 "\n\n    def forward(self, x):\n        return x + self.mlpf(x)", "d = 32", "[torch.randn(8, d)]", "[d]")
+    j = problems.judge(problems.load(f), None, quick=True)
     assert j.verdict == "faithful", j.text()
 
 
@@ -287,11 +290,8 @@ def test_reference_past_fp32_range_keeps_a_finite_floor(tmp_path):
     fp32 output is inf (the overflow rule's). Squared in a row's statistics such values made the
     row's tolerances NaN and the problem's own reference unfaithful (KernelBench 90_cumprod);
     the floor now leaves values past 2^128 to the overflow rule."""
-    src = ('import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def __init__(self):\n'
-           '        super().__init__()\n\n    def forward(self, x):\n        return torch.cumprod(x, dim=1)\n\n\n'
-           'def get_inputs():\n    return [torch.rand(64, 96)]\n\n\ndef get_init_inputs():\n    return []\n')
-    f = tmp_path / "90_Cumprod.py"
-    f.write_text(src)
-    j = problems.judge(problems.load(str(f)), None, quick=True)
+    f = _kb_file(tmp_path, "90_Cumprod.py", "", "\n    def forward(self, x):\n        return torch.cumprod(x, dim=1)", "",
+                 "[torch.rand(64, 96)]")
+    j = problems.judge(problems.load(f), None, quick=True)
     assert j.verdict == "faithful", j.text()
     assert "nan" not in j.text().lower()
