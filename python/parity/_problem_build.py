@@ -88,14 +88,34 @@ def build_entry(path: str, folder: str, written: List[str], spec: Dict[str, Any]
         if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
             raise ProblemFileError(path, "spec.compile_options.%s" % key, "expected a list of strings")
         flags[key] = v
+    import torch
     h = hashlib.sha1()
-    for p in sorted(srcs):
+    for p in sorted(written):  # every source, headers included, by its path in the solution
         with open(p, "rb") as f:
-            h.update(p.encode() + b"\0" + f.read())
-    h.update(repr(sorted(flags.items())).encode() + (b"cuda" if cuda else b"cpu"))
+            h.update(os.path.relpath(p, folder).encode() + b"\0" + f.read() + b"\0")
+    h.update(repr(sorted(flags.items())).encode() + (b"cuda" if cuda else b"cpu") + torch.__version__.encode())
     name = "parity_solution_%s" % h.hexdigest()[:16]
-    build = os.path.join(folder, "build")
-    os.makedirs(build, exist_ok=True)
+    # Sources and build in a folder named by the hash, so that the child process that runs the
+    # solution (_problem_isolate), or a later run, finds the build done: torch's loader (ninja)
+    # rebuilds what changed, and a source at another path is a change.
+    build = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+                         "parity", "extensions", name)
+    home = os.path.join(build, "src")
+    for p in written:
+        dst = os.path.join(home, os.path.relpath(p, folder))
+        with open(p, "rb") as f:
+            data = f.read()
+        try:
+            with open(dst, "rb") as f:
+                same = f.read() == data
+        except OSError:
+            same = False
+        if not same:  # rewritten only when different: its time stamp says "built" otherwise
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            with open(dst, "wb") as f:
+                f.write(data)
+    srcs = [os.path.join(home, os.path.relpath(p, folder)) for p in srcs]
+    folder = home
     from torch.utils.cpp_extension import load
     try:
         mod = _BUILT.get(name) or load(name=name, sources=srcs, extra_include_paths=[folder], extra_cflags=flags["cflags"],

@@ -62,6 +62,7 @@ class Problem:
         # native reference on the judged inputs, finds them instead of running it again
         self._native_seen: List[Tuple[Dict[str, Any], List[Any]]] = []
         self._mixed: Optional[Dict[str, List[str]]] = None  # _mixed_axes(), once
+        self.load_args: Dict[str, Any] = {}  # load()'s arguments: a child process loads the same problem
 
     @property
     def int_outputs(self) -> List[str]:

@@ -726,5 +726,6 @@ def load(path: str, contract: Optional[str] = None, *, seed: int = 42, max_elems
         p = _load_kernelbench(path, seed, max_elems, precision)
     else:
         raise ProblemFileError(path, "path", "expected a problem folder, a definition .json or a KernelBench .py")
+    p.load_args = {"path": path, "seed": seed, "max_elems": max_elems, "precision": precision}
     return p.with_contract(contract)
 

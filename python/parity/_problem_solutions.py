@@ -11,6 +11,7 @@ import re
 import shutil
 import sys
 import tempfile
+import time
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import numpy as np
@@ -107,6 +108,18 @@ _GPU_SOURCE = re.compile(r"cuda_sources|\.cu\b|\btriton\b|\.cuda\(|torch\.cuda\.
 _CPP_SOURCE = re.compile(r"\bload_inline\b|cpp_extension")
 
 
+def _isolate_here(problem: Problem) -> bool:
+    """A compiled solution runs in a child process, unless this is that child (or the problem was
+    not made by load(), which the child would need to repeat)."""
+    from ._problem_isolate import CHILD_ENV
+    return not os.environ.get(CHILD_ENV) and bool(problem.load_args)
+
+
+def _isolated(problem: Problem, path: str, label: str, t0: float) -> Tuple[Callable[[Dict[str, Any]], List[Any]], str]:
+    from ._problem_isolate import IsolatedCall
+    return IsolatedCall(problem.load_args, problem.contract, os.path.abspath(path), t0 - 1.0), label
+
+
 def _python_entry(path: str, tmp: str, file: str, fn_name: str) -> Any:
     """The function fn_name of the solution's Python file (its sources written in tmp)."""
     full = os.path.join(tmp, os.path.normpath(file))
@@ -133,6 +146,7 @@ def load_solution(problem: Problem, path: Optional[str]) -> Tuple[Callable[[Dict
     torch = _torch()
     if path is None:
         return (lambda args: problem.native(args)), "reference (native dtypes)"
+    t0 = time.time()  # builds from here on are this solution's (a child process trusts them)
     if problem.format == "kernelbench":
         with open(path) as f:
             src = f.read()
@@ -140,7 +154,8 @@ def load_solution(problem: Problem, path: Optional[str]) -> Tuple[Callable[[Dict
         if gpu and not torch.cuda.is_available():
             raise Unsupported("the solution builds or launches GPU code (CUDA sources, Triton, .cuda()) and no "
                               "CUDA device is available here")
-        if not gpu and _CPP_SOURCE.search(src):  # C++ for the CPU through torch's extension loader
+        compiled = not gpu and _CPP_SOURCE.search(src) is not None
+        if compiled:  # C++ for the CPU through torch's extension loader
             why = _build.toolchain_missing()
             if why:
                 raise Unsupported(why)
@@ -167,6 +182,8 @@ def load_solution(problem: Problem, path: Optional[str]) -> Tuple[Callable[[Dict
                 res = run_low(lambda: mnew(*[a[k] for k in problem.order]))
                 return [o.cpu() if isinstance(o, torch.Tensor) else o
                         for o in _outputs_list(res, list(problem.outputs), path)]
+        if compiled and _isolate_here(problem):  # built here (its errors reported), run in a child process
+            return _isolated(problem, path, "ModelNew (%s, in a child process)" % os.path.basename(path), t0)
         return call_kb, "ModelNew (%s%s)" % (os.path.basename(path), ", on %s" % dev if dev is not None else "")
     d = _read_json(path)
     spec = d.get("spec") if isinstance(d, dict) else None
@@ -215,6 +232,10 @@ def load_solution(problem: Problem, path: Optional[str]) -> Tuple[Callable[[Dict
                                     default_binding="tvm-ffi" if problem.format == "flashinfer" else "torch")
         except _build.BuildUnavailable as e:
             raise Unsupported(str(e)) from e
+        if _isolate_here(problem):  # built here (its errors reported), run in a child process
+            return _isolated(problem, path, "%s (%s, %s, in a child process)" % (
+                d.get("name", os.path.basename(path)), ep, "destination-passing" if spec.get(
+                    "destination_passing_style", True) else "value-returning"), t0)
     else:
         fn = _python_entry(path, tmp, file, fn_name)
     dps = bool(spec.get("destination_passing_style", True))

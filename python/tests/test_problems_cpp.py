@@ -22,8 +22,8 @@ needs_toolchain = pytest.mark.skipif(_problem_build.toolchain_missing() is not N
                                      reason="cannot build C++ here: %s" % _problem_build.toolchain_missing())
 
 
-def _judge(problem, solution):
-    return problems.judge(problems.load(problem), solution, quick=True)
+def _judge(problem, solution, **kw):
+    return problems.judge(problems.load(problem), solution, quick=True, **kw)
 
 
 @needs_toolchain
@@ -99,3 +99,34 @@ def test_entry_point_the_module_does_not_bind(tmp_path):
     with pytest.raises(problems.ProblemFileError) as e:
         _judge(SOL, p)
     assert "binds no function 'nope'" in str(e.value)
+
+
+@needs_toolchain
+def test_crashing_and_hanging_cpp_kernels_get_a_verdict(tmp_path, monkeypatch):
+    """A compiled solution runs in a child process: a null write is `crashed` naming SIGSEGV, a
+    kernel that never returns is killed after PARITY_PROBLEM_TIMEOUT seconds, `crashed` too; the
+    command itself carries on (the same sources: the build is reused)."""
+    j = _judge(SOL, _with_spec(tmp_path, entry_point="rmsnorm.cpp::crash"), workloads=["base"])
+    assert j.verdict == "crashed" and "SIGSEGV" in j.text(), j.text()
+    monkeypatch.setenv("PARITY_PROBLEM_TIMEOUT", "3")
+    j = _judge(SOL, _with_spec(tmp_path, entry_point="rmsnorm.cpp::spin"), workloads=["base"])
+    assert j.verdict == "crashed" and "did not answer within 3 s" in j.text(), j.text()
+    assert "in a child process" in j.solution
+
+
+@needs_toolchain
+def test_isolated_call_copies_the_kernels_writes_back(tmp_path):
+    """Destination-passing through the child: the output the kernel writes there is the output
+    here (the faithful verdict above depends on it); the child process is reused across calls."""
+    from parity._problem_isolate import IsolatedCall
+    p = problems.load(SOL)
+    call = IsolatedCall(p.load_args, p.contract, os.path.join(SOL, "solution_cpp_faithful.json"), 0.0)
+    x = torch.randn(8, 256).to(torch.bfloat16)
+    w = torch.ones(256, dtype=torch.bfloat16)
+    outs = call({"x": x, "weight": w, "eps": 1e-5})
+    ref = (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-5)).to(torch.bfloat16)
+    assert (outs[0].float() - ref.float()).abs().max() <= 2 ** -7
+    pid = call.proc.pid
+    call({"x": x, "weight": w, "eps": 1e-5})
+    assert call.proc.pid == pid
+    call.close()
