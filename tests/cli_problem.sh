@@ -35,6 +35,10 @@ grep -q "role norm_weight" "$tmp/out" || bad "the inferred roles are not printed
 
 expect 1 "$P/sol_rmsnorm" --solution "$P/sol_rmsnorm/solution_ignores_gamma.json" --quick --json "$tmp/g.json"
 [ "$(field "$tmp/g.json" 'd["verdict"]')" = unfaithful ] || bad "ignored gamma not unfaithful"
+# --isolate: the same verdicts with the solution in a child process
+expect 1 "$P/sol_rmsnorm" --solution "$P/sol_rmsnorm/solution_ignores_gamma.json" --quick --isolate --json "$tmp/gi.json"
+[ "$(field "$tmp/gi.json" 'd["verdict"], "child process" in d["solution"]')" = "('unfaithful', True)" ] ||
+  bad "--isolate: $(head -c 300 "$tmp/gi.json")"
 
 # a folder of problems judged two at a time (--jobs 2): the folder's order, one JSON
 expect 0 "$P/kernelbench" --quick --jobs 2 --json "$tmp/j.json"

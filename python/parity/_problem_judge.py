@@ -129,19 +129,20 @@ def _ints_text(ints: Dict[str, Any], report: Any) -> List[str]:
 
 def judge(problem: Problem, solution: Optional[str] = None, *, contract: Optional[str] = None, seed: int = 1,
           quick: bool = False, workloads: Any = None, own: bool = True, own_lines: int = 6,
-          _given: Optional[Dict[str, Any]] = None) -> Judgement:
+          isolate: bool = False, _given: Optional[Dict[str, Any]] = None) -> Judgement:
     """parity.check of the solution (None: the problem's reference run natively) on the problem's
     op under `contract` (default: the problem's), with the benchmark's own rule beside it. Unless
     quick (or workloads= is given, or own=False), the problem's own workload lines are judged
     too (own_workloads: at most own_lines of them per set of scalar values, spread over their
     sizes); lines with other scalar values than the op's are judged as ops of their own
-    (Judgement.parts)."""
+    (Judgement.parts). isolate: run a Python solution in a child process too, as compiled ones
+    always are (a crash or a hang is then a verdict; docs/problems.md)."""
     import parity
     if contract and contract != problem.contract:
         problem = problem.with_contract(contract)
     t0 = time.perf_counter()
     try:
-        call, label = load_solution(problem, solution)
+        call, label = load_solution(problem, solution, isolate=isolate)
     except Unsupported as e:
         return Judgement(problem, None, {"name": problem.rule["name"], "verdict": "not-run",
                                          "rule": rule_text(problem.rule), "calls": []},

@@ -140,9 +140,11 @@ def _python_entry(path: str, tmp: str, file: str, fn_name: str) -> Any:
     return fn
 
 
-def load_solution(problem: Problem, path: Optional[str]) -> Tuple[Callable[[Dict[str, Any]], List[Any]], str]:
+def load_solution(problem: Problem, path: Optional[str], isolate: bool = False
+                  ) -> Tuple[Callable[[Dict[str, Any]], List[Any]], str]:
     """(call(args) -> outputs, label) for the solution at path (None: the problem's own reference,
-    run natively). Raises Unsupported with the reason when it cannot run here."""
+    run natively). Raises Unsupported with the reason when it cannot run here. A compiled
+    solution runs in a child process (_problem_isolate), a Python one too when isolate."""
     torch = _torch()
     if path is None:
         return (lambda args: problem.native(args)), "reference (native dtypes)"
@@ -182,7 +184,7 @@ def load_solution(problem: Problem, path: Optional[str]) -> Tuple[Callable[[Dict
                 res = run_low(lambda: mnew(*[a[k] for k in problem.order]))
                 return [o.cpu() if isinstance(o, torch.Tensor) else o
                         for o in _outputs_list(res, list(problem.outputs), path)]
-        if compiled and _isolate_here(problem):  # built here (its errors reported), run in a child process
+        if (compiled or isolate) and _isolate_here(problem):  # loaded here (errors reported), run in a child
             return _isolated(problem, path, "ModelNew (%s, in a child process)" % os.path.basename(path), t0)
         return call_kb, "ModelNew (%s%s)" % (os.path.basename(path), ", on %s" % dev if dev is not None else "")
     d = _read_json(path)
@@ -238,6 +240,10 @@ def load_solution(problem: Problem, path: Optional[str]) -> Tuple[Callable[[Dict
                     "destination_passing_style", True) else "value-returning"), t0)
     else:
         fn = _python_entry(path, tmp, file, fn_name)
+        if isolate and _isolate_here(problem):  # imported here (errors reported), run in a child process
+            return _isolated(problem, path, "%s (%s, %s, in a child process)" % (
+                d.get("name", os.path.basename(path)), ep, "destination-passing" if spec.get(
+                    "destination_passing_style", True) else "value-returning"), t0)
     dps = bool(spec.get("destination_passing_style", True))
     names = list(problem.outputs)
 

@@ -60,7 +60,7 @@ __all__ = ["load", "judge", "Problem", "Judgement", "ProblemFileError", "Refused
 # -- CLI --------------------------------------------------------------------------------------------
 _USAGE = """usage: parity problem PATH [--solution FILE | --solutions DIR [--sample S]] [--contract math|reference]
                       [--json FILE] [--seed N] [--quick] [--own-lines N] [--solution-name NAME]
-                      [--precision fp32|fp16|bf16] [--jobs N]
+                      [--precision fp32|fp16|bf16] [--jobs N] [--isolate]
 
 Judge a benchmark problem as it is: PATH is a SOL-ExecBench / FlashInfer-Bench problem folder
 (definition.json, optional workload.jsonl and reference.py) or definition JSON, or a KernelBench
@@ -83,6 +83,8 @@ KernelBench run folder, whose level_L_problem_P_sample_S_kernel.py files are jud
 folder. Problems the solutions folder has nothing for are listed and skipped. --jobs N: judge N at
 once, each in its own process (0: one per core; default 1); the report and the JSON keep the order.
 Under mpirun or srun, the ranks split a folder's problems; rank 0 reports (docs/problems.md).
+Compiled solutions (C++) run in a child process, so that a crash or a hang (PARITY_PROBLEM_TIMEOUT
+seconds, default 300) is a verdict; --isolate runs Python solutions there too.
 Integer outputs (argmax, top-k indices) are judged exactly: each element must equal the fp64
 oracle's or the native reference's (docs/problems.md, "Integer outputs").
 exit codes: 0 faithful, 1 not faithful (or unsupported), 2 usage, 3 bad problem or solution file.
@@ -96,12 +98,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _judge_item(item: str, sol: Optional[str], contract: Optional[str], precision: str, seed: int,
-                quick: bool, own_lines: int = 6) -> Tuple[str, Dict[str, Any], int, str]:
+                quick: bool, own_lines: int = 6, isolate: bool = False) -> Tuple[str, Dict[str, Any], int, str]:
     """One problem of the command: (report text, JSON dict, exit code, error message). Runs in
     the command's process, or in a worker process with --jobs."""
     try:
         p = load(item, contract, precision=precision)
-        j = judge(p, sol, seed=seed, quick=quick, own_lines=own_lines)
+        j = judge(p, sol, seed=seed, quick=quick, own_lines=own_lines, isolate=isolate)
     except ProblemError as e:
         return "", {"verdict": "bad-problem", "problem": {"path": item}, "reason": str(e)}, 3, str(e)
     return j.text(), j.to_dict(), 0 if j.ok else 1, ""
@@ -128,13 +130,13 @@ def _judge_all(jobs_: List[Tuple[str, Optional[str]]], a: Any) -> Iterator[Tuple
     n = min(a.jobs if a.jobs > 0 else _cores(), len(jobs_))
     if n <= 1:
         for item, sol in jobs_:
-            yield _judge_item(item, sol, a.contract, a.precision, a.seed, a.quick, a.own_lines)
+            yield _judge_item(item, sol, a.contract, a.precision, a.seed, a.quick, a.own_lines, a.isolate)
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
     with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"),
                              initializer=_worker_init, initargs=(max(1, _cores() // n),)) as ex:
-        futs = [ex.submit(_judge_item, item, sol, a.contract, a.precision, a.seed, a.quick, a.own_lines)
+        futs = [ex.submit(_judge_item, item, sol, a.contract, a.precision, a.seed, a.quick, a.own_lines, a.isolate)
                 for item, sol in jobs_]
         for f in futs:
             yield f.result()
@@ -212,6 +214,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--precision", choices=tuple(_KB_PRECISION), default="fp32")
     ap.add_argument("--jobs", "-j", type=int, default=1)
     ap.add_argument("--own-lines", type=int, default=6)
+    ap.add_argument("--isolate", action="store_true")
     ap.add_argument("-h", "--help", action="store_true")
     # Between the C command and this module under an MPI launcher (programs/problem_mpi.c): one
     # rank's share of the problems into a file, then rank 0 merges the ranks' files.

@@ -295,3 +295,23 @@ def test_reference_past_fp32_range_keeps_a_finite_floor(tmp_path):
     j = problems.judge(problems.load(f), None, quick=True)
     assert j.verdict == "faithful", j.text()
     assert "nan" not in j.text().lower()
+
+
+def test_isolate_gives_python_crashes_and_hangs_a_verdict(tmp_path, monkeypatch):
+    """isolate=True (--isolate) runs a Python solution in a child process: one that segfaults (a
+    read through a null pointer with ctypes) or never returns is `crashed`, and the command goes on;
+    a faithful one is faithful there too."""
+    import os
+    rms = os.path.join(os.path.dirname(os.path.abspath(__file__)), "problems", "sol_rmsnorm")
+    p = problems.load(rms)
+    crash = _solution(tmp_path, "crash", "import ctypes\n\ndef run(x, weight, eps):\n    return ctypes.string_at(0)\n")
+    j = problems.judge(p, crash, quick=True, workloads=["base"], isolate=True)
+    assert j.verdict == "crashed" and "SIGSEGV" in j.text(), j.text()
+    monkeypatch.setenv("PARITY_PROBLEM_TIMEOUT", "2")
+    hang = _solution(tmp_path, "hang", "def run(x, weight, eps):\n    while True:\n        pass\n")
+    j = problems.judge(p, hang, quick=True, workloads=["base"], isolate=True)
+    assert j.verdict == "crashed" and "did not answer within 2 s" in j.text(), j.text()
+    ok = _solution(tmp_path, "ok", "import torch\n\ndef run(x, weight, eps):\n    xf = x.float()\n"
+                   "    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(x.dtype)\n")
+    j = problems.judge(p, ok, quick=True, isolate=True)
+    assert j.verdict == "faithful" and "in a child process" in j.solution, j.text()
