@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 from multiprocessing.connection import Connection
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 CHILD_ENV = "PARITY_PROBLEM_CHILD"  # set in the child: it runs the solution itself
 
@@ -70,7 +70,8 @@ class IsolatedCall:
         pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env["PYTHONPATH"] = os.pathsep.join(x for x in (pkg, env.get("PYTHONPATH", "")) if x)
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", "import sys; from parity._problem_isolate import serve; serve(int(sys.argv[1]))",
+            [sys.executable, "-c", "import sys; from parity._problem_solutions import serve_child; "
+                              "serve_child(int(sys.argv[1]))",
              str(theirs.fileno())], pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL,
             stdout=_stderr_fd())
         theirs.close()
@@ -170,8 +171,9 @@ def _trust_parent_builds(after: float) -> None:
     ce._write_ninja_file_and_build_library = build
 
 
-def serve(fd: int) -> None:
-    """The child: load the problem and the solution, then answer calls until the parent closes."""
+def serve(fd: int, loader: Callable[[Dict[str, Any], str, str], Callable[[Dict[str, Any]], List[Any]]]) -> None:
+    """The child: loader(load_args, contract, solution) -> the solution's call, made once; then
+    answer calls until the parent closes (_problem_solutions.serve_child starts it)."""
     conn = Connection(fd)
     try:
         _trust_parent_builds(float(os.environ.get(CHILD_ENV, "inf")))
@@ -185,12 +187,7 @@ def serve(fd: int) -> None:
             return
         try:
             if msg[0] == "load":
-                from ._problem_formats import load
-                from ._problem_solutions import load_solution
-                la, contract, solution = msg[1], msg[2], msg[3]
-                path = la.pop("path")
-                p = load(path, contract, **la)
-                call, _ = load_solution(p, solution)
+                call = loader(msg[1], msg[2], msg[3])
                 _send(conn, ("ok",))
             else:
                 args = msg[1]

@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 import numpy as np
 
 from . import _problem_build as _build
+from . import _problem_isolate as _isolate
 from ._problem_core import Problem, _same_args
 from ._problem_formats import _KB_PRECISION, _eval_expr, _exec_source, _read_json
 from ._problem_oracle import (_CPU_LANGS, _FLOAT_NAMES, _PY_LANGS, ProblemFileError, _outputs_list, _tdtype,
@@ -111,13 +112,24 @@ _CPP_SOURCE = re.compile(r"\bload_inline\b|cpp_extension")
 def _isolate_here(problem: Problem) -> bool:
     """A compiled solution runs in a child process, unless this is that child (or the problem was
     not made by load(), which the child would need to repeat)."""
-    from ._problem_isolate import CHILD_ENV
-    return not os.environ.get(CHILD_ENV) and bool(problem.load_args)
+    return not os.environ.get(_isolate.CHILD_ENV) and bool(problem.load_args)
 
 
 def _isolated(problem: Problem, path: str, label: str, t0: float) -> Tuple[Callable[[Dict[str, Any]], List[Any]], str]:
-    from ._problem_isolate import IsolatedCall
-    return IsolatedCall(problem.load_args, problem.contract, os.path.abspath(path), t0 - 1.0), label
+    return _isolate.IsolatedCall(problem.load_args, problem.contract, os.path.abspath(path), t0 - 1.0), label
+
+
+def _child_loader(load_args: Dict[str, Any], contract: str, solution: str) -> Callable[[Dict[str, Any]], List[Any]]:
+    """In the child process: the same problem (load()'s own arguments) and solution, run here."""
+    from ._problem_formats import load
+    la = dict(load_args)
+    p = load(la.pop("path"), contract, **la)
+    return load_solution(p, solution)[0]
+
+
+def serve_child(fd: int) -> None:
+    """The child process's entry (_problem_isolate.IsolatedCall starts it)."""
+    _isolate.serve(fd, _child_loader)
 
 
 def _python_entry(path: str, tmp: str, file: str, fn_name: str) -> Any:
