@@ -39,6 +39,7 @@ expect 1 "$P/sol_rmsnorm" --solution "$P/sol_rmsnorm/solution_ignores_gamma.json
 expect 1 "$P/sol_rmsnorm" --solution "$P/sol_rmsnorm/solution_ignores_gamma.json" --quick --isolate --json "$tmp/gi.json"
 [ "$(field "$tmp/gi.json" 'd["verdict"], "child process" in d["solution"]')" = "('unfaithful', True)" ] ||
   bad "--isolate: $(head -c 300 "$tmp/gi.json")"
+grep -q "^reproduce: parity problem .* --isolate" "$tmp/out" || bad "--isolate: the reproduce line does not say it"
 
 # a folder of problems judged two at a time (--jobs 2): the folder's order, one JSON
 expect 0 "$P/kernelbench" --quick --jobs 2 --json "$tmp/j.json"

@@ -236,7 +236,7 @@ def judge(problem: Problem, solution: Optional[str] = None, *, contract: Optiona
     hv, why = _harness_verdict(harness)
     j = Judgement(problem, report, rule, label, seconds=time.perf_counter() - t0, ints=ints,
                   verdict=combine(hv, ints["verdict"] if ints is not None else None) if hv else None, reason=why)
-    j.reproduce = _reproduce(problem, solution, seed, quick and workloads is None, own_lines)
+    j.reproduce = _reproduce(problem, solution, seed, quick and workloads is None, own_lines, isolate)
     if own and workloads is None and not quick and own_lines > 0:
         for sc in other_scalar_sets(problem):
             sub = problem.with_scalars(sc)
@@ -317,7 +317,8 @@ def _own_inputs_calls(problem: Problem, call: Any) -> List[Tuple[str, Any, Any, 
         return [("get_inputs", args, None, "%s: %s" % (type(e).__name__, e))]
 
 
-def _reproduce(problem: Problem, solution: Optional[str], seed: int, quick: bool, own_lines: int = 6) -> str:
+def _reproduce(problem: Problem, solution: Optional[str], seed: int, quick: bool, own_lines: int = 6,
+               isolate: bool = False) -> str:
     import shlex
     path = problem.path
     if problem.format == "sol" and os.path.basename(path) == "definition.json":
@@ -333,5 +334,7 @@ def _reproduce(problem: Problem, solution: Optional[str], seed: int, quick: bool
         cmd.append("--quick")
     elif own_lines != 6:
         cmd += ["--own-lines", str(own_lines)]
+    if isolate and solution:
+        cmd.append("--isolate")
     return " ".join(shlex.quote(c) for c in cmd)
 
