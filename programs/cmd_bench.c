@@ -93,6 +93,20 @@ static void print_ceilings(FILE *f, const parity_ceilings_t *c)
     else fprintf(f, "  (measured in %.1f s, not cached)\n", c->seconds);
 }
 
+/* Why a faithful, timed kernel has no score: no faithful timed baseline, or a baseline at or
+ * under the speed-of-light estimate (its data stayed in a cache larger than the bandwidth probe's
+ * arrays: the score's denominator T_base - T_SOL is then not positive). */
+static void unscored_why(char *why, size_t n, const parity_bench_result_t *r)
+{
+    if (r->baseline_row < 0) {
+        snprintf(why, n, "no faithful, timed baseline");
+        return;
+    }
+    snprintf(why, n, "the baseline ran at %.0f%% of the speed-of-light estimate (faster than the measured "
+             "ceilings allow: its data stayed in cache), so no score", 100.0 * r->t_sol /
+             r->rows[r->baseline_row].t_median);
+}
+
 static void reproducer(char *b, size_t n, const parity_bench_result_t *r, const parity_bench_row_t *row)
 {
     snprintf(b, n, "parity check %s --kernel %s --workload %s --seed %llu", r->op->name,
@@ -148,7 +162,9 @@ static void print_report(FILE *f, const parity_bench_result_t *r)
         } else if (!row->timed) {
             fprintf(f, "unscored: %s\n", row->time_detail);
         } else {
-            fprintf(f, "unscored: no faithful, timed baseline\n");
+            char why[160];
+            unscored_why(why, sizeof why, r);
+            fprintf(f, "unscored: %s\n", why);
         }
     }
     fprintf(f, "\nscore S = 1/(1 + (T - T_SOL)/(T_base - T_SOL)); %%SOL = T_SOL/T; median of %d runs, "
@@ -237,7 +253,7 @@ static int write_json(const char *path, const parity_bench_result_t *r)
             } else if (!row->timed) {
                 snprintf(why, sizeof why, "%s", row->time_detail);
             } else {
-                snprintf(why, sizeof why, "no faithful, timed baseline");
+                unscored_why(why, sizeof why, r);
             }
             cJSON_AddStringToObject(k, "unscored_reason", why);
         }

@@ -53,7 +53,10 @@ grep -q "T_SOL" "$tmp/out" && ok || bad "no T_SOL"
 ODD=(--workload $WL --check-workload $WL --runs 2 --warmup 1 --no-scrub --probe-mib 8 --threads 2)
 expect_rc 0 "odd timed calls" "$P" bench $OP --kernel builtin:fp32_shuffled --kernel builtin:fp32_fast "${ODD[@]}" -q
 for k in fp32_shuffled fp32_fast "fp32_seq \\(base\\)"; do
-  grep -E "^builtin:$k +faithful .* [01]\.[0-9]{3}$" "$tmp/out" >/dev/null && ok || { bad "odd timed calls: $k not faithful and scored"; cat "$tmp/out"; }
+  # scored, or unscored only because the baseline beat the speed-of-light estimate (its data in a
+  # cache larger than the bandwidth probe's 8 MiB arrays: a matter of timing, not of the verdict)
+  grep -E "^builtin:$k +faithful .* ([01]\.[0-9]{3}|unscored: the baseline ran at [0-9]+% of the speed-of-light estimate .*)$" \
+    "$tmp/out" >/dev/null && ok || { bad "odd timed calls: $k not faithful and scored"; cat "$tmp/out"; }
 done
 
 # A kernel that changes its inputs (tests/plugins/cheats.c modify_dy) timed first: the case is built
