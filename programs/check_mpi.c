@@ -12,7 +12,7 @@
 /* Launchers set these: Open MPI's mpirun (OMPI_COMM_WORLD_SIZE), PMIx-based srun and prterun
  * (PMIX_RANK), PMI-1/2 srun (PMI_RANK). A plain `parity check` never calls MPI_Init: singleton
  * start-up costs a second and would make MPI a runtime need of every check. */
-static int launched(void)
+int check_mpi_launched(void)
 {
     return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
 }
@@ -32,7 +32,7 @@ static int or_all(void *ctx, void *buf, size_t n)
 
 int check_mpi_begin(parity_check_exec_t *exec)
 {
-    if (!launched()) return 0;
+    if (!check_mpi_launched()) return 0;
     int size = 1, rank = 0;
     if (MPI_Init(NULL, NULL) != MPI_SUCCESS) return -1;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -52,6 +52,8 @@ void check_mpi_end(int *rc)
 }
 
 #else
+
+int check_mpi_launched(void) { return 0; }
 
 int check_mpi_begin(parity_check_exec_t *exec)
 {

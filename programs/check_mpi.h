@@ -6,6 +6,9 @@
 
 #include "parity/verify.h"
 
+/* 1 when an MPI launcher started this process (the environment says so: Open MPI's mpirun, PMIx
+ * and PMI srun), 0 otherwise or when built without MPI. parity problem asks it too. */
+int check_mpi_launched(void);
 /* When this process was started by an MPI launcher (the environment says so), initialise MPI
  * and fill exec's rank, n_ranks and or_all; returns 1. Returns 0 when not under a launcher (or
  * built without MPI, or a job of one rank): exec is untouched. -1 when MPI failed to start. */

@@ -7,6 +7,8 @@
 #define _GNU_SOURCE
 #include "problem_mpi.h"
 
+#include "check_mpi.h"
+
 #ifdef PARITY_HAVE_MPI
 #include <errno.h>
 #include <limits.h>
@@ -21,12 +23,6 @@
 extern char **environ;
 
 enum { NAME_LEN = PATH_MAX + 32 }; /* a folder of PATH_MAX and "/rank-I.json" */
-
-/* The launchers check_mpi.c knows (Open MPI's mpirun, PMIx and PMI srun). */
-static int launched(void)
-{
-    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
-}
 
 /* Runs args (NULL-terminated) and waits: its exit code, 128 + N when killed by signal N. The
  * child's standard output goes to standard error when quiet (a shard prints its report into its
@@ -110,7 +106,7 @@ static int merge(char **args, int nargs, const char *dir, const char *all, const
 
 int problem_mpi_run(char **args, int nargs)
 {
-    if (!launched()) return -1;
+    if (!check_mpi_launched()) return -1;
     int size = 1, rank = 0;
     if (MPI_Init(NULL, NULL) != MPI_SUCCESS) {
         fprintf(stderr, "parity problem: MPI could not be initialised\n");

@@ -256,7 +256,11 @@ class Problem:
                 args[k] = torch.randint(0, max(hi, 1), shape, generator=gen).to(_tdtype(spec["dtype"]))
         return args
 
-    _MIXED_MAX_ELEMS = 1 << 24  # inputs and outputs a probe may hold (three fp64 runs of the reference)
+    # The probe's size bound, in input and output elements: it holds about six fp64 copies of
+    # them at once (the inputs, a perturbed input, three runs' outputs, their comparison), 2^24
+    # elements is then 768 MiB, under the memory guard's share of this machine; only const axes
+    # reach it (var axes are cut to _MIXED_VAR), and a problem that large is left without it.
+    _MIXED_MAX_ELEMS = 1 << 24
     _MIXED_VAR = 8  # a var axis's size in the probe (the base rule's least rows)
 
     def _mixed_axes(self) -> Dict[str, List[str]]:
@@ -298,6 +302,9 @@ class Problem:
                     mid = tuple(n // 2 for n in x.shape)
                     pert = dict(args)
                     pert[k] = x.clone()
+                    # 2^-10 of the element (and 2^-10 absolute for one near 0): far above fp64's
+                    # rounding (2^-52), so every output it reaches moves; small enough that a max,
+                    # a clamp or a ReLU at another element does not switch branch over it
                     pert[k][mid] += (abs(float(x[mid])) + 1.0) * 2.0 ** -10
                     moved = self._run_reference("f64", pert)
                     for o, before, after in zip(self.outputs, base, moved):

@@ -240,23 +240,18 @@ def load_solution(problem: Problem, path: Optional[str], isolate: bool = False
             f.write(s["content"])
         written.append(full)
     file, fn_name = ep.split("::")
+    dps = bool(spec.get("destination_passing_style", True))
+    what = "%s (%s, %s" % (d.get("name", os.path.basename(path)), ep, "destination-passing" if dps else "value-returning")
     if cpp:
         try:
             fn = _build.build_entry(path, tmp, written, spec, fn_name, cuda=dev is not None,
                                     default_binding="tvm-ffi" if problem.format == "flashinfer" else "torch")
         except _build.BuildUnavailable as e:
             raise Unsupported(str(e)) from e
-        if _isolate_here(problem):  # built here (its errors reported), run in a child process
-            return _isolated(problem, path, "%s (%s, %s, in a child process)" % (
-                d.get("name", os.path.basename(path)), ep, "destination-passing" if spec.get(
-                    "destination_passing_style", True) else "value-returning"), t0)
     else:
         fn = _python_entry(path, tmp, file, fn_name)
-        if isolate and _isolate_here(problem):  # imported here (errors reported), run in a child process
-            return _isolated(problem, path, "%s (%s, %s, in a child process)" % (
-                d.get("name", os.path.basename(path)), ep, "destination-passing" if spec.get(
-                    "destination_passing_style", True) else "value-returning"), t0)
-    dps = bool(spec.get("destination_passing_style", True))
+    if (cpp or isolate) and _isolate_here(problem):  # loaded here (its errors reported), run in a child process
+        return _isolated(problem, path, what + ", in a child process)", t0)
     names = list(problem.outputs)
 
     def call_sol(args: Dict[str, Any]) -> List[Any]:
@@ -273,9 +268,7 @@ def load_solution(problem: Problem, path: Optional[str], isolate: bool = False
                 return _outputs_list(fn(*pos), names, path)
             outs = run_low(once)
             return [o.detach().cpu() if isinstance(o, torch.Tensor) else o for o in outs]
-    return call_sol, "%s (%s, %s%s)" % (d.get("name", os.path.basename(path)), ep,
-                                        "destination-passing" if dps else "value-returning",
-                                        ", on %s" % dev if dev is not None else "")
+    return call_sol, what + (", on %s)" % dev if dev is not None else ")")
 
 
 class on_device:
